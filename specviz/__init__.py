@@ -1,0 +1,1 @@
+"""specviz: exact speculative decoding, made visible."""
