@@ -1,0 +1,55 @@
+"""KV-cache handling in one place: creation, cached forward passes and rollback.
+
+transformers 5.x renamed the forward argument `past_key_values` to `cache` (5.2x, with the
+old name deprecated); `Cache.crop(-n)` removes the last n positions on every 5.x release.
+All version differences live in this module.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+from torch import Tensor
+from transformers import DynamicCache
+
+
+class KVCache:
+    """A model's KV cache together with the number of positions it holds."""
+
+    def __init__(self, model: Any) -> None:
+        """An empty cache for model (any Hugging Face causal LM)."""
+        self.model = model
+        self.kv = DynamicCache(config=model.config)
+        self._kwarg = _cache_kwarg(model)
+
+    def __len__(self) -> int:
+        """Number of token positions currently cached."""
+        return int(self.kv.get_seq_length())
+
+    @torch.no_grad()
+    def forward(self, input_ids: Tensor) -> Tensor:
+        """Feed new tokens (T,) after the cached ones; returns logits (T, V), extends the cache."""
+        start = len(self)
+        positions = torch.arange(start, start + input_ids.shape[0], device=input_ids.device)
+        out = self.model(
+            input_ids=input_ids[None],  # (1, T)
+            position_ids=positions[None],  # (1, T)
+            use_cache=True,
+            **{self._kwarg: self.kv},
+        )
+        logits: Tensor = out.logits[0]  # (T, V)
+        return logits
+
+    def crop(self, length: int) -> None:
+        """Roll back to the first `length` positions (no-op if it holds no more than that)."""
+        extra = len(self) - length
+        if extra > 0:
+            self.kv.crop(-extra)
+
+
+def _cache_kwarg(model: Any) -> str:
+    """The name under which this model's forward takes a cache object."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"

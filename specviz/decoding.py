@@ -1,0 +1,233 @@
+"""Plain and speculative decoding as generators of events, sharing one KV-cached forward path."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Generator, Iterator
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from specviz.acceptance import EXACT, AcceptanceRule, Verdict, verify
+from specviz.cache import KVCache
+from specviz.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
+from specviz.drafters import Draft, Drafter
+from specviz.events import (
+    Accepted,
+    Bonus,
+    Event,
+    Finished,
+    Prefill,
+    Proposed,
+    Rejected,
+    Resampled,
+    RoundSummary,
+    Sampled,
+)
+from specviz.sampling import logits_to_probs, sample
+
+RESIDUAL_TOP = 5  # candidates of the residual distribution recorded per resample
+
+
+def clock(device: torch.device) -> float:
+    """Wall-clock seconds, after waiting for queued CUDA work on device."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+def make_generator(sampling: SamplingConfig, device: torch.device) -> torch.Generator:
+    """A fresh generator on device, seeded from the sampling config (never the global RNG)."""
+    return torch.Generator(device=device).manual_seed(sampling.seed)
+
+
+def autoregressive_events(
+    target: Any,
+    prompt_ids: list[int],
+    *,
+    sampling: SamplingConfig,
+    max_new_tokens: int,
+    stop_ids: Collection[int] = (),
+) -> Iterator[Event]:
+    """Plain target sampling, one forward pass per token: the speed baseline and reference law."""
+    check_max_new_tokens(max_new_tokens)
+    device = target.device
+    cache, generator, ids = KVCache(target), make_generator(sampling, device), list(prompt_ids)
+    start = clock(device)
+    if len(ids) > 1:
+        cache.forward(torch.tensor(ids[:-1], device=device))
+    yield Prefill(prompt_tokens=len(ids), target_seconds=clock(device) - start, draft_seconds=0.0)
+    reason = "max_new_tokens"
+    for position in range(max_new_tokens):
+        t0 = clock(device)
+        logits = cache.forward(torch.tensor(ids[len(cache) :], device=device))[-1]  # (V,)
+        p = logits_to_probs(logits, sampling)
+        token = sample(p, generator)
+        yield Sampled(
+            position=position,
+            token=token,
+            p_x=float(p[token]),
+            target_seconds=clock(device) - t0,
+        )
+        ids.append(token)
+        if token in stop_ids:
+            reason = "eos"
+            break
+    yield Finished(
+        reason=reason, new_tokens=len(ids) - len(prompt_ids), seconds=clock(device) - start
+    )
+
+
+class SpeculativeDecoder:
+    """Speculative sampling state: the committed ids, the target's cache and the drafter."""
+
+    def __init__(
+        self,
+        target: Any,
+        drafter: Drafter,
+        prompt_ids: list[int],
+        *,
+        sampling: SamplingConfig,
+        speculation: SpeculationConfig,
+        stop_ids: Collection[int] = (),
+        rule: AcceptanceRule = EXACT,
+    ) -> None:
+        """Set up a decode of prompt_ids; nothing runs until events() is iterated."""
+        self.target, self.drafter, self.rule = target, drafter, rule
+        self.sampling, self.speculation, self.stop_ids = sampling, speculation, stop_ids
+        self.device = target.device
+        self.ids = list(prompt_ids)
+        self.prompt_len = len(prompt_ids)
+        self.target_cache = KVCache(target)
+        self.generator = make_generator(sampling, self.device)
+
+    def events(self) -> Iterator[Event]:
+        """Run to EOS or max_new_tokens, yielding every event as it happens."""
+        start = clock(self.device)
+        yield self._prefill()
+        round_index, reason = 0, "max_new_tokens"
+        while (remaining := self.speculation.max_new_tokens - self.new_tokens) > 0:
+            yield from self._round(round_index, gamma=min(self.speculation.gamma, remaining - 1))
+            round_index += 1
+            if self.ids[-1] in self.stop_ids:
+                reason = "eos"
+                break
+        yield Finished(
+            reason=reason, new_tokens=self.new_tokens, seconds=clock(self.device) - start
+        )
+
+    @property
+    def new_tokens(self) -> int:
+        """Tokens emitted so far."""
+        return len(self.ids) - self.prompt_len
+
+    def _prefill(self) -> Prefill:
+        """Cache all prompt tokens but the last in target and drafter."""
+        t0 = clock(self.device)
+        prefix = self.ids[:-1]
+        if prefix:
+            self.target_cache.forward(torch.tensor(prefix, device=self.device))
+        t1 = clock(self.device)
+        self.drafter.prefill(prefix)
+        t2 = clock(self.device)
+        return Prefill(prompt_tokens=len(self.ids), target_seconds=t1 - t0, draft_seconds=t2 - t1)
+
+    def _round(self, round_index: int, gamma: int) -> Iterator[Event]:
+        """Draft, score all drafts in one target pass, verify, emit, roll both caches back."""
+        t0 = clock(self.device)
+        draft = self._draft(gamma)
+        t1 = clock(self.device)
+        p_target = self._score(draft.tokens)  # (k+1, V)
+        t2 = clock(self.device)
+        first = self.new_tokens
+        for i, token in enumerate(draft.tokens.tolist()):
+            q_x = float(draft.q_draft[i, token])
+            yield Proposed(
+                round=round_index, position=first + i, draft_index=i, token=token, q_x=q_x
+            )
+        verdict = verify(
+            p_target,
+            draft.q_draft.to(p_target),
+            draft.tokens.to(self.device),
+            self.generator,
+            self.rule,
+        )
+        emitted = yield from self._emit(round_index, draft, verdict, p_target)
+        self.target_cache.crop(len(self.ids) - 1)
+        self.drafter.rollback(len(self.ids))
+        yield RoundSummary(
+            round=round_index,
+            gamma=gamma,
+            proposed=len(draft.tokens),
+            accepted=verdict.n_accepted,
+            emitted=emitted,
+            draft_seconds=t1 - t0,
+            target_seconds=t2 - t1,
+            draft_forward_calls=draft.forward_calls,
+        )
+
+    def _draft(self, gamma: int) -> Draft:
+        """Ask the drafter for up to gamma tokens (none when gamma is 0)."""
+        if gamma == 0:
+            empty = torch.empty(0, dtype=torch.long, device=self.device)
+            return Draft(tokens=empty, q_draft=torch.empty(0, 0), forward_calls=0)
+        return self.drafter.propose(self.ids, gamma, self.generator, self.stop_ids)
+
+    def _score(self, draft_tokens: Tensor) -> Tensor:
+        """p_target (k+1, V) for each draft position and the bonus position, in one pass."""
+        fresh = torch.tensor(self.ids[len(self.target_cache) :], device=self.device)
+        logits = self.target_cache.forward(torch.cat([fresh, draft_tokens.to(self.device)]))
+        k = draft_tokens.shape[0]
+        return logits_to_probs(logits[-(k + 1) :], self.sampling)  # (k+1, V)
+
+    def _emit(
+        self, round_index: int, draft: Draft, verdict: Verdict, p_target: Tensor
+    ) -> Generator[Event, None, int]:
+        """Yield accept/reject/resample/bonus events, commit tokens; returns how many emitted."""
+        first, n = self.new_tokens, verdict.n_accepted
+        tokens = draft.tokens.tolist()
+        for i in range(n if verdict.is_bonus else n + 1):
+            verdict_cls = Rejected if i == n else Accepted
+            yield verdict_cls(
+                round=round_index,
+                position=first + i,
+                draft_index=i,
+                token=tokens[i],
+                p_x=verdict.p_x[i],
+                q_x=verdict.q_x[i],
+                u=verdict.u[i],
+                accept_prob=verdict.accept_prob[i],
+            )
+            if i == n:
+                break
+            self.ids.append(tokens[i])
+            if tokens[i] in self.stop_ids:
+                return i + 1  # an accepted stop token ends the round (and the decode)
+        yield self._next_event(round_index, first + n, draft, verdict, p_target)
+        self.ids.append(verdict.next_token)
+        return n + 1
+
+    def _next_event(
+        self, round_index: int, position: int, draft: Draft, verdict: Verdict, p_target: Tensor
+    ) -> Resampled | Bonus:
+        """The event for the token that follows the accepted drafts."""
+        n, token = verdict.n_accepted, verdict.next_token
+        p = p_target[n]  # (V,)
+        if verdict.is_bonus:
+            return Bonus(round=round_index, position=position, token=token, p_x=float(p[token]))
+        q = draft.q_draft[n].to(p)  # (V,)
+        top = verdict.next_dist.topk(min(RESIDUAL_TOP, p.shape[0]))
+        return Resampled(
+            round=round_index,
+            position=position,
+            token=token,
+            p_x=float(p[token]),
+            q_x=float(q[token]),
+            residual_x=float(verdict.next_dist[token]),
+            residual_mass=float(torch.clamp(p - q, min=0.0).sum()),
+            top=tuple(
+                (int(t), float(r), float(p[t]), float(q[t]))
+                for r, t in zip(top.values.tolist(), top.indices.tolist(), strict=True)
+            ),
+        )

@@ -1,0 +1,89 @@
+"""Drafters propose up to gamma tokens together with the distribution q each was drawn from."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from specviz.cache import KVCache
+from specviz.config import SamplingConfig
+from specviz.sampling import logits_to_probs, sample
+
+
+@dataclass(frozen=True, kw_only=True)
+class Draft:
+    """Proposed tokens (k,) and the distributions q_draft (k, V) they came from; k <= gamma."""
+
+    tokens: Tensor
+    q_draft: Tensor
+    forward_calls: int
+
+
+class Drafter(Protocol):
+    """What the verifier needs from any drafter (draft model, n-gram lookup, ...)."""
+
+    def prefill(self, prefix: list[int]) -> None:
+        """Process a prompt prefix before the first round (may be a no-op)."""
+
+    def propose(
+        self,
+        ids: list[int],
+        gamma: int,
+        generator: torch.Generator,
+        stop_ids: Collection[int],
+    ) -> Draft:
+        """Propose up to gamma tokens to follow ids; stop early after a stop token."""
+
+    def rollback(self, committed: int) -> None:
+        """Forget everything past the first `committed` tokens of the sequence."""
+
+
+class ModelDrafter:
+    """Drafts autoregressively with a small causal LM and its own KV cache."""
+
+    def __init__(self, model: Any, sampling: SamplingConfig, vocab_size: int) -> None:
+        """Wrap model; its distributions are warped by the same sampling config as the target's."""
+        self.cache = KVCache(model)
+        self.sampling = sampling
+        self.vocab_size = vocab_size
+        self.device = model.device
+
+    def prefill(self, prefix: list[int]) -> None:
+        """Cache the draft's keys/values for prefix."""
+        if prefix:
+            self.cache.forward(torch.tensor(prefix, device=self.device))
+
+    def propose(
+        self,
+        ids: list[int],
+        gamma: int,
+        generator: torch.Generator,
+        stop_ids: Collection[int],
+    ) -> Draft:
+        """Sample up to gamma tokens; q_draft rows are the exact distributions sampled from."""
+        pending = ids[len(self.cache) :]  # 1 token, or 2 when one behind after a full accept
+        tokens: list[int] = []
+        rows: list[Tensor] = []
+        for _ in range(gamma):
+            logits = self.cache.forward(torch.tensor(pending, device=self.device))[-1]  # (V,)
+            q = logits_to_probs(logits[: self.vocab_size], self.sampling)
+            token = sample(q, generator)
+            tokens.append(token)
+            rows.append(q)
+            if token in stop_ids:
+                break
+            pending = [token]
+        q_draft = torch.stack(rows) if rows else torch.empty(0, self.vocab_size)  # (k, V)
+        return Draft(
+            tokens=torch.tensor(tokens, dtype=torch.long, device=self.device),
+            q_draft=q_draft,
+            forward_calls=len(tokens),
+        )
+
+    def rollback(self, committed: int) -> None:
+        """Keep at most committed - 1 cached positions (the last token is fed next round)."""
+        self.cache.crop(committed - 1)

@@ -1,0 +1,181 @@
+"""Frozen dataclasses for every decoding event, and lossless JSON-lines in and out.
+
+Positions count generated tokens from 0. Probabilities are those of the warped (temperature,
+top-k, top-p) distributions: p for the target, q for the drafter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True, kw_only=True)
+class Prefill:
+    """The prompt was run through the model(s) once to fill their KV caches."""
+
+    kind: ClassVar[str] = "prefill"
+    prompt_tokens: int
+    target_seconds: float
+    draft_seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Proposed:
+    """The drafter proposed `token` for `position`, drawn from q (q_x = q(token))."""
+
+    kind: ClassVar[str] = "proposed"
+    round: int
+    position: int
+    draft_index: int
+    token: int
+    q_x: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Accepted:
+    """A draft token was kept: u < min(1, p/q)."""
+
+    kind: ClassVar[str] = "accepted"
+    round: int
+    position: int
+    draft_index: int
+    token: int
+    p_x: float
+    q_x: float
+    u: float
+    accept_prob: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rejected:
+    """A draft token was discarded: u >= min(1, p/q). Nothing is emitted for it."""
+
+    kind: ClassVar[str] = "rejected"
+    round: int
+    position: int
+    draft_index: int
+    token: int
+    p_x: float
+    q_x: float
+    u: float
+    accept_prob: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resampled:
+    """After a rejection, `token` was drawn from norm(max(0, p - q)) at the same position.
+
+    residual_mass = sum(max(0, p - q)) = 1 - alpha at this position; top lists the leading
+    candidates as (token, residual prob, p, q).
+    """
+
+    kind: ClassVar[str] = "resampled"
+    round: int
+    position: int
+    token: int
+    p_x: float
+    q_x: float
+    residual_x: float
+    residual_mass: float
+    top: tuple[tuple[int, float, float, float], ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bonus:
+    """All drafts were kept; `token` was drawn from the target's next distribution p."""
+
+    kind: ClassVar[str] = "bonus"
+    round: int
+    position: int
+    token: int
+    p_x: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Sampled:
+    """Plain decoding: `token` was drawn from p at `position` in one target forward pass."""
+
+    kind: ClassVar[str] = "sampled"
+    position: int
+    token: int
+    p_x: float
+    target_seconds: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoundSummary:
+    """End of a speculative round: counts and forward-pass timings."""
+
+    kind: ClassVar[str] = "round"
+    round: int
+    gamma: int
+    proposed: int
+    accepted: int
+    emitted: int
+    draft_seconds: float
+    target_seconds: float
+    draft_forward_calls: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finished:
+    """Decoding stopped: reason is 'eos' or 'max_new_tokens'."""
+
+    kind: ClassVar[str] = "finished"
+    reason: str
+    new_tokens: int
+    seconds: float
+
+
+Event = (
+    Prefill | Proposed | Accepted | Rejected | Resampled | Bonus | Sampled | RoundSummary | Finished
+)
+EMITTING = (Accepted, Resampled, Bonus, Sampled)  # each emitted token comes from one of these
+_KINDS: dict[str, type[Any]] = {
+    cls.kind: cls
+    for cls in (
+        Prefill,
+        Proposed,
+        Accepted,
+        Rejected,
+        Resampled,
+        Bonus,
+        Sampled,
+        RoundSummary,
+        Finished,
+    )
+}
+
+
+def to_json(event: Event) -> str:
+    """One event as a JSON object with its kind."""
+    return json.dumps({"kind": event.kind, **dataclasses.asdict(event)})
+
+
+def from_json(line: str) -> Event:
+    """Inverse of to_json."""
+    data = json.loads(line)
+    cls = _KINDS[data.pop("kind")]
+    if cls is Resampled:
+        data["top"] = tuple(tuple(row) for row in data["top"])
+    event: Event = cls(**data)
+    return event
+
+
+def write_jsonl(events: Iterable[Event], path: str | Path) -> None:
+    """Write events to path, one JSON object per line."""
+    with Path(path).open("w", encoding="utf-8") as f:
+        f.writelines(to_json(e) + "\n" for e in events)
+
+
+def read_jsonl(path: str | Path) -> Iterator[Event]:
+    """Read events written by write_jsonl."""
+    with Path(path).open(encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                yield from_json(line)

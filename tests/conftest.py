@@ -1,0 +1,97 @@
+"""Tiny random Hugging Face models and a character tokenizer: fast, offline fixtures."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from transformers import (
+    AutoModelForCausalLM,
+    GPT2Config,
+    LlamaConfig,
+    PreTrainedTokenizerFast,
+    Qwen2Config,
+)
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+CHARS = ["<eos>", *"abcdefghijklmnopqrstuvwxyz .,'!?"]
+VOCAB = len(CHARS)
+EOS = 0
+
+
+def char_tokenizer() -> PreTrainedTokenizerFast:
+    """One token per character; id 0 is <eos>."""
+    vocab = {c: i for i, c in enumerate(CHARS)}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="?"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>", unk_token="?")
+
+
+def tiny_config(arch: str, **overrides: Any) -> Any:
+    """A 2-layer config of the given architecture over the character vocabulary."""
+    common: dict[str, Any] = dict(vocab_size=VOCAB, eos_token_id=EOS, bos_token_id=EOS)
+    common.update(overrides)
+    if arch == "gpt2":
+        return GPT2Config(n_positions=96, n_embd=32, n_layer=2, n_head=4, **common)
+    cls = {"llama": LlamaConfig, "qwen2": Qwen2Config}[arch]
+    return cls(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=96,
+        **common,
+    )
+
+
+def tiny_model(arch: str, seed: int, scale: float = 1.0, **overrides: Any) -> Any:
+    """A random float64 model; weights drawn under a forked RNG, so global state is untouched."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(tiny_config(arch, **overrides))
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if param.dim() > 1:  # sharpen: random models are otherwise near-uniform
+                    param.normal_(0.0, scale / param.shape[-1] ** 0.5)
+    return model.to(torch.float64).eval()
+
+
+def perturbed_copy(model: Any, seed: int, noise: float) -> Any:
+    """A draft that partly agrees with model: its weights plus relative Gaussian noise."""
+    draft = AutoModelForCausalLM.from_config(model.config).to(torch.float64).eval()
+    draft.load_state_dict(model.state_dict())
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in draft.parameters():
+            if param.dim() > 1:
+                param.add_(noise * param.std() * torch.randn(param.shape, generator=gen, dtype=param.dtype))
+    return draft
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> PreTrainedTokenizerFast:
+    return char_tokenizer()
+
+
+PairFactory = Callable[[str], tuple[Any, Any]]
+
+
+@pytest.fixture(scope="session")
+def pair() -> PairFactory:
+    """(target, draft) for an architecture; the draft agrees with the target only partly."""
+    cache: dict[str, tuple[Any, Any]] = {}
+
+    def make(arch: str) -> tuple[Any, Any]:
+        if arch not in cache:
+            target = tiny_model(arch, seed=1, scale=3.0)
+            cache[arch] = (target, perturbed_copy(target, seed=2, noise=0.05))
+        return cache[arch]
+
+    return make
