@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -71,8 +71,19 @@ def perturbed_copy(model: Any, seed: int, noise: float) -> Any:
     with torch.no_grad():
         for param in draft.parameters():
             if param.dim() > 1:
-                param.add_(noise * param.std() * torch.randn(param.shape, generator=gen, dtype=param.dtype))
+                param.add_(
+                    noise * param.std() * torch.randn(param.shape, generator=gen, dtype=param.dtype)
+                )
     return draft
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_thread() -> Iterator[None]:
+    """Tiny models run fastest on one intra-op thread (threads only add contention)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

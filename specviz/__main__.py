@@ -1,0 +1,7 @@
+"""`python -m specviz` runs the command line."""
+
+import sys
+
+from specviz.cli import main
+
+sys.exit(main())

@@ -1,0 +1,119 @@
+"""Command line: `specviz generate ...` runs speculative (or plain) decoding and reports it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from specviz.config import SamplingConfig, SpeculationConfig
+from specviz.events import write_jsonl
+from specviz.generate import GenerationResult, autoregressive_generate, speculative_generate
+from specviz.models import BUNDLED, DTYPES, ModelLoadError, load_pair, parse_dtype
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser for all subcommands."""
+    parser = argparse.ArgumentParser(prog="specviz", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    gen = sub.add_parser("generate", help="decode a prompt speculatively and report each round")
+    gen.add_argument("--target", default=BUNDLED, help="local folder, hub id, or 'bundled'")
+    gen.add_argument("--draft", default=BUNDLED, help="local folder, hub id, or 'bundled'")
+    gen.add_argument("--prompt", required=True, help="text to continue")
+    gen.add_argument("--gamma", type=int, default=4, help="draft tokens per round (>= 1)")
+    gen.add_argument("--temperature", type=float, default=1.0, help="0 for greedy")
+    gen.add_argument("--top-k", type=int, default=0, help="0 disables")
+    gen.add_argument("--top-p", type=float, default=1.0, help="1.0 disables")
+    gen.add_argument("--max-new-tokens", type=int, default=64)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
+    gen.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    gen.add_argument("--plain", action="store_true", help="plain target decoding (no draft)")
+    gen.add_argument("--events", metavar="FILE", help="write every event as JSON lines")
+    gen.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
+    return parser
+
+
+def summary(result: GenerationResult) -> dict[str, object]:
+    """The numbers a user wants after a decode."""
+    return {
+        "text": result.text,
+        "tokens": list(result.tokens),
+        "new_tokens": len(result.tokens),
+        "finish_reason": result.finish_reason,
+        "seconds": result.seconds,
+        "rounds": len(result.rounds),
+        "proposed": result.proposed,
+        "accepted": result.accepted,
+        "acceptance_rate": result.acceptance_rate if result.proposed else None,
+        "target_calls": result.target_calls,
+        "per_round": [
+            {"round": r.round, "proposed": r.proposed, "accepted": r.accepted, "emitted": r.emitted}
+            for r in result.rounds
+        ],
+    }
+
+
+def render_text(result: GenerationResult) -> str:
+    """Human-readable report: the text, one line per round, and the acceptance rate."""
+    lines = [result.text, ""]
+    lines += [
+        f"round {r.round:3d}: accepted {r.accepted}/{r.proposed}, emitted {r.emitted}"
+        for r in result.rounds
+    ]
+    rate = f"{result.acceptance_rate:.3f}" if result.proposed else "n/a"
+    lines.append(
+        f"{len(result.tokens)} tokens in {result.seconds:.2f} s, {result.target_calls} target "
+        f"calls, acceptance rate {rate} ({result.accepted}/{result.proposed}), "
+        f"stopped by {result.finish_reason}"
+    )
+    return "\n".join(lines)
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    """Validate, load, decode, report."""
+    sampling = SamplingConfig(
+        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed
+    )
+    speculation = SpeculationConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens)
+    if not args.prompt.strip():
+        raise ValueError("--prompt is empty: give some text to continue")
+    pair = load_pair(
+        args.target,
+        args.draft,
+        dtype=parse_dtype(args.dtype),
+        device=args.device,
+        progress=lambda m: print(m, file=sys.stderr),
+    )
+    if args.plain:
+        result = autoregressive_generate(
+            pair.target,
+            pair.tokenizer,
+            args.prompt,
+            sampling=sampling,
+            max_new_tokens=speculation.max_new_tokens,
+        )
+    else:
+        result = speculative_generate(
+            pair.target,
+            pair.draft,
+            pair.tokenizer,
+            args.prompt,
+            sampling=sampling,
+            speculation=speculation,
+        )
+    if args.events:
+        write_jsonl(result.events, args.events)
+    print(json.dumps(summary(result)) if args.json else render_text(result))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `specviz` command; bad input exits 2 with a one-line message."""
+    args = build_parser().parse_args(argv)
+    try:
+        return run_generate(args)
+    except (ValueError, ModelLoadError) as err:
+        print(f"specviz: error: {err}", file=sys.stderr)
+        return 2

@@ -1,0 +1,140 @@
+"""Loading a (target, draft, tokenizer) pair: the bundled default, local folders or hub ids."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+BUNDLED = "bundled"
+DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+}
+
+
+class ModelLoadError(ValueError):
+    """A model or tokenizer could not be loaded; the message says what to do."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelPair:
+    """A ready target and draft (eval mode, same device) and their shared tokenizer."""
+
+    target: Any
+    draft: Any
+    tokenizer: Any
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    """'float32' | 'float16' | 'bfloat16' | 'float64' → torch dtype."""
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)} (got {name!r})")
+    return DTYPES[name]
+
+
+def resolve(spec: str, role: str, progress: Callable[[str], None]) -> str:
+    """Turn 'bundled', a local folder or a hub id into something from_pretrained accepts."""
+    if spec == BUNDLED:
+        from specviz import bundled  # imported lazily: nothing is fetched unless asked for
+
+        try:
+            if role == "target":
+                return str(bundled.ensure_bundled_target(progress))
+            return str(bundled.bundled_draft_dir())
+        except bundled.BundledModelError as err:
+            raise ModelLoadError(f"bundled {role}: {err}") from err
+    path = Path(spec).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(
+                f"{role} folder {path} has no config.json: save it with save_pretrained"
+            )
+        return str(path)
+    if spec.count("/") != 1 or spec.startswith((".", "/")):
+        raise ModelLoadError(
+            f"{role} {spec!r} is neither an existing folder nor a hub id like 'org/name'"
+        )
+    return spec
+
+
+def _offline() -> bool:
+    """True when HF_HUB_OFFLINE asks the hub client not to touch the network."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _from_pretrained(loader: Any, source: str, role: str, **kwargs: Any) -> Any:
+    """loader.from_pretrained with errors turned into a ModelLoadError that says what to do."""
+    is_local = Path(source).exists()
+    try:
+        return loader.from_pretrained(source, local_files_only=is_local or _offline(), **kwargs)
+    except (OSError, ValueError) as err:
+        hint = (
+            "the hub is offline (HF_HUB_OFFLINE=1) and it is not in the local cache: pass a local "
+            "folder, or unset HF_HUB_OFFLINE on a machine with internet"
+            if not is_local and _offline()
+            else f"{err}"
+        )
+        raise ModelLoadError(f"could not load {role} {source!r}: {hint}") from err
+
+
+def load_model(
+    spec: str,
+    *,
+    role: str = "model",
+    dtype: torch.dtype = torch.float32,
+    device: str = "cpu",
+    progress: Callable[[str], None] = lambda _m: None,
+) -> Any:
+    """One causal LM in eval mode with gradients off."""
+    source = resolve(spec, role, progress)
+    model = _from_pretrained(AutoModelForCausalLM, source, role, dtype=dtype)
+    model.requires_grad_(False)
+    return model.to(device).eval()
+
+
+def load_tokenizer(
+    spec: str, *, role: str = "target", progress: Callable[[str], None] = lambda _m: None
+) -> Any:
+    """The tokenizer stored with a model."""
+    return _from_pretrained(AutoTokenizer, resolve(spec, role, progress), f"{role} tokenizer")
+
+
+def check_tokenizers(target_tok: Any, draft_tok: Any) -> None:
+    """Raise ModelLoadError unless both tokenizers map the same strings to the same ids."""
+    if target_tok.get_vocab() != draft_tok.get_vocab():
+        raise ModelLoadError(
+            "draft and target tokenizers differ (different vocabularies): speculative decoding "
+            "needs a draft trained with the target's tokenizer"
+        )
+    if target_tok.all_special_tokens != draft_tok.all_special_tokens:
+        raise ModelLoadError(
+            f"draft and target tokenizers have different special tokens "
+            f"({draft_tok.all_special_tokens} vs {target_tok.all_special_tokens})"
+        )
+
+
+def load_pair(
+    target: str = BUNDLED,
+    draft: str = BUNDLED,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: str = "cpu",
+    progress: Callable[[str], None] = lambda _m: None,
+) -> ModelPair:
+    """Load target, draft and tokenizer; checks tokenizers match before loading weights."""
+    tokenizer = load_tokenizer(target, role="target", progress=progress)
+    check_tokenizers(tokenizer, load_tokenizer(draft, role="draft", progress=progress))
+    progress(f"loading target {target!r} and draft {draft!r} ({dtype}, {device})")
+    return ModelPair(
+        target=load_model(target, role="target", dtype=dtype, device=device, progress=progress),
+        draft=load_model(draft, role="draft", dtype=dtype, device=device, progress=progress),
+        tokenizer=tokenizer,
+    )

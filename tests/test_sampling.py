@@ -1,0 +1,69 @@
+"""logits → probs: temperature, top-k, top-p, greedy; seeded draws."""
+
+from __future__ import annotations
+
+import torch
+
+from specviz.config import SamplingConfig
+from specviz.sampling import logits_to_probs, sample
+
+LOGITS = torch.tensor([2.0, 1.0, 0.5, -1.0, -3.0], dtype=torch.float64)
+
+
+def test_greedy_is_one_hot_argmax_without_nan() -> None:
+    extreme = torch.tensor([1e30, -1e30, float("-inf"), 3.0], dtype=torch.float64)
+    probs = logits_to_probs(extreme, SamplingConfig(temperature=0))
+    assert torch.equal(probs, torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64))
+    batch = logits_to_probs(torch.stack([LOGITS, -LOGITS]), SamplingConfig(temperature=0))
+    assert batch.argmax(-1).tolist() == [0, 4] and torch.equal(
+        batch.sum(-1), torch.ones(2).double()
+    )
+
+
+def test_temperature_scales_logits() -> None:
+    for t in (0.5, 1.0, 1.5):
+        probs = logits_to_probs(LOGITS, SamplingConfig(temperature=t))
+        assert torch.allclose(probs, torch.softmax(LOGITS / t, -1), atol=1e-15)
+
+
+def test_top_k_keeps_k_largest_and_renormalises() -> None:
+    probs = logits_to_probs(LOGITS, SamplingConfig(top_k=2))
+    expected = torch.softmax(LOGITS[:2], -1)
+    assert torch.allclose(probs[:2], expected, atol=1e-15)
+    assert probs[2:].abs().sum() == 0
+
+
+def test_top_p_keeps_smallest_set_reaching_mass() -> None:
+    logits = torch.tensor([0.5, 0.3, 0.15, 0.05], dtype=torch.float64).log()
+    assert torch.allclose(
+        logits_to_probs(logits, SamplingConfig(top_p=0.7)),
+        torch.tensor([0.625, 0.375, 0.0, 0.0], dtype=torch.float64),
+    )
+    assert torch.allclose(
+        logits_to_probs(logits, SamplingConfig(top_p=0.9)),
+        torch.tensor([0.5, 0.3, 0.15, 0.0], dtype=torch.float64) / 0.95,
+    )
+    # the top token always survives, even when it alone exceeds top_p
+    assert logits_to_probs(logits, SamplingConfig(top_p=0.1)).tolist() == [1.0, 0.0, 0.0, 0.0]
+
+
+def test_top_k_then_top_p_and_temperature_compose() -> None:
+    cfg = SamplingConfig(temperature=2.0, top_k=3, top_p=0.8)
+    probs = logits_to_probs(LOGITS, cfg)
+    warm = torch.softmax(LOGITS[:3] / 2.0, -1)  # top-3 after temperature
+    keep = 2 if warm[0] + warm[1] >= 0.8 else 3
+    expected = torch.zeros(5, dtype=torch.float64)
+    expected[:keep] = warm[:keep] / warm[:keep].sum()
+    assert torch.allclose(probs, expected, atol=1e-15)
+
+
+def test_low_precision_logits_become_float32_probs() -> None:
+    probs = logits_to_probs(LOGITS.to(torch.bfloat16), SamplingConfig())
+    assert probs.dtype == torch.float32 and abs(float(probs.sum()) - 1) < 1e-6
+
+
+def test_sample_is_determined_by_the_generator() -> None:
+    probs = torch.softmax(LOGITS, -1)
+    draws = [sample(probs, torch.Generator().manual_seed(s)) for s in range(50)]
+    again = [sample(probs, torch.Generator().manual_seed(s)) for s in range(50)]
+    assert draws == again and len(set(draws)) > 1
