@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers reads it: never touch the hub
+
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,8 +19,6 @@ from transformers import (
     PreTrainedTokenizerFast,
     Qwen2Config,
 )
-
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 CHARS = ["<eos>", *"abcdefghijklmnopqrstuvwxyz .,'!?"]
 VOCAB = len(CHARS)
@@ -57,7 +58,7 @@ def tiny_model(arch: str, seed: int, scale: float = 1.0, **overrides: Any) -> An
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(tiny_config(arch, **overrides))
         with torch.no_grad():
-            for name, param in model.named_parameters():
+            for param in model.parameters():
                 if param.dim() > 1:  # sharpen: random models are otherwise near-uniform
                     param.normal_(0.0, scale / param.shape[-1] ** 0.5)
     return model.to(torch.float64).eval()

@@ -1,0 +1,139 @@
+"""The `specviz generate` command on tiny local model folders, offline."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specviz.cli import main
+from specviz.config import SamplingConfig
+from specviz.events import Accepted, read_jsonl
+from specviz.generate import autoregressive_generate
+
+from .conftest import PairFactory
+
+
+@pytest.fixture(scope="module")
+def folders(pair: PairFactory, tokenizer, tmp_path_factory) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
+    root = tmp_path_factory.mktemp("models")
+    target, draft = pair("llama")
+    for name, model in (("target", target), ("draft", draft)):
+        model.save_pretrained(root / name)
+        tokenizer.save_pretrained(root / name)
+    return root / "target", root / "draft"
+
+
+def test_generate_prints_json_summary_and_writes_events(
+    folders, pair, tokenizer, tmp_path, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    target_dir, draft_dir = folders
+    events = tmp_path / "events.jsonl"
+    argv = [
+        "generate",
+        "--target",
+        str(target_dir),
+        "--draft",
+        str(draft_dir),
+        "--prompt",
+        "the cat",
+    ]
+    argv += ["--gamma", "3", "--temperature", "0", "--max-new-tokens", "12", "--dtype", "float64"]
+    assert main([*argv, "--events", str(events), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    plain = autoregressive_generate(
+        pair("llama")[0],
+        tokenizer,
+        "the cat",
+        sampling=SamplingConfig(temperature=0),
+        max_new_tokens=12,
+    )
+    assert summary["tokens"] == list(plain.tokens) and summary["text"] == plain.text
+    logged = list(read_jsonl(events))
+    assert summary["accepted"] == sum(isinstance(e, Accepted) for e in logged)
+    assert [r["accepted"] for r in summary["per_round"]] and summary["rounds"] == len(
+        summary["per_round"]
+    )
+
+
+def test_generate_text_report(folders, capsys) -> None:  # type: ignore[no-untyped-def]
+    target_dir, draft_dir = folders
+    argv = ["generate", "--target", str(target_dir), "--draft", str(draft_dir), "--prompt", "hello"]
+    assert (
+        main([*argv, "--max-new-tokens", "10", "--seed", "4", "--top-k", "10", "--top-p", "0.9"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "round   0: accepted" in out and "acceptance rate" in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--gamma", "0"], "gamma must be an integer >= 1 (got 0)"),
+        (["--temperature", "-1"], "temperature must be a finite number >= 0"),
+        (["--top-p", "2"], "top_p must be in (0, 1]"),
+        (["--prompt", " "], "--prompt is empty"),
+    ],
+)
+def test_bad_arguments_exit_2_with_a_message(
+    folders, capsys, extra: list[str], message: str
+) -> None:  # type: ignore[no-untyped-def]
+    target_dir, draft_dir = folders
+    argv = [
+        "generate",
+        "--target",
+        str(target_dir),
+        "--draft",
+        str(draft_dir),
+        "--prompt",
+        "hi",
+        *extra,
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_unknown_hub_id_fails_fast_offline(folders, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    argv = [
+        "generate",
+        "--target",
+        "nobody/no-such-model",
+        "--draft",
+        str(folders[1]),
+        "--prompt",
+        "hi",
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert (
+        "could not load target tokenizer 'nobody/no-such-model'" in err and "HF_HUB_OFFLINE" in err
+    )
+
+
+def test_missing_folder_and_non_model_folder(folders, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["generate", "--target", "./nope/not/here", "--prompt", "hi"]) == 2
+    assert "neither an existing folder nor a hub id" in capsys.readouterr().err
+    assert main(["generate", "--target", str(tmp_path), "--prompt", "hi"]) == 2
+    assert "has no config.json" in capsys.readouterr().err
+
+
+def test_python_dash_m_entry_point(folders) -> None:  # type: ignore[no-untyped-def]
+    target_dir, draft_dir = folders
+    argv = ["generate", "--target", str(target_dir), "--draft", str(draft_dir), "--prompt", "ab"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "specviz", *argv, "--max-new-tokens", "5", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["new_tokens"] <= 5
