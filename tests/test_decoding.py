@@ -232,3 +232,25 @@ def test_seeded_runs_leave_the_global_rng_alone(pair: PairFactory, tokenizer) ->
         target, draft, tokenizer, "abc", speculation=SpeculationConfig(max_new_tokens=8)
     )
     assert torch.equal(before, torch.random.get_rng_state())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_low_precision_models_decode(dtype: torch.dtype, pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+    target, draft = (m.to(dtype) for m in pair("gpt2"))
+    try:
+        result = speculative_generate(
+            target,
+            draft,
+            tokenizer,
+            "the cat",
+            sampling=SamplingConfig(seed=0, top_p=0.9),
+            speculation=SpeculationConfig(gamma=3, max_new_tokens=20),
+            stop=(),
+        )
+    finally:
+        for m in (target, draft):
+            m.to(torch.float64)
+    assert len(result.tokens) == 20 and all(
+        0 <= t < target.config.vocab_size for t in result.tokens
+    )
+    _check_event_consistency(result.events, result.tokens)
