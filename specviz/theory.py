@@ -1,0 +1,48 @@
+"""Closed-form expectations of speculative decoding (Leviathan et al. 2023, section 3).
+
+alpha is the per-token acceptance probability, gamma the draft length, c the cost of one draft
+step relative to one target step. The bonus token is counted in expected_tokens_per_round.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+
+def alpha(p_target: Tensor, q_draft: Tensor) -> Tensor:
+    """Acceptance probability sum_x min(p(x), q(x)) = 1 - TV(p, q), per row (...,)."""
+    return torch.minimum(p_target, q_draft).sum(dim=-1)
+
+
+def expected_tokens_per_round(alpha: float, gamma: int) -> float:
+    """(1 - alpha^(gamma+1)) / (1 - alpha): emitted tokens per round, bonus included."""
+    _check(alpha, gamma)
+    return float(gamma + 1) if alpha == 1.0 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def expected_accepted_per_round(alpha: float, gamma: int) -> float:
+    """alpha + ... + alpha^gamma: accepted draft tokens per round (bonus/resample not counted)."""
+    return expected_tokens_per_round(alpha, gamma) - 1
+
+
+def speedup_bound(alpha: float, gamma: int, c: float) -> float:
+    """Expected walltime improvement (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma c + 1))."""
+    if not (math.isfinite(c) and c >= 0):
+        raise ValueError(f"cost ratio c must be a finite number >= 0 (got {c})")
+    return expected_tokens_per_round(alpha, gamma) / (gamma * c + 1)
+
+
+def optimal_gamma(alpha: float, c: float, max_gamma: int = 16) -> int:
+    """The gamma in 1..max_gamma that maximises speedup_bound."""
+    return max(range(1, max_gamma + 1), key=lambda g: speedup_bound(alpha, g, c))
+
+
+def _check(alpha: float, gamma: int) -> None:
+    """Raise ValueError for alpha outside [0, 1] or gamma < 0."""
+    if not (0.0 <= alpha <= 1.0):
+        raise ValueError(f"alpha must be in [0, 1] (got {alpha})")
+    if gamma < 0:
+        raise ValueError(f"gamma must be >= 0 (got {gamma})")

@@ -1,0 +1,39 @@
+"""Closed-form theory against brute force."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specviz.theory import (
+    alpha,
+    expected_accepted_per_round,
+    expected_tokens_per_round,
+    optimal_gamma,
+    speedup_bound,
+)
+
+
+def test_alpha_is_one_minus_total_variation() -> None:
+    p = torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)
+    q = torch.tensor([0.2, 0.3, 0.5], dtype=torch.float64)
+    assert float(alpha(p, q)) == pytest.approx(1 - 0.5 * float((p - q).abs().sum()))
+
+
+@pytest.mark.parametrize("a", [0.0, 0.3, 0.8, 1.0])
+@pytest.mark.parametrize("gamma", [1, 4, 8])
+def test_expected_tokens_is_a_geometric_sum(a: float, gamma: int) -> None:
+    brute = sum(a**i for i in range(gamma + 1))
+    assert expected_tokens_per_round(a, gamma) == pytest.approx(brute)
+    assert expected_accepted_per_round(a, gamma) == pytest.approx(brute - 1)
+
+
+def test_speedup_bound_and_optimal_gamma() -> None:
+    assert speedup_bound(0.8, 4, 0.0) == pytest.approx(expected_tokens_per_round(0.8, 4))
+    best = optimal_gamma(0.8, 0.05)
+    assert all(speedup_bound(0.8, best, 0.05) >= speedup_bound(0.8, g, 0.05) for g in range(1, 17))
+    assert optimal_gamma(0.3, 0.5) == 1
+    with pytest.raises(ValueError, match=r"alpha must be in \[0, 1\]"):
+        expected_tokens_per_round(1.2, 3)
+    with pytest.raises(ValueError, match="cost ratio c must be"):
+        speedup_bound(0.5, 3, -1.0)
