@@ -35,6 +35,7 @@ class AcceptanceRule:
 
     acceptance_prob: Callable[[Tensor, Tensor], Tensor] = acceptance_prob
     residual: Callable[[Tensor, Tensor], Tensor] = residual
+    uniforms: Callable[[int, torch.Generator, Tensor], Tensor] = uniform
 
 
 EXACT = AcceptanceRule()
@@ -67,7 +68,7 @@ def verify(
     p_x = p_target[rows, draft_tokens]  # (gamma,)
     q_x = q_draft[rows, draft_tokens]  # (gamma,)
     accept = rule.acceptance_prob(p_x, q_x)  # (gamma,)
-    u = uniform(gamma, generator, like=accept)  # (gamma,)
+    u = rule.uniforms(gamma, generator, accept)  # (gamma,)
     rejected = (u >= accept).nonzero()
     n = int(rejected[0].item()) if rejected.numel() else gamma
     is_bonus = n == gamma

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from transformers import DynamicCache
+from transformers import DynamicCache, PretrainedConfig
 
 
 class KVCache:
@@ -21,7 +21,9 @@ class KVCache:
     def __init__(self, model: Any) -> None:
         """An empty cache for model (any Hugging Face causal LM)."""
         self.model = model
-        self.kv = DynamicCache(config=model.config)
+        config = getattr(model, "config", None)
+        is_hf = isinstance(config, PretrainedConfig)
+        self.kv = DynamicCache(config=config) if is_hf else DynamicCache()  # toy models: lazy
         self._kwarg = _cache_kwarg(model)
 
     def __len__(self) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Generator, Iterator
+from collections.abc import Callable, Collection, Generator, Iterator
 from typing import Any
 
 import torch
@@ -92,6 +92,7 @@ class SpeculativeDecoder:
         speculation: SpeculationConfig,
         stop_ids: Collection[int] = (),
         rule: AcceptanceRule = EXACT,
+        make_cache: Callable[[Any], KVCache] = KVCache,
     ) -> None:
         """Set up a decode of prompt_ids; nothing runs until events() is iterated."""
         self.target, self.drafter, self.rule = target, drafter, rule
@@ -99,7 +100,7 @@ class SpeculativeDecoder:
         self.device = target.device
         self.ids = list(prompt_ids)
         self.prompt_len = len(prompt_ids)
-        self.target_cache = KVCache(target)
+        self.target_cache = make_cache(target)
         self.generator = make_generator(sampling, self.device)
 
     def events(self) -> Iterator[Event]:
@@ -179,7 +180,16 @@ class SpeculativeDecoder:
         fresh = torch.tensor(self.ids[len(self.target_cache) :], device=self.device)
         logits = self.target_cache.forward(torch.cat([fresh, draft_tokens.to(self.device)]))
         k = draft_tokens.shape[0]
-        return logits_to_probs(logits[-(k + 1) :], self.sampling)  # (k+1, V)
+        return self.warp_target(logits[-(k + 1) :])  # (k+1, V)
+
+    def warp_target(self, logits: Tensor) -> Tensor:
+        """Target logits (..., V) → p_target with the same warping the drafter used."""
+        return logits_to_probs(logits, self.sampling)
+
+    def _verify(self, p_target: Tensor, draft: Draft) -> Verdict:
+        """Apply the acceptance rule to this round's drafts."""
+        q_draft, tokens = draft.q_draft.to(p_target), draft.tokens.to(self.device)
+        return verify(p_target, q_draft, tokens, self.generator, self.rule)
 
     def _emit(
         self, round_index: int, draft: Draft, verdict: Verdict, p_target: Tensor

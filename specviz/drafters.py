@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -45,9 +45,15 @@ class Drafter(Protocol):
 class ModelDrafter:
     """Drafts autoregressively with a small causal LM and its own KV cache."""
 
-    def __init__(self, model: Any, sampling: SamplingConfig, vocab_size: int) -> None:
+    def __init__(
+        self,
+        model: Any,
+        sampling: SamplingConfig,
+        vocab_size: int,
+        make_cache: Callable[[Any], KVCache] = KVCache,
+    ) -> None:
         """Wrap model; its distributions are warped by the same sampling config as the target's."""
-        self.cache = KVCache(model)
+        self.cache = make_cache(model)
         self.sampling = sampling
         self.vocab_size = vocab_size
         self.device = model.device
@@ -70,8 +76,7 @@ class ModelDrafter:
         rows: list[Tensor] = []
         for _ in range(gamma):
             logits = self.cache.forward(torch.tensor(pending, device=self.device))[-1]  # (V,)
-            q = logits_to_probs(logits[: self.vocab_size], self.sampling)
-            token = sample(q, generator)
+            token, q = self.draw(logits[: self.vocab_size], generator)
             tokens.append(token)
             rows.append(q)
             if token in stop_ids:
@@ -83,6 +88,11 @@ class ModelDrafter:
             q_draft=q_draft,
             forward_calls=len(tokens),
         )
+
+    def draw(self, logits: Tensor, generator: torch.Generator) -> tuple[int, Tensor]:
+        """Sample one token from the warped logits (V,); return it and q (V,) it came from."""
+        q = logits_to_probs(logits, self.sampling)
+        return sample(q, generator), q
 
     def rollback(self, committed: int) -> None:
         """Keep at most committed - 1 cached positions (the last token is fed next round)."""
