@@ -147,13 +147,7 @@ class SpeculativeDecoder:
             yield Proposed(
                 round=round_index, position=first + i, draft_index=i, token=token, q_x=q_x
             )
-        verdict = verify(
-            p_target,
-            draft.q_draft.to(p_target),
-            draft.tokens.to(self.device),
-            self.generator,
-            self.rule,
-        )
+        verdict = self._verify(p_target, draft)
         emitted = yield from self._emit(round_index, draft, verdict, p_target)
         self.target_cache.crop(len(self.ids) - 1)
         self.drafter.rollback(len(self.ids))

@@ -1,0 +1,138 @@
+"""Exact laws of short continuations, enumerated by plain forward passes, and samplers of them.
+
+An outcome is the tuple of the first k generated tokens, cut after a stop token or at
+max_new_tokens, so EOS and length limits inside a round are part of the law.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from specviz.acceptance import EXACT, AcceptanceRule
+from specviz.cache import KVCache
+from specviz.config import SamplingConfig, SpeculationConfig
+from specviz.decoding import SpeculativeDecoder, autoregressive_events
+from specviz.drafters import ModelDrafter
+from specviz.events import EMITTING, Event
+from specviz.sampling import logits_to_probs
+
+Outcome = tuple[int, ...]
+Sampler = Callable[[int], Outcome]  # seed → outcome
+Law = dict[Outcome, float]
+
+
+@torch.no_grad()
+def exact_law(
+    model: Any,
+    prompt_ids: list[int],
+    k: int,
+    sampling: SamplingConfig,
+    stop_ids: Collection[int] = (),
+) -> Law:
+    """P(first k tokens = outcome) under plain sampling from model, by enumeration."""
+    frontier: Law = {(): 1.0}
+    law: Law = {}
+    for depth in range(k):
+        prefixes = list(frontier)
+        batch = torch.tensor([prompt_ids + list(p) for p in prefixes], device=_device(model))
+        probs = logits_to_probs(model(input_ids=batch).logits[:, -1], sampling)  # (B, V)
+        grown: Law = {}
+        for prefix, row in zip(prefixes, probs.tolist(), strict=True):
+            for token, prob in enumerate(row):
+                if prob > 0:
+                    done = token in stop_ids or depth == k - 1
+                    (law if done else grown)[(*prefix, token)] = frontier[prefix] * prob
+        frontier = grown
+    return law
+
+
+def _device(model: Any) -> torch.device:
+    """The device of a model's first parameter."""
+    device: torch.device = next(model.parameters()).device
+    return device
+
+
+def outcome(events: list[Event], k: int) -> Outcome:
+    """The first k emitted tokens of an event stream."""
+    return tuple(e.token for e in events if isinstance(e, EMITTING))[:k]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Variant:
+    """A speculative sampler assembled from swappable pieces; the default is the real one."""
+
+    name: str = "exact"
+    description: str = "the real sampler"
+    rule: AcceptanceRule = EXACT
+    drafter_cls: type[ModelDrafter] = ModelDrafter
+    decoder_cls: type[SpeculativeDecoder] = SpeculativeDecoder
+    make_cache: Callable[[Any], KVCache] = KVCache
+
+
+EXACT_VARIANT = Variant()
+
+
+def speculative_sampler(
+    target: Any,
+    draft: Any,
+    prompt_ids: list[int],
+    *,
+    sampling: SamplingConfig,
+    speculation: SpeculationConfig,
+    k: int,
+    stop_ids: Collection[int] = (),
+    variant: Variant = EXACT_VARIANT,
+) -> Sampler:
+    """seed → the first k tokens of one speculative decode with that seed."""
+    vocab = int(target.config.vocab_size)
+
+    def run(seed: int) -> Outcome:
+        seeded = SamplingConfig(
+            temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p, seed=seed
+        )
+        drafter = variant.drafter_cls(draft, seeded, vocab, make_cache=variant.make_cache)
+        decoder = variant.decoder_cls(
+            target,
+            drafter,
+            prompt_ids,
+            sampling=seeded,
+            speculation=speculation,
+            stop_ids=stop_ids,
+            rule=variant.rule,
+            make_cache=variant.make_cache,
+        )
+        return outcome(list(decoder.events()), k)
+
+    return run
+
+
+def plain_sampler(
+    target: Any,
+    prompt_ids: list[int],
+    *,
+    sampling: SamplingConfig,
+    max_new_tokens: int,
+    k: int,
+    stop_ids: Collection[int] = (),
+) -> Sampler:
+    """seed → the first k tokens of one plain target decode with that seed."""
+
+    def run(seed: int) -> Outcome:
+        seeded = SamplingConfig(
+            temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p, seed=seed
+        )
+        events = autoregressive_events(
+            target, prompt_ids, sampling=seeded, max_new_tokens=max_new_tokens, stop_ids=stop_ids
+        )
+        return outcome(list(events), k)
+
+    return run
+
+
+def draw(sampler: Sampler, n: int, first_seed: int = 0) -> list[Outcome]:
+    """n outcomes with seeds first_seed, first_seed + 1, ..."""
+    return [sampler(seed) for seed in range(first_seed, first_seed + n)]

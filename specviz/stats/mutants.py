@@ -1,0 +1,141 @@
+"""Known bugs from the field, each the real sampler with one piece swapped (negative controls)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from specviz.acceptance import AcceptanceRule, Verdict, verify
+from specviz.cache import KVCache
+from specviz.config import SamplingConfig
+from specviz.decoding import SpeculativeDecoder
+from specviz.drafters import Draft, ModelDrafter
+from specviz.sampling import logits_to_probs, sample, uniform
+from specviz.stats.laws import Variant
+
+
+class GreedyDraftSoftmaxQ(ModelDrafter):
+    """Drafts the argmax but reports q = softmax (transformers #32867)."""
+
+    def draw(self, logits: Tensor, generator: torch.Generator) -> tuple[int, Tensor]:
+        """argmax token, warped softmax as q."""
+        q = logits_to_probs(logits, self.sampling)
+        return int(q.argmax()), q
+
+
+class UnprocessedQ(ModelDrafter):
+    """Samples from warped probs but reports q from raw logits (transformers #47932)."""
+
+    def draw(self, logits: Tensor, generator: torch.Generator) -> tuple[int, Tensor]:
+        """Token from the warped distribution, q = softmax of the raw logits."""
+        token = sample(logits_to_probs(logits, self.sampling), generator)
+        return token, torch.softmax(logits.to(torch.float64), dim=-1)
+
+
+class TargetUnwarped(SpeculativeDecoder):
+    """Temperature/top-k/top-p applied to the draft only, never to the target (vLLM #9834)."""
+
+    def warp_target(self, logits: Tensor) -> Tensor:
+        """Target p at temperature 1 with no filters."""
+        return logits_to_probs(logits, SamplingConfig(temperature=1.0))
+
+
+class BonusFromDraft(SpeculativeDecoder):
+    """After a full accept, the bonus token is the draft's next sample (from q, not p)."""
+
+    def _draft(self, gamma: int) -> Draft:
+        """Draft one token more than will be verified."""
+        self._verified = gamma
+        return super()._draft(gamma + 1 if gamma else 0)
+
+    def _verify(self, p_target: Tensor, draft: Draft) -> Verdict:
+        """Verify the first gamma drafts; a full accept emits draft token gamma + 1."""
+        g = min(self._verified, draft.tokens.shape[0])
+        q_draft, tokens = draft.q_draft.to(p_target), draft.tokens.to(self.device)
+        verdict = verify(p_target[: g + 1], q_draft[:g], tokens[:g], self.generator, self.rule)
+        if verdict.is_bonus and tokens.shape[0] > g:
+            return dataclasses.replace(verdict, next_token=int(tokens[g]), next_dist=q_draft[g])
+        return verdict
+
+
+class OffByOneCache(KVCache):
+    """A cache whose rollback removes one position too few (shift=+1) or too many (shift=-1).
+
+    Its bookkeeping still reports the intended length, as the buggy implementations' did.
+    """
+
+    def __init__(self, model: Any, shift: int) -> None:
+        """shift=+1 keeps a stale position per rollback, shift=-1 drops a good one."""
+        super().__init__(model)
+        self.shift, self.skew = shift, 0
+
+    def __len__(self) -> int:
+        """The length the decoder believes the cache has."""
+        return super().__len__() - self.skew
+
+    def crop(self, length: int) -> None:
+        """Roll back, wrongly by one position whenever a rollback is due."""
+        due = len(self) - length
+        if due <= 0:
+            return
+        actual = max(0, min(due - self.shift, super().__len__()))
+        if actual:
+            self.kv.crop(-actual)
+        self.skew += due - actual
+
+
+def _same_uniform(n: int, generator: torch.Generator, like: Tensor) -> Tensor:
+    """One U[0, 1) draw reused at every position (the seed reset inside the loop)."""
+    return uniform(1, generator, like).expand(n)
+
+
+MUTANTS: tuple[Variant, ...] = (
+    Variant(
+        name="greedy_draft_softmax_q",
+        description="draft proposes greedily but q is its softmax (transformers #32867)",
+        drafter_cls=GreedyDraftSoftmaxQ,
+    ),
+    Variant(
+        name="unprocessed_q",
+        description="q from raw draft logits, drafting from warped ones (transformers #47932)",
+        drafter_cls=UnprocessedQ,
+    ),
+    Variant(
+        name="residual_is_p",
+        description="residual replaced by p (no max(0, p - q))",
+        rule=AcceptanceRule(residual=lambda p, q: p),
+    ),
+    Variant(
+        name="bonus_from_q",
+        description="bonus token sampled from the draft's q instead of the target's p",
+        decoder_cls=BonusFromDraft,
+    ),
+    Variant(
+        name="target_unwarped",
+        description="temperature / top-k / top-p applied to the draft only (vLLM #9834)",
+        decoder_cls=TargetUnwarped,
+    ),
+    Variant(
+        name="cache_one_too_few",
+        description="KV cache rolled back one token too few (a stale draft position stays)",
+        make_cache=lambda model: OffByOneCache(model, shift=+1),
+    ),
+    Variant(
+        name="cache_one_too_many",
+        description="KV cache rolled back one token too many (a committed position is lost)",
+        make_cache=lambda model: OffByOneCache(model, shift=-1),
+    ),
+    Variant(
+        name="same_uniform",
+        description="the same uniform draw reused at every position (seed reset in the loop)",
+        rule=AcceptanceRule(uniforms=_same_uniform),
+    ),
+    Variant(
+        name="accept_all",
+        description="every draft token accepted (transformers PR #28508)",
+        rule=AcceptanceRule(acceptance_prob=lambda p, q: torch.ones_like(p)),
+    ),
+)
