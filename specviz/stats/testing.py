@@ -212,3 +212,11 @@ def ks_two_sample(a: Sequence[float], b: Sequence[float], *, alpha: float, name:
         power=float("nan"),
         alternative="any difference in the CDF (KS distance shown in the TV columns)",
     )
+
+
+def estimated_power(result: TestResult, level: float) -> float:
+    """Power at `level` of a chi-square-type test, noncentrality estimated as statistic - df."""
+    if result.df == 0 or not math.isfinite(result.statistic):
+        return 1.0 if result.statistic == math.inf else float("nan")
+    noncentrality = max(result.statistic - result.df, 0.0)
+    return float(stats.ncx2.sf(stats.chi2.isf(level, result.df), result.df, noncentrality))

@@ -1,0 +1,1 @@
+"""Statistical equivalence suite: exact laws, hypothesis tests, mutants, and the suite runner."""

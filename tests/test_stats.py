@@ -1,0 +1,150 @@
+"""The equivalence suite: the real sampler passes every setting; every mutant is rejected.
+
+Significance: each test at ALPHA = 0.01; p-values are Holm-adjusted across the whole family
+of one run (family-wise error rate 0.01). Seeds are fixed, so every verdict is deterministic.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specviz.config import SamplingConfig, SpeculationConfig
+from specviz.events import Event
+from specviz.stats.laws import EXACT_VARIANT, Variant, exact_law
+from specviz.stats.mutants import MUTANTS
+from specviz.stats.suite import (
+    acceptance_vs_logged,
+    accepted_length_vs_theory,
+    check_setting,
+    constant_alpha,
+    default_settings,
+    family_adjusted,
+    run_suite,
+)
+from specviz.stats.testing import estimated_power, holm_adjust
+from specviz.stats.toy import constant_alpha_pair, random_pair
+
+from .conftest import PairFactory
+
+ALPHA = 0.01
+PROMPT = [1, 2]
+SETTINGS = {s.name: s for s in default_settings(stop_id=0)}
+# the setting in which each known bug shows (at T = 1 the warping bugs are harmless by design)
+CATCHES = {
+    "greedy_draft_softmax_q": "gamma=2 T=0.7 top_p=0.8",
+    "unprocessed_q": "gamma=2 T=0.7 top_p=0.8",
+    "residual_is_p": "gamma=4 T=1",
+    "bonus_from_q": "gamma=1 T=1",
+    "target_unwarped": "gamma=4 T=0.5",
+    "cache_one_too_few": "gamma=2 T=0.7 top_p=0.8",
+    "cache_one_too_many": "gamma=2 T=0.7 top_p=0.8",
+    "same_uniform": "gamma=4 T=1",
+    "accept_all": "gamma=4 T=1",
+}
+
+
+@pytest.fixture(scope="module")
+def toy() -> tuple[torch.nn.Module, torch.nn.Module]:
+    return random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
+
+
+def test_exact_sampler_passes_every_setting(toy) -> None:  # type: ignore[no-untyped-def]
+    target, draft = toy
+    results = run_suite(target, draft, PROMPT, list(SETTINGS.values()), n=1500, alpha=ALPHA)
+    failed = [(r.name, r.p_value) for r in results if r.reject]
+    assert not failed, failed
+    assert len(results) >= 4 * len(SETTINGS)  # joint, marginals, two-sample and KS per setting
+    # power of each joint G-test against moving TV 0.05 between the two likeliest outcomes
+    assert all(r.power >= 0.95 for r in results if "G-test" in r.name)
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_each_mutant_is_rejected(toy, mutant: Variant) -> None:  # type: ignore[no-untyped-def]
+    target, draft = toy
+    setting = SETTINGS[CATCHES[mutant.name]]
+    results = family_adjusted(
+        check_setting(target, draft, PROMPT, setting, n=3000, alpha=ALPHA, variant=mutant)
+    )
+    rejected = [r for r in results if r.reject]
+    assert rejected, f"{mutant.name} slipped through: {[(r.name, r.p_value) for r in results]}"
+    level = ALPHA / len(results)  # the strictest Holm threshold: power there bounds power below
+    best = max(estimated_power(r, level) for r in rejected if r.df > 0)
+    assert best >= 0.99, f"{mutant.name}: estimated power {best:.3f}"
+
+
+def test_the_suite_is_not_fooled_at_temperature_one_by_warping_bugs(toy) -> None:  # type: ignore[no-untyped-def]
+    """Harmless by design: at T=1 without filters, warping the draft only changes nothing."""
+    target, draft = toy
+    unwarped = next(m for m in MUTANTS if m.name == "target_unwarped")
+    results = family_adjusted(
+        check_setting(
+            target,
+            draft,
+            PROMPT,
+            SETTINGS["gamma=2 T=1"] if "gamma=2 T=1" in SETTINGS else SETTINGS["gamma=1 T=1"],
+            n=800,
+            alpha=ALPHA,
+            variant=unwarped,
+        )
+    )
+    assert not any(r.reject for r in results)
+
+
+def test_tiny_hf_model_in_float64(pair: PairFactory) -> None:
+    target, draft = pair("gpt2")
+    prompt = [20, 8, 5, 27]
+    setting = SETTINGS["gamma=4 T=1"]
+    exact = family_adjusted(check_setting(target, draft, prompt, setting, n=600, alpha=ALPHA))
+    assert not any(r.reject for r in exact), [(r.name, r.p_value) for r in exact]
+    law = exact_law(target, prompt, 3, setting.sampling)
+    assert abs(sum(law.values()) - 1) < 1e-9
+    broken = next(m for m in MUTANTS if m.name == "accept_all")
+    caught = family_adjusted(
+        check_setting(target, draft, prompt, setting, n=600, alpha=ALPHA, variant=broken)
+    )
+    assert any(r.reject for r in caught)
+
+
+def _runs(
+    target, draft, sampling: SamplingConfig, gamma: int, n: int, variant: Variant = EXACT_VARIANT
+) -> list[list[Event]]:  # type: ignore[no-untyped-def]
+    runs = []
+    for seed in range(n):
+        seeded = SamplingConfig(temperature=sampling.temperature, seed=seed)
+        drafter = variant.drafter_cls(draft, seeded, 6)
+        decoder = variant.decoder_cls(
+            target,
+            drafter,
+            PROMPT,
+            sampling=seeded,
+            speculation=SpeculationConfig(gamma=gamma, max_new_tokens=4 * (gamma + 1)),
+            rule=variant.rule,
+        )
+        runs.append(list(decoder.events()))
+    return runs
+
+
+def test_acceptance_rate_matches_logged_alpha(toy) -> None:  # type: ignore[no-untyped-def]
+    target, draft = toy
+    sampling = SamplingConfig(temperature=1.0)
+    p_exact = holm_adjust(acceptance_vs_logged(_runs(target, draft, sampling, 4, 300), 4))
+    assert min(p_exact) >= ALPHA, p_exact
+    accept_all = next(m for m in MUTANTS if m.name == "accept_all")
+    p_broken = holm_adjust(
+        acceptance_vs_logged(_runs(target, draft, sampling, 4, 300, accept_all), 4)
+    )
+    assert min(p_broken) < ALPHA
+
+
+def test_mean_accepted_length_matches_theory_when_alpha_is_constant() -> None:
+    target, draft = constant_alpha_pair(6, seed=1, sharpness=1.5, draft_noise=1.0)
+    sampling = SamplingConfig(temperature=1.0)
+    a = constant_alpha(target, draft, sampling, [3])
+    assert a == pytest.approx(constant_alpha(target, draft, sampling, [4, 0, 5]), abs=1e-12)
+    assert 0.3 < a < 0.95
+    gamma = 4
+    assert accepted_length_vs_theory(_runs(target, draft, sampling, gamma, 400), gamma, a) >= ALPHA
+    same_u = next(m for m in MUTANTS if m.name == "same_uniform")
+    broken = _runs(target, draft, sampling, gamma, 400, same_u)
+    assert accepted_length_vs_theory(broken, gamma, a) < ALPHA
