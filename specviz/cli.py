@@ -1,4 +1,4 @@
-"""Command line: `specviz generate ...` runs speculative (or plain) decoding and reports it."""
+"""Command line: `specviz generate` decodes and reports; `specviz verify` runs the suite."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from specviz import verify_cli
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.events import write_jsonl
 from specviz.generate import GenerationResult, autoregressive_generate, speculative_generate
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--plain", action="store_true", help="plain target decoding (no draft)")
     gen.add_argument("--events", metavar="FILE", help="write every event as JSON lines")
     gen.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
+    verify_cli.add_parser(sub)
     return parser
 
 
@@ -113,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `specviz` command; bad input exits 2 with a one-line message."""
     args = build_parser().parse_args(argv)
     try:
-        return run_generate(args)
+        return verify_cli.run_verify(args) if args.command == "verify" else run_generate(args)
     except (ValueError, ModelLoadError) as err:
         print(f"specviz: error: {err}", file=sys.stderr)
         return 2

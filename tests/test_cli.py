@@ -137,3 +137,18 @@ def test_python_dash_m_entry_point(folders) -> None:  # type: ignore[no-untyped-
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["new_tokens"] <= 5
+
+
+def test_verify_passes_the_real_sampler_and_rejects_a_mutant(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "verify.json"
+    assert main(["verify", "--settings", "quick", "--n", "200", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "0 of" in printed and "p (Holm)" in printed and "TV bound" in printed
+    assert json.loads(out.read_text())["results"]
+    assert main(["verify", "--settings", "quick", "--n", "200", "--mutant", "accept_all"]) == 1
+    assert "REJECT" in capsys.readouterr().out
+
+
+def test_verify_rejects_bad_arguments(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["verify", "--n", "3"]) == 2
+    assert "--n must be at least 10" in capsys.readouterr().err
