@@ -16,7 +16,7 @@ from specviz.acceptance import EXACT, AcceptanceRule
 from specviz.cache import KVCache
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.decoding import SpeculativeDecoder, autoregressive_events
-from specviz.drafters import ModelDrafter
+from specviz.drafters import Drafter, ModelDrafter
 from specviz.events import EMITTING, Event
 from specviz.sampling import logits_to_probs
 
@@ -86,15 +86,23 @@ def speculative_sampler(
     k: int,
     stop_ids: Collection[int] = (),
     variant: Variant = EXACT_VARIANT,
+    make_drafter: Callable[[SamplingConfig], Drafter] | None = None,
 ) -> Sampler:
-    """seed → the first k tokens of one speculative decode with that seed."""
+    """seed → the first k tokens of one speculative decode with that seed.
+
+    make_drafter builds another drafter (e.g. n-gram) instead of the variant's draft-model one.
+    """
     vocab = int(target.config.vocab_size)
 
     def run(seed: int) -> Outcome:
         seeded = SamplingConfig(
             temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p, seed=seed
         )
-        drafter = variant.drafter_cls(draft, seeded, vocab, make_cache=variant.make_cache)
+        drafter = (
+            make_drafter(seeded)
+            if make_drafter is not None
+            else variant.drafter_cls(draft, seeded, vocab, make_cache=variant.make_cache)
+        )
         decoder = variant.decoder_cls(
             target,
             drafter,

@@ -13,6 +13,7 @@ import torch
 from scipy import stats
 
 from specviz.config import SamplingConfig, SpeculationConfig
+from specviz.drafters import Drafter
 from specviz.events import Accepted, Event, Rejected, RoundSummary
 from specviz.sampling import logits_to_probs
 from specviz.stats.laws import (
@@ -123,6 +124,7 @@ def check_setting(
     alpha: float,
     variant: Variant = EXACT_VARIANT,
     first_seed: int = 0,
+    make_drafter: Callable[[SamplingConfig], Drafter] | None = None,
 ) -> list[TestResult]:
     """All equivalence tests of one setting (each at level alpha; adjust across them later)."""
     spec = draw(
@@ -135,6 +137,7 @@ def check_setting(
             k=setting.k,
             stop_ids=setting.stop_ids,
             variant=variant,
+            make_drafter=make_drafter,
         ),
         n,
         first_seed,
@@ -180,13 +183,21 @@ def run_suite(
     alpha: float,
     variant: Variant = EXACT_VARIANT,
     progress: Callable[[int, int, str], None] = lambda _i, _n, _s: None,
+    make_drafter: Callable[[SamplingConfig], Drafter] | None = None,
 ) -> list[TestResult]:
     """Every setting's tests, Holm-adjusted as one family at level alpha."""
     results: list[TestResult] = []
     for i, setting in enumerate(settings):
         progress(i, len(settings), setting.name)
         results += check_setting(
-            target, draft, prompt_ids, setting, n=n, alpha=alpha, variant=variant
+            target,
+            draft,
+            prompt_ids,
+            setting,
+            n=n,
+            alpha=alpha,
+            variant=variant,
+            make_drafter=make_drafter,
         )
     progress(len(settings), len(settings), "done")
     return family_adjusted(results)
