@@ -25,6 +25,7 @@ from specviz.events import (
     RoundSummary,
     Sampled,
 )
+from specviz.policies import FixedGamma, GammaPolicy
 from specviz.sampling import logits_to_probs, sample
 
 RESIDUAL_TOP = 5  # candidates of the residual distribution recorded per resample
@@ -93,8 +94,10 @@ class SpeculativeDecoder:
         stop_ids: Collection[int] = (),
         rule: AcceptanceRule = EXACT,
         make_cache: Callable[[Any], KVCache] = KVCache,
+        policy: GammaPolicy | None = None,
     ) -> None:
         """Set up a decode of prompt_ids; nothing runs until events() is iterated."""
+        self.policy = policy or FixedGamma(speculation.gamma)
         self.target, self.drafter, self.rule = target, drafter, rule
         self.sampling, self.speculation, self.stop_ids = sampling, speculation, stop_ids
         self.device = target.device
@@ -109,7 +112,7 @@ class SpeculativeDecoder:
         yield self._prefill()
         round_index, reason = 0, "max_new_tokens"
         while (remaining := self.speculation.max_new_tokens - self.new_tokens) > 0:
-            yield from self._round(round_index, gamma=min(self.speculation.gamma, remaining - 1))
+            yield from self._round(round_index, gamma=min(self.policy.next_gamma(), remaining - 1))
             round_index += 1
             if self.ids[-1] in self.stop_ids:
                 reason = "eos"
@@ -151,7 +154,7 @@ class SpeculativeDecoder:
         emitted = yield from self._emit(round_index, draft, verdict, p_target)
         self.target_cache.crop(len(self.ids) - 1)
         self.drafter.rollback(len(self.ids))
-        yield RoundSummary(
+        summary = RoundSummary(
             round=round_index,
             gamma=gamma,
             proposed=len(draft.tokens),
@@ -161,6 +164,8 @@ class SpeculativeDecoder:
             target_seconds=t2 - t1,
             draft_forward_calls=draft.forward_calls,
         )
+        self.policy.update(summary)
+        yield summary
 
     def _draft(self, gamma: int) -> Draft:
         """Ask the drafter for up to gamma tokens (none when gamma is 0)."""

@@ -51,8 +51,15 @@ class ModelDrafter:
         sampling: SamplingConfig,
         vocab_size: int,
         make_cache: Callable[[Any], KVCache] = KVCache,
+        min_confidence: float = 0.0,
     ) -> None:
-        """Wrap model; its distributions are warped by the same sampling config as the target's."""
+        """Wrap model; its distributions are warped by the same sampling config as the target's.
+
+        min_confidence: stop drafting after a token whose q has top probability below it.
+        """
+        if not 0.0 <= min_confidence <= 1.0:
+            raise ValueError(f"min_confidence must be in [0, 1] (got {min_confidence})")
+        self.min_confidence = min_confidence
         self.cache = make_cache(model)
         self.sampling = sampling
         self.vocab_size = vocab_size
@@ -79,7 +86,7 @@ class ModelDrafter:
             token, q = self.draw(logits[: self.vocab_size], generator)
             tokens.append(token)
             rows.append(q)
-            if token in stop_ids:
+            if token in stop_ids or float(q.max()) < self.min_confidence:
                 break
             pending = [token]
         q_draft = torch.stack(rows) if rows else torch.empty(0, self.vocab_size)  # (k, V)

@@ -10,8 +10,9 @@ from specviz.acceptance import EXACT, AcceptanceRule
 from specviz.checks import check_pair, check_prompt, check_token_ids, vocab_size
 from specviz.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
 from specviz.decoding import SpeculativeDecoder, autoregressive_events
-from specviz.drafters import ModelDrafter
+from specviz.drafters import Drafter, ModelDrafter
 from specviz.events import EMITTING, Event, Finished, Prefill, RoundSummary, Sampled
+from specviz.policies import GammaPolicy
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,13 +109,25 @@ def speculative_stream(
     speculation: SpeculationConfig,
     rule: AcceptanceRule = EXACT,
     stop: Collection[int] | None = None,
+    drafter: Drafter | None = None,
+    policy: GammaPolicy | None = None,
 ) -> tuple[list[int], Iterator[Event]]:
-    """Validate everything, then return the prompt ids and the lazy event stream."""
+    """Validate everything, then return the prompt ids and the lazy event stream.
+
+    drafter replaces the draft model (pass draft=None), e.g. specviz.ngram.NgramDrafter;
+    policy chooses gamma per round (default: speculation.gamma every round).
+    """
     prompt_ids = encode(tokenizer, prompt)
-    check_pair(target, draft)
-    check_prompt(prompt_ids, speculation.max_new_tokens, target, draft)
+    models: tuple[Any, ...] = (target,)
+    if drafter is None:
+        if draft is None:
+            raise ValueError("no draft model given: pass a draft model or a drafter")
+        check_pair(target, draft)
+        models = (target, draft)
+    check_prompt(prompt_ids, speculation.max_new_tokens, *models)
     check_token_ids(prompt_ids, vocab_size(target))
-    drafter = ModelDrafter(draft, sampling, vocab_size(target))
+    if drafter is None:
+        drafter = ModelDrafter(draft, sampling, vocab_size(target))
     decoder = SpeculativeDecoder(
         target,
         drafter,
@@ -123,6 +136,7 @@ def speculative_stream(
         speculation=speculation,
         stop_ids=stop_ids(target, tokenizer) if stop is None else frozenset(stop),
         rule=rule,
+        policy=policy,
     )
     return prompt_ids, decoder.events()
 
@@ -137,6 +151,8 @@ def speculative_generate(
     speculation: SpeculationConfig | None = None,
     rule: AcceptanceRule = EXACT,
     stop: Collection[int] | None = None,
+    drafter: Drafter | None = None,
+    policy: GammaPolicy | None = None,
 ) -> GenerationResult:
     """Speculative sampling of target with draft proposing; the output law is the target's.
 
@@ -151,6 +167,8 @@ def speculative_generate(
         speculation=speculation or SpeculationConfig(),
         rule=rule,
         stop=stop,
+        drafter=drafter,
+        policy=policy,
     )
     return collect(events, prompt_ids, tokenizer)
 

@@ -18,6 +18,7 @@ from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.decoding import SpeculativeDecoder, autoregressive_events
 from specviz.drafters import Drafter, ModelDrafter
 from specviz.events import EMITTING, Event
+from specviz.policies import GammaPolicy
 from specviz.sampling import logits_to_probs
 
 Outcome = tuple[int, ...]
@@ -87,6 +88,7 @@ def speculative_sampler(
     stop_ids: Collection[int] = (),
     variant: Variant = EXACT_VARIANT,
     make_drafter: Callable[[SamplingConfig], Drafter] | None = None,
+    make_policy: Callable[[], GammaPolicy] | None = None,
 ) -> Sampler:
     """seed → the first k tokens of one speculative decode with that seed.
 
@@ -112,6 +114,7 @@ def speculative_sampler(
             stop_ids=stop_ids,
             rule=variant.rule,
             make_cache=variant.make_cache,
+            policy=make_policy() if make_policy is not None else None,
         )
         return outcome(list(decoder.events()), k)
 

@@ -15,6 +15,7 @@ from scipy import stats
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.drafters import Drafter
 from specviz.events import Accepted, Event, Rejected, RoundSummary
+from specviz.policies import GammaPolicy
 from specviz.sampling import logits_to_probs
 from specviz.stats.laws import (
     EXACT_VARIANT,
@@ -125,6 +126,7 @@ def check_setting(
     variant: Variant = EXACT_VARIANT,
     first_seed: int = 0,
     make_drafter: Callable[[SamplingConfig], Drafter] | None = None,
+    make_policy: Callable[[], GammaPolicy] | None = None,
 ) -> list[TestResult]:
     """All equivalence tests of one setting (each at level alpha; adjust across them later)."""
     spec = draw(
@@ -138,6 +140,7 @@ def check_setting(
             stop_ids=setting.stop_ids,
             variant=variant,
             make_drafter=make_drafter,
+            make_policy=make_policy,
         ),
         n,
         first_seed,
