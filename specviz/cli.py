@@ -6,12 +6,17 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from specviz import verify_cli
+from specviz.checks import check_pair
 from specviz.config import SamplingConfig, SpeculationConfig
+from specviz.drafters import Drafter, ModelDrafter
 from specviz.events import write_jsonl
 from specviz.generate import GenerationResult, autoregressive_generate, speculative_generate
 from specviz.models import BUNDLED, DTYPES, ModelLoadError, load_pair, parse_dtype
+from specviz.ngram import NgramDrafter
+from specviz.policies import make_policy
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,6 +36,23 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
     gen.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     gen.add_argument("--plain", action="store_true", help="plain target decoding (no draft)")
+    gen.add_argument(
+        "--drafter",
+        choices=["model", "ngram"],
+        default="model",
+        help="draft model or n-gram lookup",
+    )
+    gen.add_argument("--ngram-max", type=int, default=3, help="longest n-gram to match (ngram)")
+    gen.add_argument("--ngram-min", type=int, default=1, help="shortest n-gram to match (ngram)")
+    gen.add_argument(
+        "--confidence", type=float, default=0.0, help="stop drafting below this top-q (model)"
+    )
+    gen.add_argument(
+        "--gamma-policy",
+        choices=["fixed", "heuristic", "theory"],
+        default="fixed",
+        help="gamma per round: fixed, transformers' +2/-1 heuristic, or the theory optimum",
+    )
     gen.add_argument("--events", metavar="FILE", help="write every event as JSON lines")
     gen.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
     verify_cli.add_parser(sub)
@@ -73,6 +95,19 @@ def render_text(result: GenerationResult) -> str:
     return "\n".join(lines)
 
 
+def make_drafter(
+    args: argparse.Namespace, target: Any, draft: Any, sampling: SamplingConfig
+) -> Drafter:
+    """The drafter the flags ask for."""
+    vocab = int(target.config.vocab_size)
+    if args.drafter == "ngram":
+        return NgramDrafter(
+            vocab, max_ngram=args.ngram_max, min_ngram=args.ngram_min, device=str(target.device)
+        )
+    check_pair(target, draft)
+    return ModelDrafter(draft, sampling, vocab, min_confidence=args.confidence)
+
+
 def run_generate(args: argparse.Namespace) -> int:
     """Validate, load, decode, report."""
     sampling = SamplingConfig(
@@ -81,6 +116,9 @@ def run_generate(args: argparse.Namespace) -> int:
     speculation = SpeculationConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens)
     if not args.prompt.strip():
         raise ValueError("--prompt is empty: give some text to continue")
+    make_policy(args.gamma_policy, speculation.gamma)  # validate before loading models
+    if args.drafter == "ngram":
+        NgramDrafter(2, max_ngram=args.ngram_max, min_ngram=args.ngram_min)  # validate early
     pair = load_pair(
         args.target,
         args.draft,
@@ -104,6 +142,8 @@ def run_generate(args: argparse.Namespace) -> int:
             args.prompt,
             sampling=sampling,
             speculation=speculation,
+            drafter=make_drafter(args, pair.target, pair.draft, sampling),
+            policy=make_policy(args.gamma_policy, speculation.gamma),
         )
     if args.events:
         write_jsonl(result.events, args.events)

@@ -152,3 +152,32 @@ def test_verify_passes_the_real_sampler_and_rejects_a_mutant(tmp_path, capsys) -
 def test_verify_rejects_bad_arguments(capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["verify", "--n", "3"]) == 2
     assert "--n must be at least 10" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--drafter", "ngram", "--ngram-max", "2"],
+        ["--gamma-policy", "heuristic", "--confidence", "0.3"],
+    ],
+)
+def test_generate_with_other_drafters_and_policies(folders, pair, tokenizer, capsys, extra) -> None:  # type: ignore[no-untyped-def]
+    target_dir, draft_dir = folders
+    argv = ["generate", "--target", str(target_dir), "--draft", str(draft_dir), "--prompt", "abab"]
+    argv += ["--temperature", "0", "--max-new-tokens", "12", "--dtype", "float64", "--json", *extra]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    plain = autoregressive_generate(
+        pair("llama")[0],
+        tokenizer,
+        "abab",
+        sampling=SamplingConfig(temperature=0),
+        max_new_tokens=12,
+    )
+    assert summary["tokens"] == list(plain.tokens)
+
+
+def test_bad_ngram_range_exits_2(folders, capsys) -> None:  # type: ignore[no-untyped-def]
+    argv = ["generate", "--target", str(folders[0]), "--draft", str(folders[1]), "--prompt", "ab"]
+    assert main([*argv, "--drafter", "ngram", "--ngram-min", "3", "--ngram-max", "2"]) == 2
+    assert "1 <= min_ngram <= max_ngram" in capsys.readouterr().err
