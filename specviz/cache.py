@@ -24,7 +24,7 @@ class KVCache:
         config = getattr(model, "config", None)
         is_hf = isinstance(config, PretrainedConfig)
         self.kv = DynamicCache(config=config) if is_hf else DynamicCache()  # toy models: lazy
-        self._kwarg = _cache_kwarg(model)
+        self._kwarg = cache_kwarg(model)
 
     def __len__(self) -> int:
         """Number of token positions currently cached."""
@@ -51,7 +51,7 @@ class KVCache:
             self.kv.crop(-extra)
 
 
-def _cache_kwarg(model: Any) -> str:
+def cache_kwarg(model: Any) -> str:
     """The name under which this model's forward takes a cache object."""
     params = inspect.signature(model.forward).parameters
     return "cache" if "cache" in params else "past_key_values"

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from specviz import verify_cli
+from specviz.bench import cli as bench_cli
 from specviz.checks import check_pair
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.drafters import Drafter, ModelDrafter
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--events", metavar="FILE", help="write every event as JSON lines")
     gen.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
     verify_cli.add_parser(sub)
+    bench_cli.add_parser(sub)
     return parser
 
 
@@ -155,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `specviz` command; bad input exits 2 with a one-line message."""
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "bench":
+            return bench_cli.run_bench(args)
         return verify_cli.run_verify(args) if args.command == "verify" else run_generate(args)
     except (ValueError, ModelLoadError) as err:
         print(f"specviz: error: {err}", file=sys.stderr)

@@ -1,0 +1,1 @@
+"""Benchmark: speculative vs plain decoding vs transformers' assisted generation, against theory."""

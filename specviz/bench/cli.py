@@ -1,0 +1,160 @@
+"""`specviz bench`: measure speedup on workloads, interleaved, against transformers and theory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from pathlib import Path
+
+import torch
+import transformers
+
+from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR
+from specviz.bench.report import figures, gamma_curves, html_report, summarize
+from specviz.bench.runner import BenchSetting, Record, batch_step_times, run_all
+from specviz.bench.workloads import WORKLOADS, load_requests
+from specviz.models import BUNDLED, DTYPES, load_pair, parse_dtype
+
+
+def _ints(text: str) -> list[int]:
+    """'1,2,4' → [1, 2, 4]."""
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def _floats(text: str) -> list[float]:
+    """'0,1' → [0.0, 1.0]."""
+    return [float(x) for x in text.split(",") if x.strip()]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register the bench subcommand."""
+    b = sub.add_parser(
+        "bench", help="benchmark speedup on workloads against plain and transformers"
+    )
+    b.add_argument("--target", default=BUNDLED)
+    b.add_argument("--draft", action="append", help="draft folder/hub id (repeat to compare sizes)")
+    b.add_argument("--workloads", default="code", help=f"comma list of {WORKLOADS} or JSONL paths")
+    b.add_argument("--limit", type=int, default=0, help="first N prompts of each workload (0: all)")
+    b.add_argument("--gammas", type=_ints, default=[4], help="e.g. 1,2,3,4,6,8")
+    b.add_argument("--temperatures", type=_floats, default=None, help="default: each prompt's own")
+    b.add_argument("--drafters", default="model", help="comma list of model, ngram")
+    b.add_argument("--reps", type=int, default=3, help="timed repetitions after one warm-up")
+    b.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
+    b.add_argument("--batch-sizes", type=_ints, default=[1, 2, 4, 8, 16])
+    b.add_argument("--price-per-hour", type=float, default=DEFAULT_PRICE_PER_HOUR)
+    b.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
+    b.add_argument("--device", default="cpu")
+    b.add_argument("--out", default="bench.json", help="JSON results")
+    b.add_argument("--html", default="bench.html", help="self-contained plotly report")
+
+
+def _check(args: argparse.Namespace) -> list[str]:
+    """Validate flags before any model work; returns the drafter names."""
+    drafters = [d.strip() for d in args.drafters.split(",") if d.strip()]
+    if not drafters or any(d not in ("model", "ngram") for d in drafters):
+        raise ValueError(f"--drafters must list 'model' and/or 'ngram' (got {args.drafters!r})")
+    if not args.gammas or min(args.gammas) < 1:
+        raise ValueError(f"--gammas must be integers >= 1 (got {args.gammas})")
+    if args.reps < 1:
+        raise ValueError(f"--reps must be >= 1 (got {args.reps})")
+    if args.temperatures is not None and min(args.temperatures, default=0) < 0:
+        raise ValueError(f"--temperatures must be >= 0 (got {args.temperatures})")
+    return drafters
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Load, run every sweep point interleaved, write JSON and HTML, print a summary."""
+    drafters = _check(args)
+    requests = [r for w in args.workloads.split(",") for r in _limit(load_requests(w), args.limit)]
+    records: list[Record] = []
+    batch: list[tuple[int, float]] = []
+    for draft_spec in args.draft or [BUNDLED]:
+        pair = load_pair(
+            args.target,
+            draft_spec,
+            dtype=parse_dtype(args.dtype),
+            device=args.device,
+            progress=_say,
+        )
+        temps = (
+            args.temperatures
+            if args.temperatures is not None
+            else sorted({r.temperature for r in requests})
+        )
+        for temperature in temps:
+            subset = [
+                r for r in requests if args.temperatures is not None or r.temperature == temperature
+            ]
+            settings = [
+                BenchSetting(drafter=d, gamma=g, temperature=temperature, draft_name=draft_spec)
+                for d in drafters
+                for g in args.gammas
+            ]
+            records += run_all(
+                pair.target,
+                pair.draft,
+                pair.tokenizer,
+                subset,
+                settings,
+                repetitions=args.reps,
+                with_hf=not args.no_hf,
+                progress=_progress,
+            )
+        batch = batch_step_times(pair.target, args.batch_sizes)
+    rows = summarize(records, args.price_per_hour)
+    curves = gamma_curves(rows)
+    meta = {
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "threads": torch.get_num_threads(),
+        "device": args.device,
+        "dtype": args.dtype,
+        "command": " ".join(sys.argv),
+    }
+    payload = {
+        "meta": meta,
+        "summary": rows,
+        "gamma_curves": curves,
+        "batch_step_seconds": batch,
+        "records": [r.to_dict() for r in records],
+    }
+    Path(args.out).write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    Path(args.html).write_text(
+        html_report(figures(records, curves, batch), "specviz benchmark"), encoding="utf-8"
+    )
+    for row in rows:
+        s = row["setting"]
+        print(
+            f"{row['workload']:7s} {s['drafter']:5s} gamma={s['gamma']} T={s['temperature']}: "
+            f"speedup {row['speedup']['median']:.2f}x (bound {row['bound']['median']:.2f}x, "
+            f"efficiency {row['efficiency']['median']:.2f}), alpha {row['alpha']['median']:.2f}, "
+            f"c {row['cost_ratio']['median']:.3f}"
+        )
+    print(f"wrote {args.out} and {args.html}")
+    return 0
+
+
+def _limit(requests: list, n: int) -> list:  # type: ignore[type-arg]
+    """The first n requests (all when n is 0)."""
+    return requests[:n] if n else requests
+
+
+def _say(message: str) -> None:
+    """Progress text to stderr."""
+    print(message, file=sys.stderr)
+
+
+def _progress(done: int, total: int, label: str) -> None:
+    """A one-line progress bar on stderr."""
+    filled = int(30 * done / max(total, 1))
+    print(
+        f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{total} {label[:50]:<50}",
+        end="",
+        file=sys.stderr,
+    )
+    if done == total:
+        print(file=sys.stderr)

@@ -1,0 +1,116 @@
+"""Benchmark arithmetic: per-request metrics from events, pairwise ratios, theory, cost."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from specviz.events import Rejected
+from specviz.generate import GenerationResult
+from specviz.theory import speedup_bound
+
+DEFAULT_PRICE_PER_HOUR = 0.10  # USD per device-hour; a small cloud CPU instance (documented)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestMetrics:
+    """What one speculative request measured, beside its paired plain run."""
+
+    latency: float
+    plain_latency: float
+    tokens: int
+    rounds: int
+    proposed: int
+    accepted: int
+    rejected: int
+    draft_seconds: float
+    draft_calls: int
+    target_seconds: float
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Generated tokens per wall-clock second."""
+        return self.tokens / self.latency
+
+    @property
+    def target_calls_per_token(self) -> float:
+        """Target forward passes (after the prompt) per generated token."""
+        return self.rounds / self.tokens
+
+    @property
+    def alpha(self) -> float:
+        """Per-token acceptance: accepted / verified (drafts after a rejection are not verified)."""
+        verified = self.accepted + self.rejected
+        return self.accepted / verified if verified else float("nan")
+
+    @property
+    def accepted_per_round(self) -> float:
+        """Mean accepted drafts per round (bonus and resampled tokens not counted)."""
+        return self.accepted / self.rounds
+
+    @property
+    def tokens_per_round(self) -> float:
+        """Mean emitted tokens per round (bonus or resampled token counted)."""
+        return self.tokens / self.rounds
+
+    @property
+    def cost_ratio(self) -> float:
+        """c = seconds per draft forward / seconds per plain target step (paired plain run)."""
+        if not self.draft_calls:
+            return 0.0
+        return (self.draft_seconds / self.draft_calls) / (self.plain_latency / self.tokens)
+
+    @property
+    def speedup(self) -> float:
+        """Plain latency / speculative latency for the same request and length."""
+        return self.plain_latency / self.latency
+
+    def bound(self, gamma: int) -> float:
+        """Leviathan et al.'s expected speedup for the measured alpha and c."""
+        a = min(max(self.alpha, 0.0), 1.0) if self.alpha == self.alpha else 0.0
+        return speedup_bound(a, gamma, self.cost_ratio)
+
+    def efficiency(self, gamma: int) -> float:
+        """Measured speedup / the bound: 1.0 means the loop adds no overhead beyond theory."""
+        return self.speedup / self.bound(gamma)
+
+
+def request_metrics(spec: GenerationResult, plain: GenerationResult) -> RequestMetrics:
+    """Metrics of one speculative run paired with one plain run of the same request."""
+    rounds = spec.rounds
+    return RequestMetrics(
+        latency=spec.seconds,
+        plain_latency=plain.seconds * len(spec.tokens) / max(len(plain.tokens), 1),
+        tokens=len(spec.tokens),
+        rounds=len(rounds),
+        proposed=spec.proposed,
+        accepted=spec.accepted,
+        rejected=sum(isinstance(e, Rejected) for e in spec.events),
+        draft_seconds=sum(r.draft_seconds for r in rounds),
+        draft_calls=sum(r.draft_forward_calls for r in rounds),
+        target_seconds=sum(r.target_seconds for r in rounds),
+    )
+
+
+def cost_per_1k_tokens(seconds: float, tokens: int, price_per_hour: float) -> float:
+    """Device cost of generating 1000 tokens at the measured rate."""
+    if tokens <= 0:
+        raise ValueError("cost per token needs at least one generated token")
+    return price_per_hour * seconds / 3600 / tokens * 1000
+
+
+@dataclass(frozen=True, kw_only=True)
+class Spread:
+    """Median with min and max."""
+
+    median: float
+    low: float
+    high: float
+
+
+def spread(values: Sequence[float]) -> Spread:
+    """Median, min and max of values."""
+    if not values:
+        raise ValueError("spread of no values")
+    return Spread(median=statistics.median(values), low=min(values), high=max(values))

@@ -1,0 +1,151 @@
+"""Summaries of benchmark records and a self-contained plotly HTML report."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+import plotly.graph_objects as go
+
+from specviz.bench.metrics import cost_per_1k_tokens, spread
+from specviz.bench.runner import BenchSetting, Record
+from specviz.theory import optimal_gamma, speedup_bound
+
+
+def _key(r: Record) -> tuple[str, BenchSetting]:
+    """Group records by workload and setting."""
+    return r.category, r.setting
+
+
+def summarize(records: Sequence[Record], price_per_hour: float) -> list[dict[str, Any]]:
+    """Per (workload, setting): medians with min–max, theory, cost, agreement with transformers."""
+    groups: dict[tuple[str, BenchSetting], list[Record]] = defaultdict(list)
+    for r in records:
+        groups[_key(r)].append(r)
+    rows = []
+    for (category, setting), rs in groups.items():
+        ms = [r.metrics for r in rs]
+        g = setting.gamma
+        hf = [r for r in rs if r.hf_latency is not None and r.hf_tokens]
+        spec_s, plain_s = sum(m.latency for m in ms), sum(m.plain_latency for m in ms)
+        tokens = sum(m.tokens for m in ms)
+        rows.append(
+            {
+                "workload": category,
+                "setting": asdict(setting),
+                "requests": len(rs),
+                "speedup": asdict(spread([m.speedup for m in ms])),
+                "bound": asdict(spread([m.bound(g) for m in ms])),
+                "efficiency": asdict(spread([m.efficiency(g) for m in ms])),
+                "alpha": asdict(spread([m.alpha for m in ms if m.alpha == m.alpha] or [0.0])),
+                "cost_ratio": asdict(spread([m.cost_ratio for m in ms])),
+                "tokens_per_second": asdict(spread([m.tokens_per_second for m in ms])),
+                "latency": asdict(spread([m.latency for m in ms])),
+                "target_calls_per_token": asdict(spread([m.target_calls_per_token for m in ms])),
+                "accepted_per_round": asdict(spread([m.accepted_per_round for m in ms])),
+                "tokens_per_round": asdict(spread([m.tokens_per_round for m in ms])),
+                "ours_over_transformers_time_per_token": asdict(spread([_hf_ratio(r) for r in hf]))
+                if hf
+                else None,
+                "identical_to_transformers": sum(bool(r.hf_identical) for r in hf) / len(hf)
+                if hf
+                else None,
+                "cost_per_1k_tokens": {
+                    "plain": cost_per_1k_tokens(plain_s, tokens, price_per_hour),
+                    "speculative": cost_per_1k_tokens(spec_s, tokens, price_per_hour),
+                    "price_per_hour": price_per_hour,
+                },
+            }
+        )
+    return rows
+
+
+def _hf_ratio(r: Record) -> float:
+    """Our seconds per token / transformers' seconds per token for one request."""
+    if r.hf_latency is None or not r.hf_tokens:
+        raise ValueError("record has no transformers timing")
+    return (r.metrics.latency / r.metrics.tokens) / (r.hf_latency / r.hf_tokens)
+
+
+def gamma_curves(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (workload, drafter, T): measured speedup against gamma, and theory's optimum."""
+    curves: dict[tuple[str, str, float], list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        s = row["setting"]
+        curves[(row["workload"], s["drafter"], s["temperature"])].append(row)
+    out = []
+    for (workload, drafter, temperature), points in curves.items():
+        points.sort(key=lambda r: r["setting"]["gamma"])
+        gammas = [p["setting"]["gamma"] for p in points]
+        measured = [p["speedup"]["median"] for p in points]
+        alpha = sorted(p["alpha"]["median"] for p in points)[len(points) // 2]
+        c = sorted(p["cost_ratio"]["median"] for p in points)[len(points) // 2]
+        a = min(alpha, 0.999)
+        out.append(
+            {
+                "workload": workload,
+                "drafter": drafter,
+                "temperature": temperature,
+                "gammas": gammas,
+                "measured_speedup": measured,
+                "theory_speedup": [speedup_bound(a, g, c) for g in gammas],
+                "measured_best_gamma": gammas[measured.index(max(measured))],
+                "theory_best_gamma": optimal_gamma(a, c, max(gammas)),
+                "alpha": alpha,
+                "cost_ratio": c,
+            }
+        )
+    return out
+
+
+def figures(
+    records: Sequence[Record], curves: Sequence[dict[str, Any]], batch: Sequence[tuple[int, float]]
+) -> list[go.Figure]:
+    """Speedup by workload, gamma curves, alpha distribution, latency CDF, batch step times."""
+    by_work = go.Figure(
+        [
+            go.Box(
+                x=[r.category for r in records],
+                y=[r.metrics.speedup for r in records],
+                name="speedup",
+            )
+        ]
+    )
+    by_work.update_layout(
+        title="Measured speedup over plain decoding, by workload", yaxis_title="x"
+    )
+    gamma_fig = go.Figure()
+    for c in curves:
+        label = f"{c['workload']} {c['drafter']} T={c['temperature']}"
+        gamma_fig.add_scatter(x=c["gammas"], y=c["measured_speedup"], name=f"{label} measured")
+        gamma_fig.add_scatter(
+            x=c["gammas"], y=c["theory_speedup"], name=f"{label} theory", line={"dash": "dash"}
+        )
+    gamma_fig.update_layout(title="Speedup against gamma: measured vs theory", xaxis_title="gamma")
+    alpha_fig = go.Figure([go.Histogram(x=[r.metrics.alpha for r in records], nbinsx=20)])
+    alpha_fig.update_layout(title="Per-request acceptance alpha", xaxis_title="alpha")
+    cdf = go.Figure()
+    series = {
+        "plain": [r.metrics.plain_latency for r in records],
+        "speculative": [r.metrics.latency for r in records],
+        "transformers": [r.hf_latency for r in records if r.hf_latency is not None],
+    }
+    for name, values in series.items():
+        xs = sorted(v for v in values if v is not None)
+        if xs:
+            cdf.add_scatter(x=xs, y=[(i + 1) / len(xs) for i in range(len(xs))], name=name)
+    cdf.update_layout(title="End-to-end latency CDF", xaxis_title="seconds per request")
+    batch_fig = go.Figure(
+        [go.Scatter(x=[b for b, _ in batch], y=[t for _, t in batch], mode="lines+markers")]
+    )
+    batch_fig.update_layout(title="Plain decode step time against batch size", xaxis_title="batch")
+    return [by_work, gamma_fig, alpha_fig, cdf, batch_fig]
+
+
+def html_report(figs: Sequence[go.Figure], title: str) -> str:
+    """One self-contained HTML page (plotly.js inlined once)."""
+    parts = [fig.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, fig in enumerate(figs)]
+    head = f"<head><meta charset='utf-8'><title>{title}</title></head>"
+    return f"<html>{head}<body><h1>{title}</h1>{''.join(parts)}</body></html>"

@@ -1,0 +1,199 @@
+"""Run a workload interleaved: plain, speculative, and transformers' assisted generation."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+
+from specviz.bench.metrics import RequestMetrics, request_metrics
+from specviz.bench.workloads import Request
+from specviz.cache import cache_kwarg
+from specviz.config import SamplingConfig, SpeculationConfig
+from specviz.decoding import clock
+from specviz.drafters import Drafter, ModelDrafter
+from specviz.generate import autoregressive_generate, encode, speculative_generate
+from specviz.ngram import NgramDrafter
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchSetting:
+    """One point of a sweep."""
+
+    drafter: str  # "model" or "ngram"
+    gamma: int
+    temperature: float
+    draft_name: str = "draft"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """One timed repetition of one request under one setting."""
+
+    request_id: str
+    category: str
+    setting: BenchSetting
+    repetition: int
+    metrics: RequestMetrics
+    hf_latency: float | None  # transformers' assisted generation, same request and settings
+    hf_tokens: int | None
+    hf_identical: bool | None  # token-identical to our output (meaningful at T = 0)
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain data for JSON."""
+        m = self.metrics
+        gamma = self.setting.gamma
+        derived = {
+            "tokens_per_second": m.tokens_per_second,
+            "target_calls_per_token": m.target_calls_per_token,
+            "alpha": m.alpha,
+            "accepted_per_round": m.accepted_per_round,
+            "tokens_per_round": m.tokens_per_round,
+            "cost_ratio": m.cost_ratio,
+            "speedup": m.speedup,
+            "bound": m.bound(gamma),
+            "efficiency": m.efficiency(gamma),
+        }
+        return {
+            "request_id": self.request_id,
+            "category": self.category,
+            "setting": asdict(self.setting),
+            "repetition": self.repetition,
+            "metrics": asdict(m) | derived,
+            "hf_latency": self.hf_latency,
+            "hf_tokens": self.hf_tokens,
+            "hf_identical": self.hf_identical,
+        }
+
+
+def _drafter(setting: BenchSetting, target: Any, draft: Any, sampling: SamplingConfig) -> Drafter:
+    """A fresh drafter for one run."""
+    vocab = int(target.config.vocab_size)
+    if setting.drafter == "ngram":
+        return NgramDrafter(vocab, max_ngram=3, device=str(target.device))
+    return ModelDrafter(draft, sampling, vocab)
+
+
+@torch.no_grad()
+def hf_generate(
+    target: Any, draft: Any, prompt_ids: list[int], setting: BenchSetting, max_new_tokens: int
+) -> tuple[float, list[int]]:
+    """transformers' own assisted generation (or prompt lookup) on the same request."""
+    ids = torch.tensor([prompt_ids], device=target.device)
+    kwargs: dict[str, Any] = {
+        "max_new_tokens": max_new_tokens,
+        "do_sample": setting.temperature > 0,
+    }
+    if setting.temperature > 0:
+        kwargs.update(temperature=setting.temperature, top_k=0, top_p=1.0)
+    if setting.drafter == "ngram":
+        kwargs.update(prompt_lookup_num_tokens=setting.gamma, max_matching_ngram_size=3)
+    else:
+        kwargs.update(
+            assistant_model=draft,
+            num_assistant_tokens=setting.gamma,
+            num_assistant_tokens_schedule="constant",
+            assistant_confidence_threshold=0.0,
+        )
+    start = clock(target.device)
+    out = target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+    return clock(target.device) - start, out[0, len(prompt_ids) :].tolist()
+
+
+def run_request(
+    target: Any,
+    draft: Any,
+    tokenizer: Any,
+    request: Request,
+    setting: BenchSetting,
+    *,
+    repetitions: int,
+    with_hf: bool,
+    seed: int = 0,
+) -> Iterator[Record]:
+    """Warm up, then A (plain) B (speculative) C (transformers) interleaved, `repetitions` times."""
+    prompt_ids = encode(tokenizer, request.prompt)
+    for rep in range(-1, repetitions):  # rep -1 is the untimed warm-up
+        sampling = SamplingConfig(temperature=setting.temperature, seed=seed + max(rep, 0))
+        plain = autoregressive_generate(
+            target, tokenizer, prompt_ids, sampling=sampling, max_new_tokens=request.max_new_tokens
+        )
+        spec = speculative_generate(
+            target,
+            draft if setting.drafter == "model" else None,
+            tokenizer,
+            prompt_ids,
+            sampling=sampling,
+            speculation=SpeculationConfig(
+                gamma=setting.gamma, max_new_tokens=request.max_new_tokens
+            ),
+            drafter=_drafter(setting, target, draft, sampling),
+        )
+        hf_seconds, hf_tokens = (
+            hf_generate(target, draft, prompt_ids, setting, request.max_new_tokens)
+            if with_hf
+            else (None, None)
+        )
+        if rep < 0:
+            continue
+        yield Record(
+            request_id=request.id,
+            category=request.category,
+            setting=setting,
+            repetition=rep,
+            metrics=request_metrics(spec, plain),
+            hf_latency=hf_seconds,
+            hf_tokens=len(hf_tokens) if hf_tokens is not None else None,
+            hf_identical=hf_tokens == list(spec.tokens) if hf_tokens is not None else None,
+        )
+
+
+@torch.no_grad()
+def batch_step_times(
+    target: Any, batch_sizes: Sequence[int], context: int = 64, steps: int = 5
+) -> list[tuple[int, float]]:
+    """Seconds per plain decode step (one new token per row) against batch size."""
+    out = []
+    vocab = int(target.config.vocab_size)
+    gen = torch.Generator().manual_seed(0)
+    for b in batch_sizes:
+        ids = torch.randint(vocab, (b, context), generator=gen).to(target.device)
+        kv = DynamicCache(config=target.config)
+        target(input_ids=ids, use_cache=True, **{cache_kwarg(target): kv})
+        start = clock(target.device)
+        for _ in range(steps):
+            target(input_ids=ids[:, -1:], use_cache=True, **{cache_kwarg(target): kv})
+        out.append((b, (clock(target.device) - start) / steps))
+    return out
+
+
+def run_all(
+    target: Any,
+    draft: Any,
+    tokenizer: Any,
+    requests: Sequence[Request],
+    settings: Sequence[BenchSetting],
+    *,
+    repetitions: int,
+    with_hf: bool,
+    progress: Callable[[int, int, str], None] = lambda _i, _n, _s: None,
+) -> list[Record]:
+    """Every request under every setting; progress(done, total, label) after each."""
+    records: list[Record] = []
+    total = len(requests) * len(settings)
+    t0 = time.perf_counter()
+    for i, (setting, request) in enumerate((s, r) for s in settings for r in requests):
+        progress(
+            i,
+            total,
+            f"{request.id} {setting.drafter} gamma={setting.gamma} T={setting.temperature}",
+        )
+        records += run_request(
+            target, draft, tokenizer, request, setting, repetitions=repetitions, with_hf=with_hf
+        )
+    progress(total, total, f"done in {time.perf_counter() - t0:.0f} s")
+    return records

@@ -1,0 +1,45 @@
+"""Benchmark workloads as JSON lines: id, category, prompt, max_new_tokens, temperature."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+WORKLOADS = ("code", "json", "repeat", "prose")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    """One prompt of a workload."""
+
+    id: str
+    category: str
+    prompt: str
+    max_new_tokens: int
+    temperature: float
+
+
+def workload_path(name: str) -> Path:
+    """The shipped JSONL file of a workload."""
+    if name not in WORKLOADS:
+        raise ValueError(f"workload must be one of {list(WORKLOADS)} (got {name!r})")
+    return Path(str(resources.files("specviz.bench").joinpath("workloads", f"{name}.jsonl")))
+
+
+def load_requests(source: str | Path) -> list[Request]:
+    """Requests from a shipped workload name or a JSONL path, validated line by line."""
+    path = workload_path(str(source)) if str(source) in WORKLOADS else Path(source)
+    if not path.is_file():
+        raise ValueError(f"no workload file at {path}: give a workload name {WORKLOADS} or a path")
+    requests = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            requests.append(Request(**row))
+        except (json.JSONDecodeError, TypeError) as err:
+            raise ValueError(f"{path}:{number}: not a workload request ({err})") from err
+    return requests

@@ -1,0 +1,111 @@
+"""The benchmark runs end to end on tiny models, and its arithmetic is right (no timing asserts)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, spread
+from specviz.bench.workloads import WORKLOADS, load_requests
+from specviz.cli import main
+from specviz.theory import speedup_bound
+
+from .conftest import PairFactory
+
+
+def _metrics(**overrides: float) -> RequestMetrics:
+    fields = dict(
+        latency=2.0,
+        plain_latency=5.0,
+        tokens=50,
+        rounds=20,
+        proposed=80,
+        accepted=30,
+        rejected=15,
+        draft_seconds=0.8,
+        draft_calls=80,
+        target_seconds=1.0,
+    )
+    fields.update(overrides)
+    return RequestMetrics(**fields)  # type: ignore[arg-type]
+
+
+def test_request_arithmetic() -> None:
+    m = _metrics()
+    assert m.alpha == pytest.approx(30 / 45)
+    assert m.speedup == pytest.approx(2.5)
+    assert m.cost_ratio == pytest.approx((0.8 / 80) / (5.0 / 50))
+    assert m.tokens_per_round == pytest.approx(2.5) and m.accepted_per_round == pytest.approx(1.5)
+    assert m.target_calls_per_token == pytest.approx(20 / 50)
+    assert m.bound(4) == pytest.approx(speedup_bound(30 / 45, 4, 0.1))
+    assert m.efficiency(4) == pytest.approx(2.5 / speedup_bound(30 / 45, 4, 0.1))
+
+
+def test_cost_and_spread() -> None:
+    assert cost_per_1k_tokens(seconds=36.0, tokens=100, price_per_hour=1.0) == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="at least one generated token"):
+        cost_per_1k_tokens(1.0, 0, 1.0)
+    s = spread([3.0, 1.0, 2.0])
+    assert (s.median, s.low, s.high) == (2.0, 1.0, 3.0)
+
+
+def test_shipped_workloads_have_at_least_20_prompts_each() -> None:
+    for name in WORKLOADS:
+        requests = load_requests(name)
+        assert len(requests) >= 20 and all(r.category == name and r.prompt for r in requests)
+        assert len({r.id for r in requests}) == len(requests)
+
+
+def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    target, draft = pair("llama")
+    for name, model in (("t", target), ("d", draft)):
+        model.save_pretrained(tmp_path / name)
+        tokenizer.save_pretrained(tmp_path / name)
+    work = tmp_path / "w.jsonl"
+    rows = [
+        {
+            "id": "c-1",
+            "category": "code",
+            "prompt": "abcabcab",
+            "max_new_tokens": 12,
+            "temperature": 0.0,
+        },
+        {
+            "id": "c-2",
+            "category": "code",
+            "prompt": "the cat the",
+            "max_new_tokens": 12,
+            "temperature": 0.0,
+        },
+    ]
+    work.write_text("\n".join(json.dumps(r) for r in rows))
+    out, html = tmp_path / "b.json", tmp_path / "b.html"
+    argv = [
+        "bench",
+        "--target",
+        str(tmp_path / "t"),
+        "--draft",
+        str(tmp_path / "d"),
+        "--workloads",
+        str(work),
+    ]
+    argv += ["--gammas", "1,3", "--drafters", "model,ngram", "--reps", "1", "--batch-sizes", "1,2"]
+    argv += ["--dtype", "float64", "--out", str(out), "--html", str(html)]
+    assert main(argv) == 0
+    result = json.loads(out.read_text())
+    assert len(result["records"]) == 2 * 2 * 2  # prompts x gammas x drafters
+    assert all(r["hf_identical"] for r in result["records"])  # T = 0: same tokens as transformers
+    for row in result["summary"]:
+        assert row["speedup"]["low"] <= row["speedup"]["median"] <= row["speedup"]["high"]
+        assert row["cost_per_1k_tokens"]["plain"] > 0
+    assert {c["drafter"] for c in result["gamma_curves"]} == {"model", "ngram"}
+    assert [b for b, _ in result["batch_step_seconds"]] == [1, 2]
+    assert "plotly" in html.read_text()[:5_000_000] and "speedup" in capsys.readouterr().out
+
+
+def test_bench_rejects_bad_flags(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["bench", "--drafters", "magic"]) == 2
+    assert "--drafters must list 'model' and/or 'ngram'" in capsys.readouterr().err
+    assert main(["bench", "--workloads", "/nope.jsonl", "--no-hf"]) == 2
+    assert "no workload file" in capsys.readouterr().err
