@@ -123,7 +123,7 @@ def run_generate(args: argparse.Namespace) -> int:
         NgramDrafter(2, max_ngram=args.ngram_max, min_ngram=args.ngram_min)  # validate early
     pair = load_pair(
         args.target,
-        args.draft,
+        None if args.plain or args.drafter == "ngram" else args.draft,
         dtype=parse_dtype(args.dtype),
         device=args.device,
         progress=lambda m: print(m, file=sys.stderr),

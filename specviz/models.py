@@ -123,18 +123,24 @@ def check_tokenizers(target_tok: Any, draft_tok: Any) -> None:
 
 def load_pair(
     target: str = BUNDLED,
-    draft: str = BUNDLED,
+    draft: str | None = BUNDLED,
     *,
     dtype: torch.dtype = torch.float32,
     device: str = "cpu",
     progress: Callable[[str], None] = lambda _m: None,
 ) -> ModelPair:
-    """Load target, draft and tokenizer; checks tokenizers match before loading weights."""
+    """Load target, draft and tokenizer; checks tokenizers match before loading weights.
+
+    draft=None loads no draft model (for drafters that need none, such as n-gram lookup).
+    """
     tokenizer = load_tokenizer(target, role="target", progress=progress)
-    check_tokenizers(tokenizer, load_tokenizer(draft, role="draft", progress=progress))
+    if draft is not None:
+        check_tokenizers(tokenizer, load_tokenizer(draft, role="draft", progress=progress))
     progress(f"loading target {target!r} and draft {draft!r} ({dtype}, {device})")
     return ModelPair(
         target=load_model(target, role="target", dtype=dtype, device=device, progress=progress),
-        draft=load_model(draft, role="draft", dtype=dtype, device=device, progress=progress),
+        draft=None
+        if draft is None
+        else load_model(draft, role="draft", dtype=dtype, device=device, progress=progress),
         tokenizer=tokenizer,
     )

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from specviz.config import SamplingConfig
+from specviz.drafters import Drafter
 from specviz.generate import encode
 from specviz.models import BUNDLED, load_pair
+from specviz.ngram import NgramDrafter
 from specviz.stats.laws import EXACT_VARIANT
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.report import table, to_json
@@ -33,6 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     ver.add_argument("--n", type=int, default=1500, help="samples per sampler per setting")
     ver.add_argument("--alpha", type=float, default=0.01, help="family-wise significance level")
     ver.add_argument("--settings", choices=["quick", "full"], default="full")
+    ver.add_argument("--drafter", choices=["model", "ngram"], default="model")
     ver.add_argument("--mutant", choices=[m.name for m in MUTANTS], help="swap in a known bug")
     ver.add_argument("--json", metavar="FILE", help="also write the results as JSON")
 
@@ -52,7 +58,8 @@ def run_verify(args: argparse.Namespace) -> int:
         target, draft = random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
         prompt_ids = [1, 2]
     else:
-        pair = load_pair(args.target, args.draft, dtype=torch.float32, progress=_say)
+        draft_spec = args.draft if args.drafter == "model" else None
+        pair = load_pair(args.target, draft_spec, dtype=torch.float32, progress=_say)
         target, draft = pair.target, pair.draft
         prompt_ids = encode(pair.tokenizer, args.prompt)
     variant = next((m for m in MUTANTS if m.name == args.mutant), EXACT_VARIANT)
@@ -66,6 +73,7 @@ def run_verify(args: argparse.Namespace) -> int:
             alpha=args.alpha,
             variant=variant,
             progress=_progress,
+            make_drafter=_ngram(target) if args.drafter == "ngram" else None,
         )
     print(f"sampler: {variant.name} ({variant.description}); family-wise alpha {args.alpha} (Holm)")
     print(table(results))
@@ -75,6 +83,12 @@ def run_verify(args: argparse.Namespace) -> int:
         meta = {"pair": args.pair, "variant": variant.name, "n": args.n, "alpha": args.alpha}
         Path(args.json).write_text(to_json(results, meta), encoding="utf-8")
     return 1 if rejected else 0
+
+
+def _ngram(target: Any) -> Callable[[SamplingConfig], Drafter]:
+    """A factory of n-gram drafters for the target's vocabulary."""
+    vocab = int(target.config.vocab_size)
+    return lambda _sampling: NgramDrafter(vocab, max_ngram=3, device=str(target.device))
 
 
 def _say(message: str) -> None:
