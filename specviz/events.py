@@ -37,10 +37,9 @@ class Proposed:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Accepted:
-    """A draft token was kept: u < min(1, p/q)."""
+class _Verified:
+    """Fields shared by the verdicts on a draft token."""
 
-    kind: ClassVar[str] = "accepted"
     round: int
     position: int
     draft_index: int
@@ -52,18 +51,17 @@ class Accepted:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Rejected:
+class Accepted(_Verified):
+    """A draft token was kept: u < min(1, p/q)."""
+
+    kind: ClassVar[str] = "accepted"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rejected(_Verified):
     """A draft token was discarded: u >= min(1, p/q). Nothing is emitted for it."""
 
     kind: ClassVar[str] = "rejected"
-    round: int
-    position: int
-    draft_index: int
-    token: int
-    p_x: float
-    q_x: float
-    u: float
-    accept_prob: float
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,7 +7,7 @@ max_new_tokens, so EOS and length limits inside a round are part of the law.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -97,9 +97,7 @@ def speculative_sampler(
     vocab = int(target.config.vocab_size)
 
     def run(seed: int) -> Outcome:
-        seeded = SamplingConfig(
-            temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p, seed=seed
-        )
+        seeded = replace(sampling, seed=seed)
         drafter = (
             make_drafter(seeded)
             if make_drafter is not None
@@ -133,9 +131,7 @@ def plain_sampler(
     """seed → the first k tokens of one plain target decode with that seed."""
 
     def run(seed: int) -> Outcome:
-        seeded = SamplingConfig(
-            temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p, seed=seed
-        )
+        seeded = replace(sampling, seed=seed)
         events = autoregressive_events(
             target, prompt_ids, sampling=seeded, max_new_tokens=max_new_tokens, stop_ids=stop_ids
         )
