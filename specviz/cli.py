@@ -13,6 +13,7 @@ from specviz.bench import cli as bench_cli
 from specviz.checks import check_pair
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.drafters import Drafter, ModelDrafter
+from specviz.early_exit import early_exit_model
 from specviz.events import write_jsonl
 from specviz.generate import GenerationResult, autoregressive_generate, speculative_generate
 from specviz.models import BUNDLED, DTYPES, ModelLoadError, load_pair, parse_dtype
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="model",
         help="draft model or n-gram lookup",
     )
+    gen.add_argument("--exit-layer", type=int, default=8, help="layers used by early-exit")
     gen.add_argument("--ngram-max", type=int, default=3, help="longest n-gram to match (ngram)")
     gen.add_argument("--ngram-min", type=int, default=1, help="shortest n-gram to match (ngram)")
     gen.add_argument(
@@ -106,6 +108,8 @@ def make_drafter(
         return NgramDrafter(
             vocab, max_ngram=args.ngram_max, min_ngram=args.ngram_min, device=str(target.device)
         )
+    if args.drafter == "early-exit":
+        draft = early_exit_model(target, args.exit_layer)
     check_pair(target, draft)
     return ModelDrafter(draft, sampling, vocab, min_confidence=args.confidence)
 
@@ -123,7 +127,7 @@ def run_generate(args: argparse.Namespace) -> int:
         NgramDrafter(2, max_ngram=args.ngram_max, min_ngram=args.ngram_min)  # validate early
     pair = load_pair(
         args.target,
-        None if args.plain or args.drafter == "ngram" else args.draft,
+        args.draft if args.drafter == "model" and not args.plain else None,
         dtype=parse_dtype(args.dtype),
         device=args.device,
         progress=lambda m: print(m, file=sys.stderr),

@@ -36,20 +36,24 @@ def char_tokenizer() -> PreTrainedTokenizerFast:
 
 def tiny_config(arch: str, **overrides: Any) -> Any:
     """A 2-layer config of the given architecture over the character vocabulary."""
-    common: dict[str, Any] = dict(vocab_size=VOCAB, eos_token_id=EOS, bos_token_id=EOS)
-    common.update(overrides)
     if arch == "gpt2":
-        return GPT2Config(n_positions=96, n_embd=32, n_layer=2, n_head=4, **common)
+        gpt2: dict[str, Any] = dict(n_positions=96, n_embd=32, n_layer=2, n_head=4)
+        return GPT2Config(**(gpt2 | _special() | overrides))
     cls = {"llama": LlamaConfig, "qwen2": Qwen2Config}[arch]
-    return cls(
+    fields: dict[str, Any] = dict(
         hidden_size=32,
         intermediate_size=64,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=96,
-        **common,
     )
+    return cls(**(fields | _special() | overrides))
+
+
+def _special() -> dict[str, Any]:
+    """Vocabulary and special tokens shared by every tiny config."""
+    return dict(vocab_size=VOCAB, eos_token_id=EOS, bos_token_id=EOS)
 
 
 def tiny_model(arch: str, seed: int, scale: float = 1.0, **overrides: Any) -> Any:

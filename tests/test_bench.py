@@ -106,6 +106,6 @@ def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -
 
 def test_bench_rejects_bad_flags(capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["bench", "--drafters", "magic"]) == 2
-    assert "--drafters must list 'model' and/or 'ngram'" in capsys.readouterr().err
+    assert "--drafters must list some of 'model', 'ngram', 'early-exit'" in capsys.readouterr().err
     assert main(["bench", "--workloads", "/nope.jsonl", "--no-hf"]) == 2
     assert "no workload file" in capsys.readouterr().err

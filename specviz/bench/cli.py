@@ -39,7 +39,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     b.add_argument("--limit", type=int, default=0, help="first N prompts of each workload (0: all)")
     b.add_argument("--gammas", type=_ints, default=[4], help="e.g. 1,2,3,4,6,8")
     b.add_argument("--temperatures", type=_floats, default=None, help="default: each prompt's own")
-    b.add_argument("--drafters", default="model", help="comma list of model, ngram")
+    b.add_argument("--drafters", default="model", help="comma list of model, ngram, early-exit")
+    b.add_argument("--exit-layer", type=int, default=8, help="layers the early-exit drafter uses")
     b.add_argument("--reps", type=int, default=3, help="timed repetitions after one warm-up")
     b.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
     b.add_argument("--batch-sizes", type=_ints, default=[1, 2, 4, 8, 16])
@@ -53,8 +54,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 def _check(args: argparse.Namespace) -> list[str]:
     """Validate flags before any model work; returns the drafter names."""
     drafters = [d.strip() for d in args.drafters.split(",") if d.strip()]
-    if not drafters or any(d not in ("model", "ngram") for d in drafters):
-        raise ValueError(f"--drafters must list 'model' and/or 'ngram' (got {args.drafters!r})")
+    if not drafters or any(d not in ("model", "ngram", "early-exit") for d in drafters):
+        raise ValueError(
+            f"--drafters must list some of 'model', 'ngram', 'early-exit' (got {args.drafters!r})"
+        )
     if not args.gammas or min(args.gammas) < 1:
         raise ValueError(f"--gammas must be integers >= 1 (got {args.gammas})")
     if args.reps < 1:
@@ -88,7 +91,13 @@ def run_bench(args: argparse.Namespace) -> int:
                 r for r in requests if args.temperatures is not None or r.temperature == temperature
             ]
             settings = [
-                BenchSetting(drafter=d, gamma=g, temperature=temperature, draft_name=draft_spec)
+                BenchSetting(
+                    drafter=d,
+                    gamma=g,
+                    temperature=temperature,
+                    draft_name=draft_spec if d == "model" else d,
+                    exit_layer=args.exit_layer,
+                )
                 for d in drafters
                 for g in args.gammas
             ]

@@ -16,6 +16,7 @@ from specviz.cache import cache_kwarg
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.decoding import clock
 from specviz.drafters import Drafter, ModelDrafter
+from specviz.early_exit import early_exit_model
 from specviz.generate import autoregressive_generate, encode, speculative_generate
 from specviz.ngram import NgramDrafter
 
@@ -24,10 +25,11 @@ from specviz.ngram import NgramDrafter
 class BenchSetting:
     """One point of a sweep."""
 
-    drafter: str  # "model" or "ngram"
+    drafter: str  # "model", "ngram" or "early-exit"
     gamma: int
     temperature: float
     draft_name: str = "draft"
+    exit_layer: int = 8
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,6 +77,8 @@ def _drafter(setting: BenchSetting, target: Any, draft: Any, sampling: SamplingC
     vocab = int(target.config.vocab_size)
     if setting.drafter == "ngram":
         return NgramDrafter(vocab, max_ngram=3, device=str(target.device))
+    if setting.drafter == "early-exit":
+        return ModelDrafter(early_exit_model(target, setting.exit_layer), sampling, vocab)
     return ModelDrafter(draft, sampling, vocab)
 
 
@@ -135,7 +139,7 @@ def run_request(
         )
         hf_seconds, hf_tokens = (
             hf_generate(target, draft, prompt_ids, setting, request.max_new_tokens)
-            if with_hf
+            if with_hf and setting.drafter != "early-exit"  # transformers has no such drafter
             else (None, None)
         )
         if rep < 0:

@@ -1,0 +1,64 @@
+"""Self-speculation (LayerSkip / Draft & Verify style): the target's own first k layers draft.
+
+`early_exit_model` builds a causal LM that shares the target's embeddings, first k decoder
+layers, final norm and output head (no weights are copied), optionally with a small trained
+adapter before the norm. It drafts through the ordinary ModelDrafter, with its own KV cache.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+
+class Adapter(nn.Module):
+    """A residual linear map on the exit hidden state (d,) → (d,), initialised to identity."""
+
+    def __init__(self, width: int) -> None:
+        """Zero-initialised correction: the untrained adapter is the plain early exit."""
+        super().__init__()
+        self.proj = nn.Linear(width, width, bias=True)
+        nn.init.zeros_(self.proj.weight)
+        nn.init.zeros_(self.proj.bias)
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        """hidden (..., d) + W hidden + b."""
+        out: Tensor = hidden + self.proj(hidden)
+        return out
+
+
+def _decoder(model: Any) -> Any:
+    """The decoder stack (`model.model` for Llama, Qwen2, Mistral, ...)."""
+    inner = getattr(model, "model", None)
+    if inner is None or not hasattr(inner, "layers") or not hasattr(inner, "norm"):
+        raise ValueError(
+            f"early exit needs a decoder with .model.layers and .model.norm "
+            f"(Llama/Qwen2/Mistral-style); {type(model).__name__} has none"
+        )
+    return inner
+
+
+def early_exit_model(target: Any, k: int, adapter: Adapter | None = None) -> Any:
+    """A k-layer causal LM sharing the target's modules; adapter goes before the final norm."""
+    inner = _decoder(target)
+    total = len(inner.layers)
+    if not 1 <= k < total:
+        raise ValueError(f"exit layer k must be in [1, {total - 1}] for this target (got {k})")
+    config = copy.deepcopy(target.config)
+    config.num_hidden_layers = k
+    if getattr(config, "layer_types", None):
+        config.layer_types = list(config.layer_types)[:k]
+    with torch.device("meta"):
+        draft = type(target)(config)
+    draft.model.embed_tokens = inner.embed_tokens
+    draft.model.layers = nn.ModuleList(list(inner.layers[:k]))
+    draft.model.norm = inner.norm if adapter is None else nn.Sequential(adapter, inner.norm)
+    draft.model.rotary_emb = inner.rotary_emb
+    draft.lm_head = target.lm_head
+    left = [n for n, t in [*draft.named_parameters(), *draft.named_buffers()] if t.is_meta]
+    if left:
+        raise ValueError(f"early exit could not share these modules of the target: {left[:5]}")
+    return draft.eval()
