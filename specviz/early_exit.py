@@ -30,7 +30,7 @@ class Adapter(nn.Module):
         return out
 
 
-def _decoder(model: Any) -> Any:
+def decoder_stack(model: Any) -> Any:
     """The decoder stack (`model.model` for Llama, Qwen2, Mistral, ...)."""
     inner = getattr(model, "model", None)
     if inner is None or not hasattr(inner, "layers") or not hasattr(inner, "norm"):
@@ -43,7 +43,7 @@ def _decoder(model: Any) -> Any:
 
 def early_exit_model(target: Any, k: int, adapter: Adapter | None = None) -> Any:
     """A k-layer causal LM sharing the target's modules; adapter goes before the final norm."""
-    inner = _decoder(target)
+    inner = decoder_stack(target)
     total = len(inner.layers)
     if not 1 <= k < total:
         raise ValueError(f"exit layer k must be in [1, {total - 1}] for this target (got {k})")

@@ -71,3 +71,21 @@ def test_self_speculation_passes_the_equivalence_suite(tokenizer) -> None:  # ty
         check_setting(target, draft, prompt, setting, n=500, alpha=0.01, variant=accept_all)
     )
     assert any(r.reject for r in broken)
+
+
+def test_adapter_training_lowers_the_kl(tokenizer) -> None:  # type: ignore[no-untyped-def]
+    from specviz.early_exit_train import Adapter as A
+    from specviz.early_exit_train import kl_loss
+
+    target = tiny_model("llama", seed=3, scale=3.0, num_hidden_layers=4)
+    target.requires_grad_(False)
+    adapter = A(32).double()
+    batch = torch.tensor([tokenizer("the cat sat on the mat and ran")["input_ids"]] * 2)
+    before = float(kl_loss(target, adapter, 2, batch))
+    optimizer = torch.optim.Adam(adapter.parameters(), lr=1e-2)
+    for _ in range(60):
+        loss = kl_loss(target, adapter, 2, batch)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    assert float(kl_loss(target, adapter, 2, batch)) < 0.7 * before
