@@ -152,7 +152,7 @@ def test_mean_accepted_length_matches_theory_when_alpha_is_constant() -> None:
 
 @pytest.mark.slow
 def test_exact_sampler_passes_every_setting_at_large_n(toy) -> None:  # type: ignore[no-untyped-def]
-    """N = 20000 per sampler and setting: run with `pytest -m slow` (about 15 minutes on 2 cores)."""
+    """N = 20000 per sampler and setting; run with `pytest -m slow` (~15 min on 2 cores)."""
     target, draft = toy
     results = run_suite(target, draft, PROMPT, list(SETTINGS.values()), n=20_000, alpha=ALPHA)
     assert not any(r.reject for r in results), [(r.name, r.p_value) for r in results if r.reject]
