@@ -1,0 +1,87 @@
+"""HTML panels: status line, summary table and the plain-vs-speculative race."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from html import escape
+from typing import Any
+
+SUMMARY_LABELS = {
+    "new_tokens": "new tokens",
+    "rounds": "rounds",
+    "alpha": "acceptance rate α (accepted / proposed drafts)",
+    "mean_accepted_per_round_without_bonus": "mean accepted drafts per round (without bonus)",
+    "mean_tokens_per_round_with_bonus": "mean tokens per round (with the resampled/bonus token)",
+    "expected_tokens_per_round": "expected tokens per round for α, γ (with bonus)",
+    "target_calls_per_token": "target calls per token",
+    "tokens_per_second": "tokens / s (speculative; live drawing included, the race excludes it)",
+    "cost_ratio_c": "cost ratio c (draft call / target call)",
+    "speedup_bound": "Leviathan bound (1 − α^(γ+1)) / ((1 − α)(γc + 1))",
+    "measured_speedup": "measured speedup (race: speculative / plain tokens/s)",
+    "finish_reason": "stopped by",
+}
+
+
+def status_html(message: str, error: bool = False) -> str:
+    """A one-line status; errors are marked so they stand out."""
+    cls = "sv-status-error" if error else "sv-status"
+    prefix = "Error: " if error else ""
+    return f'<div class="{cls}" role="status">{prefix}{escape(message)}</div>'
+
+
+def number(value: Any) -> str:
+    """A summary value for display."""
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return escape(str(value))
+
+
+def summary_html(summary: Mapping[str, Any]) -> str:
+    """The summary table (γ is the configured draft length)."""
+    rows = [f"<tr><td>γ (largest of any round)</td><td>{number(summary.get('gamma'))}</td></tr>"]
+    rows += [
+        f'<tr data-key="{k}"><td>{escape(label)}</td><td>{number(summary.get(k))}</td></tr>'
+        for k, label in SUMMARY_LABELS.items()
+    ]
+    hint = ""
+    if summary.get("measured_speedup") is None:
+        hint = "<p><small>Run the race to measure the speedup against plain decoding.</small></p>"
+    return f'<div class="sv-summary"><table>{"".join(rows)}</table>{hint}</div>'
+
+
+def race_html(plain: Mapping[str, Any], spec: Mapping[str, Any], greedy: bool) -> str:
+    """Plain and speculative decoding side by side, their speeds and (at T = 0) a match check."""
+    sides = "".join(
+        f'<div class="sv-race-{name}"><b>{title}</b><br>{_speed(side)}'
+        f"<pre>{escape(str(side.get('text', '')))}</pre></div>"
+        for name, title, side in (
+            ("plain", "plain (target only)", plain),
+            ("spec", "speculative", spec),
+        )
+    )
+    foot = _speedup(plain, spec)
+    if greedy and plain.get("done") and spec.get("done"):
+        same = plain.get("tokens", plain.get("text")) == spec.get("tokens", spec.get("text"))
+        cls, word = ("sv-match", "identical ✓") if same else ("sv-mismatch", "different ✗")
+        foot += f' · T = 0: texts are <span class="{cls}">{word}</span>'
+    elif not greedy:
+        foot += " · T > 0: two independent samples of the same law, so the texts usually differ"
+    return f'<div class="sv-race">{sides}</div><p class="sv-race-foot">{foot}</p>'
+
+
+def _speed(side: Mapping[str, Any]) -> str:
+    """'N tokens in S s (T tok/s)' for one side of the race."""
+    tps = side.get("tokens_per_second")
+    if tps is None:
+        return "<small>waiting…</small>" if not side.get("done") else "<small>—</small>"
+    return f"{side.get('new_tokens', 0)} tokens in {side.get('seconds', 0):.2f} s ({tps:.1f} tok/s)"
+
+
+def _speedup(plain: Mapping[str, Any], spec: Mapping[str, Any]) -> str:
+    """The wall-clock speedup, once both sides have finished."""
+    a, b = plain.get("tokens_per_second"), spec.get("tokens_per_second")
+    if not (a and b):
+        return "speedup: —"
+    return f"speedup: <b>{b / a:.2f}×</b> (speculative tok/s / plain tok/s)"

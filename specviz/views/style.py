@@ -1,0 +1,57 @@
+"""Colours, labels and CSS shared by the token views and the plots (Okabe–Ito palette)."""
+
+from __future__ import annotations
+
+# Okabe & Ito (2008): distinguishable under the common colour-vision deficiencies. Each outcome
+# also has a second, colour-free cue (strike-through, underline style, border) in CSS below.
+COLORS = {
+    "accepted": "#0072B2",  # blue
+    "rejected": "#D55E00",  # vermillion
+    "resampled": "#E69F00",  # orange
+    "bonus": "#009E73",  # bluish green
+    "sampled": "#999999",  # grey: plain decoding
+}
+LABELS = {
+    "accepted": "accepted draft",
+    "rejected": "rejected draft (struck through)",
+    "resampled": "resampled from norm(max(0, p − q))",
+    "bonus": "bonus token from p (all drafts kept)",
+    "sampled": "plain decoding (sampled from p)",
+}
+CUES = {
+    "accepted": "solid underline",
+    "rejected": "strike-through, dashed box",
+    "resampled": "double underline",
+    "bonus": "solid box",
+    "sampled": "no mark",
+}
+
+CSS = """
+.sv-stream { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
+  font-size: 15px; line-height: 2.1; white-space: pre-wrap; word-break: break-word;
+  padding: 8px; min-height: 80px; }
+.sv-prompt { color: #555; }
+.sv-tok { cursor: pointer; border-radius: 3px; padding: 1px 0; margin: 0 1px; }
+.sv-tok:hover, .sv-tok.sv-selected { outline: 2px solid #000; outline-offset: 1px; }
+.sv-accepted { background: rgba(0,114,178,.18); border-bottom: 3px solid #0072B2; }
+.sv-rejected { background: rgba(213,94,0,.14); color: #8a3c00; text-decoration: line-through;
+  text-decoration-thickness: 2px; border: 1px dashed #D55E00; opacity: .85; }
+.sv-resampled { background: rgba(230,159,0,.28); border-bottom: 4px double #B07A00; }
+.sv-bonus { background: rgba(0,158,115,.20); border: 2px solid #009E73; }
+.sv-sampled { background: rgba(153,153,153,.15); }
+.sv-round { display: inline-block; font-size: 9px; line-height: 1; color: #666;
+  border-left: 2px solid #888; padding: 0 2px 0 2px; margin: 0 2px; vertical-align: top; }
+.sv-legend { display: flex; flex-wrap: wrap; gap: 6px 16px; font-size: 13px; padding: 4px 0; }
+.sv-legend .sv-tok { cursor: default; padding: 1px 4px; }
+.sv-inspector table, .sv-summary table { border-collapse: collapse; font-size: 13px; }
+.sv-inspector table { width: 100%; }
+.sv-inspector td, .sv-summary td { padding: 2px 10px 2px 0; vertical-align: top; }
+.sv-inspector td:first-child, .sv-summary td:first-child { color: #555; white-space: nowrap; }
+.sv-verdict { font-weight: 600; }
+.sv-status-error { color: #b00020; font-weight: 600; }
+.sv-race { display: flex; gap: 16px; }
+.sv-race > div { flex: 1; border: 1px solid #ccc; border-radius: 6px; padding: 8px; }
+.sv-race pre { white-space: pre-wrap; word-break: break-word; font-size: 13px; }
+.sv-match { color: #006a4e; font-weight: 600; }
+.sv-mismatch { color: #b00020; font-weight: 600; }
+"""

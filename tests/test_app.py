@@ -1,0 +1,255 @@
+"""The Gradio app on tiny local model folders: handlers directly, then its API via gradio_client."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Iterator
+from html import unescape
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import app as specviz_app
+from app import PairCache, SpecVizApp
+from specviz.events import read_jsonl
+from specviz.models import ModelLoadError
+from specviz.views.form import MODEL, NGRAM, Settings
+
+from .conftest import char_tokenizer, perturbed_copy, tiny_model
+
+pytestmark = [  # gradio's queue calls pandas in ways pandas 3 deprecates: not ours to fix
+    pytest.mark.filterwarnings("ignore:'future.no_silent_downcasting':Warning"),
+    pytest.mark.filterwarnings("ignore:The copy keyword is deprecated:Warning"),
+]
+# With these settings the tiny pair shows every outcome: accepted, rejected, resampled, bonus.
+PROMPT, GAMMA, TEMPERATURE, MAX_NEW, SEED = "the cat sat", 4, 1.0, 24, 1
+
+
+@pytest.fixture(scope="session")
+def model_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A tiny Llama target and a close draft, saved as folders with the character tokenizer."""
+    root = tmp_path_factory.mktemp("app-models")
+    target = tiny_model("llama", seed=1, scale=3.0)
+    tok = char_tokenizer()
+    for name, model in (("target", target), ("draft", perturbed_copy(target, seed=2, noise=0.02))):
+        model.save_pretrained(root / name)
+        tok.save_pretrained(root / name)
+    return str(root / "target"), str(root / "draft")
+
+
+def inputs(dirs: tuple[str, str], **overrides: Any) -> list[Any]:
+    """Widget values in the order the handlers take them."""
+    values = dict(dtype="float32", drafter=MODEL, policy="fixed", prompt=PROMPT, gamma=GAMMA)
+    values |= dict(temperature=TEMPERATURE, top_k=0, top_p=1.0, max_new=MAX_NEW, seed=SEED)
+    values |= overrides
+    names = ("dtype", "drafter", "policy", "prompt", "gamma", "temperature", "top_k", "top_p")
+    return [*dirs, *(values[k] for k in (*names, "max_new", "seed"))]
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def served(model_dirs: tuple[str, str]) -> Iterator[tuple[SpecVizApp, str]]:
+    """The app serving the tiny pair on a free local port, in this process."""
+    os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+    app = SpecVizApp(*model_dirs)
+    demo = app.build()
+    port = free_port()
+    app.launch(demo, "127.0.0.1", port, prevent_thread_lock=True, quiet=True)
+    yield app, f"http://127.0.0.1:{port}/"
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def app(model_dirs: tuple[str, str]) -> SpecVizApp:
+    return SpecVizApp(*model_dirs)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("gamma", 0, "gamma must be an integer >= 1"),
+        ("top_k", 1.5, "top-k must be a whole number"),
+        ("temperature", -1, "temperature must be a finite number >= 0"),
+        ("top_p", 0, "top_p must be in (0, 1]"),
+        ("prompt", "  ", "the prompt is empty"),
+        ("drafter", "oracle", "drafter must be one of"),
+        ("policy", "random", "gamma policy must be one of"),
+        ("max_new", None, "max new tokens must be a number"),
+        ("temperature", None, "temperature must be a number"),
+        ("seed", "abc", "seed must be a number"),
+        ("seed", float("inf"), "seed must be a whole number"),
+    ],
+)
+def test_settings_reject_bad_values_readably(field: str, value: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("]", r"\]")):
+        Settings.parse(*inputs(("t", "d"), **{field: value}))
+
+
+def test_pair_cache_loads_each_pair_once(model_dirs: tuple[str, str]) -> None:
+    cache, said = PairCache(size=1), []
+    first = cache.get(*model_dirs, "float32", said.append)
+    assert cache.get(*model_dirs, "float32", said.append) is first and len(said) == 1
+    assert cache.get(*model_dirs, "float64", said.append) is not first
+    assert cache.get(*model_dirs, "float32", said.append) is not first  # size 1: evicted
+    with pytest.raises(ModelLoadError, match=r"no config\.json"):
+        cache.get(model_dirs[0], str(Path(model_dirs[0]).parent), "float32", said.append)
+
+
+def test_generate_streams_every_round_and_shows_each_outcome(
+    app: SpecVizApp, model_dirs: tuple[str, str]
+) -> None:
+    outs = list(app.generate(*inputs(model_dirs)))
+    run = outs[-1][0]
+    assert len(outs) == len(run.rounds) + 1 > 2 and "running" in outs[0][2]  # streamed
+    assert "finished" in outs[-1][2] and len(outs[-1]) == 8
+    for kind in ("accepted", "rejected", "resampled", "bonus"):
+        assert f"sv-{kind}" in outs[-1][1]
+    inspector, residual = app.inspect(run, next(c.index for c in run.cells() if c.top))
+    assert "p(x) target" in inspector and residual.data
+
+
+def test_step_advances_one_round_per_click(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
+    run = app.step(None, *inputs(model_dirs))[0]
+    assert len(run.rounds) == 1
+    assert app.step(run, *inputs(model_dirs))[0] is run and len(run.rounds) == 2
+    fresh = app.step(run, *inputs(model_dirs, seed=SEED + 1))[0]  # changed controls: new run
+    assert fresh is not run and len(fresh.rounds) == 1
+
+
+def test_ngram_drafter_needs_no_draft_model(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
+    dirs = (model_dirs[0], "/ignored/for/ngram")
+    prompt = "abc abc abc abc abc"
+    run = list(app.generate(*inputs(dirs, drafter=NGRAM, prompt=prompt, temperature=0)))[-1][0]
+    assert run.done and run.settings["drafter"] == NGRAM and run.settings["draft"] is None
+    assert run.rounds and sum(r.draft_forward_calls for r in run.rounds) == 0
+    assert run.summary()["cost_ratio_c"] == 0.0
+
+
+def test_gamma_policies_change_gamma_between_rounds(
+    app: SpecVizApp, model_dirs: tuple[str, str]
+) -> None:
+    run = list(app.generate(*inputs(model_dirs, policy="heuristic")))[-1][0]
+    assert run.settings["gamma_policy"] == "heuristic"
+    assert len({r.gamma for r in run.rounds}) > 1
+
+
+def test_race_at_greedy_gives_identical_texts(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
+    outs = list(app.race(*inputs(model_dirs, temperature=0, max_new=12)))
+    assert "identical" in outs[-1][-1] and "speedup" in outs[-1][-1]
+    assert "measured speedup" in outs[-1][7] and outs[-1][0].plain_tokens_per_second > 0
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"gamma": 0}, "gamma must be an integer"),
+        ({"seed": -1}, "seed must be an integer >= 0"),
+        ({"prompt": ""}, "the prompt is empty"),
+        ({"dtype": "int8"}, "dtype must be one of"),
+    ],
+)
+def test_bad_settings_show_an_error_in_the_status_box(
+    app: SpecVizApp, model_dirs: tuple[str, str], overrides: dict[str, Any], message: str
+) -> None:
+    for outs in (list(app.generate(*inputs(model_dirs, **overrides)))[-1],
+                 app.step(None, *inputs(model_dirs, **overrides))):  # fmt: skip
+        assert "sv-status-error" in outs[2] and message in unescape(outs[2])
+        assert all(o is not None for o in outs)
+
+
+@pytest.mark.parametrize(
+    ("draft", "message"),
+    [
+        ("/no/such/folder", "neither an existing folder nor a hub id"),
+        ("nobody/nothing-here", "offline"),
+    ],
+)
+def test_bad_model_pairs_show_an_error_in_the_status_box(
+    app: SpecVizApp, model_dirs: tuple[str, str], draft: str, message: str
+) -> None:
+    dirs = (model_dirs[0], draft)
+    status = list(app.generate(*inputs(dirs)))[-1][2]
+    assert "sv-status-error" in status and message in unescape(status)
+    assert message in unescape(app.check(*dirs, "float32"))
+    assert "ready" in app.check(*model_dirs, "float32")
+
+
+def test_export_writes_the_events_and_the_summary(
+    app: SpecVizApp, model_dirs: tuple[str, str]
+) -> None:
+    run = list(app.generate(*inputs(model_dirs)))[-1][0]
+    events_path, summary_path = app.export(run)
+    assert list(read_jsonl(events_path)) == run.log
+    summary = json.loads(Path(summary_path).read_text())
+    assert summary["new_tokens"] == MAX_NEW and summary["settings"]["seed"] == SEED
+
+
+def test_main_serves_locally_without_analytics(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+    monkeypatch.delenv("GRADIO_ANALYTICS_ENABLED", raising=False)
+
+    def fake_launch(self: SpecVizApp, demo: Any, host: str, port: int, **kw: Any) -> None:
+        seen.update(host=host, port=port, defaults=self.defaults)
+
+    monkeypatch.setattr(SpecVizApp, "launch", fake_launch)
+    assert specviz_app.main(["--port", "7999", "--target", "a/b", "--draft", "c/d"]) == 0
+    assert seen == {
+        "host": "127.0.0.1",
+        "port": 7999,
+        "defaults": {"target": "a/b", "draft": "c/d", "dtype": "float32"},
+    }
+    assert os.environ["GRADIO_ANALYTICS_ENABLED"] == "False"
+
+
+def test_launch_queues_bounded_and_never_shares(app: SpecVizApp) -> None:
+    calls: dict[str, Any] = {}
+
+    class FakeDemo:
+        def queue(self, **kw: Any) -> None:
+            calls["queue"] = kw
+
+        def launch(self, **kw: Any) -> None:
+            calls["launch"] = kw
+
+    app.launch(FakeDemo(), "127.0.0.1", 7861)  # type: ignore[arg-type]
+    assert 0 < calls["queue"]["max_size"] <= 64
+    launch = calls["launch"]
+    assert launch["server_name"] == "127.0.0.1" and launch["server_port"] == 7861
+    assert launch["share"] is False and "sv-accepted" in launch["css"]
+
+
+def test_clicking_a_token_fills_the_inspector(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
+    import gradio as gr
+
+    run = list(app.generate(*inputs(model_dirs)))[-1][0]
+    index, html, _residual = app.click(run, gr.EventData(None, {"idx": 1}))
+    assert index == 1 and 'data-idx="1"' in html and "p(x) target" in html
+    assert "Click a token" in app.click(run, gr.EventData(None, {}))[1]
+    for state, index in ((None, 3), (run, 999), (run, "x")):
+        assert "Click a token" in app.inspect(state, index)[0]
+
+
+def test_api_through_gradio_client(
+    served: tuple[SpecVizApp, str], model_dirs: tuple[str, str]
+) -> None:
+    from gradio_client import Client
+
+    url = served[1]
+    client = Client(url, verbose=False)
+    stream, status, *_plots, summary = client.predict(*inputs(model_dirs), api_name="/generate")
+    assert "finished" in status and "sv-accepted" in stream and "acceptance rate" in summary
+    inspector, _residual = client.predict(2, api_name="/inspect")
+    assert 'data-idx="2"' in inspector and "q(x) draft" in inspector
+    files = client.predict(api_name="/export")
+    assert sorted(Path(f).name for f in files) == ["events.jsonl", "summary.json"]
+    bad = client.predict(*inputs(model_dirs, top_k=-1), api_name="/generate")
+    assert "sv-status-error" in bad[1] and "top_k must be an integer >= 0" in unescape(bad[1])
