@@ -1,0 +1,72 @@
+"""Command line for the draft distillation: ``python -m specviz.train STEP [options]``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+
+from specviz.train.common import setup_logging
+
+
+def _hours(value: str) -> float:
+    """Parse a duration in hours into seconds."""
+    return float(value) * 3600.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Argument parser with one sub-command per step."""
+    parser = argparse.ArgumentParser(prog="python -m specviz.train", description=__doc__)
+    parser.add_argument("--threads", type=int, default=int(os.environ.get("SPECVIZ_THREADS", "2")))
+    sub = parser.add_subparsers(dest="step", required=True)
+    sub.add_parser("corpus", help="build the offline corpus (stdlib + Python docs)")
+    teacher = sub.add_parser("teacher", help="cache the target's top-k log-probs (resumable)")
+    teacher.add_argument("--jobs", type=int, default=100_000, help="highest shard index + 1")
+    teacher.add_argument("--hours", type=_hours, default=None, help="stop after this long")
+    student = sub.add_parser("student", help="distil the draft from the shards (resumable)")
+    student.add_argument("--hours", type=_hours, default=None, help="stop after this long")
+    student.add_argument("--steps", type=int, default=1_000_000, help="stop at this step")
+    student.add_argument("--wait", action="store_true", help="wait for shards still being made")
+    student.add_argument("--total-steps", type=int, default=3000, help="length of the lr schedule")
+    evaluate = sub.add_parser("evaluate", help="alpha, greedy agreement, speed on held-out prompts")
+    evaluate.add_argument("--draft", default=None, help="draft folder (default: latest export)")
+    evaluate.add_argument("--prompts", type=int, default=32, help="held-out prompts to use")
+    export = sub.add_parser("export", help="write the bf16 draft + tokenizer into a folder")
+    export.add_argument("--out", default=None, help="default: specviz/assets/draft")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run one step."""
+    args = build_parser().parse_args(argv)
+    setup_logging(args.step)
+    if args.step == "corpus":
+        from specviz.train.corpus import build_corpus
+
+        print(build_corpus())
+    elif args.step == "teacher":
+        from specviz.train.teacher import TeacherConfig, run_teacher
+
+        run_teacher(TeacherConfig(), args.jobs, args.hours, args.threads)
+    elif args.step == "student":
+        from specviz.train.student import StudentConfig, run_student
+
+        run_student(
+            StudentConfig(total_steps=args.total_steps),
+            args.steps,
+            args.hours,
+            args.threads,
+            args.wait,
+        )
+    elif args.step == "evaluate":
+        from specviz.train.evaluate import run_evaluate
+
+        print(run_evaluate(args.draft, args.prompts, args.threads))
+    elif args.step == "export":
+        from specviz.train.export import run_export
+
+        print(run_export(args.out))
+
+
+if __name__ == "__main__":
+    main()

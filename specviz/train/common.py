@@ -1,0 +1,80 @@
+"""Shared helpers for the training steps: paths, logging, model loading."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specviz.bundled import cache_dir, ensure_bundled_target
+
+LOG = logging.getLogger("specviz.train")
+
+
+def work_dir() -> Path:
+    """Root of all training state: ``cache_dir()/train`` (override with SPECVIZ_TRAIN_DIR)."""
+    override = os.environ.get("SPECVIZ_TRAIN_DIR")
+    path = Path(override).expanduser() if override else cache_dir() / "train"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def setup_logging(name: str) -> None:
+    """Log to stderr and to ``work_dir()/logs/<name>.log``."""
+    logs = work_dir() / "logs"
+    logs.mkdir(exist_ok=True)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    root = logging.getLogger("specviz")
+    root.setLevel(logging.INFO)
+    for handler in (logging.StreamHandler(), logging.FileHandler(logs / f"{name}.log")):
+        handler.setFormatter(fmt)
+        root.addHandler(handler)
+
+
+def load_target(threads: int | None = None) -> tuple[Any, Any]:
+    """Load the bundled target (fp32, eval mode) and its tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if threads:
+        torch.set_num_threads(threads)
+    folder = ensure_bundled_target(lambda m: LOG.info("%s", m))
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model: Any = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    return model.eval(), tokenizer
+
+
+def load_tokenizer() -> Any:
+    """The target's tokenizer."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(ensure_bundled_target(lambda m: LOG.info("%s", m)))
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` via a temp file + rename."""
+    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def save_atomic(obj: Any, path: Path) -> None:
+    """torch.save ``obj`` to ``path`` via a temp file + rename."""
+    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+class Deadline:
+    """Wall-clock budget: ``Deadline(seconds).passed()`` is True once it is spent (None: never)."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.end = None if seconds is None else time.monotonic() + seconds
+
+    def passed(self) -> bool:
+        """Whether the budget is spent."""
+        return self.end is not None and time.monotonic() >= self.end

