@@ -18,6 +18,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch.nn import functional as F
 
+from specviz.console import say
 from specviz.early_exit import Adapter, decoder_stack
 
 
@@ -96,11 +97,6 @@ def main(argv: list[str] | None = None) -> int:
         say(f"step {step}: KL {loss:.4f}")
         save_file({n: t.contiguous() for n, t in trained.state_dict().items()}, args.out)
     return 0
-
-
-def say(message: str) -> None:
-    """Progress to stderr."""
-    print(message, file=sys.stderr)
 
 
 if __name__ == "__main__":

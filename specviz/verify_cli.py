@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import torch
 
 from specviz.config import SamplingConfig
+from specviz.console import progress_bar, say
 from specviz.drafters import Drafter
 from specviz.generate import encode
 from specviz.models import BUNDLED, load_pair
@@ -59,7 +59,7 @@ def run_verify(args: argparse.Namespace) -> int:
         prompt_ids = [1, 2]
     else:
         draft_spec = args.draft if args.drafter == "model" else None
-        pair = load_pair(args.target, draft_spec, dtype=torch.float32, progress=_say)
+        pair = load_pair(args.target, draft_spec, dtype=torch.float32, progress=say)
         target, draft = pair.target, pair.draft
         prompt_ids = encode(pair.tokenizer, args.prompt)
     variant = next((m for m in MUTANTS if m.name == args.mutant), EXACT_VARIANT)
@@ -72,7 +72,7 @@ def run_verify(args: argparse.Namespace) -> int:
             n=args.n,
             alpha=args.alpha,
             variant=variant,
-            progress=_progress,
+            progress=progress_bar,
             make_drafter=_ngram(target) if args.drafter == "ngram" else None,
         )
     print(f"sampler: {variant.name} ({variant.description}); family-wise alpha {args.alpha} (Holm)")
@@ -89,20 +89,3 @@ def _ngram(target: Any) -> Callable[[SamplingConfig], Drafter]:
     """A factory of n-gram drafters for the target's vocabulary."""
     vocab = int(target.config.vocab_size)
     return lambda _sampling: NgramDrafter(vocab, max_ngram=3, device=str(target.device))
-
-
-def _say(message: str) -> None:
-    """Progress text to stderr."""
-    print(message, file=sys.stderr)
-
-
-def _progress(done: int, total: int, name: str) -> None:
-    """A one-line progress bar on stderr."""
-    filled = int(30 * done / max(total, 1))
-    print(
-        f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{total} {name:<30}",
-        end="",
-        file=sys.stderr,
-    )
-    if done == total:
-        print(file=sys.stderr)

@@ -15,6 +15,7 @@ from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR
 from specviz.bench.report import figures, gamma_curves, html_report, summarize
 from specviz.bench.runner import BenchSetting, Record, batch_step_times, run_all
 from specviz.bench.workloads import WORKLOADS, load_requests
+from specviz.console import progress_bar, say
 from specviz.models import BUNDLED, DTYPES, load_pair, parse_dtype
 
 
@@ -79,7 +80,7 @@ def run_bench(args: argparse.Namespace) -> int:
             draft_spec,
             dtype=parse_dtype(args.dtype),
             device=args.device,
-            progress=_say,
+            progress=say,
         )
         temps = (
             args.temperatures
@@ -109,7 +110,7 @@ def run_bench(args: argparse.Namespace) -> int:
                 settings,
                 repetitions=args.reps,
                 with_hf=not args.no_hf,
-                progress=_progress,
+                progress=progress_bar,
             )
         batch = batch_step_times(pair.target, args.batch_sizes)
     rows = summarize(records, args.price_per_hour)
@@ -150,20 +151,3 @@ def run_bench(args: argparse.Namespace) -> int:
 def _limit(requests: list, n: int) -> list:  # type: ignore[type-arg]
     """The first n requests (all when n is 0)."""
     return requests[:n] if n else requests
-
-
-def _say(message: str) -> None:
-    """Progress text to stderr."""
-    print(message, file=sys.stderr)
-
-
-def _progress(done: int, total: int, label: str) -> None:
-    """A one-line progress bar on stderr."""
-    filled = int(30 * done / max(total, 1))
-    print(
-        f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{total} {label[:50]:<50}",
-        end="",
-        file=sys.stderr,
-    )
-    if done == total:
-        print(file=sys.stderr)
