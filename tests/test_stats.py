@@ -156,3 +156,19 @@ def test_exact_sampler_passes_every_setting_at_large_n(toy) -> None:  # type: ig
     target, draft = toy
     results = run_suite(target, draft, PROMPT, list(SETTINGS.values()), n=20_000, alpha=ALPHA)
     assert not any(r.reject for r in results), [(r.name, r.p_value) for r in results if r.reject]
+
+
+def test_every_kind_of_test_rejects_a_mutant_on_its_own(toy) -> None:  # type: ignore[no-untyped-def]
+    """No test in the suite is one that cannot fail: each kind rejects accept-all by itself."""
+    target, draft = toy
+    accept_all = next(m for m in MUTANTS if m.name == "accept_all")
+    results = family_adjusted(
+        check_setting(
+            target, draft, PROMPT, SETTINGS["gamma=4 T=1"], n=3000, alpha=ALPHA, variant=accept_all
+        )
+    )
+    for kind in ("joint vs exact law", "position", "joint vs plain samples", "log-prob (KS)"):
+        assert any(kind in r.name and r.reject for r in results), (
+            kind,
+            [(r.name, r.p_value) for r in results],
+        )
