@@ -10,7 +10,9 @@ import pytest
 import torch
 
 from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.events import Event
+from specviz.decoding import SpeculativeDecoder
+from specviz.drafters import ModelDrafter
+from specviz.events import Event, RoundSummary
 from specviz.stats.laws import EXACT_VARIANT, Variant, exact_law
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.suite import (
@@ -57,6 +59,25 @@ def test_exact_sampler_passes_every_setting(toy) -> None:  # type: ignore[no-unt
     assert len(results) >= 4 * len(SETTINGS)  # joint, marginals, two-sample and KS per setting
     # power of each joint G-test against moving TV 0.05 between the two likeliest outcomes
     assert all(r.power >= 0.95 for r in results if "G-test" in r.name)
+
+
+def test_each_setting_drafts_its_full_gamma_in_the_first_round(toy) -> None:  # type: ignore[no-untyped-def]
+    """gamma is capped at the tokens still to write, so a short decode would test a smaller one."""
+    target, draft = toy
+    for setting in SETTINGS.values():
+        decoder = SpeculativeDecoder(
+            target,
+            ModelDrafter(draft, setting.sampling, 6),
+            PROMPT,
+            sampling=setting.sampling,
+            speculation=setting.speculation,
+        )
+        first = next(e for e in decoder.events() if isinstance(e, RoundSummary))
+        gamma = setting.speculation.gamma
+        expected = min(gamma, setting.speculation.max_new_tokens - 1)
+        assert first.gamma == expected, setting.name
+        if "max_new_tokens" not in setting.name:
+            assert first.gamma == gamma, setting.name
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)

@@ -52,7 +52,11 @@ class Setting:
 
 
 def default_settings(stop_id: int = 0) -> list[Setting]:
-    """gamma 1/2/4/8; T 0.5/1/1.5; top-k; top-p; EOS and max_new_tokens inside a round."""
+    """gamma 1/2/4/8; T 0.5/1/1.5; top-k; top-p; EOS and max_new_tokens inside a round.
+
+    max_new_tokens is at least gamma + 1 so the first round drafts all gamma tokens (the decoder
+    caps gamma at the tokens still to write); the outcome is the first k tokens of that decode.
+    """
     t1 = SamplingConfig(temperature=1.0)
     grid = [
         Setting(name=f"gamma={g} T=1", sampling=t1, speculation=_spec(g, 3), k=3)
@@ -84,14 +88,19 @@ def default_settings(stop_id: int = 0) -> list[Setting]:
             k=4,
             stop_ids=frozenset({stop_id}),
         ),
-        Setting(name="gamma=8 max_new_tokens=2", sampling=t1, speculation=_spec(8, 2), k=2),
+        Setting(
+            name="gamma=8 max_new_tokens=2",
+            sampling=t1,
+            speculation=SpeculationConfig(gamma=8, max_new_tokens=2),
+            k=2,
+        ),
     ]
     return grid
 
 
-def _spec(gamma: int, max_new_tokens: int) -> SpeculationConfig:
-    """Shorthand."""
-    return SpeculationConfig(gamma=gamma, max_new_tokens=max_new_tokens)
+def _spec(gamma: int, k: int) -> SpeculationConfig:
+    """gamma, with room for a full first round and for the k tokens under test."""
+    return SpeculationConfig(gamma=gamma, max_new_tokens=max(k, gamma + 1))
 
 
 @torch.no_grad()
