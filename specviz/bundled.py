@@ -57,9 +57,23 @@ def bundled_target_dir() -> Path:
     return cache_dir() / "models" / TARGET_FOLDER
 
 
-def bundled_draft_dir() -> Path:
-    """The committed draft folder inside the package (HF format, tokenizer included)."""
-    return Path(__file__).resolve().parent / "assets" / "draft"
+DRAFT_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+
+
+def bundled_draft_dir(folder: Path | None = None) -> Path:
+    """The committed draft folder inside the package (HF format, tokenizer included).
+
+    Raises BundledModelError, naming the missing files, if the package was installed without it.
+    """
+    folder = folder or Path(__file__).resolve().parent / "assets" / "draft"
+    missing = [name for name in DRAFT_FILES if not (folder / name).is_file()]
+    if missing:
+        raise BundledModelError(
+            f"the bundled draft in {folder} is incomplete (missing {', '.join(missing)}): "
+            "reinstall specviz from a full checkout (pip install -e .), or rebuild the draft "
+            "with `python -m specviz.train export`"
+        )
+    return folder
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:

