@@ -40,6 +40,10 @@ def test_request_arithmetic() -> None:
     assert m.target_calls_per_token == pytest.approx(20 / 50)
     assert m.bound(4) == pytest.approx(speedup_bound(30 / 45, 4, 0.1))
     assert m.efficiency(4) == pytest.approx(2.5 / speedup_bound(30 / 45, 4, 0.1))
+    # a dynamic policy's bound is taken at its mean drafted length per round, rounded
+    assert m.mean_gamma == pytest.approx(4.0)
+    assert m.theory_gamma(6, fixed=True) == 6 and m.theory_gamma(6, fixed=False) == 4
+    assert _metrics(proposed=50).theory_gamma(6, fixed=False) == 2  # 2.5 rounds half to even
 
 
 def test_cost_and_spread() -> None:
@@ -92,14 +96,22 @@ def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -
     ]
     argv += ["--gammas", "1,3", "--drafters", "model,ngram", "--reps", "1", "--batch-sizes", "1,2"]
     argv += ["--dtype", "float64", "--out", str(out), "--html", str(html)]
+    argv += ["--policies", "fixed,heuristic,confidence"]
     assert main(argv) == 0
     result = json.loads(out.read_text())
-    assert len(result["records"]) == 2 * 2 * 2  # prompts x gammas x drafters
+    # prompts x gammas x (model: 3 policies + ngram: fixed, heuristic)
+    assert len(result["records"]) == 2 * 2 * (3 + 2)
+    policies = {(r["setting"]["drafter"], r["setting"]["policy"]) for r in result["records"]}
+    assert ("ngram", "confidence") not in policies and ("model", "confidence") in policies
     assert all(r["hf_identical"] for r in result["records"])  # T = 0: same tokens as transformers
     for row in result["summary"]:
         assert row["speedup"]["low"] <= row["speedup"]["median"] <= row["speedup"]["high"]
         assert row["cost_per_1k_tokens"]["plain"] > 0
     assert {c["drafter"] for c in result["gamma_curves"]} == {"model", "ngram"}
+    dynamic = result["policies_vs_best_fixed"]
+    assert len(dynamic) == 2 * 2 + 2  # per start gamma: model heuristic, confidence; ngram heur.
+    for d in dynamic:
+        assert d["ratio"] == pytest.approx(d["speedup"] / d["best_fixed_speedup"])
     assert [b for b, _ in result["batch_step_seconds"]] == [1, 2]
     assert "plotly" in html.read_text()[:5_000_000] and "speedup" in capsys.readouterr().out
 
@@ -107,5 +119,7 @@ def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -
 def test_bench_rejects_bad_flags(capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["bench", "--drafters", "magic"]) == 2
     assert "--drafters must list some of 'model', 'ngram', 'early-exit'" in capsys.readouterr().err
+    assert main(["bench", "--policies", "greedy"]) == 2
+    assert "--policies must list some of ('fixed', 'heuristic'" in capsys.readouterr().err
     assert main(["bench", "--workloads", "/nope.jsonl", "--no-hf"]) == 2
     assert "no workload file" in capsys.readouterr().err

@@ -12,8 +12,14 @@ import torch
 import transformers
 
 from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR
-from specviz.bench.report import figures, gamma_curves, html_report, summarize
-from specviz.bench.runner import BenchSetting, Record, batch_step_times, run_all
+from specviz.bench.report import (
+    figures,
+    gamma_curves,
+    html_report,
+    policies_vs_best_fixed,
+    summarize,
+)
+from specviz.bench.runner import POLICIES, BenchSetting, Record, batch_step_times, run_all
 from specviz.bench.workloads import WORKLOADS, load_requests
 from specviz.console import progress_bar, say
 from specviz.models import BUNDLED, DTYPES, load_pair, parse_dtype
@@ -41,7 +47,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     b.add_argument("--gammas", type=_ints, default=[4], help="e.g. 1,2,3,4,6,8")
     b.add_argument("--temperatures", type=_floats, default=None, help="default: each prompt's own")
     b.add_argument("--drafters", default="model", help="comma list of model, ngram, early-exit")
-    b.add_argument("--exit-layer", type=int, default=8, help="layers the early-exit drafter uses")
+    b.add_argument(
+        "--exit-layer",
+        type=_ints,
+        default=[8],
+        help="layers the early-exit drafter uses (comma list to compare draft sizes)",
+    )
+    b.add_argument(
+        "--policies",
+        default="fixed",
+        help=f"comma list of gamma policies {POLICIES}; dynamic ones start at each --gammas value",
+    )
     b.add_argument("--reps", type=int, default=3, help="timed repetitions after one warm-up")
     b.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
     b.add_argument("--batch-sizes", type=_ints, default=[1, 2, 4, 8, 16])
@@ -52,8 +68,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     b.add_argument("--html", default="bench.html", help="self-contained plotly report")
 
 
-def _check(args: argparse.Namespace) -> list[str]:
-    """Validate flags before any model work; returns the drafter names."""
+def _check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """Validate flags before any model work; returns the drafter and policy names."""
     drafters = [d.strip() for d in args.drafters.split(",") if d.strip()]
     if not drafters or any(d not in ("model", "ngram", "early-exit") for d in drafters):
         raise ValueError(
@@ -65,12 +81,38 @@ def _check(args: argparse.Namespace) -> list[str]:
         raise ValueError(f"--reps must be >= 1 (got {args.reps})")
     if args.temperatures is not None and min(args.temperatures, default=0) < 0:
         raise ValueError(f"--temperatures must be >= 0 (got {args.temperatures})")
-    return drafters
+    if not args.exit_layer or min(args.exit_layer) < 1:
+        raise ValueError(f"--exit-layer must be integers >= 1 (got {args.exit_layer})")
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if not policies or any(p not in POLICIES for p in policies):
+        raise ValueError(f"--policies must list some of {POLICIES} (got {args.policies!r})")
+    return drafters, policies
+
+
+def _settings(
+    drafters: list[str], policies: list[str], args: argparse.Namespace, draft: str, t: float
+) -> list[BenchSetting]:
+    """Every drafter x policy x gamma (x exit layer) point; n-gram has no confidence policy."""
+    return [
+        BenchSetting(
+            drafter=d,
+            gamma=g,
+            temperature=t,
+            draft_name=draft if d == "model" else d,
+            exit_layer=k,
+            policy=p,
+        )
+        for d in drafters
+        for k in (args.exit_layer if d == "early-exit" else args.exit_layer[:1])
+        for p in policies
+        if not (d == "ngram" and p == "confidence")
+        for g in args.gammas
+    ]
 
 
 def run_bench(args: argparse.Namespace) -> int:
     """Load, run every sweep point interleaved, write JSON and HTML, print a summary."""
-    drafters = _check(args)
+    drafters, policies = _check(args)
     requests = [r for w in args.workloads.split(",") for r in _limit(load_requests(w), args.limit)]
     records: list[Record] = []
     batch: list[tuple[int, float]] = []
@@ -91,17 +133,7 @@ def run_bench(args: argparse.Namespace) -> int:
             subset = [
                 r for r in requests if args.temperatures is not None or r.temperature == temperature
             ]
-            settings = [
-                BenchSetting(
-                    drafter=d,
-                    gamma=g,
-                    temperature=temperature,
-                    draft_name=draft_spec if d == "model" else d,
-                    exit_layer=args.exit_layer,
-                )
-                for d in drafters
-                for g in args.gammas
-            ]
+            settings = _settings(drafters, policies, args, draft_spec, temperature)
             records += run_all(
                 pair.target,
                 pair.draft,
@@ -115,6 +147,7 @@ def run_bench(args: argparse.Namespace) -> int:
         batch = batch_step_times(pair.target, args.batch_sizes)
     rows = summarize(records, args.price_per_hour)
     curves = gamma_curves(rows)
+    dynamic = policies_vs_best_fixed(rows)
     meta = {
         "torch": torch.__version__,
         "transformers": transformers.__version__,
@@ -129,6 +162,7 @@ def run_bench(args: argparse.Namespace) -> int:
         "meta": meta,
         "summary": rows,
         "gamma_curves": curves,
+        "policies_vs_best_fixed": dynamic,
         "batch_step_seconds": batch,
         "records": [r.to_dict() for r in records],
     }
@@ -139,10 +173,17 @@ def run_bench(args: argparse.Namespace) -> int:
     for row in rows:
         s = row["setting"]
         print(
-            f"{row['workload']:7s} {s['drafter']:5s} gamma={s['gamma']} T={s['temperature']}: "
+            f"{row['workload']:7s} {s['drafter']:5s} {s['policy']:9s} gamma={s['gamma']} "
+            f"T={s['temperature']}: "
             f"speedup {row['speedup']['median']:.2f}x (bound {row['bound']['median']:.2f}x, "
             f"efficiency {row['efficiency']['median']:.2f}), alpha {row['alpha']['median']:.2f}, "
             f"c {row['cost_ratio']['median']:.3f}"
+        )
+    for d in dynamic:
+        print(
+            f"{d['workload']:7s} {d['drafter']:5s} {d['policy']:9s} from gamma={d['start_gamma']} "
+            f"T={d['temperature']}: {d['ratio']:.2f} of the best fixed gamma "
+            f"({d['best_fixed_gamma']}, {d['best_fixed_speedup']:.2f}x)"
         )
     print(f"wrote {args.out} and {args.html}")
     return 0

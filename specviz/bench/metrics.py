@@ -62,6 +62,15 @@ class RequestMetrics:
         return (self.draft_seconds / self.draft_calls) / (self.plain_latency / self.tokens)
 
     @property
+    def mean_gamma(self) -> float:
+        """Drafted tokens per round (a dynamic policy's effective gamma)."""
+        return self.proposed / self.rounds if self.rounds else 0.0
+
+    def theory_gamma(self, setting_gamma: int, fixed: bool) -> int:
+        """The gamma the bound is evaluated at: the setting's, or the rounded mean if dynamic."""
+        return setting_gamma if fixed else max(1, round(self.mean_gamma))
+
+    @property
     def speedup(self) -> float:
         """Plain latency / speculative latency for the same request and length."""
         return self.plain_latency / self.latency

@@ -27,7 +27,8 @@ def summarize(records: Sequence[Record], price_per_hour: float) -> list[dict[str
     rows = []
     for (category, setting), rs in groups.items():
         ms = [r.metrics for r in rs]
-        g = setting.gamma
+        fixed = setting.theory_gamma_is_fixed
+        gs = [m.theory_gamma(setting.gamma, fixed) for m in ms]
         hf = [r for r in rs if r.hf_latency is not None and r.hf_tokens]
         spec_s, plain_s = sum(m.latency for m in ms), sum(m.plain_latency for m in ms)
         tokens = sum(m.tokens for m in ms)
@@ -37,8 +38,11 @@ def summarize(records: Sequence[Record], price_per_hour: float) -> list[dict[str
                 "setting": asdict(setting),
                 "requests": len(rs),
                 "speedup": asdict(spread([m.speedup for m in ms])),
-                "bound": asdict(spread([m.bound(g) for m in ms])),
-                "efficiency": asdict(spread([m.efficiency(g) for m in ms])),
+                "mean_gamma": asdict(spread([m.mean_gamma for m in ms])),
+                "bound": asdict(spread([m.bound(g) for m, g in zip(ms, gs, strict=True)])),
+                "efficiency": asdict(
+                    spread([m.efficiency(g) for m, g in zip(ms, gs, strict=True)])
+                ),
                 "alpha": asdict(spread([m.alpha for m in ms if m.alpha == m.alpha] or [0.0])),
                 "cost_ratio": asdict(spread([m.cost_ratio for m in ms])),
                 "tokens_per_second": asdict(spread([m.tokens_per_second for m in ms])),
@@ -69,14 +73,23 @@ def _hf_ratio(r: Record) -> float:
     return (r.metrics.latency / r.metrics.tokens) / (r.hf_latency / r.hf_tokens)
 
 
+Curve = tuple[str, str, str, int, float]  # workload, drafter, draft name, exit layer, T
+
+
+def _curve_key(row: dict[str, Any]) -> Curve:
+    """Rows that differ only in gamma and policy share a curve."""
+    s = row["setting"]
+    return row["workload"], s["drafter"], s["draft_name"], s["exit_layer"], s["temperature"]
+
+
 def gamma_curves(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (workload, drafter, T): measured speedup against gamma, and theory's optimum."""
-    curves: dict[tuple[str, str, float], list[dict[str, Any]]] = defaultdict(list)
+    """Per (workload, drafter, T): measured speedup of fixed gammas, and theory's optimum."""
+    curves: dict[Curve, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
-        s = row["setting"]
-        curves[(row["workload"], s["drafter"], s["temperature"])].append(row)
+        if row["setting"]["policy"] == "fixed":
+            curves[_curve_key(row)].append(row)
     out = []
-    for (workload, drafter, temperature), points in curves.items():
+    for (workload, drafter, draft_name, exit_layer, temperature), points in curves.items():
         points.sort(key=lambda r: r["setting"]["gamma"])
         gammas = [p["setting"]["gamma"] for p in points]
         measured = [p["speedup"]["median"] for p in points]
@@ -87,6 +100,8 @@ def gamma_curves(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             {
                 "workload": workload,
                 "drafter": drafter,
+                "draft_name": draft_name,
+                "exit_layer": exit_layer,
                 "temperature": temperature,
                 "gammas": gammas,
                 "measured_speedup": measured,
@@ -97,6 +112,35 @@ def gamma_curves(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "cost_ratio": c,
             }
         )
+    return out
+
+
+def policies_vs_best_fixed(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each dynamic policy's median speedup / the best fixed gamma's, on the same curve."""
+    best: dict[Curve, tuple[float, int]] = {}
+    for row in rows:
+        if row["setting"]["policy"] == "fixed":
+            key, speed = _curve_key(row), row["speedup"]["median"]
+            if key not in best or speed > best[key][0]:
+                best[key] = (speed, row["setting"]["gamma"])
+    out = []
+    for row in rows:
+        key = _curve_key(row)
+        if row["setting"]["policy"] != "fixed" and key in best:
+            speed = row["speedup"]["median"]
+            out.append(
+                {
+                    "workload": row["workload"],
+                    "drafter": row["setting"]["drafter"],
+                    "temperature": row["setting"]["temperature"],
+                    "policy": row["setting"]["policy"],
+                    "start_gamma": row["setting"]["gamma"],
+                    "speedup": speed,
+                    "best_fixed_gamma": best[key][1],
+                    "best_fixed_speedup": best[key][0],
+                    "ratio": speed / best[key][0],
+                }
+            )
     return out
 
 
@@ -119,6 +163,10 @@ def figures(
     gamma_fig = go.Figure()
     for c in curves:
         label = f"{c['workload']} {c['drafter']} T={c['temperature']}"
+        if c["drafter"] == "early-exit":
+            label += f" k={c['exit_layer']}"
+        elif c["drafter"] == "model" and c["draft_name"] != "bundled":
+            label += f" {c['draft_name']}"
         gamma_fig.add_scatter(x=c["gammas"], y=c["measured_speedup"], name=f"{label} measured")
         gamma_fig.add_scatter(
             x=c["gammas"], y=c["theory_speedup"], name=f"{label} theory", line={"dash": "dash"}

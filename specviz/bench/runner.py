@@ -19,6 +19,7 @@ from specviz.drafters import Drafter, ModelDrafter
 from specviz.early_exit import early_exit_model
 from specviz.generate import autoregressive_generate, encode, speculative_generate
 from specviz.ngram import NgramDrafter
+from specviz.policies import GammaPolicy, make_policy
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,6 +31,19 @@ class BenchSetting:
     temperature: float
     draft_name: str = "draft"
     exit_layer: int = 8
+    policy: str = "fixed"  # "fixed", "heuristic", "theory" or "confidence" (see POLICIES)
+
+    @property
+    def theory_gamma_is_fixed(self) -> bool:
+        """Whether every round drafts `gamma` tokens (then the bound uses it as is)."""
+        return self.policy == "fixed"
+
+
+# gamma policies of the bench: the first three are specviz.policies; "confidence" drafts up to
+# gamma tokens but stops after one whose draft top probability is below CONFIDENCE (the same
+# rule and default as transformers' assistant_confidence_threshold).
+POLICIES = ("fixed", "heuristic", "theory", "confidence")
+CONFIDENCE = 0.4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,8 +62,9 @@ class Record:
     def to_dict(self) -> dict[str, object]:
         """Plain data for JSON."""
         m = self.metrics
-        gamma = self.setting.gamma
+        gamma = m.theory_gamma(self.setting.gamma, self.setting.theory_gamma_is_fixed)
         derived = {
+            "mean_gamma": m.mean_gamma,
             "tokens_per_second": m.tokens_per_second,
             "target_calls_per_token": m.target_calls_per_token,
             "alpha": m.alpha,
@@ -77,9 +92,18 @@ def _drafter(setting: BenchSetting, target: Any, draft: Any, sampling: SamplingC
     vocab = int(target.config.vocab_size)
     if setting.drafter == "ngram":
         return NgramDrafter(vocab, max_ngram=3, device=str(target.device))
+    confidence = CONFIDENCE if setting.policy == "confidence" else 0.0
     if setting.drafter == "early-exit":
-        return ModelDrafter(early_exit_model(target, setting.exit_layer), sampling, vocab)
-    return ModelDrafter(draft, sampling, vocab)
+        model = early_exit_model(target, setting.exit_layer)
+        return ModelDrafter(model, sampling, vocab, min_confidence=confidence)
+    return ModelDrafter(draft, sampling, vocab, min_confidence=confidence)
+
+
+def _policy(setting: BenchSetting) -> GammaPolicy | None:
+    """The round-by-round gamma policy (None: the drafter's own fixed gamma)."""
+    if setting.policy in ("heuristic", "theory"):
+        return make_policy(setting.policy, setting.gamma)
+    return None
 
 
 @torch.no_grad()
@@ -97,15 +121,21 @@ def hf_generate(
     if setting.drafter == "ngram":
         kwargs.update(prompt_lookup_num_tokens=setting.gamma, max_matching_ngram_size=3)
     else:
+        schedule = "heuristic" if setting.policy == "heuristic" else "constant"
         kwargs.update(
             assistant_model=draft,
             num_assistant_tokens=setting.gamma,
-            num_assistant_tokens_schedule="constant",
-            assistant_confidence_threshold=0.0,
+            num_assistant_tokens_schedule=schedule,
+            assistant_confidence_threshold=CONFIDENCE if setting.policy == "confidence" else 0.0,
         )
     start = clock(target.device)
     out = target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
     return clock(target.device) - start, out[0, len(prompt_ids) :].tolist()
+
+
+def has_hf_counterpart(setting: BenchSetting) -> bool:
+    """transformers has no early-exit drafter and no theory-driven gamma."""
+    return setting.drafter != "early-exit" and setting.policy != "theory"
 
 
 def run_request(
@@ -136,10 +166,11 @@ def run_request(
                 gamma=setting.gamma, max_new_tokens=request.max_new_tokens
             ),
             drafter=_drafter(setting, target, draft, sampling),
+            policy=_policy(setting),
         )
         hf_seconds, hf_tokens = (
             hf_generate(target, draft, prompt_ids, setting, request.max_new_tokens)
-            if with_hf and setting.drafter != "early-exit"  # transformers has no such drafter
+            if with_hf and has_hf_counterpart(setting)
             else (None, None)
         )
         if rep < 0:
@@ -194,7 +225,8 @@ def run_all(
         progress(
             i,
             total,
-            f"{request.id} {setting.drafter} gamma={setting.gamma} T={setting.temperature}",
+            f"{request.id} {setting.drafter} {setting.policy} gamma={setting.gamma} "
+            f"T={setting.temperature}",
         )
         records += run_request(
             target, draft, tokenizer, request, setting, repetitions=repetitions, with_hf=with_hf
