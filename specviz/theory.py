@@ -2,19 +2,21 @@
 
 alpha is the per-token acceptance probability, gamma the draft length, c the cost of one draft
 step relative to one target step. The bonus token is counted in expected_tokens_per_round.
+No torch at import (the app's views use these); `alpha` takes tensors.
 """
 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import torch
-from torch import Tensor
+if TYPE_CHECKING:  # torch-free at import: the app's views use the closed forms below
+    from torch import Tensor
 
 
 def alpha(p_target: Tensor, q_draft: Tensor) -> Tensor:
     """Acceptance probability sum_x min(p(x), q(x)) = 1 - TV(p, q), per row (...,)."""
-    return torch.minimum(p_target, q_draft).sum(dim=-1)
+    return p_target.minimum(q_draft).sum(dim=-1)
 
 
 def expected_tokens_per_round(alpha: float, gamma: int) -> float:
@@ -26,6 +28,12 @@ def expected_tokens_per_round(alpha: float, gamma: int) -> float:
 def expected_accepted_per_round(alpha: float, gamma: int) -> float:
     """alpha + ... + alpha^gamma: accepted draft tokens per round (bonus/resample not counted)."""
     return expected_tokens_per_round(alpha, gamma) - 1
+
+
+def accepted_length_pmf(alpha: float, gamma: int) -> list[float]:
+    """P(n drafts accepted) for n = 0..gamma when each is accepted independently w.p. alpha."""
+    _check(alpha, gamma)
+    return [alpha**n * (1 - alpha) for n in range(gamma)] + [alpha**gamma]
 
 
 def speedup_bound(alpha: float, gamma: int, c: float) -> float:

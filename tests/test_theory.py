@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
 from specviz.theory import (
+    accepted_length_pmf,
     alpha,
     expected_accepted_per_round,
     expected_tokens_per_round,
@@ -26,6 +30,14 @@ def test_expected_tokens_is_a_geometric_sum(a: float, gamma: int) -> None:
     brute = sum(a**i for i in range(gamma + 1))
     assert expected_tokens_per_round(a, gamma) == pytest.approx(brute)
     assert expected_accepted_per_round(a, gamma) == pytest.approx(brute - 1)
+    pmf = accepted_length_pmf(a, gamma)
+    assert sum(pmf) == pytest.approx(1.0)
+    assert sum(n * pr for n, pr in enumerate(pmf)) == pytest.approx(brute - 1)
+
+
+def test_theory_imports_without_torch() -> None:  # the app's views use it and must stay light
+    code = "import specviz.theory, sys; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_speedup_bound_and_optimal_gamma() -> None:

@@ -109,21 +109,6 @@ def test_inspector_shows_the_numbers_and_the_verdict() -> None:
     assert "Click a token" in views.inspector_html(None)
 
 
-@pytest.mark.parametrize("alpha", [0.0, 0.3, 0.9, 1.0])
-@pytest.mark.parametrize("gamma", [1, 4])
-def test_closed_forms_match_theory(alpha: float, gamma: int) -> None:
-    assert metrics.expected_tokens_per_round(alpha, gamma) == pytest.approx(
-        theory.expected_tokens_per_round(alpha, gamma)
-    )
-    assert metrics.speedup_bound(alpha, gamma, 0.2) == pytest.approx(
-        theory.speedup_bound(alpha, gamma, 0.2)
-    )
-    pmf = metrics.accepted_length_pmf(alpha, gamma)
-    assert sum(pmf) == pytest.approx(1.0)
-    mean = sum(n * pr for n, pr in enumerate(pmf))
-    assert mean == pytest.approx(theory.expected_accepted_per_round(alpha, gamma))
-
-
 def test_summary_of_the_sample_log() -> None:
     s = views.summarize(sample_log(), plain_tokens_per_second=5.0)
     assert s["new_tokens"] == 5 and s["rounds"] == 2 and s["alpha"] == pytest.approx(3 / 5)
@@ -170,7 +155,7 @@ def test_plots_are_figures_with_data_and_placeholders_when_empty() -> None:
     assert [t.name for t in figs[3].data][1:] == ["accepted", "rejected"]
     assert list(figs[4].data[0].y) == [0.6, 0.4]
     assert list(figs[2].data[0].y) == [0, 1, 1, 0]  # rounds accepting 0..max gamma drafts
-    pmf3, pmf2 = metrics.accepted_length_pmf(0.6, 3), [*metrics.accepted_length_pmf(0.6, 2), 0]
+    pmf3, pmf2 = theory.accepted_length_pmf(0.6, 3), [*theory.accepted_length_pmf(0.6, 2), 0]
     mixture = [a + b for a, b in zip(pmf3, pmf2, strict=True)]
     assert list(figs[2].data[1].y) == pytest.approx(mixture)
     each = [theory.expected_accepted_per_round(0.6, g) for g in (3, 2)]  # each round's own gamma

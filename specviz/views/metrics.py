@@ -1,8 +1,4 @@
-"""Summary numbers of a decode and the closed forms they are compared with (no torch needed).
-
-The closed forms match specviz.theory (Leviathan et al. 2023, section 3); they are restated here
-because specviz.theory imports torch and the views must not.
-"""
+"""Summary numbers of a decode, next to specviz.theory's closed forms (no torch needed)."""
 
 from __future__ import annotations
 
@@ -11,26 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from specviz.events import EMITTING, Event, Finished, RoundSummary, Sampled
-
-
-def expected_tokens_per_round(alpha: float, gamma: int) -> float:
-    """(1 - alpha^(gamma+1)) / (1 - alpha): tokens per round, resampled/bonus token included."""
-    return float(gamma + 1) if alpha >= 1.0 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
-
-
-def expected_accepted_per_round(alpha: float, gamma: int) -> float:
-    """alpha + ... + alpha^gamma: accepted draft tokens per round, bonus not counted."""
-    return expected_tokens_per_round(alpha, gamma) - 1
-
-
-def speedup_bound(alpha: float, gamma: int, c: float) -> float:
-    """Leviathan et al.'s expected walltime improvement for acceptance alpha and cost ratio c."""
-    return expected_tokens_per_round(alpha, gamma) / (gamma * c + 1)
-
-
-def accepted_length_pmf(alpha: float, gamma: int) -> list[float]:
-    """P(n drafts accepted) for n = 0..gamma when each is accepted independently w.p. alpha."""
-    return [alpha**n * (1 - alpha) for n in range(gamma)] + [alpha**gamma]
+from specviz.theory import expected_tokens_per_round, speedup_bound
 
 
 def cost_ratio(rounds: Sequence[RoundSummary]) -> float:

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from specviz.events import RoundSummary
+from specviz.theory import accepted_length_pmf, expected_accepted_per_round
 from specviz.views.cells import Cell, Decode
-from specviz.views.metrics import accepted_length_pmf, expected_accepted_per_round
 from specviz.views.style import COLORS
 from specviz.views.tokens import visible
 
