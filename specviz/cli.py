@@ -13,7 +13,7 @@ from specviz.bench import cli as bench_cli
 from specviz.checks import check_pair
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.drafters import Drafter, ModelDrafter
-from specviz.early_exit import early_exit_model
+from specviz.early_exit import build_early_exit
 from specviz.events import write_jsonl
 from specviz.generate import GenerationResult, autoregressive_generate, speculative_generate
 from specviz.models import BUNDLED, DTYPES, ModelLoadError, load_pair, parse_dtype
@@ -40,9 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--plain", action="store_true", help="plain target decoding (no draft)")
     gen.add_argument(
         "--drafter",
-        choices=["model", "ngram"],
+        choices=["model", "ngram", "early-exit"],
         default="model",
-        help="draft model or n-gram lookup",
+        help="draft model, n-gram lookup, or the target's first --exit-layer layers",
     )
     gen.add_argument("--exit-layer", type=int, default=8, help="layers used by early-exit")
     gen.add_argument("--ngram-max", type=int, default=3, help="longest n-gram to match (ngram)")
@@ -109,7 +109,7 @@ def make_drafter(
             vocab, max_ngram=args.ngram_max, min_ngram=args.ngram_min, device=str(target.device)
         )
     if args.drafter == "early-exit":
-        draft = early_exit_model(target, args.exit_layer)
+        draft, _adapter = build_early_exit(target, args.exit_layer)
     check_pair(target, draft)
     return ModelDrafter(draft, sampling, vocab, min_confidence=args.confidence)
 

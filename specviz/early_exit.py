@@ -3,15 +3,19 @@
 `early_exit_model` builds a causal LM that shares the target's embeddings, first k decoder
 layers, final norm and output head (no weights are copied), optionally with a small trained
 adapter before the norm. It drafts through the ordinary ModelDrafter, with its own KV cache.
+`build_early_exit` adds the trained adapter shipped for k, when there is one.
 """
 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
+
+ADAPTERS = Path(__file__).parent / "assets" / "early_exit"  # adapter_k{k}.safetensors
 
 
 class Adapter(nn.Module):
@@ -62,3 +66,30 @@ def early_exit_model(target: Any, k: int, adapter: Adapter | None = None) -> Any
     if left:
         raise ValueError(f"early exit could not share these modules of the target: {left[:5]}")
     return draft.eval()
+
+
+def adapter_path(k: int) -> Path:
+    """Where the trained adapter for exit layer k is shipped (it may not exist)."""
+    return ADAPTERS / f"adapter_k{k}.safetensors"
+
+
+def load_adapter(path: str | Path, target: Any) -> Adapter:
+    """An Adapter for target's width with weights from a safetensors file (early_exit_train)."""
+    from safetensors.torch import load_file
+
+    adapter = Adapter(int(target.config.hidden_size))
+    adapter.load_state_dict(load_file(str(path)))
+    return adapter.to(device=target.device, dtype=target.dtype)
+
+
+def build_early_exit(
+    target: Any, k: int, adapter: str | Path | None = None
+) -> tuple[Any, Path | None]:
+    """The early-exit draft and the adapter file it uses (None: the plain early exit).
+
+    adapter None takes the adapter shipped for k (adapter_path) when that file exists.
+    """
+    path = Path(adapter) if adapter is not None else adapter_path(k)
+    if adapter is None and not path.is_file():
+        return early_exit_model(target, k), None
+    return early_exit_model(target, k, load_adapter(path, target)), path
