@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from specviz.bench.markdown import render
 from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, spread
 from specviz.bench.workloads import WORKLOADS, load_requests
 from specviz.cli import main
@@ -114,6 +115,8 @@ def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -
         assert d["ratio"] == pytest.approx(d["speedup"] / d["best_fixed_speedup"])
     assert [b for b, _ in result["batch_step_seconds"]] == [1, 2]
     assert "plotly" in html.read_text()[:5_000_000] and "speedup" in capsys.readouterr().out
+    md = render(result, "tiny")
+    assert result["meta"]["command"] in md and md.count("\n| code |") >= len(result["summary"])
 
 
 def test_bench_rejects_bad_flags(capsys) -> None:  # type: ignore[no-untyped-def]

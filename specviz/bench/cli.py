@@ -154,6 +154,7 @@ def run_bench(args: argparse.Namespace) -> int:
         "python": platform.python_version(),
         "machine": platform.machine(),
         "threads": torch.get_num_threads(),
+        "cpu": cpu_name(),
         "device": args.device,
         "dtype": args.dtype,
         "command": " ".join(sys.argv),
@@ -187,6 +188,16 @@ def run_bench(args: argparse.Namespace) -> int:
         )
     print(f"wrote {args.out} and {args.html}")
     return 0
+
+
+def cpu_name() -> str:
+    """The CPU model from /proc/cpuinfo (Linux), else platform.processor()."""
+    info = Path("/proc/cpuinfo")
+    if info.is_file():
+        for line in info.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
 
 
 def _limit(requests: list, n: int) -> list:  # type: ignore[type-arg]

@@ -1,0 +1,180 @@
+"""Render saved `specviz bench` JSON results as Markdown tables (for benchmarks/RESULTS.md).
+
+`python -m specviz.bench.markdown run1.json [run2.json ...] > benchmarks/RESULTS.md`
+Every number comes from the JSON files; nothing is typed in by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+
+def _spread(s: dict[str, float], fmt: str = ".2f") -> str:
+    """'median (min–max)'."""
+    return f"{s['median']:{fmt}} ({s['low']:{fmt}}–{s['high']:{fmt}})"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A GitHub Markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def _setting(s: dict[str, Any]) -> str:
+    """Drafter, policy and gamma in a few words."""
+    drafter = s["drafter"]
+    if drafter == "early-exit":
+        drafter += f" k={s['exit_layer']}"
+    elif drafter == "model" and s["draft_name"] != "bundled":
+        drafter += f" ({Path(str(s['draft_name'])).name})"
+    policy = "" if s["policy"] == "fixed" else f" {s['policy']} from"
+    return f"{drafter}{policy} γ={s['gamma']}"
+
+
+def summary_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per (workload, setting): speedup, theory, acceptance, cost ratio, transformers."""
+    header = [
+        "workload",
+        "T",
+        "setting",
+        "n",
+        "speedup",
+        "bound",
+        "efficiency",
+        "α",
+        "c",
+        "tokens/round",
+        "target calls/token",
+        "ours/HF time per token",
+        "same tokens as HF",
+    ]
+    body = []
+    for r in rows:
+        hf = r["ours_over_transformers_time_per_token"]
+        same = r["identical_to_transformers"]
+        body.append(
+            [
+                r["workload"],
+                f"{r['setting']['temperature']:g}",
+                _setting(r["setting"]),
+                str(r["requests"]),
+                _spread(r["speedup"]),
+                f"{r['bound']['median']:.2f}",
+                f"{r['efficiency']['median']:.2f}",
+                f"{r['alpha']['median']:.2f}",
+                f"{r['cost_ratio']['median']:.3f}",
+                f"{r['tokens_per_round']['median']:.2f}",
+                f"{r['target_calls_per_token']['median']:.2f}",
+                _spread(hf) if hf else "–",
+                f"{same:.0%}" if same is not None else "–",
+            ]
+        )
+    return _table(header, body)
+
+
+def curves_table(curves: Sequence[dict[str, Any]]) -> list[str]:
+    """Measured best gamma against the gamma theory predicts from the measured α and c."""
+    header = ["workload", "drafter", "T", "α", "c", "γ: measured speedup", "best γ", "theory γ"]
+    body = [
+        [
+            c["workload"],
+            c["drafter"] + (f" k={c['exit_layer']}" if c["drafter"] == "early-exit" else ""),
+            f"{c['temperature']:g}",
+            f"{c['alpha']:.2f}",
+            f"{c['cost_ratio']:.3f}",
+            ", ".join(
+                f"{g}: {m:.2f}" for g, m in zip(c["gammas"], c["measured_speedup"], strict=True)
+            ),
+            str(c["measured_best_gamma"]),
+            str(c["theory_best_gamma"]),
+        ]
+        for c in curves
+    ]
+    return _table(header, body)
+
+
+def policies_table(dynamic: Sequence[dict[str, Any]]) -> list[str]:
+    """Each dynamic gamma policy against the best fixed gamma of the same workload and drafter."""
+    header = ["workload", "drafter", "T", "policy", "speedup", "best fixed γ (speedup)", "ratio"]
+    body = [
+        [
+            d["workload"],
+            d["drafter"],
+            f"{d['temperature']:g}",
+            f"{d['policy']} from γ={d['start_gamma']}",
+            f"{d['speedup']:.2f}",
+            f"{d['best_fixed_gamma']} ({d['best_fixed_speedup']:.2f})",
+            f"{d['ratio']:.2f}",
+        ]
+        for d in dynamic
+    ]
+    return _table(header, body)
+
+
+def cost_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Device cost per 1k generated tokens, plain against speculative."""
+    header = ["workload", "T", "setting", "price/h", "plain $/1k tok", "speculative $/1k tok"]
+    body = [
+        [
+            r["workload"],
+            f"{r['setting']['temperature']:g}",
+            _setting(r["setting"]),
+            f"{r['cost_per_1k_tokens']['price_per_hour']:.2f}",
+            f"{r['cost_per_1k_tokens']['plain']:.5f}",
+            f"{r['cost_per_1k_tokens']['speculative']:.5f}",
+        ]
+        for r in rows
+    ]
+    return _table(header, body)
+
+
+def render(result: dict[str, Any], title: str) -> str:
+    """One run as a Markdown section."""
+    meta = result["meta"]
+    out = [f"## {title}", "", f"```bash\n{meta['command']}\n```", ""]
+    out += [
+        ", ".join(
+            f"{k}: {meta[k]}"
+            for k in ("cpu", "machine", "threads", "device", "dtype", "torch", "transformers")
+            if k in meta
+        ),
+        "",
+    ]
+    out += [*summary_table(result["summary"]), ""]
+    if result.get("gamma_curves"):
+        out += ["Speedup against γ, and the γ theory picks for the measured α and c:", ""]
+        out += [*curves_table(result["gamma_curves"]), ""]
+    if result.get("policies_vs_best_fixed"):
+        out += ["Dynamic γ against the best fixed γ (ratio of median speedups):", ""]
+        out += [*policies_table(result["policies_vs_best_fixed"]), ""]
+    out += ["Cost per 1k generated tokens:", "", *cost_table(result["summary"]), ""]
+    batch = result.get("batch_step_seconds") or []
+    if batch:
+        base = batch[0][1]
+        out += ["Plain decode step time against batch size (one new token per row):", ""]
+        out += _table(
+            ["batch", "ms per step", "ms per row", "step time / batch-1 step"],
+            [[str(b), f"{t * 1e3:.1f}", f"{t * 1e3 / b:.1f}", f"{t / base:.2f}"] for b, t in batch],
+        )
+        out += [""]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print every given JSON result as a Markdown section."""
+    paths = argv if argv is not None else sys.argv[1:]
+    if not paths:
+        print("usage: python -m specviz.bench.markdown RESULT.json [...]", file=sys.stderr)
+        return 2
+    for path in paths:
+        result = json.loads(Path(path).read_text(encoding="utf-8"))
+        print(render(result, Path(path).stem))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
