@@ -97,11 +97,11 @@ def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -
     ]
     argv += ["--gammas", "1,3", "--drafters", "model,ngram", "--reps", "1", "--batch-sizes", "1,2"]
     argv += ["--dtype", "float64", "--out", str(out), "--html", str(html)]
-    argv += ["--policies", "fixed,heuristic,confidence"]
+    argv += ["--policies", "fixed,heuristic,confidence", "--start-gamma", "2"]
     assert main(argv) == 0
     result = json.loads(out.read_text())
-    # prompts x gammas x (model: 3 policies + ngram: fixed, heuristic)
-    assert len(result["records"]) == 2 * 2 * (3 + 2)
+    # prompts x (model: 2 fixed gammas + heuristic + confidence; ngram: 2 fixed + heuristic)
+    assert len(result["records"]) == 2 * (4 + 3)
     policies = {(r["setting"]["drafter"], r["setting"]["policy"]) for r in result["records"]}
     assert ("ngram", "confidence") not in policies and ("model", "confidence") in policies
     assert all(r["hf_identical"] for r in result["records"])  # T = 0: same tokens as transformers
@@ -110,7 +110,8 @@ def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -
         assert row["cost_per_1k_tokens"]["plain"] > 0
     assert {c["drafter"] for c in result["gamma_curves"]} == {"model", "ngram"}
     dynamic = result["policies_vs_best_fixed"]
-    assert len(dynamic) == 2 * 2 + 2  # per start gamma: model heuristic, confidence; ngram heur.
+    assert len(dynamic) == 3  # model heuristic, model confidence, ngram heuristic
+    assert {d["start_gamma"] for d in dynamic} == {2}
     for d in dynamic:
         assert d["ratio"] == pytest.approx(d["speedup"] / d["best_fixed_speedup"])
     assert [b for b, _ in result["batch_step_seconds"]] == [1, 2]

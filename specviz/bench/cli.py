@@ -56,7 +56,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     b.add_argument(
         "--policies",
         default="fixed",
-        help=f"comma list of gamma policies {POLICIES}; dynamic ones start at each --gammas value",
+        help=f"comma list of gamma policies {POLICIES}; fixed sweeps --gammas",
+    )
+    b.add_argument(
+        "--start-gamma", type=int, default=4, help="where the dynamic gamma policies start"
     )
     b.add_argument("--reps", type=int, default=3, help="timed repetitions after one warm-up")
     b.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
@@ -81,6 +84,8 @@ def _check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
         raise ValueError(f"--reps must be >= 1 (got {args.reps})")
     if args.temperatures is not None and min(args.temperatures, default=0) < 0:
         raise ValueError(f"--temperatures must be >= 0 (got {args.temperatures})")
+    if args.start_gamma < 1:
+        raise ValueError(f"--start-gamma must be >= 1 (got {args.start_gamma})")
     if not args.exit_layer or min(args.exit_layer) < 1:
         raise ValueError(f"--exit-layer must be integers >= 1 (got {args.exit_layer})")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
@@ -92,7 +97,10 @@ def _check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 def _settings(
     drafters: list[str], policies: list[str], args: argparse.Namespace, draft: str, t: float
 ) -> list[BenchSetting]:
-    """Every drafter x policy x gamma (x exit layer) point; n-gram has no confidence policy."""
+    """Every drafter x policy x gamma (x exit layer) point; n-gram has no confidence policy.
+
+    The fixed policy sweeps --gammas; each dynamic policy runs once, from --start-gamma.
+    """
     return [
         BenchSetting(
             drafter=d,
@@ -106,7 +114,7 @@ def _settings(
         for k in (args.exit_layer if d == "early-exit" else args.exit_layer[:1])
         for p in policies
         if not (d == "ngram" and p == "confidence")
-        for g in args.gammas
+        for g in (args.gammas if p == "fixed" else [args.start_gamma])
     ]
 
 

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The CPU benchmark behind benchmarks/RESULTS.md: bundled pair (SmolLM2-135M-Instruct fp32 target,
+# 3-layer distilled draft), 2 cores, every ratio measured side by side (plain / speculative /
+# transformers interleaved per repetition, after a warm-up). Run it on an otherwise idle machine.
+#
+# Usage: bash benchmarks/cpu_bench.sh [OUTDIR]      (~45 minutes on 2 cores)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="${1:-benchmarks/results}"
+mkdir -p "$OUT"
+export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
+bench() { name="$1"; shift; python -m specviz bench "$@" --out "$OUT/$name.json" --html "$OUT/$name.html"; }
+DYNAMIC="--policies fixed,heuristic,theory,confidence --start-gamma 4"
+
+# 1. code completion at T = 0 and T = 1: the gamma sweep and the dynamic gamma policies, draft
+#    model against transformers' assisted generation (same schedules where transformers has one)
+bench code --workloads code --limit 2 --temperatures 0,1 --drafters model \
+    --gammas 1,2,3,4,6,8 $DYNAMIC --reps 2
+# 2. structured JSON (T = 0) and open-ended prose (T = 1): fixed gammas and dynamic policies
+bench json-prose --workloads json,prose --limit 2 --drafters model --gammas 1,2,4 $DYNAMIC --reps 2
+# 3. repeat/edit the prompt: n-gram prompt lookup against transformers' prompt_lookup_num_tokens
+bench repeat --workloads repeat --limit 3 --temperatures 0 --drafters ngram \
+    --gammas 2,4,6,8 --policies fixed,heuristic,theory --start-gamma 4 --reps 2
+# 4. draft size: the 9M-parameter distilled draft against early exits of the target (k layers)
+bench draft-size --workloads code --limit 2 --temperatures 0 --drafters model,early-exit \
+    --exit-layer 4,8 --gammas 2 --reps 2 --no-hf
+
+python -m specviz.bench.markdown "$OUT"/code.json "$OUT"/json-prose.json "$OUT"/repeat.json \
+    "$OUT"/draft-size.json > "$OUT/tables.md"
+echo "wrote $OUT/*.json, *.html and tables.md"
