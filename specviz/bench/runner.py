@@ -16,7 +16,7 @@ from specviz.cache import cache_kwarg
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.decoding import clock
 from specviz.drafters import Drafter, ModelDrafter
-from specviz.early_exit import early_exit_model
+from specviz.early_exit import build_early_exit
 from specviz.generate import autoregressive_generate, encode, speculative_generate
 from specviz.ngram import NgramDrafter
 from specviz.policies import GammaPolicy, make_policy
@@ -94,7 +94,7 @@ def _drafter(setting: BenchSetting, target: Any, draft: Any, sampling: SamplingC
         return NgramDrafter(vocab, max_ngram=3, device=str(target.device))
     confidence = CONFIDENCE if setting.policy == "confidence" else 0.0
     if setting.drafter == "early-exit":
-        model = early_exit_model(target, setting.exit_layer)
+        model, _ = build_early_exit(target, setting.exit_layer)  # shipped adapter for k if any
         return ModelDrafter(model, sampling, vocab, min_confidence=confidence)
     return ModelDrafter(draft, sampling, vocab, min_confidence=confidence)
 
