@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 from collections.abc import Iterator
 from html import unescape
@@ -13,10 +14,16 @@ from typing import Any
 import pytest
 
 import app as specviz_app
-from app import PairCache, SpecVizApp
+from app import SpecVizApp
+from specviz import early_exit
+from specviz.app_state import PairCache, early_exit_note
 from specviz.events import read_jsonl
+from specviz.lab import MODELS, REAL, TOY, LabRequest, equivalence_tests, samplers, toy_pair
 from specviz.models import ModelLoadError
-from specviz.views.form import MODEL, NGRAM, Settings
+from specviz.stats.laws import draw
+from specviz.stats.mutants import MUTANTS
+from specviz.stats.testing import estimated_power
+from specviz.views.form import EARLY_EXIT, MODEL, NGRAM, Settings
 
 from .conftest import char_tokenizer, perturbed_copy, tiny_model
 
@@ -44,9 +51,9 @@ def inputs(dirs: tuple[str, str], **overrides: Any) -> list[Any]:
     """Widget values in the order the handlers take them."""
     values = dict(dtype="float32", drafter=MODEL, policy="fixed", prompt=PROMPT, gamma=GAMMA)
     values |= dict(temperature=TEMPERATURE, top_k=0, top_p=1.0, max_new=MAX_NEW, seed=SEED)
-    values |= overrides
+    values |= dict(exit_layer=1, confidence=0.0) | overrides
     names = ("dtype", "drafter", "policy", "prompt", "gamma", "temperature", "top_k", "top_p")
-    return [*dirs, *(values[k] for k in (*names, "max_new", "seed"))]
+    return [*dirs, *(values[k] for k in (*names, "max_new", "seed", "exit_layer", "confidence"))]
 
 
 def free_port() -> int:
@@ -87,6 +94,8 @@ def app(model_dirs: tuple[str, str]) -> SpecVizApp:
         ("temperature", None, "temperature must be a number"),
         ("seed", "abc", "seed must be a number"),
         ("seed", float("inf"), "seed must be a whole number"),
+        ("exit_layer", 0, "exit layer must be at least 1"),
+        ("confidence", 1.5, "confidence threshold must be in"),
     ],
 )
 def test_settings_reject_bad_values_readably(field: str, value: Any, message: str) -> None:
@@ -132,6 +141,30 @@ def test_ngram_drafter_needs_no_draft_model(app: SpecVizApp, model_dirs: tuple[s
     assert run.done and run.settings["drafter"] == NGRAM and run.settings["draft"] is None
     assert run.rounds and sum(r.draft_forward_calls for r in run.rounds) == 0
     assert run.summary()["cost_ratio_c"] == 0.0
+
+
+def test_early_exit_drafts_with_the_targets_own_layers(
+    app: SpecVizApp, model_dirs: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dirs = (model_dirs[0], "/ignored/for/early-exit")
+    run = list(app.generate(*inputs(dirs, drafter=EARLY_EXIT, max_new=8)))[-1][0]
+    assert run.done and run.settings["drafter"] == EARLY_EXIT and run.settings["exit_layer"] == 1
+    assert sum(r.draft_forward_calls for r in run.rounds) > 0
+    bad = list(app.generate(*inputs(dirs, drafter=EARLY_EXIT, exit_layer=2)))[-1][2]
+    assert "exit layer k must be in [1, 1]" in unescape(bad)
+    assert "no trained adapter" in early_exit_note(8)
+    monkeypatch.setattr(early_exit, "ADAPTERS", tmp_path)  # a trained adapter appears
+    from safetensors.torch import save_file
+
+    save_file(early_exit.Adapter(4).state_dict(), tmp_path / "adapter_k1.safetensors")
+    assert "uses the trained adapter `adapter_k1.safetensors`" in early_exit_note(1)
+
+
+def test_confidence_threshold_cuts_drafts_short(
+    app: SpecVizApp, model_dirs: tuple[str, str]
+) -> None:
+    run = list(app.generate(*inputs(model_dirs, confidence=1.0, max_new=8)))[-1][0]
+    assert run.settings["min_confidence"] == 1.0 and {r.proposed for r in run.rounds} == {1}
 
 
 def test_gamma_policies_change_gamma_between_rounds(
@@ -253,3 +286,61 @@ def test_api_through_gradio_client(
     assert sorted(Path(f).name for f in files) == ["events.jsonl", "summary.json"]
     bad = client.predict(*inputs(model_dirs, top_k=-1), api_name="/generate")
     assert "sv-status-error" in bad[1] and "top_k must be an integer >= 0" in unescape(bad[1])
+    status, _first, _joint, table = client.predict(
+        *lab_values(model_dirs, TOY, "accept_all", 200), api_name="/lab"
+    )
+    assert "caught" in status and "REJECT" in table
+    with pytest.raises(Exception, match="N must be between 20 and 5000"):
+        client.predict(*lab_values(model_dirs, TOY, REAL, 1), api_name="/lab")
+
+
+def lab_values(dirs: tuple[str, str], pair: str, mutant: str, n: int, **kw: Any) -> list[Any]:
+    """Main controls, then the lab's pair, sampler, N, k and alpha."""
+    return [*inputs(dirs, **kw), pair, mutant, n, 2, 0.01]
+
+
+@pytest.mark.parametrize(("mutant", "rejects"), [(REAL, False), ("accept_all", True)])
+def test_equivalence_lab_on_the_toy_pair(app: SpecVizApp, mutant: str, rejects: bool) -> None:
+    outs = list(app.lab(*lab_values(("t", "d"), TOY, mutant, 300)))
+    assert "1/300" not in outs[0][0] and len(outs) > 3  # progress streamed as draws come
+    status, first, joint, table = outs[-1]
+    assert ("caught" in status) is rejects and ("all 6 pass" in status) is not rejects
+    assert ("REJECT" in table) is rejects and "joint vs exact law (G-test)" in table
+    assert len(first.data) == len(joint.data) == 3  # speculative, plain, exact law
+
+
+def test_lab_mutant_is_rejected_with_power_to_spare() -> None:
+    req = LabRequest.parse(TOY, "residual_is_p", 600, 2, 0.01)
+    settings = Settings.parse(*inputs(("t", "d")))
+    toy, sampling = toy_pair(), settings.sampling
+    spec, plain = samplers(toy, req, sampling, GAMMA, None)
+    results, law, _ = equivalence_tests(toy, req, sampling, draw(spec, 600), draw(plain, 600))
+    exact = results[0]
+    assert law is not None and exact.reject and estimated_power(exact, 0.01) >= 0.99
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ((TOY, REAL, 5, 2, 0.01), "N must be between 20 and 5000 (got 5)"),
+        ((TOY, REAL, 100, 9, 0.01), "k must be between 1 and 4"),
+        ((TOY, REAL, "x", 2, 0.01), "N must be a number"),
+        ((TOY, REAL, 100, 2, 0.7), "α must be between 0 and 0.5"),
+        ((TOY, "oops", 100, 2, 0.01), "mutant must be"),
+    ],
+)
+def test_lab_rejects_bad_inputs_readably(values: tuple[Any, ...], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        LabRequest.parse(*values)
+
+
+def test_lab_on_the_model_pair_and_its_errors(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
+    import gradio as gr
+
+    status, *_figs, table = list(app.lab(*lab_values(model_dirs, MODELS, REAL, 20)))[-1]
+    assert "sampler: none (real sampler)" in status and "first token vs plain" in table
+    with pytest.raises(gr.Error, match="N must be between"):
+        list(app.lab(*lab_values(model_dirs, MODELS, REAL, 10**6)))
+    ngram = lab_values(model_dirs, MODELS, MUTANTS[0].name, 20, drafter=NGRAM)
+    with pytest.raises(gr.Error, match="n-gram lookup has no model to break"):
+        list(app.lab(*ngram))

@@ -12,12 +12,14 @@ BUNDLED = "bundled"  # the same word specviz.models uses for the bundled pair
 LABELS = {"code": "code", "json": "structured JSON", "repeat": "repeat / rewrite the prompt"}
 LABELS |= {"prose": "open-ended story"}
 MODEL, NGRAM = "draft model", "n-gram lookup (no model)"
-DRAFTERS = [MODEL, NGRAM]
+EARLY_EXIT = "early exit (self-speculation)"  # the target's first exit_layer layers draft
+DRAFTERS = [MODEL, NGRAM, EARLY_EXIT]
 POLICIES = ["fixed", "heuristic", "theory"]  # the names specviz.policies.make_policy takes
 DEFAULTS = {"gamma": 4, "temperature": 0.7, "top_k": 0, "top_p": 1.0, "max_new": 48, "seed": 0}
+DEFAULTS |= {"exit_layer": 8, "confidence": 0.0}
 FIELDS = (  # the order the handlers receive widget values in
     *("target", "draft", "dtype", "drafter", "policy", "prompt"),
-    *("gamma", "temperature", "top_k", "top_p", "max_new", "seed"),
+    *("gamma", "temperature", "top_k", "top_p", "max_new", "seed", "exit_layer", "confidence"),
 )
 
 
@@ -47,8 +49,11 @@ class Settings:
     """Validated UI inputs for one decode (dtype is checked when the models load)."""
 
     target: str
-    draft: str | None  # None: the n-gram drafter needs no draft model
+    draft: str | None  # None: n-gram and early-exit drafters need no draft model
     dtype: str
+    drafter: str  # one of DRAFTERS
+    exit_layer: int  # early exit: the target's layers that draft
+    min_confidence: float  # model drafters stop drafting after a token with top q below it
     policy: str
     prompt: str
     sampling: SamplingConfig
@@ -64,10 +69,17 @@ class Settings:
             raise ValueError(f"drafter must be one of {DRAFTERS} (got {v['drafter']!r})")
         if v["policy"] not in POLICIES:
             raise ValueError(f"gamma policy must be one of {POLICIES} (got {v['policy']!r})")
+        if (exit_layer := as_int("exit layer", v["exit_layer"])) < 1:
+            raise ValueError(f"exit layer must be at least 1 (got {exit_layer})")
+        if not 0 <= (confidence := as_float("confidence threshold", v["confidence"])) <= 1:
+            raise ValueError(f"confidence threshold must be in [0, 1] (got {confidence})")
         return cls(
             target=(v["target"] or "").strip() or BUNDLED,
             draft=(v["draft"] or "").strip() or BUNDLED if v["drafter"] == MODEL else None,
             dtype=str(v["dtype"]),
+            drafter=v["drafter"],
+            exit_layer=exit_layer,
+            min_confidence=confidence,
             policy=v["policy"],
             prompt=v["prompt"],
             sampling=SamplingConfig(
@@ -84,6 +96,10 @@ class Settings:
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready settings for the summary and export."""
-        pair = {"target": self.target, "draft": self.draft, "dtype": self.dtype}
-        pair |= {"drafter": MODEL if self.draft else NGRAM, "gamma_policy": self.policy}
+        pair: dict[str, Any] = {"target": self.target, "draft": self.draft, "dtype": self.dtype}
+        pair |= {"drafter": self.drafter, "gamma_policy": self.policy}
+        if self.drafter == EARLY_EXIT:
+            pair["exit_layer"] = self.exit_layer
+        if self.drafter != NGRAM:
+            pair["min_confidence"] = self.min_confidence
         return {**pair, **asdict(self.sampling), **asdict(self.speculation), "prompt": self.prompt}

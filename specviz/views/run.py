@@ -44,6 +44,14 @@ class Run:
         while self.step():
             yield self
 
+    def finish(self) -> dict[str, Any]:
+        """Run to the end with nothing in between (honest timing) and describe the result."""
+        for _ in self.run_to_end():
+            pass
+        tokens = [c.token for c in self.cells() if c.emitted]
+        text = "".join(self.text_of(t) for t in tokens)
+        return {**self.summary(), "tokens": tokens, "text": text, "done": True}
+
     def text_of(self, token: int) -> str:
         """The token's text, decoded once and remembered."""
         if token not in self._texts:

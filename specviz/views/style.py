@@ -54,4 +54,9 @@ CSS = """
 .sv-race pre { white-space: pre-wrap; word-break: break-word; font-size: 13px; }
 .sv-match { color: #006a4e; font-weight: 600; }
 .sv-mismatch { color: #b00020; font-weight: 600; }
+.sv-lab-table table { border-collapse: collapse; font-size: 13px; }
+.sv-lab-table th, .sv-lab-table td { padding: 2px 8px; text-align: right; }
+.sv-lab-table th:first-child, .sv-lab-table td:first-child { text-align: left; }
+.sv-lab-table tr.sv-reject td:last-child { color: #b00020; font-weight: 700; }
+.sv-lab-table tr.sv-pass td:last-child { color: #006a4e; }
 """

@@ -1,0 +1,31 @@
+"""Page text and the small browser script of the app (no torch, no gradio)."""
+
+from __future__ import annotations
+
+INTRO = """# specviz: speculative decoding, token by token
+A draft model proposes γ tokens; the target scores them in one pass; each is kept with
+probability min(1, p/q), the first rejected one is replaced by a draw from norm(max(0, p − q)),
+and a bonus token follows when all are kept. Click or hover a token to see why."""
+LAB_INTRO = """Is speculative sampling really the target's law? Draw N samples of the first k
+tokens with speculative decoding and N with plain target sampling (prompt, γ, temperature,
+top-k/top-p, drafter and seed from the controls on the left), and test equality in law with the
+statistical suite. The toy pair's exact law is known, so it is tested too. Swap in a broken
+sampler to watch the tests catch it."""
+MUTANT_NOTE = """Warping mutants (`unprocessed_q`, `target_unwarped`) only differ from the real
+sampler when temperature ≠ 1 or top-k / top-p is set; at T = 0 every sampler is deterministic."""
+SANS = ["ui-sans-serif", "system-ui", "sans-serif"]  # system fonts: no web fonts, works offline
+MONO = ["ui-monospace", "Consolas", "monospace"]
+CLICK_JS = """
+const pick = (t) => {
+  if (!t) return;
+  element.querySelectorAll('.sv-selected').forEach((s) => s.classList.remove('sv-selected'));
+  t.classList.add('sv-selected');
+  trigger('click', {idx: Number(t.dataset.idx)});
+};
+element.addEventListener('click', (e) => pick(e.target.closest('[data-idx]')));
+element.addEventListener('keydown', (e) => {
+  if (e.key !== 'Enter' && e.key !== ' ') return;
+  const t = e.target.closest('[data-idx]');
+  if (t) { e.preventDefault(); pick(t); }
+});
+"""  # tokens are spans with data-idx: a click (or Enter on a focused token) inspects one
