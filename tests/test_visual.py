@@ -64,7 +64,8 @@ def sample_log() -> list[Event]:
 
 
 def test_views_never_import_torch() -> None:
-    code = "import specviz.views, specviz.views.form, sys; assert 'torch' not in sys.modules"
+    code = "import specviz.views, specviz.views.form, specviz.views.lab, specviz.views.page, sys"
+    code += "; assert 'torch' not in sys.modules and 'scipy' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -207,3 +208,25 @@ def test_panels() -> None:
     assert "identical" not in views.race_html({**done, "text": "a"}, {**done, "text": "a"}, False)
     assert "sv-status-error" in views.status_html("bad <input>", error=True)
     assert math.isfinite(metrics.cost_ratio([])) is False
+
+
+def test_lab_view_plots_both_samples_and_the_exact_law_and_marks_rejections() -> None:
+    from specviz.views.lab import OTHER, LabView
+
+    spec = [(1, 2)] * 6 + [(3,)] * 3 + [(9, 9)]
+    plain = [(1, 2)] * 5 + [(3,)] * 5
+    exact = {(1, 2): 0.5, (3,): 0.4, (4, 4): 0.1}
+    rows = [("joint vs exact law", "10", "9.1", "2", "0.001", "0.2", "0.5", "0.3", "REJECT")]
+    rows += [("target log-prob (KS)", "20", "0.1", "0", "1", "0.1", "0.4", "-", "ok")]
+    view = LabView(
+        spec=spec, plain=plain, exact=exact, exact_first=None, decode=decode, sampler="x",
+        alpha=0.01, rows=rows, rejected=1,
+    )  # fmt: skip
+    first, joint = view.figures()
+    assert len(first.data) == 2 and len(joint.data) == 3  # no exact first-token law given
+    assert list(joint.data[0].x) == ["t1␣·t2␣", "t3␣", "<b>·<b>", "t4␣·t4␣", OTHER]
+    assert sum(joint.data[0].y) == pytest.approx(1.0) and joint.data[2].y[-1] == pytest.approx(0)
+    assert "1 of 2 tests reject" in view.status() and "caught" in view.status()
+    html = view.table_html()
+    assert html.count('class="sv-reject"') == 1 and html.count('class="sv-pass"') == 1
+    assert "TV upper bound" in html and "α = 0.01" in html
