@@ -122,3 +122,24 @@ def test_step_mode_advances_one_round_per_click(page: Any) -> None:
         page.locator("#sv-step").click()
         page.wait_for_selector(f"#sv-status:has-text('round {n} ·')")
     assert page.locator("#sv-stream .sv-round").count() == 2
+
+
+def test_equivalence_lab_passes_the_real_sampler_and_catches_a_mutant(page: Any) -> None:
+    page.get_by_role("tab", name="Equivalence lab").click()
+    page.locator("#sv-lab-pair").get_by_label("toy pair (exact law known)").check()
+    n = page.locator("#sv-lab-n input")
+    n.fill("200")
+    n.press("Tab")
+    page.locator("#sv-lab-run").click()
+    status = page.locator("#sv-lab-status")
+    status.locator("text=no test rejects").wait_for()
+    table = page.locator("#sv-lab-table")
+    assert table.locator("tr.sv-pass").count() == 6 and table.locator("tr.sv-reject").count() == 0
+    page.wait_for_selector("#sv-lab-joint .js-plotly-plot .barlayer .trace")
+    mutant = page.locator("#sv-lab-mutant input")
+    mutant.click()
+    mutant.fill("accept_all")
+    page.get_by_role("option", name="accept_all", exact=False).first.click()
+    page.locator("#sv-lab-run").click()
+    status.locator("text=caught").wait_for()
+    assert "accept_all" in status.inner_text() and table.locator("tr.sv-reject").count() >= 1
