@@ -1,0 +1,468 @@
+# %% [markdown]
+# # 6. Drafting without a draft model
+#
+# **The question.** Speculative decoding needs *some* cheap guess of the next few tokens, and
+# the acceptance rule keeps the output exact whatever the guess is, as long as we know the
+# distribution $q$ the guess was drawn from. So do we need a second, separately trained model at
+# all? This notebook tries two drafters that need none: **n-gram prompt lookup** (copy what
+# followed the same words earlier in the text) and **self-speculation** (let the target's own
+# first $k$ layers guess). Then it lets the number of drafted tokens $\gamma$ change from round
+# to round.
+#
+# Everything runs on the bundled target (SmolLM2-135M-Instruct) or on toy models, and every
+# number is computed by the cell that prints it.
+
+# %%
+import warnings
+
+warnings.filterwarnings("ignore", message="IProgress not found")
+
+import statistics
+import time
+
+import matplotlib.pyplot as plt
+import torch
+from transformers.utils import logging as hf_logging
+
+from specviz import theory
+from specviz.bench.workloads import load_requests
+from specviz.cache import KVCache
+from specviz.config import SamplingConfig, SpeculationConfig
+from specviz.drafters import ModelDrafter
+from specviz.early_exit import ADAPTERS, build_early_exit
+from specviz.events import Proposed, RoundSummary
+from specviz.generate import autoregressive_generate, encode, speculative_generate
+from specviz.models import load_pair
+from specviz.ngram import NgramDrafter, lookup
+from specviz.policies import FixedGamma, HeuristicGamma, TheoryGamma
+from specviz.sampling import logits_to_probs
+from specviz.stats.suite import check_setting, default_settings, family_adjusted
+from specviz.stats.toy import random_pair
+
+torch.set_num_threads(1)  # small forward passes; a second thread mostly adds noise here
+hf_logging.disable_progress_bar()
+t_start = time.perf_counter()
+pair = load_pair(draft=None)  # no draft model: that is the point
+target, tokenizer = pair.target, pair.tokenizer
+VOCAB = int(target.config.vocab_size)
+
+# %% [markdown]
+# ## N-gram prompt lookup
+#
+# Many requests ask the model to repeat text it was given: fix the typos, change the tense,
+# reformat, quote the code back with one line changed. The cheapest possible drafter exploits
+# that: take the last $n$ tokens written, find their latest earlier occurrence in prompt +
+# output, and propose the $\gamma$ tokens that followed it (longest $n$ first, from `max_ngram`
+# down to `min_ngram`; nothing at all if there is no match).
+
+# %%
+ids = tokenizer("the cat sat on the mat . the cat")["input_ids"]
+print("text so far:", [tokenizer.decode([t]) for t in ids])
+proposal = lookup(ids, gamma=4, max_ngram=3, min_ngram=1)
+print("proposal:   ", [tokenizer.decode([t]) for t in proposal])
+
+# %% [markdown]
+# On the repeat-the-prompt workload (rewrite a paragraph in the past tense), let us watch the
+# first rounds: what the lookup proposed, how much of it the target kept, and the target's own
+# token that ends the round (the bonus or the resampled token). Greedy decoding, $\gamma = 6$.
+
+# %%
+repeat = load_requests("repeat")[0]
+repeat_ids = encode(tokenizer, repeat.prompt)
+NEW = 40
+greedy = SamplingConfig(temperature=0.0)
+autoregressive_generate(target, tokenizer, repeat_ids[:8], max_new_tokens=2)  # warm-up
+
+ngram_run = speculative_generate(
+    target,
+    None,
+    tokenizer,
+    repeat_ids,
+    sampling=greedy,
+    speculation=SpeculationConfig(gamma=6, max_new_tokens=NEW),
+    drafter=NgramDrafter(VOCAB, max_ngram=3),
+)
+plain_run = autoregressive_generate(
+    target, tokenizer, repeat_ids, sampling=greedy, max_new_tokens=NEW
+)
+
+
+def show_rounds(result, limit=8):
+    """One line per round: proposed tokens, how many were kept, the token that closes it."""
+    events = list(result.events)
+    for summary in [e for e in events if isinstance(e, RoundSummary)][:limit]:
+        r = summary.round
+        proposed = [e.token for e in events if isinstance(e, Proposed) and e.round == r]
+        kept = summary.accepted
+        closing = result.tokens[sum(s.emitted for s in result.rounds[:r]) + summary.emitted - 1]
+        print(
+            f"round {r:2d}: proposed {tokenizer.decode(proposed)!r:42.42} kept {kept}/"
+            f"{len(proposed)}, then {tokenizer.decode([closing])!r}"
+        )
+
+
+show_rounds(ngram_run)
+print("\noutput:", repr(ngram_run.text))
+print(f"identical to plain greedy: {ngram_run.tokens == plain_run.tokens}")
+print(
+    f"acceptance {ngram_run.acceptance_rate:.2f}; {len(ngram_run.tokens)} tokens in "
+    f"{ngram_run.target_calls} target calls ({len(ngram_run.tokens) / ngram_run.target_calls:.2f} "
+    f"tokens per call); time {ngram_run.seconds:.2f} s vs plain {plain_run.seconds:.2f} s "
+    f"({plain_run.seconds / ngram_run.seconds:.2f}x)"
+)
+
+# %% [markdown]
+# The drafter costs nothing to run ($c \approx 0$: a list search, no forward pass), so a round
+# is one target pass, and every accepted token is a target pass saved. When the output copies
+# the prompt, whole phrases are accepted at once; when the model departs from the text (the
+# tense change), the lookup either finds nothing or proposes the old wording and is rejected
+# at the first changed token, and the round degenerates to one plain step. A rejection costs
+# little here, only the extra width of the verification pass.
+#
+# The same drafter on the other workloads, where the text does not repeat itself as much:
+
+# %%
+fig, ax = plt.subplots(figsize=(9, 3.5))
+ax.bar(
+    [s.round for s in ngram_run.rounds],
+    [s.emitted for s in ngram_run.rounds],
+    color="#0072B2",
+    label="emitted per round (repeat)",
+)
+ax.plot(
+    [s.round for s in ngram_run.rounds],
+    [s.proposed for s in ngram_run.rounds],
+    "k_",
+    ms=14,
+    mew=2,
+    label="proposed",
+)
+ax.set_xlabel("round")
+ax.set_ylabel("tokens")
+ax.set_title("N-gram lookup on the repeat-the-prompt request (γ = 6, greedy)")
+ax.legend()
+plt.tight_layout()
+plt.show()
+
+for workload in ("code", "prose"):
+    req = load_requests(workload)[0]
+    run = speculative_generate(
+        target,
+        None,
+        tokenizer,
+        req.prompt,
+        sampling=SamplingConfig(temperature=req.temperature, seed=0),
+        speculation=SpeculationConfig(gamma=6, max_new_tokens=24),
+        drafter=NgramDrafter(VOCAB, max_ngram=3),
+    )
+    print(
+        f"{workload:6s} T={req.temperature:g}: proposed {run.proposed:3d}, accepted "
+        f"{run.accepted:3d}, {len(run.tokens) / run.target_calls:.2f} tokens per target call"
+    )
+
+# %% [markdown]
+# ## Why it stays exact when sampling
+#
+# The lookup is deterministic, so the "draft distribution" is a point mass:
+# $q = \mathbb{1}_x$. The acceptance rule then keeps $x$ with probability
+# $\min(1, p(x)/1) = p(x)$, and after a rejection draws from
+# $\operatorname{norm}(\max(0, p - \mathbb{1}_x))$, which is $p$ with $x$ removed and
+# renormalised: $p(y)/(1 - p(x))$ for $y \ne x$. So
+#
+# $$P(\text{emit } x) = p(x), \qquad
+# P(\text{emit } y) = (1 - p(x)) \cdot \frac{p(y)}{1 - p(x)} = p(y),$$
+#
+# exactly the target's law, at any temperature. (A drafter that proposes a fixed token but
+# reports some *other* $q$ would break this; the one-hot $q$ is not an approximation, it is the
+# truth about how the token was chosen.)
+#
+# We check it with the equivalence suite of notebook 4, on the toy pair with a repetitive
+# prompt so the lookup has something to find, and with the n-gram drafter swapped in through
+# `make_drafter`.
+
+# %%
+toy_target, _ = random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
+settings = {s.name: s for s in default_settings(stop_id=0)}
+results = []
+for name in ("gamma=4 T=1", "gamma=2 T=0.7 top_p=0.8"):
+    results += check_setting(
+        toy_target,
+        None,
+        [1, 2, 3, 1, 2],
+        settings[name],
+        n=400,
+        alpha=0.01,
+        make_drafter=lambda _s: NgramDrafter(6, max_ngram=3),
+    )
+for r in family_adjusted(results):
+    print(f"{r.name:56s} p (Holm) {r.p_value:6.3f}  {'REJECT' if r.reject else 'ok'}")
+
+# %% [markdown]
+# ## Self-speculation: the target's first layers as the draft
+#
+# A transformer refines one residual stream layer by layer, and the final norm and output head
+# can be applied to the stream after *any* layer $k$. That gives a draft for free: the first
+# $k$ of the target's layers plus its head (LayerSkip, Draft & Verify). It shares all weights
+# and the tokenizer with the target; its cost per step is roughly $c \approx k/L$ of a target
+# step for an $L$-layer target. The catch is $\alpha$: intermediate layers were never trained
+# to be read out, so an *untrained* early exit can be a poor predictor. A small adapter trained
+# to match the target's output (`python -m specviz.early_exit_train`) fixes part of that.
+# `build_early_exit` uses an adapter shipped for exit $k$ when there is one and the plain exit
+# otherwise; the first line of output says which. We measure whatever we get, as it is.
+
+# %%
+L = target.config.num_hidden_layers
+shipped = sorted(p.name for p in ADAPTERS.glob("adapter_k*.safetensors"))
+print(f"trained early-exit adapters shipped in {ADAPTERS.name}/: {shipped or 'none'}")
+
+code = load_requests("code")[0]
+code_ids = encode(tokenizer, code.prompt)
+code_plain = autoregressive_generate(
+    target, tokenizer, code_ids, sampling=greedy, max_new_tokens=24
+)
+seq = torch.tensor([code_ids + list(code_plain.tokens)])
+rows = slice(len(code_ids) - 1, len(code_ids) - 1 + len(code_plain.tokens))
+
+
+@torch.no_grad()
+def step_seconds(model, prompt_ids, repeats=5):
+    """Median seconds of one cached single-token decode step."""
+    cache = KVCache(model)
+    cache.forward(torch.tensor(prompt_ids[:-1]))
+    times = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        cache.forward(torch.tensor(prompt_ids[-1:]))
+        times.append(time.perf_counter() - start)
+        cache.crop(len(prompt_ids) - 1)
+    return statistics.median(times[1:])
+
+
+with torch.no_grad():
+    target_logits = target(input_ids=seq).logits[0, rows]
+t_target = step_seconds(target, code_ids)
+exits = (2, 4, 8, 12, 18, 24)
+exit_stats = {}
+for k in exits:
+    exit_model, adapter_file = build_early_exit(target, k)  # the shipped adapter for k, if any
+    with torch.no_grad():
+        exit_logits = exit_model(input_ids=seq).logits[0, rows]
+    alpha = {}
+    for temp in (0.0, 1.0):
+        s = SamplingConfig(temperature=temp)
+        p, q = logits_to_probs(target_logits, s), logits_to_probs(exit_logits, s)
+        alpha[temp] = float(theory.alpha(p, q).mean())
+    c = step_seconds(exit_model, code_ids) / t_target
+    g = theory.optimal_gamma(alpha[0.0], c)
+    exit_stats[k] = dict(alpha0=alpha[0.0], alpha1=alpha[1.0], c=c, gamma=g)
+    kind = "adapter" if adapter_file else "plain exit"
+    print(
+        f"exit after layer {k:2d}/{L} ({kind}): alpha greedy {alpha[0.0]:.2f}, "
+        f"T=1 {alpha[1.0]:.2f}; "
+        f"c {c:.2f}; best bound {theory.speedup_bound(alpha[0.0], g, c):.2f}x at gamma {g}"
+    )
+
+fig, ax = plt.subplots(figsize=(7, 3.8))
+ax.plot(exits, [exit_stats[k]["alpha0"] for k in exits], "o-", label="α (greedy)")
+ax.plot(exits, [exit_stats[k]["alpha1"] for k in exits], "s-", label="α (T = 1)")
+ax.plot(exits, [exit_stats[k]["c"] for k in exits], "^--", label="c (measured)")
+ax.plot(exits, [k / L for k in exits], ":", color="grey", label="k / L")
+ax.set_xlabel(f"exit layer k (of {L})")
+ax.set_ylabel("α or c")
+ax.set_title("Early exit on a code continuation" + (" (some with adapters)" if shipped else ""))
+ax.legend()
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# Read the table with the break-even rule of notebook 5 in mind: speculation can only pay if
+# $\alpha > c$. Without an adapter the shallow exits are cheap but rarely agree with the target;
+# the deep ones agree more but cost nearly a full target step. Note also that $c$ stays well
+# above $k/L$ for small $k$: the embedding and the output head (a $576 \times 49152$ matrix,
+# about a fifth of this model's parameters) are paid in full by every exit, so a shallow exit of
+# a small model is not as cheap as its layer count suggests. The exit is only worth using where
+# its bound is above 1, and an adapter is the lever that moves $\alpha$ up at fixed $c$.
+#
+# We now run self-speculation once, at the exit with the best bound (even if that bound is
+# below 1, in which case expect it to be slower than plain decoding), and check that the output
+# is the target's own greedy output.
+
+# %%
+best_k = max(
+    exits,
+    key=lambda k: theory.speedup_bound(
+        exit_stats[k]["alpha0"], exit_stats[k]["gamma"], exit_stats[k]["c"]
+    ),
+)
+self_spec = speculative_generate(
+    target,
+    None,
+    tokenizer,
+    code_ids,
+    sampling=greedy,
+    speculation=SpeculationConfig(gamma=exit_stats[best_k]["gamma"], max_new_tokens=12),
+    drafter=ModelDrafter(build_early_exit(target, best_k)[0], greedy, VOCAB),
+)
+plain_12 = code_plain.tokens[:12]
+print(
+    f"self-speculation, exit {best_k}, gamma {exit_stats[best_k]['gamma']}: "
+    f"acceptance {self_spec.acceptance_rate:.2f}, "
+    f"{len(self_spec.tokens) / self_spec.target_calls:.2f} tokens per target call, "
+    f"{self_spec.seconds:.2f} s for 12 tokens vs plain {code_plain.seconds / 2:.2f} s "
+    "(half of the plain 24-token run)"
+)
+print(f"identical to plain greedy: {self_spec.tokens == plain_12}")
+
+# %% [markdown]
+# ## Dynamic γ
+#
+# With a free drafter, how many tokens should we draft? Notebook 5's bound says: more when
+# $\alpha$ is high, and a copy-heavy request alternates between stretches where everything is
+# accepted and stretches where nothing is. A **policy** picks $\gamma$ before each round from
+# what it has seen (`specviz.policies`):
+#
+# - `FixedGamma(g)`: always $g$.
+# - `HeuristicGamma(start)`: transformers' schedule, $\gamma + 2$ after a round whose drafts were
+#   all kept, $\gamma - 1$ otherwise.
+# - `TheoryGamma(start)`: re-estimates $\alpha$ (accepted / verified, with a weak prior) and $c$
+#   (draft seconds per call / target seconds per round) after every round, and picks
+#   $\arg\max_\gamma S(\alpha, \gamma, c)$.
+#
+# A policy sees only counts and timings, never token values, so it cannot change the output
+# law, only the speed. Each round records its $\gamma$ in its `RoundSummary`.
+
+# %%
+policies = {
+    "fixed 4": FixedGamma(4),
+    "heuristic": HeuristicGamma(start=4, max_gamma=16),
+    "theory": TheoryGamma(start=4, max_gamma=16),
+}
+policy_runs = {}
+for name, policy in policies.items():
+    policy_runs[name] = speculative_generate(
+        target,
+        None,
+        tokenizer,
+        repeat_ids,
+        sampling=greedy,
+        speculation=SpeculationConfig(gamma=4, max_new_tokens=NEW),
+        drafter=NgramDrafter(VOCAB, max_ngram=3),
+        policy=policy,
+    )
+
+fig, ax = plt.subplots(figsize=(9, 3.8))
+for (name, run), marker in zip(policy_runs.items(), "os^", strict=True):
+    ax.step(
+        [s.round for s in run.rounds],
+        [s.gamma for s in run.rounds],
+        where="mid",
+        marker=marker,
+        label=name,
+    )
+ax.set_xlabel("round")
+ax.set_ylabel("γ used in the round")
+ax.set_title("γ per round on the repeat request, n-gram drafter (from RoundSummary events)")
+ax.legend()
+plt.tight_layout()
+plt.show()
+
+for name, run in policy_runs.items():
+    same = run.tokens == plain_run.tokens
+    print(
+        f"{name:9s}: {len(run.rounds):2d} rounds, proposed {run.proposed:3d}, accepted "
+        f"{run.accepted:3d}, {len(run.tokens) / run.target_calls:.2f} tokens/call, "
+        f"{run.seconds:.2f} s, identical to plain: {same}"
+    )
+
+# %% [markdown]
+# The heuristic climbs while whole drafts are kept and backs off one step per miss. The theory
+# policy, fed a drafter whose cost is zero, has $c = 0$, and at $c = 0$ the bound
+# $S = (1 - \alpha^{\gamma+1})/(1 - \alpha)$ increases with $\gamma$ for any $\alpha > 0$: it
+# jumps to the maximum $\gamma$ after the first round. That is the bound taking its assumption
+# (verification is free) literally; on a CPU a wide verification pass is not free (notebook 5's
+# factor $r$), so a long draft that is rejected early costs real time. With a model drafter,
+# $c > 0$ and the theory policy settles at a finite $\gamma$ (Exercise 2).
+
+# %%
+print(f"notebook ran in {time.perf_counter() - t_start:.1f} s")
+
+# %% [markdown]
+# ## Exercises
+#
+# ### Exercise 1
+#
+# Run the n-gram drafter with `min_ngram=2` instead of 1 on the repeat request. What happens to
+# the number of proposed and accepted tokens, and why might a larger minimum help on text that
+# repeats common words but not phrases?
+
+# %% [markdown]
+# <details><summary>Solution</summary>
+#
+# ```python
+# run = speculative_generate(
+#     target, None, tokenizer, repeat_ids, sampling=greedy,
+#     speculation=SpeculationConfig(gamma=6, max_new_tokens=NEW),
+#     drafter=NgramDrafter(VOCAB, max_ngram=3, min_ngram=2),
+# )
+# print(run.proposed, run.accepted, ngram_run.proposed, ngram_run.accepted)
+# ```
+#
+# Requiring a 2-token match proposes less often: single common tokens (" the", ",") no longer
+# trigger a copy of whatever followed their last occurrence, which was usually wrong. Fewer
+# proposals with a higher acceptance rate mean narrower verification passes for the same
+# accepted tokens, which matters where verification is not free.
+# </details>
+
+# %% [markdown]
+# ### Exercise 2
+#
+# Give the `TheoryGamma` policy a drafter with a real cost: the early exit at `best_k`, on the
+# code prompt. Plot its $\gamma$ per round. Where does it settle, and does that agree with
+# `theory.optimal_gamma` at the exit's measured $\alpha$ and $c$?
+
+# %% [markdown]
+# <details><summary>Solution</summary>
+#
+# ```python
+# policy = TheoryGamma(start=4, max_gamma=16)
+# run = speculative_generate(
+#     target, None, tokenizer, code_ids, sampling=greedy,
+#     speculation=SpeculationConfig(gamma=4, max_new_tokens=24),
+#     drafter=ModelDrafter(build_early_exit(target, best_k)[0], greedy, VOCAB),
+#     policy=policy,
+# )
+# plt.step([s.round for s in run.rounds], [s.gamma for s in run.rounds], where="mid")
+# plt.show()
+# print(policy.alpha, policy.cost_ratio, exit_stats[best_k])
+# ```
+#
+# The policy's $\alpha$ starts from a prior of 0.5 and its $c$ from the first round's timings;
+# after a few rounds both approach the measured values and $\gamma$ settles near
+# `exit_stats[best_k]["gamma"]` (its running $c$ is per *round* of the target, which includes
+# the wider verification pass, so it can come out a little lower than our single-step $c$).
+# </details>
+
+# %% [markdown]
+# ### Exercise 3
+#
+# Check the exactness argument numerically for one position: take $p$ = the target's next-token
+# distribution after the repeat prompt at $T = 1$, a proposed token $x$, and compute
+# $p(x)\cdot 1 + (1 - p(x))\,\operatorname{residual}(p, \mathbb{1}_x)$ with
+# `specviz.acceptance.residual`. It should equal $p$.
+
+# %% [markdown]
+# <details><summary>Solution</summary>
+#
+# ```python
+# from specviz.acceptance import residual
+#
+# with torch.no_grad():
+#     p = logits_to_probs(target(input_ids=torch.tensor([repeat_ids])).logits[0, -1],
+#                         SamplingConfig(temperature=1.0)).double()
+# x = int(p.argmax())
+# onehot = torch.zeros_like(p)
+# onehot[x] = 1.0
+# emitted = p[x] * onehot + (1 - p[x]) * residual(p, onehot)
+# print(float((emitted - p).abs().max()))  # ~1e-16
+# ```
+# </details>
