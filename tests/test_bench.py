@@ -41,6 +41,11 @@ def test_request_arithmetic() -> None:
     assert m.target_calls_per_token == pytest.approx(20 / 50)
     assert m.bound(4) == pytest.approx(speedup_bound(30 / 45, 4, 0.1))
     assert m.efficiency(4) == pytest.approx(2.5 / speedup_bound(30 / 45, 4, 0.1))
+    r = (1.0 / 20) / (5.0 / 50)  # seconds per verification pass / seconds per plain step
+    assert m.verify_ratio == pytest.approx(r)
+    refined = speedup_bound(30 / 45, 4, 0.1) * (4 * 0.1 + 1) / (4 * 0.1 + r)
+    assert m.refined_bound(4) == pytest.approx(refined)
+    assert m.loop_efficiency(4) == pytest.approx(2.5 / refined)
     # a dynamic policy's bound is taken at its mean drafted length per round, rounded
     assert m.mean_gamma == pytest.approx(4.0)
     assert m.theory_gamma(6, fixed=True) == 6 and m.theory_gamma(6, fixed=False) == 4

@@ -84,6 +84,26 @@ class RequestMetrics:
         """Measured speedup / the bound: 1.0 means the loop adds no overhead beyond theory."""
         return self.speedup / self.bound(gamma)
 
+    @property
+    def verify_ratio(self) -> float:
+        """r = seconds per verification pass (gamma + 1 tokens) / seconds per plain target step.
+
+        The Leviathan bound assumes r = 1 (a memory-bound target); on a CPU r > 1.
+        """
+        return (self.target_seconds / self.rounds) / (self.plain_latency / self.tokens)
+
+    def refined_bound(self, gamma: int) -> float:
+        """E[tokens per round] / (gamma c + r): the bound with the measured verification cost."""
+        return (
+            self.bound(gamma)
+            * (gamma * self.cost_ratio + 1)
+            / (gamma * self.cost_ratio + self.verify_ratio)
+        )
+
+    def loop_efficiency(self, gamma: int) -> float:
+        """Measured speedup / refined_bound: what is left is the loop's own overhead."""
+        return self.speedup / self.refined_bound(gamma)
+
 
 def request_metrics(spec: GenerationResult, plain: GenerationResult) -> RequestMetrics:
     """Metrics of one speculative run paired with one plain run of the same request."""

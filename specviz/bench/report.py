@@ -43,6 +43,13 @@ def summarize(records: Sequence[Record], price_per_hour: float) -> list[dict[str
                 "efficiency": asdict(
                     spread([m.efficiency(g) for m, g in zip(ms, gs, strict=True)])
                 ),
+                "verify_ratio": asdict(spread([m.verify_ratio for m in ms])),
+                "refined_bound": asdict(
+                    spread([m.refined_bound(g) for m, g in zip(ms, gs, strict=True)])
+                ),
+                "loop_efficiency": asdict(
+                    spread([m.loop_efficiency(g) for m, g in zip(ms, gs, strict=True)])
+                ),
                 "alpha": asdict(spread([m.alpha for m in ms if m.alpha == m.alpha] or [0.0])),
                 "cost_ratio": asdict(spread([m.cost_ratio for m in ms])),
                 "tokens_per_second": asdict(spread([m.tokens_per_second for m in ms])),

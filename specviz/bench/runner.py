@@ -74,6 +74,9 @@ class Record:
             "speedup": m.speedup,
             "bound": m.bound(gamma),
             "efficiency": m.efficiency(gamma),
+            "verify_ratio": m.verify_ratio,
+            "refined_bound": m.refined_bound(gamma),
+            "loop_efficiency": m.loop_efficiency(gamma),
         }
         return {
             "request_id": self.request_id,
