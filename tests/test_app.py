@@ -319,6 +319,14 @@ def test_lab_mutant_is_rejected_with_power_to_spare() -> None:
     assert law is not None and exact.reject and estimated_power(exact, 0.01) >= 0.99
 
 
+def test_lab_at_greedy_has_one_outcome_and_no_false_alarm(app: SpecVizApp) -> None:
+    greedy = lab_values(("t", "d"), TOY, REAL, 20, temperature=0)
+    status, *_figs, table = list(app.lab(*greedy))[-1]
+    assert "no test rejects" in status and "vs plain" not in table  # one cell: nothing to compare
+    status = list(app.lab(*greedy[:-4], "accept_all", *greedy[-3:]))[-1][0]
+    assert "caught" in status  # greedy, but accepting the draft's argmax is still wrong
+
+
 @pytest.mark.parametrize(
     ("values", "message"),
     [

@@ -14,7 +14,7 @@ from html import escape
 import plotly.graph_objects as go
 
 from specviz.views.cells import Decode
-from specviz.views.plots import _empty, _layout
+from specviz.views.plots import HEIGHT, _empty, _layout
 from specviz.views.style import COLORS
 
 Outcome = tuple[int, ...]
@@ -141,8 +141,10 @@ def outcome_figure(
         probs.append(max(0.0, 1 - sum(probs)))
         fig.add_bar(x=[*labels, OTHER], y=probs, name="exact law", marker_color=SERIES["exact law"])
     fig.update_layout(barmode="group", bargap=0.2)
+    fig = _layout(fig, title, "outcome (top 15; ␣ space, ⏎ newline, · between tokens)", "P")
+    fig.update_layout(height=HEIGHT + 60, margin={"t": 110})  # room for a three-line legend
     fig.update_xaxes(type="category", tickangle=-45)
-    return _layout(fig, title, "outcome (top 15; ␣ space, ⏎ newline, · between tokens)", "P")
+    return fig
 
 
 def _unique(labels: list[str]) -> list[str]:
