@@ -26,7 +26,7 @@ HEADER = (
 )
 SERIES = {  # name → colour: Okabe–Ito, as the token views
     "speculative": COLORS["accepted"],
-    "plain target sampling": COLORS["sampled"],
+    "plain": COLORS["sampled"],
     "exact law": COLORS["bonus"],
 }
 
@@ -142,7 +142,8 @@ def outcome_figure(
         fig.add_bar(x=[*labels, OTHER], y=probs, name="exact law", marker_color=SERIES["exact law"])
     fig.update_layout(barmode="group", bargap=0.2)
     fig = _layout(fig, title, "outcome (top 15; ␣ space, ⏎ newline, · between tokens)", "P")
-    fig.update_layout(height=HEIGHT + 60, margin={"t": 110})  # room for a three-line legend
+    legend = {"orientation": "v", "x": 0.99, "xanchor": "right", "y": 0.99, "yanchor": "top"}
+    fig.update_layout(height=HEIGHT + 40, legend=legend)  # top right: the bars fall from the left
     fig.update_xaxes(type="category", tickangle=-45)
     return fig
 
