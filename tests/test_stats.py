@@ -24,7 +24,7 @@ from specviz.stats.suite import (
     family_adjusted,
     run_suite,
 )
-from specviz.stats.testing import estimated_power, holm_adjust
+from specviz.stats.testing import estimated_power, goodness_of_fit, holm_adjust, two_sample
 from specviz.stats.toy import constant_alpha_pair, random_pair
 
 from .conftest import PairFactory
@@ -193,3 +193,17 @@ def test_every_kind_of_test_rejects_a_mutant_on_its_own(toy) -> None:  # type: i
             kind,
             [(r.name, r.p_value) for r in results],
         )
+
+
+def test_two_sample_with_a_single_outcome_is_not_an_error() -> None:
+    """At T = 0 both samplers always write the same tokens: one cell, nothing to reject."""
+    result = two_sample([(3, 1)] * 50, [(3, 1)] * 40, alpha=ALPHA)
+    assert (result.p_value, result.reject, result.tv, result.df) == (1.0, False, 0.0, 0)
+
+
+def test_goodness_of_fit_renormalises_a_float32_law_and_refuses_a_wrong_one() -> None:
+    law = {(0,): 0.5 + 3e-7, (1,): 0.3, (2,): 0.2}  # float32 rounding
+    outcomes = [(0,)] * 50 + [(1,)] * 30 + [(2,)] * 20
+    assert goodness_of_fit(outcomes, law, alpha=ALPHA).p_value > 0.99
+    with pytest.raises(ValueError, match=r"sum to 0\.9"):
+        goodness_of_fit(outcomes, {(0,): 0.5, (1,): 0.4}, alpha=ALPHA)

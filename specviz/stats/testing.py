@@ -86,10 +86,21 @@ def _shifted(probs: np.ndarray, shift: float) -> np.ndarray:
     return alt
 
 
+LAW_TOLERANCE = 1e-4
+
+
 def goodness_of_fit(
     outcomes: Sequence[Outcome], law: Law, *, alpha: float, shift: float = 0.05, name: str = "joint"
 ) -> TestResult:
-    """G-test of H0: outcomes are i.i.d. draws from `law` (cells pooled to expected >= 5)."""
+    """G-test of H0: outcomes are i.i.d. draws from `law` (cells pooled to expected >= 5).
+
+    A law computed in float32 sums to 1 only within ~1e-6; it is renormalised (a law off by more
+    than LAW_TOLERANCE is an error, not rounding).
+    """
+    total = sum(law.values())
+    if abs(total - 1.0) > LAW_TOLERANCE:
+        raise ValueError(f"the law's probabilities sum to {total:.6f}, not 1")
+    law = {o: prob / total for o, prob in law.items()}
     n = len(outcomes)
     counts = Counter(outcomes)
     impossible = sum(c for o, c in counts.items() if law.get(o, 0.0) == 0.0)
@@ -137,8 +148,8 @@ def two_sample(
     groups = pool(pooled_probs * min(len(a), len(b)))
     pooled = np.stack([_pooled(row, groups) for row in table])  # (2, G)
     tv = 0.5 * float(np.abs(table[0] / len(a) - table[1] / len(b)).sum())
-    if pooled.shape[1] < 2:
-        statistic, p_value, df = 0.0, 1.0, 1
+    if pooled.shape[1] < 2:  # one cell (e.g. both greedy): nothing to test, no alternative
+        statistic, p_value, df = 0.0, 1.0, 0
     else:
         res = stats.chi2_contingency(pooled, correction=False)
         statistic, p_value, df = float(res.statistic), float(res.pvalue), int(res.dof)
