@@ -19,8 +19,11 @@ def alpha(p_target: Tensor, q_draft: Tensor) -> Tensor:
     return p_target.minimum(q_draft).sum(dim=-1)
 
 
-def expected_tokens_per_round(alpha: float, gamma: int) -> float:
-    """(1 - alpha^(gamma+1)) / (1 - alpha): emitted tokens per round, bonus included."""
+def expected_tokens_per_round(alpha: float, gamma: float) -> float:
+    """(1 - alpha^(gamma+1)) / (1 - alpha): emitted tokens per round, bonus included.
+
+    A non-integer gamma (a mean drafted length) evaluates the same closed form.
+    """
     _check(alpha, gamma)
     return float(gamma + 1) if alpha == 1.0 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
 
@@ -36,7 +39,7 @@ def accepted_length_pmf(alpha: float, gamma: int) -> list[float]:
     return [alpha**n * (1 - alpha) for n in range(gamma)] + [alpha**gamma]
 
 
-def speedup_bound(alpha: float, gamma: int, c: float) -> float:
+def speedup_bound(alpha: float, gamma: float, c: float) -> float:
     """Expected walltime improvement (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma c + 1))."""
     if not (math.isfinite(c) and c >= 0):
         raise ValueError(f"cost ratio c must be a finite number >= 0 (got {c})")
@@ -48,7 +51,7 @@ def optimal_gamma(alpha: float, c: float, max_gamma: int = 16) -> int:
     return max(range(1, max_gamma + 1), key=lambda g: speedup_bound(alpha, g, c))
 
 
-def _check(alpha: float, gamma: int) -> None:
+def _check(alpha: float, gamma: float) -> None:
     """Raise ValueError for alpha outside [0, 1] or gamma < 0."""
     if not (0.0 <= alpha <= 1.0):
         raise ValueError(f"alpha must be in [0, 1] (got {alpha})")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from specviz.bench.markdown import render
+from specviz.bench.markdown import render, resummarized
 from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, spread
 from specviz.bench.workloads import WORKLOADS, load_requests
 from specviz.cli import main
@@ -39,17 +39,17 @@ def test_request_arithmetic() -> None:
     assert m.cost_ratio == pytest.approx((0.8 / 80) / (5.0 / 50))
     assert m.tokens_per_round == pytest.approx(2.5) and m.accepted_per_round == pytest.approx(1.5)
     assert m.target_calls_per_token == pytest.approx(20 / 50)
-    assert m.bound(4) == pytest.approx(speedup_bound(30 / 45, 4, 0.1))
-    assert m.efficiency(4) == pytest.approx(2.5 / speedup_bound(30 / 45, 4, 0.1))
+    assert m.mean_gamma == pytest.approx(4.0)  # 80 drafts in 20 rounds
+    assert m.bound() == pytest.approx(speedup_bound(30 / 45, 4, 0.1))
+    assert m.efficiency() == pytest.approx(2.5 / speedup_bound(30 / 45, 4, 0.1))
     r = (1.0 / 20) / (5.0 / 50)  # seconds per verification pass / seconds per plain step
     assert m.verify_ratio == pytest.approx(r)
     refined = speedup_bound(30 / 45, 4, 0.1) * (4 * 0.1 + 1) / (4 * 0.1 + r)
-    assert m.refined_bound(4) == pytest.approx(refined)
-    assert m.loop_efficiency(4) == pytest.approx(2.5 / refined)
-    # a dynamic policy's bound is taken at its mean drafted length per round, rounded
-    assert m.mean_gamma == pytest.approx(4.0)
-    assert m.theory_gamma(6, fixed=True) == 6 and m.theory_gamma(6, fixed=False) == 4
-    assert _metrics(proposed=50).theory_gamma(6, fixed=False) == 2  # 2.5 rounds half to even
+    assert m.refined_bound() == pytest.approx(refined)
+    assert m.loop_efficiency() == pytest.approx(2.5 / refined)
+    # short rounds (n-gram misses, dynamic gamma, the last rounds): the mean drafted length
+    short = _metrics(proposed=50)
+    assert short.bound() == pytest.approx(speedup_bound(30 / 45, 2.5, 0.1))
 
 
 def test_cost_and_spread() -> None:
@@ -121,6 +121,8 @@ def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -
         assert d["ratio"] == pytest.approx(d["speedup"] / d["best_fixed_speedup"])
     assert [b for b, _ in result["batch_step_seconds"]] == [1, 2]
     assert "plotly" in html.read_text()[:5_000_000] and "speedup" in capsys.readouterr().out
+    again = resummarized(result)  # the raw records alone rebuild every summary
+    assert again["summary"] == result["summary"] and again["gamma_curves"] == result["gamma_curves"]
     md = render(result, "tiny")
     assert result["meta"]["command"] in md and md.count("\n| code |") >= len(result["summary"])
 

@@ -12,6 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR
+from specviz.bench.report import gamma_curves, policies_vs_best_fixed, summarize
+from specviz.bench.runner import Record
+
 
 def _spread(s: dict[str, float], fmt: str = ".2f") -> str:
     """'median (min–max)'."""
@@ -138,6 +142,18 @@ def cost_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     return _table(header, body)
 
 
+def resummarized(result: dict[str, Any]) -> dict[str, Any]:
+    """The result with its summary, curves and policy table recomputed from the raw records."""
+    records = [Record.from_dict(r) for r in result["records"]]
+    price = result["summary"][0]["cost_per_1k_tokens"]["price_per_hour"] if result["summary"] else 0
+    rows = summarize(records, price or DEFAULT_PRICE_PER_HOUR)
+    return result | {
+        "summary": rows,
+        "gamma_curves": gamma_curves(rows),
+        "policies_vs_best_fixed": policies_vs_best_fixed(rows),
+    }
+
+
 def render(result: dict[str, Any], title: str) -> str:
     """One run as a Markdown section."""
     meta = result["meta"]
@@ -177,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m specviz.bench.markdown RESULT.json [...]", file=sys.stderr)
         return 2
     for path in paths:
-        result = json.loads(Path(path).read_text(encoding="utf-8"))
+        result = resummarized(json.loads(Path(path).read_text(encoding="utf-8")))
         print(render(result, Path(path).stem))
     return 0
 

@@ -66,23 +66,24 @@ class RequestMetrics:
         """Drafted tokens per round (a dynamic policy's effective gamma)."""
         return self.proposed / self.rounds if self.rounds else 0.0
 
-    def theory_gamma(self, setting_gamma: int, fixed: bool) -> int:
-        """The gamma the bound is evaluated at: the setting's, or the rounded mean if dynamic."""
-        return setting_gamma if fixed else max(1, round(self.mean_gamma))
-
     @property
     def speedup(self) -> float:
         """Plain latency / speculative latency for the same request and length."""
         return self.plain_latency / self.latency
 
-    def bound(self, gamma: int) -> float:
-        """Leviathan et al.'s expected speedup for the measured alpha and c."""
-        a = min(max(self.alpha, 0.0), 1.0) if self.alpha == self.alpha else 0.0
-        return speedup_bound(a, gamma, self.cost_ratio)
+    def bound(self) -> float:
+        """Leviathan et al.'s expected speedup for the measured alpha and c.
 
-    def efficiency(self, gamma: int) -> float:
+        Evaluated at the mean number of tokens actually drafted per round: a fixed gamma's
+        last rounds are shortened by max_new_tokens, dynamic policies vary it, and an n-gram
+        drafter proposes nothing when it finds no match (a round that is then a plain step).
+        """
+        a = min(max(self.alpha, 0.0), 1.0) if self.alpha == self.alpha else 0.0
+        return speedup_bound(a, self.mean_gamma, self.cost_ratio)
+
+    def efficiency(self) -> float:
         """Measured speedup / the bound: 1.0 means the loop adds no overhead beyond theory."""
-        return self.speedup / self.bound(gamma)
+        return self.speedup / self.bound()
 
     @property
     def verify_ratio(self) -> float:
@@ -92,17 +93,14 @@ class RequestMetrics:
         """
         return (self.target_seconds / self.rounds) / (self.plain_latency / self.tokens)
 
-    def refined_bound(self, gamma: int) -> float:
+    def refined_bound(self) -> float:
         """E[tokens per round] / (gamma c + r): the bound with the measured verification cost."""
-        return (
-            self.bound(gamma)
-            * (gamma * self.cost_ratio + 1)
-            / (gamma * self.cost_ratio + self.verify_ratio)
-        )
+        g, c = self.mean_gamma, self.cost_ratio
+        return self.bound() * (g * c + 1) / (g * c + self.verify_ratio)
 
-    def loop_efficiency(self, gamma: int) -> float:
+    def loop_efficiency(self) -> float:
         """Measured speedup / refined_bound: what is left is the loop's own overhead."""
-        return self.speedup / self.refined_bound(gamma)
+        return self.speedup / self.refined_bound()
 
 
 def request_metrics(spec: GenerationResult, plain: GenerationResult) -> RequestMetrics:

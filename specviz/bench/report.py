@@ -27,8 +27,6 @@ def summarize(records: Sequence[Record], price_per_hour: float) -> list[dict[str
     rows = []
     for (category, setting), rs in groups.items():
         ms = [r.metrics for r in rs]
-        fixed = setting.theory_gamma_is_fixed
-        gs = [m.theory_gamma(setting.gamma, fixed) for m in ms]
         hf = [r for r in rs if r.hf_latency is not None and r.hf_tokens]
         spec_s, plain_s = sum(m.latency for m in ms), sum(m.plain_latency for m in ms)
         tokens = sum(m.tokens for m in ms)
@@ -39,17 +37,11 @@ def summarize(records: Sequence[Record], price_per_hour: float) -> list[dict[str
                 "requests": len(rs),
                 "speedup": asdict(spread([m.speedup for m in ms])),
                 "mean_gamma": asdict(spread([m.mean_gamma for m in ms])),
-                "bound": asdict(spread([m.bound(g) for m, g in zip(ms, gs, strict=True)])),
-                "efficiency": asdict(
-                    spread([m.efficiency(g) for m, g in zip(ms, gs, strict=True)])
-                ),
+                "bound": asdict(spread([m.bound() for m in ms])),
+                "efficiency": asdict(spread([m.efficiency() for m in ms])),
                 "verify_ratio": asdict(spread([m.verify_ratio for m in ms])),
-                "refined_bound": asdict(
-                    spread([m.refined_bound(g) for m, g in zip(ms, gs, strict=True)])
-                ),
-                "loop_efficiency": asdict(
-                    spread([m.loop_efficiency(g) for m, g in zip(ms, gs, strict=True)])
-                ),
+                "refined_bound": asdict(spread([m.refined_bound() for m in ms])),
+                "loop_efficiency": asdict(spread([m.loop_efficiency() for m in ms])),
                 "alpha": asdict(spread([m.alpha for m in ms if m.alpha == m.alpha] or [0.0])),
                 "cost_ratio": asdict(spread([m.cost_ratio for m in ms])),
                 "tokens_per_second": asdict(spread([m.tokens_per_second for m in ms])),

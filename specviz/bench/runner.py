@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import torch
@@ -33,11 +33,6 @@ class BenchSetting:
     exit_layer: int = 8
     policy: str = "fixed"  # "fixed", "heuristic", "theory" or "confidence" (see POLICIES)
 
-    @property
-    def theory_gamma_is_fixed(self) -> bool:
-        """Whether every round drafts `gamma` tokens (then the bound uses it as is)."""
-        return self.policy == "fixed"
-
 
 # gamma policies of the bench: the first three are specviz.policies; "confidence" drafts up to
 # gamma tokens but stops after one whose draft top probability is below CONFIDENCE (the same
@@ -62,7 +57,6 @@ class Record:
     def to_dict(self) -> dict[str, object]:
         """Plain data for JSON."""
         m = self.metrics
-        gamma = m.theory_gamma(self.setting.gamma, self.setting.theory_gamma_is_fixed)
         derived = {
             "mean_gamma": m.mean_gamma,
             "tokens_per_second": m.tokens_per_second,
@@ -72,11 +66,11 @@ class Record:
             "tokens_per_round": m.tokens_per_round,
             "cost_ratio": m.cost_ratio,
             "speedup": m.speedup,
-            "bound": m.bound(gamma),
-            "efficiency": m.efficiency(gamma),
+            "bound": m.bound(),
+            "efficiency": m.efficiency(),
             "verify_ratio": m.verify_ratio,
-            "refined_bound": m.refined_bound(gamma),
-            "loop_efficiency": m.loop_efficiency(gamma),
+            "refined_bound": m.refined_bound(),
+            "loop_efficiency": m.loop_efficiency(),
         }
         return {
             "request_id": self.request_id,
@@ -88,6 +82,21 @@ class Record:
             "hf_tokens": self.hf_tokens,
             "hf_identical": self.hf_identical,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Record:
+        """Inverse of to_dict (derived metrics are recomputed, not read back)."""
+        raw = {f.name: data["metrics"][f.name] for f in fields(RequestMetrics)}
+        return cls(
+            request_id=data["request_id"],
+            category=data["category"],
+            setting=BenchSetting(**data["setting"]),
+            repetition=data["repetition"],
+            metrics=RequestMetrics(**raw),
+            hf_latency=data["hf_latency"],
+            hf_tokens=data["hf_tokens"],
+            hf_identical=data["hf_identical"],
+        )
 
 
 def _drafter(setting: BenchSetting, target: Any, draft: Any, sampling: SamplingConfig) -> Drafter:
