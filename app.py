@@ -27,6 +27,7 @@ from specviz.app_state import (
     make_drafter,
     parameter_counts,
 )
+from specviz.bench.saved import load_result_view
 from specviz.events import write_jsonl
 from specviz.generate import autoregressive_stream, speculative_stream
 from specviz.lab import DEFAULT_N, MODELS, LabProgress, LabRequest, run_lab
@@ -226,6 +227,17 @@ class SpecVizApp:
             log.exception("equivalence lab failed")
             raise gr.Error(f"{type(err).__name__}: {err}") from None
 
+    def bench_result(self, path: str | None, upload: str | None) -> list[Any]:
+        """A saved benchmark result's figures and tables (an upload wins over the dropdown)."""
+        chosen = upload or path
+        if not chosen:
+            raise gr.Error("choose a saved result or upload a `specviz bench --out` JSON")
+        try:
+            figs, tables = load_result_view(chosen)
+        except ValueError as err:
+            raise gr.Error(str(err)) from None
+        return [*figs, tables]
+
     def build(self) -> gr.Blocks:
         """The Blocks UI and its event wiring."""
         with gr.Blocks(title="specviz: speculative decoding, token by token") as demo:
@@ -260,6 +272,9 @@ class SpecVizApp:
         o["lab_run"].click(self.lab, lab_in, lab_out, api_name="lab", **one)
         o["lab_pair"].change(DEFAULT_N.get, o["lab_pair"], o["lab_n"], api_name=False)
         c["exit_layer"].change(early_exit_note, c["exit_layer"], c["exit_note"], api_name=False)
+        bench_in, bench_out = [o["bench_path"], o["bench_upload"]], [*o["bench_plots"]]
+        bench_out.append(o["bench_tables"])
+        o["bench_show"].click(self.bench_result, bench_in, bench_out, api_name="bench_result")
 
     def launch(self, demo: gr.Blocks, host: str, port: int, **kwargs: Any) -> Any:
         """Queue (bounded) and serve on host:port with the app's CSS, no share link."""

@@ -8,10 +8,13 @@ import gradio as gr
 
 from specviz import views
 from specviz.app_state import early_exit_note
+from specviz.bench.saved import saved_results
 from specviz.lab import DEFAULT_N, PAIRS, REAL, TOY, mutant_choices
 from specviz.models import DTYPES
 from specviz.views.form import DEFAULTS, DRAFTERS, MODEL, POLICIES
 from specviz.views.page import CLICK_JS, LAB_INTRO, MUTANT_NOTE
+
+BENCH_FIGURES = 5  # speedup by workload, gamma curves, alpha, latency CDF, batch step time
 
 
 def controls(d: dict[str, str], prompts: dict[str, str]) -> dict[str, Any]:
@@ -82,7 +85,26 @@ def outputs() -> dict[str, Any]:
         o["race"] = gr.HTML(views.race_html({}, {}, False), elem_id="sv-race")
     with gr.Tab("Equivalence lab", elem_id="sv-lab-tab"):
         lab_panel(o)
+    with gr.Tab("Benchmark results", elem_id="sv-bench-tab"):
+        bench_panel(o)
     return o
+
+
+def bench_panel(o: dict[str, Any]) -> None:
+    """A saved `specviz bench` result: the same plots and tables as its HTML report."""
+    saved = saved_results()
+    gr.Markdown(
+        "Plots and tables of a saved `specviz bench --out result.json` run "
+        "(the repository's `benchmarks/results/` are listed; or upload one)."
+    )
+    with gr.Row():
+        o["bench_path"] = gr.Dropdown(
+            saved, value=saved[0] if saved else None, label="saved result", allow_custom_value=True
+        )
+        o["bench_upload"] = gr.File(file_types=[".json"], label="or upload a result JSON")
+    o["bench_show"] = gr.Button("Show result", elem_id="sv-bench-show")
+    o["bench_plots"] = [gr.Plot(label=f"figure {i + 1}") for i in range(BENCH_FIGURES)]
+    o["bench_tables"] = gr.Markdown(elem_id="sv-bench-tables")
 
 
 def lab_panel(o: dict[str, Any]) -> None:

@@ -11,12 +11,16 @@ from html import unescape
 from pathlib import Path
 from typing import Any
 
+import gradio as gr
 import pytest
 
 import app as specviz_app
 from app import SpecVizApp
 from specviz import early_exit
 from specviz.app_state import PairCache, early_exit_note
+from specviz.bench.metrics import RequestMetrics
+from specviz.bench.report import summarize
+from specviz.bench.runner import BenchSetting, Record
 from specviz.events import read_jsonl
 from specviz.lab import MODELS, REAL, TOY, LabRequest, equivalence_tests, samplers, toy_pair
 from specviz.models import ModelLoadError
@@ -352,3 +356,36 @@ def test_lab_on_the_model_pair_and_its_errors(app: SpecVizApp, model_dirs: tuple
     ngram = lab_values(model_dirs, MODELS, MUTANTS[0].name, 20, drafter=NGRAM)
     with pytest.raises(gr.Error, match="n-gram lookup has no model to break"):
         list(app.lab(*ngram))
+
+
+def test_benchmark_tab_shows_a_saved_result_and_refuses_bad_files(
+    app: SpecVizApp, tmp_path: Path
+) -> None:
+    setting = BenchSetting(drafter="model", gamma=2, temperature=0.0, draft_name="bundled")
+    metrics = RequestMetrics(
+        latency=1.0, plain_latency=1.5, tokens=10, rounds=5, proposed=10, accepted=5,
+        rejected=3, draft_seconds=0.1, draft_calls=10, target_seconds=0.8,
+    )  # fmt: skip
+    records = [
+        Record(
+            request_id="c-1",
+            category="code",
+            setting=setting,
+            repetition=0,
+            metrics=metrics,
+            hf_latency=1.1,
+            hf_tokens=10,
+            hf_identical=True,
+        )
+    ]
+    saved = tmp_path / "run.json"
+    payload = {"meta": {"command": "specviz bench"}, "summary": summarize(records, 0.1)}
+    payload |= {"records": [r.to_dict() for r in records], "batch_step_seconds": [[1, 0.05]]}
+    saved.write_text(json.dumps(payload))
+    shown = app.bench_result(None, str(saved))
+    assert len(shown) == 6 and "| code | 0 | model γ=2 | 1 |" in shown[-1]
+    with pytest.raises(gr.Error, match="choose a saved result"):
+        app.bench_result(None, None)
+    (tmp_path / "bad.json").write_text("[]")
+    with pytest.raises(gr.Error, match="not a specviz bench result"):
+        app.bench_result(str(tmp_path / "bad.json"), None)

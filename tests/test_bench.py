@@ -8,6 +8,7 @@ import pytest
 
 from specviz.bench.markdown import render, resummarized
 from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, spread
+from specviz.bench.saved import load_result_view
 from specviz.bench.workloads import WORKLOADS, load_requests
 from specviz.cli import main
 from specviz.theory import speedup_bound
@@ -123,8 +124,21 @@ def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -
     assert "plotly" in html.read_text()[:5_000_000] and "speedup" in capsys.readouterr().out
     again = resummarized(result)  # the raw records alone rebuild every summary
     assert again["summary"] == result["summary"] and again["gamma_curves"] == result["gamma_curves"]
+    figs, tables = load_result_view(out)  # what the app's "Benchmark results" tab shows
+    assert len(figs) == 5 and tables.startswith("## b")
     md = render(result, "tiny")
     assert result["meta"]["command"] in md and md.count("\n| code |") >= len(result["summary"])
+
+
+def test_a_file_that_is_not_a_result_is_refused_readably(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError, match="no such file"):
+        load_result_view(tmp_path / "nope.json")
+    (tmp_path / "x.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"x\.json is not JSON"):
+        load_result_view(tmp_path / "x.json")
+    (tmp_path / "y.json").write_text('{"meta": {}}')
+    with pytest.raises(ValueError, match=r"not a specviz bench result \(missing summary, records"):
+        load_result_view(tmp_path / "y.json")
 
 
 def test_bench_rejects_bad_flags(capsys) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,44 @@
+"""A saved `specviz bench` result, re-read for viewing: the report's figures and tables."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import plotly.graph_objects as go
+
+from specviz.bench.markdown import render, resummarized
+from specviz.bench.report import figures
+from specviz.bench.runner import Record
+
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+
+
+def saved_results(folder: Path = RESULTS_DIR) -> list[str]:
+    """The JSON results in folder (the repo's benchmarks/results by default), sorted."""
+    return sorted(str(p) for p in folder.glob("*.json")) if folder.is_dir() else []
+
+
+def load_result_view(path: str | Path) -> tuple[list[go.Figure], str]:
+    """The five report figures and the Markdown tables of one saved result.
+
+    Raises ValueError with what is wrong when path is not a bench result.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise ValueError(f"no such file: {file} (choose a JSON written by `specviz bench --out`)")
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{file.name} is not JSON: {err}") from None
+    missing = [
+        k for k in ("meta", "summary", "records") if not isinstance(data, dict) or k not in data
+    ]
+    if missing:
+        raise ValueError(
+            f"{file.name} is not a specviz bench result (missing {', '.join(missing)})"
+        )
+    result = resummarized(data)
+    records = [Record.from_dict(r) for r in data["records"]]
+    batch = [(int(b), float(t)) for b, t in data.get("batch_step_seconds", [])]
+    return figures(records, result["gamma_curves"], batch), render(result, file.stem)
