@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shlex
 import sys
 from pathlib import Path
 
@@ -165,7 +166,7 @@ def run_bench(args: argparse.Namespace) -> int:
         "cpu": cpu_name(),
         "device": args.device,
         "dtype": args.dtype,
-        "command": " ".join(sys.argv),
+        "command": shlex.join(["specviz", *sys.argv[1:]]),
     }
     payload = {
         "meta": meta,

@@ -7,6 +7,7 @@ Every number comes from the JSON files; nothing is typed in by hand.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -157,7 +158,8 @@ def resummarized(result: dict[str, Any]) -> dict[str, Any]:
 def render(result: dict[str, Any], title: str) -> str:
     """One run as a Markdown section."""
     meta = result["meta"]
-    out = [f"## {title}", "", f"```bash\n{meta['command']}\n```", ""]
+    command = re.sub(r"^\S*(__main__\.py|specviz)\s", "specviz ", meta["command"])
+    out = [f"## {title}", "", f"```bash\n{command}\n```", ""]
     out += [
         ", ".join(
             f"{k}: {meta[k]}"
