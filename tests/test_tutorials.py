@@ -16,11 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jupytext  # the dev extra installs these: a missing one fails, it does not skip
+import nbclient
+import nbformat
 import pytest
-
-nbformat = pytest.importorskip("nbformat")
-jupytext = pytest.importorskip("jupytext")
-nbclient = pytest.importorskip("nbclient")
 
 TUTORIALS = Path(__file__).resolve().parent.parent / "tutorials"
 NOTEBOOKS = sorted(TUTORIALS.glob("[0-9][0-9]_*.ipynb"))
