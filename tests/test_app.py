@@ -156,8 +156,9 @@ def test_early_exit_drafts_with_the_targets_own_layers(
     assert sum(r.draft_forward_calls for r in run.rounds) > 0
     bad = list(app.generate(*inputs(dirs, drafter=EARLY_EXIT, exit_layer=2)))[-1][2]
     assert "exit layer k must be in [1, 1]" in unescape(bad)
-    assert "no trained adapter" in early_exit_note(8)
-    monkeypatch.setattr(early_exit, "ADAPTERS", tmp_path)  # a trained adapter appears
+    assert "uses the trained adapter `adapter_k8.safetensors`" in early_exit_note(8)  # shipped
+    monkeypatch.setattr(early_exit, "ADAPTERS", tmp_path)  # no adapters, then one appears
+    assert "no trained adapter" in early_exit_note(1)
     from safetensors.torch import save_file
 
     save_file(early_exit.Adapter(4).state_dict(), tmp_path / "adapter_k1.safetensors")
