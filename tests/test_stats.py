@@ -14,7 +14,7 @@ from specviz.decoding import SpeculativeDecoder
 from specviz.drafters import ModelDrafter
 from specviz.events import Event, RoundSummary
 from specviz.stats.laws import EXACT_VARIANT, Variant, exact_law
-from specviz.stats.mutants import MUTANTS
+from specviz.stats.mutants import MUTANTS, SHOWS_IN
 from specviz.stats.suite import (
     acceptance_vs_logged,
     accepted_length_vs_theory,
@@ -32,18 +32,6 @@ from .conftest import PairFactory
 ALPHA = 0.01
 PROMPT = [1, 2]
 SETTINGS = {s.name: s for s in default_settings(stop_id=0)}
-# the setting in which each known bug shows (at T = 1 the warping bugs are harmless by design)
-CATCHES = {
-    "greedy_draft_softmax_q": "gamma=2 T=0.7 top_p=0.8",
-    "unprocessed_q": "gamma=2 T=0.7 top_p=0.8",
-    "residual_is_p": "gamma=4 T=1",
-    "bonus_from_q": "gamma=1 T=1",
-    "target_unwarped": "gamma=4 T=0.5",
-    "cache_one_too_few": "gamma=2 T=0.7 top_p=0.8",
-    "cache_one_too_many": "gamma=2 T=0.7 top_p=0.8",
-    "same_uniform": "gamma=4 T=1",
-    "accept_all": "gamma=4 T=1",
-}
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +71,7 @@ def test_each_setting_drafts_its_full_gamma_in_the_first_round(toy) -> None:  # 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
 def test_each_mutant_is_rejected(toy, mutant: Variant) -> None:  # type: ignore[no-untyped-def]
     target, draft = toy
-    setting = SETTINGS[CATCHES[mutant.name]]
+    setting = SETTINGS[SHOWS_IN[mutant.name]]
     results = family_adjusted(
         check_setting(target, draft, PROMPT, setting, n=3000, alpha=ALPHA, variant=mutant)
     )

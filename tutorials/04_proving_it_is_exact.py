@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from specviz.stats.laws import EXACT_VARIANT, draw, exact_law, speculative_sampler
-from specviz.stats.mutants import MUTANTS
+from specviz.stats.mutants import MUTANTS, SHOWS_IN
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 from specviz.stats.testing import (
     chi2_power,
@@ -139,17 +139,6 @@ print(f"\nrejected: {sum(r.reject for r in adjusted)} of {len(adjusted)} tests")
 # with the noncentrality of the $\chi^2$ estimated as $G - \text{df}$.
 
 # %%
-CATCHES = {
-    "greedy_draft_softmax_q": "gamma=2 T=0.7 top_p=0.8",
-    "unprocessed_q": "gamma=2 T=0.7 top_p=0.8",
-    "residual_is_p": "gamma=4 T=1",
-    "bonus_from_q": "gamma=1 T=1",
-    "target_unwarped": "gamma=4 T=0.5",
-    "cache_one_too_few": "gamma=2 T=0.7 top_p=0.8",
-    "cache_one_too_many": "gamma=2 T=0.7 top_p=0.8",
-    "same_uniform": "gamma=4 T=1",
-    "accept_all": "gamma=4 T=1",
-}
 LAWS = {
     name: exact_law(target, PROMPT, SETTINGS[name].k, SETTINGS[name].sampling) for name in CHECKED
 }
@@ -173,7 +162,7 @@ def sample_outcomes(variant, setting_name, n, first_seed=0):
 mutant_rows = []
 mutant_samples = {}
 for variant in MUTANTS:
-    setting = CATCHES[variant.name]
+    setting = SHOWS_IN[variant.name]
     outcomes = sample_outcomes(variant, setting, N)
     mutant_samples[variant.name] = outcomes
     result = goodness_of_fit(outcomes, LAWS[setting], alpha=ALPHA)

@@ -139,3 +139,17 @@ MUTANTS: tuple[Variant, ...] = (
         rule=AcceptanceRule(acceptance_prob=lambda p, q: torch.ones_like(p)),
     ),
 )
+
+# The setting of suite.default_settings() in which each bug shows (at T = 1 without filters the
+# warping bugs are the real sampler, so they need warping to be caught).
+SHOWS_IN: dict[str, str] = {
+    "greedy_draft_softmax_q": "gamma=2 T=0.7 top_p=0.8",
+    "unprocessed_q": "gamma=2 T=0.7 top_p=0.8",
+    "residual_is_p": "gamma=4 T=1",
+    "bonus_from_q": "gamma=1 T=1",
+    "target_unwarped": "gamma=4 T=0.5",
+    "cache_one_too_few": "gamma=2 T=0.7 top_p=0.8",
+    "cache_one_too_many": "gamma=2 T=0.7 top_p=0.8",
+    "same_uniform": "gamma=4 T=1",
+    "accept_all": "gamma=4 T=1",
+}
