@@ -25,24 +25,31 @@ class KVCache:
         is_hf = isinstance(config, PretrainedConfig)
         self.kv = DynamicCache(config=config) if is_hf else DynamicCache()  # toy models: lazy
         self._kwarg = cache_kwarg(model)
+        self._trims = "logits_to_keep" in inspect.signature(model.forward).parameters
 
     def __len__(self) -> int:
         """Number of token positions currently cached."""
         return int(self.kv.get_seq_length())
 
     @torch.no_grad()
-    def forward(self, input_ids: Tensor) -> Tensor:
-        """Feed new tokens (T,) after the cached ones; returns logits (T, V), extends the cache."""
+    def forward(self, input_ids: Tensor, keep: int = 0) -> Tensor:
+        """Feed new tokens (T,) after the cached ones, extending the cache.
+
+        Returns logits (T, V), or (keep, V) for the last `keep` positions only: the output head
+        is then not computed for the others (a prompt prefill needs none of them).
+        """
         start = len(self)
         positions = torch.arange(start, start + input_ids.shape[0], device=input_ids.device)
+        extra = {"logits_to_keep": keep} if self._trims and keep else {}
         out = self.model(
             input_ids=input_ids[None],  # (1, T)
             position_ids=positions[None],  # (1, T)
             use_cache=True,
             **{self._kwarg: self.kv},
+            **extra,
         )
-        logits: Tensor = out.logits[0]  # (T, V)
-        return logits
+        logits: Tensor = out.logits[0]  # (T, V) or (keep, V)
+        return logits[-keep:] if keep else logits
 
     def crop(self, length: int) -> None:
         """Roll back to the first `length` positions (no-op if it holds no more than that)."""

@@ -57,12 +57,12 @@ def autoregressive_events(
     cache, generator, ids = KVCache(target), make_generator(sampling, device), list(prompt_ids)
     start = clock(device)
     if len(ids) > 1:
-        cache.forward(torch.tensor(ids[:-1], device=device))
+        cache.forward(torch.tensor(ids[:-1], device=device), keep=1)
     yield Prefill(prompt_tokens=len(ids), target_seconds=clock(device) - start, draft_seconds=0.0)
     reason = "max_new_tokens"
     for position in range(max_new_tokens):
         t0 = clock(device)
-        logits = cache.forward(torch.tensor(ids[len(cache) :], device=device))[-1]  # (V,)
+        logits = cache.forward(torch.tensor(ids[len(cache) :], device=device), keep=1)[-1]  # (V,)
         p = logits_to_probs(logits, sampling)
         token = sample(p, generator)
         yield Sampled(
@@ -131,7 +131,7 @@ class SpeculativeDecoder:
         t0 = clock(self.device)
         prefix = self.ids[:-1]
         if prefix:
-            self.target_cache.forward(torch.tensor(prefix, device=self.device))
+            self.target_cache.forward(torch.tensor(prefix, device=self.device), keep=1)
         t1 = clock(self.device)
         self.drafter.prefill(prefix)
         t2 = clock(self.device)
@@ -177,9 +177,9 @@ class SpeculativeDecoder:
     def _score(self, draft_tokens: Tensor) -> Tensor:
         """p_target (k+1, V) for each draft position and the bonus position, in one pass."""
         fresh = torch.tensor(self.ids[len(self.target_cache) :], device=self.device)
-        logits = self.target_cache.forward(torch.cat([fresh, draft_tokens.to(self.device)]))
         k = draft_tokens.shape[0]
-        return self.warp_target(logits[-(k + 1) :])  # (k+1, V)
+        tokens = torch.cat([fresh, draft_tokens.to(self.device)])
+        return self.warp_target(self.target_cache.forward(tokens, keep=k + 1))  # (k+1, V)
 
     def warp_target(self, logits: Tensor) -> Tensor:
         """Target logits (..., V) → p_target with the same warping the drafter used."""

@@ -68,7 +68,7 @@ class ModelDrafter:
     def prefill(self, prefix: list[int]) -> None:
         """Cache the draft's keys/values for prefix."""
         if prefix:
-            self.cache.forward(torch.tensor(prefix, device=self.device))
+            self.cache.forward(torch.tensor(prefix, device=self.device), keep=1)
 
     def propose(
         self,
@@ -82,7 +82,7 @@ class ModelDrafter:
         tokens: list[int] = []
         rows: list[Tensor] = []
         for _ in range(gamma):
-            logits = self.cache.forward(torch.tensor(pending, device=self.device))[-1]  # (V,)
+            logits = self.cache.forward(torch.tensor(pending, device=self.device), keep=1)[-1]
             token, q = self.draw(logits[: self.vocab_size], generator)
             tokens.append(token)
             rows.append(q)

@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import Protocol
 
 from specviz.events import RoundSummary
-from specviz.theory import optimal_gamma
+from specviz.theory import expected_tokens_per_round
 
 
 class GammaPolicy(Protocol):
     """Chooses gamma before each round and learns from each round's summary."""
 
     def next_gamma(self) -> int:
-        """Gamma for the coming round (>= 1)."""
+        """Gamma for the coming round (>= 0; 0 makes the round a plain target step)."""
 
     def update(self, summary: RoundSummary) -> None:
         """Observe the round that just ended."""
@@ -60,16 +60,64 @@ class HeuristicGamma:
         self.gamma = min(self.max_gamma, self.gamma + 2) if full else max(1, self.gamma - 1)
 
 
-class TheoryGamma:
-    """Gamma maximising the Leviathan bound for the running alpha and cost-ratio estimates."""
+class LineFit:
+    """Least-squares line seconds = a + b k over (k, seconds) points, with b clamped at >= 0."""
 
-    def __init__(self, start: int = 4, max_gamma: int = 16, prior_rounds: float = 2.0) -> None:
+    def __init__(self) -> None:
+        """No points yet."""
+        self.n = self.sk = self.skk = self.st = self.skt = 0.0
+        self.ks: set[int] = set()
+
+    def add(self, k: int, seconds: float) -> None:
+        """Add one observation."""
+        self.n += 1
+        self.sk, self.skk = self.sk + k, self.skk + k * k
+        self.st, self.skt = self.st + seconds, self.skt + k * seconds
+        self.ks.add(k)
+
+    @property
+    def identified(self) -> bool:
+        """True once two different k were seen (the slope is then estimable)."""
+        return len(self.ks) > 1
+
+    def slope(self) -> float:
+        """b (seconds per extra token), 0 until identified."""
+        spread = self.n * self.skk - self.sk**2
+        if not self.identified or spread <= 0:
+            return 0.0
+        return max(0.0, (self.n * self.skt - self.sk * self.st) / spread)
+
+    def __call__(self, k: float) -> float:
+        """Predicted seconds at k (mean seconds while the slope is unknown)."""
+        if not self.n:
+            return 0.0
+        b = self.slope()
+        return max((self.st - b * self.sk) / self.n + b * k, 1e-9)
+
+
+class TheoryGamma:
+    """Gamma (0 = a plain target step) maximising predicted tokens per second.
+
+    A round drafts gamma tokens at t_draft seconds each and verifies gamma + 1 tokens in one
+    target pass of a + b (gamma + 1) seconds, with a and b fitted online; it emits
+    E(alpha, gamma) tokens (Leviathan et al.'s closed form). b is what the r = 1 bound ignores:
+    ~0 on a bandwidth-bound GPU, large on a CPU. gamma = 0 (plain decoding) wins when no
+    gamma > 0 is predicted to beat a single-token pass. Every `probe_every`-th round tries the
+    other side (0 against the best gamma > 0) so that alpha and b stay measured.
+    """
+
+    def __init__(
+        self, start: int = 4, max_gamma: int = 16, prior_rounds: float = 2.0, probe_every: int = 8
+    ) -> None:
         """Start at `start`; alpha is shrunk toward 0.5 by prior_rounds pseudo-rounds."""
         if not 1 <= start <= max_gamma:
             raise ValueError(f"need 1 <= start <= max_gamma (got start={start}, max={max_gamma})")
-        self.gamma, self.max_gamma, self.prior = start, max_gamma, prior_rounds
-        self.accepted = self.verified = 0.0
-        self.draft_seconds = self.draft_calls = self.target_seconds = self.rounds = 0.0
+        if probe_every < 2:
+            raise ValueError(f"probe_every must be >= 2 (got {probe_every})")
+        self.gamma, self.start, self.max_gamma = start, start, max_gamma
+        self.prior, self.probe_every, self.since_probe = prior_rounds, probe_every, 0
+        self.accepted = self.verified = self.draft_seconds = self.draft_calls = 0.0
+        self.verify_seconds = LineFit()  # target seconds per round against tokens scored
 
     @property
     def alpha(self) -> float:
@@ -77,27 +125,52 @@ class TheoryGamma:
         return (self.accepted + 0.5 * self.prior) / (self.verified + self.prior)
 
     @property
+    def draft_step_seconds(self) -> float:
+        """Measured seconds per draft forward (0 for a free drafter)."""
+        return self.draft_seconds / self.draft_calls if self.draft_calls else 0.0
+
+    @property
     def cost_ratio(self) -> float:
-        """Running c = seconds per draft forward / seconds per target forward."""
-        if not self.draft_calls or not self.target_seconds:
-            return 0.0
-        return (self.draft_seconds / self.draft_calls) / (self.target_seconds / self.rounds)
+        """Running c = seconds per draft forward / seconds per 1-token target pass."""
+        one = self.verify_seconds(1)
+        return self.draft_step_seconds / one if one else 0.0
+
+    def verify_ratio(self, gamma: int) -> float:
+        """Running r = seconds to verify gamma drafts / seconds for a 1-token target pass."""
+        one = self.verify_seconds(1)
+        return self.verify_seconds(gamma + 1) / one if one else 1.0
+
+    def tokens_per_second(self, gamma: int) -> float:
+        """Predicted emitted tokens per second when drafting gamma tokens a round."""
+        tokens = expected_tokens_per_round(min(self.alpha, 0.999), gamma) if gamma else 1.0
+        seconds = gamma * self.draft_step_seconds + self.verify_seconds(gamma + 1)
+        return tokens / seconds
 
     def next_gamma(self) -> int:
-        """argmax over gamma of the speedup bound at the current estimates."""
+        """Gamma for the coming round."""
         return self.gamma
 
     def update(self, summary: RoundSummary) -> None:
         """Fold in the round's acceptance and timings, then re-optimise gamma."""
-        rejected = 1 if summary.accepted < summary.proposed else 0
-        self.accepted += summary.accepted
-        self.verified += summary.accepted + rejected
-        self.draft_seconds += summary.draft_seconds
-        self.draft_calls += summary.draft_forward_calls
-        self.target_seconds += summary.target_seconds
-        self.rounds += 1
-        alpha = min(self.alpha, 0.999)
-        self.gamma = optimal_gamma(alpha, self.cost_ratio, self.max_gamma)
+        if summary.proposed:
+            rejected = 1 if summary.accepted < summary.proposed else 0
+            self.accepted += summary.accepted
+            self.verified += summary.accepted + rejected
+            self.draft_seconds += summary.draft_seconds
+            self.draft_calls += summary.draft_forward_calls
+        self.verify_seconds.add(summary.proposed + 1, summary.target_seconds)
+        self.gamma = self._choose()
+
+    def _choose(self) -> int:
+        """argmax of tokens_per_second, or the probe that keeps the estimates alive."""
+        self.since_probe += 1
+        if not self.verify_seconds.identified:  # need a 1-token and a wider pass
+            return 0 if self.verify_seconds.ks != {1} else self.start
+        best = max(range(self.max_gamma + 1), key=self.tokens_per_second)
+        if self.since_probe < self.probe_every:
+            return best
+        self.since_probe = 0
+        return max(range(1, self.max_gamma + 1), key=self.tokens_per_second) if best == 0 else 0
 
 
 def make_policy(name: str, gamma: int) -> GammaPolicy:

@@ -12,6 +12,7 @@ from specviz.ngram import NgramDrafter
 from specviz.policies import FixedGamma, HeuristicGamma, TheoryGamma, make_policy
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 from specviz.stats.toy import random_pair
+from specviz.theory import expected_tokens_per_round
 
 from .conftest import PairFactory
 
@@ -40,15 +41,61 @@ def test_heuristic_schedule_matches_transformers() -> None:
     assert policy.next_gamma() == 1
 
 
-def test_theory_policy_follows_the_bound() -> None:
+def _simulate(
+    policy: TheoryGamma, *, keep: bool, draft: float, a: float, b: float, rounds: int = 60
+) -> list[int]:
+    """Feed the policy rounds whose target pass costs a + b k seconds; returns gammas used."""
+    used = []
+    for _ in range(rounds):
+        g = policy.next_gamma()
+        used.append(g)
+        policy.update(
+            RoundSummary(
+                round=0,
+                gamma=g,
+                proposed=g,
+                accepted=g if keep else 0,
+                emitted=(g if keep else 0) + 1,
+                draft_seconds=draft * g,
+                target_seconds=a + b * (g + 1),
+                draft_forward_calls=g,
+            )
+        )
+    return used
+
+
+def test_theory_policy_follows_the_bound_when_verification_is_free() -> None:
     high = TheoryGamma(start=2)
-    for _ in range(30):
-        high.update(_summary(2, 2, 2))  # every draft kept, c = 0.1
-    low = TheoryGamma(start=6)
-    for _ in range(30):
-        low.update(_summary(6, 6, 0))  # nothing kept
-    assert high.next_gamma() > 4 and low.next_gamma() == 1
-    assert high.cost_ratio == pytest.approx(0.1)
+    used = _simulate(high, keep=True, draft=0.01, a=0.1, b=0.0)  # every draft kept, c = 0.1
+    assert high.cost_ratio == pytest.approx(0.1) and high.verify_ratio(8) == pytest.approx(1.0)
+    assert used[:2] == [2, 0]  # start, then a 1-token pass to learn the cost line
+    assert used[-1] > 4 and used.count(0) <= 60 // 8 + 1
+
+
+def test_theory_policy_falls_back_to_plain_steps_and_keeps_probing() -> None:
+    low = TheoryGamma(start=6, probe_every=8)
+    used = _simulate(low, keep=False, draft=0.01, a=0.1, b=0.0)  # nothing kept
+    assert low.alpha < 0.1
+    late = used[20:]
+    assert late.count(0) >= len(late) * 6 // 8  # plain steps, as no gamma > 0 pays
+    assert 1 <= sum(g > 0 for g in late) <= len(late) // 8 + 1  # but alpha is still re-measured
+
+
+def test_theory_policy_prices_wide_verification() -> None:
+    """A free drafter with a costly verification pass: the r = 1 bound would pick max_gamma."""
+    policy = TheoryGamma(start=4, max_gamma=16)
+    _simulate(policy, keep=True, draft=0.0, a=0.05, b=0.02, rounds=4)  # alpha ~0.9 after these
+    alpha = policy.alpha
+    predicted = {g: policy.tokens_per_second(g) for g in range(17)}
+    assert policy.verify_seconds.slope() == pytest.approx(0.02)
+    assert policy.verify_ratio(4) == pytest.approx((0.05 + 0.02 * 5) / 0.07)
+    brute = max(
+        range(17),
+        key=lambda g: (
+            expected_tokens_per_round(alpha, g) / (0.05 + 0.02 * (g + 1)) if g else 1 / 0.07
+        ),
+    )
+    assert max(predicted, key=predicted.__getitem__) == brute < 16
 
 
 def test_make_policy_and_bad_values() -> None:
