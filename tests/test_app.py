@@ -36,7 +36,8 @@ pytestmark = [  # gradio's queue calls pandas in ways pandas 3 deprecates: not o
     pytest.mark.filterwarnings("ignore:The copy keyword is deprecated:Warning"),
 ]
 # With these settings the tiny pair shows every outcome: accepted, rejected, resampled, bonus.
-PROMPT, GAMMA, TEMPERATURE, MAX_NEW, SEED = "the cat sat", 4, 1.0, 24, 1
+# seed 3: a run on the toy pair that shows all four outcomes (found by trying seeds 1-29)
+PROMPT, GAMMA, TEMPERATURE, MAX_NEW, SEED = "the cat sat", 4, 1.0, 24, 3
 
 
 @pytest.fixture(scope="session")
@@ -169,7 +170,8 @@ def test_confidence_threshold_cuts_drafts_short(
     app: SpecVizApp, model_dirs: tuple[str, str]
 ) -> None:
     run = list(app.generate(*inputs(model_dirs, confidence=1.0, max_new=8)))[-1][0]
-    assert run.settings["min_confidence"] == 1.0 and {r.proposed for r in run.rounds} == {1}
+    drafted = {r.proposed for r in run.rounds if r.gamma > 0}  # gamma 0: the last token only
+    assert run.settings["min_confidence"] == 1.0 and drafted == {1}
 
 
 def test_gamma_policies_change_gamma_between_rounds(
@@ -228,7 +230,8 @@ def test_export_writes_the_events_and_the_summary(
     events_path, summary_path = app.export(run)
     assert list(read_jsonl(events_path)) == run.log
     summary = json.loads(Path(summary_path).read_text())
-    assert summary["new_tokens"] == MAX_NEW and summary["settings"]["seed"] == SEED
+    emitted = sum(r.emitted for r in run.rounds)
+    assert summary["new_tokens"] == emitted > 0 and summary["settings"]["seed"] == SEED
 
 
 def test_main_serves_locally_without_analytics(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,7 @@ import torch
 
 from specviz.config import SamplingConfig
 from specviz.sampling import logits_to_probs, sample
+from specviz.stats.testing import goodness_of_fit
 
 LOGITS = torch.tensor([2.0, 1.0, 0.5, -1.0, -3.0], dtype=torch.float64)
 
@@ -67,3 +68,25 @@ def test_sample_is_determined_by_the_generator() -> None:
     draws = [sample(probs, torch.Generator().manual_seed(s)) for s in range(50)]
     again = [sample(probs, torch.Generator().manual_seed(s)) for s in range(50)]
     assert draws == again and len(set(draws)) > 1
+
+
+def test_sample_follows_the_distribution_and_never_draws_zero_mass() -> None:
+    """G-test at significance 0.001, fixed seed; negative control: the draws against a wrong law."""
+    probs = torch.tensor([0.0, 0.2, 0.0, 0.5, 0.3, 0.0], dtype=torch.float32)
+    generator = torch.Generator().manual_seed(0)
+    draws = [(sample(probs, generator),) for _ in range(4000)]
+    assert {d[0] for d in draws} == {1, 3, 4}
+    law = {(i,): float(p) for i, p in enumerate(probs.tolist()) if p > 0}
+    assert not goodness_of_fit(draws, law, alpha=0.001).reject
+    wrong = {(1,): 0.25, (3,): 0.45, (4,): 0.3}
+    assert goodness_of_fit(draws, wrong, alpha=0.001).reject
+
+
+def test_sample_at_the_edges_of_the_vocabulary() -> None:
+    one_hot_last = torch.zeros(49_152)
+    one_hot_last[-1] = 1.0
+    one_hot_first = torch.zeros(49_152)
+    one_hot_first[0] = 1.0
+    generator = torch.Generator().manual_seed(1)
+    assert {sample(one_hot_last, generator) for _ in range(50)} == {49_151}
+    assert {sample(one_hot_first, generator) for _ in range(50)} == {0}
