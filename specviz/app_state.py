@@ -18,7 +18,8 @@ from specviz.generate import encode, stop_ids
 from specviz.lab import LabPair, toy_pair
 from specviz.models import ModelPair, load_pair, parse_dtype
 from specviz.ngram import NgramDrafter
-from specviz.views.form import EARLY_EXIT, NGRAM, Settings
+from specviz.trimmed import load_head_tokens
+from specviz.views.form import EARLY_EXIT, NGRAM, TRIMMED, Settings
 
 
 class PairCache:
@@ -64,7 +65,8 @@ def make_drafter(s: Settings, pair: ModelPair) -> Drafter:
     draft = draft_model(s, pair)
     if draft is None:
         return NgramDrafter(vocab, device=device)
-    return ModelDrafter(draft, s.sampling, vocab, min_confidence=s.min_confidence)
+    head = load_head_tokens(draft) if s.drafter == TRIMMED else None
+    return ModelDrafter(draft, s.sampling, vocab, min_confidence=s.min_confidence, head_tokens=head)
 
 
 def early_exit_note(k: Any) -> str:
@@ -101,4 +103,5 @@ def lab_pair(s: Settings, pair: ModelPair | None) -> LabPair:
         target=pair.target, draft=draft_model(s, pair), prompt_ids=encode(pair.tokenizer, s.prompt),
         stop_ids=stop_ids(pair.target, pair.tokenizer), decode=decoder(pair.tokenizer),
         make_ngram=ngram, min_confidence=s.min_confidence,
+        head_tokens=load_head_tokens(pair.draft) if s.drafter == TRIMMED else None,
     )  # fmt: skip

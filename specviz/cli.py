@@ -16,9 +16,10 @@ from specviz.drafters import Drafter, ModelDrafter
 from specviz.early_exit import build_early_exit
 from specviz.events import write_jsonl
 from specviz.generate import GenerationResult, autoregressive_generate, speculative_generate
-from specviz.models import BUNDLED, DTYPES, ModelLoadError, load_pair, parse_dtype
+from specviz.models import BUNDLED, DTYPES, ModelLoadError, load_pair, parse_dtype, resolve
 from specviz.ngram import NgramDrafter
 from specviz.policies import make_policy
+from specviz.trimmed import load_head_tokens
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,9 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--plain", action="store_true", help="plain target decoding (no draft)")
     gen.add_argument(
         "--drafter",
-        choices=["model", "ngram", "early-exit"],
+        choices=["model", "model-trimmed", "ngram", "early-exit"],
         default="model",
-        help="draft model, n-gram lookup, or the target's first --exit-layer layers",
+        help="draft model, the draft model with its head trimmed to its 8,192 top-ranked tokens, "
+        "n-gram lookup, or the target's first --exit-layer layers",
     )
     gen.add_argument("--exit-layer", type=int, default=8, help="layers used by early-exit")
     gen.add_argument("--ngram-max", type=int, default=3, help="longest n-gram to match (ngram)")
@@ -111,7 +113,8 @@ def make_drafter(
     if args.drafter == "early-exit":
         draft, _adapter = build_early_exit(target, args.exit_layer)
     check_pair(target, draft)
-    return ModelDrafter(draft, sampling, vocab, min_confidence=args.confidence)
+    head = load_head_tokens(draft) if args.drafter == "model-trimmed" else None
+    return ModelDrafter(draft, sampling, vocab, min_confidence=args.confidence, head_tokens=head)
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -125,9 +128,11 @@ def run_generate(args: argparse.Namespace) -> int:
     make_policy(args.gamma_policy, speculation.gamma)  # validate before loading models
     if args.drafter == "ngram":
         NgramDrafter(2, max_ngram=args.ngram_max, min_ngram=args.ngram_min)  # validate early
+    if args.drafter == "model-trimmed" and not args.plain:
+        load_head_tokens(resolve(args.draft, "draft", lambda _m: None))  # before loading weights
     pair = load_pair(
         args.target,
-        args.draft if args.drafter == "model" and not args.plain else None,
+        args.draft if args.drafter in ("model", "model-trimmed") and not args.plain else None,
         dtype=parse_dtype(args.dtype),
         device=args.device,
         progress=lambda m: print(m, file=sys.stderr),

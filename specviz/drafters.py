@@ -12,6 +12,7 @@ from torch import Tensor
 from specviz.cache import KVCache
 from specviz.config import SamplingConfig
 from specviz.sampling import logits_to_probs, sample
+from specviz.trimmed import spread, trim_head
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,15 +53,18 @@ class ModelDrafter:
         vocab_size: int,
         make_cache: Callable[[Any], KVCache] = KVCache,
         min_confidence: float = 0.0,
+        head_tokens: Tensor | None = None,
     ) -> None:
         """Wrap model; its distributions are warped by the same sampling config as the target's.
 
         min_confidence: stop drafting after a token whose q has top probability below it.
+        head_tokens (S,): draft only among these ids (q = 0 elsewhere; see specviz.trimmed).
         """
         if not 0.0 <= min_confidence <= 1.0:
             raise ValueError(f"min_confidence must be in [0, 1] (got {min_confidence})")
         self.min_confidence = min_confidence
-        self.cache = make_cache(model)
+        self.head_tokens = None if head_tokens is None else head_tokens.to(model.device)
+        self.cache = make_cache(model if head_tokens is None else trim_head(model, head_tokens))
         self.sampling = sampling
         self.vocab_size = vocab_size
         self.device = model.device
@@ -84,6 +88,11 @@ class ModelDrafter:
         for _ in range(gamma):
             logits = self.cache.forward(torch.tensor(pending, device=self.device), keep=1)[-1]
             token, q = self.draw(logits[: self.vocab_size], generator)
+            if self.head_tokens is not None:  # positions in the trimmed head -> token ids
+                token, q = (
+                    int(self.head_tokens[token]),
+                    spread(q, self.head_tokens, self.vocab_size),
+                )
             tokens.append(token)
             rows.append(q)
             if token in stop_ids or float(q.max()) < self.min_confidence:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.drafters import Drafter, ModelDrafter
@@ -95,6 +96,7 @@ class LabPair:
     decode: Callable[[int], str]
     make_ngram: Callable[[SamplingConfig], Drafter] | None = None
     min_confidence: float = 0.0
+    head_tokens: Tensor | None = None  # the trimmed-head drafter's tokens (specviz.trimmed)
 
 
 def toy_pair() -> LabPair:
@@ -131,7 +133,10 @@ def samplers(
 
     def model_drafter(s: SamplingConfig) -> Drafter:
         cls, cache = variant.drafter_cls, variant.make_cache
-        return cls(pair.draft, s, vocab, make_cache=cache, min_confidence=pair.min_confidence)
+        return cls(
+            pair.draft, s, vocab, make_cache=cache, min_confidence=pair.min_confidence,
+            head_tokens=pair.head_tokens,
+        )  # fmt: skip
 
     spec = speculative_sampler(
         pair.target, pair.draft, pair.prompt_ids, sampling=sampling,

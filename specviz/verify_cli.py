@@ -15,11 +15,12 @@ from specviz.drafters import Drafter
 from specviz.generate import encode
 from specviz.models import BUNDLED, load_pair
 from specviz.ngram import NgramDrafter
-from specviz.stats.laws import EXACT_VARIANT
+from specviz.stats.laws import EXACT_VARIANT, Variant
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.report import table, to_json
 from specviz.stats.suite import Setting, default_settings, run_suite
 from specviz.stats.toy import random_pair
+from specviz.trimmed import load_head_tokens
 
 QUICK = ("gamma=1 T=1", "gamma=4 T=1", "gamma=4 T=0.5", "gamma=2 T=0.7 top_p=0.8")
 
@@ -38,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     ver.add_argument("--n", type=int, default=1500, help="samples per sampler per setting")
     ver.add_argument("--alpha", type=float, default=0.01, help="family-wise significance level")
     ver.add_argument("--settings", choices=["quick", "full"], default="full")
-    ver.add_argument("--drafter", choices=["model", "ngram"], default="model")
+    ver.add_argument("--drafter", choices=["model", "model-trimmed", "ngram"], default="model")
     ver.add_argument("--mutant", choices=[m.name for m in MUTANTS], help="swap in a known bug")
     ver.add_argument("--json", metavar="FILE", help="also write the results as JSON")
 
@@ -54,15 +55,20 @@ def run_verify(args: argparse.Namespace) -> int:
         raise ValueError(f"--n must be at least 10 samples (got {args.n})")
     if not 0 < args.alpha < 1:
         raise ValueError(f"--alpha must be in (0, 1) (got {args.alpha})")
+    if args.pair == "toy" and args.drafter == "model-trimmed":
+        raise ValueError("the toy pair has no output head to trim: use --pair models")
     if args.pair == "toy":
         target, draft = random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
         prompt_ids = [1, 2]
     else:
-        draft_spec = args.draft if args.drafter == "model" else None
+        draft_spec = None if args.drafter == "ngram" else args.draft
         pair = load_pair(args.target, draft_spec, dtype=torch.float32, progress=say)
         target, draft = pair.target, pair.draft
         prompt_ids = encode(pair.tokenizer, args.prompt)
     variant = next((m for m in MUTANTS if m.name == args.mutant), EXACT_VARIANT)
+    make_drafter = _ngram(target) if args.drafter == "ngram" else None
+    if args.drafter == "model-trimmed":
+        make_drafter = _trimmed(target, draft, variant)
     with torch.inference_mode():
         results = run_suite(
             target,
@@ -73,7 +79,7 @@ def run_verify(args: argparse.Namespace) -> int:
             alpha=args.alpha,
             variant=variant,
             progress=progress_bar,
-            make_drafter=_ngram(target) if args.drafter == "ngram" else None,
+            make_drafter=make_drafter,
         )
     print(f"sampler: {variant.name} ({variant.description}); family-wise alpha {args.alpha} (Holm)")
     print(table(results))
@@ -89,3 +95,11 @@ def _ngram(target: Any) -> Callable[[SamplingConfig], Drafter]:
     """A factory of n-gram drafters for the target's vocabulary."""
     vocab = int(target.config.vocab_size)
     return lambda _sampling: NgramDrafter(vocab, max_ngram=3, device=str(target.device))
+
+
+def _trimmed(target: Any, draft: Any, variant: Variant) -> Callable[[SamplingConfig], Drafter]:
+    """A factory of trimmed-head draft-model drafters (the mutant's drafter class, if any)."""
+    vocab, head = int(target.config.vocab_size), load_head_tokens(draft)
+    return lambda sampling: variant.drafter_cls(
+        draft, sampling, vocab, make_cache=variant.make_cache, head_tokens=head
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from specviz.bench.markdown import render, resummarized
 from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, spread
@@ -12,8 +13,9 @@ from specviz.bench.saved import load_result_view
 from specviz.bench.workloads import WORKLOADS, load_requests
 from specviz.cli import main
 from specviz.theory import speedup_bound
+from specviz.trimmed import save_ranking
 
-from .conftest import PairFactory
+from .conftest import VOCAB, PairFactory
 
 
 def _metrics(**overrides: float) -> RequestMetrics:
@@ -73,6 +75,7 @@ def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -
     for name, model in (("t", target), ("d", draft)):
         model.save_pretrained(tmp_path / name)
         tokenizer.save_pretrained(tmp_path / name)
+    save_ranking(torch.arange(VOCAB).flip(0), tmp_path / "d")
     work = tmp_path / "w.jsonl"
     rows = [
         {
@@ -101,22 +104,32 @@ def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -
         "--workloads",
         str(work),
     ]
-    argv += ["--gammas", "1,3", "--drafters", "model,ngram", "--reps", "1", "--batch-sizes", "1,2"]
+    argv += [
+        "--gammas",
+        "1,3",
+        "--drafters",
+        "model,model-trimmed,ngram",
+        "--reps",
+        "1",
+        "--batch-sizes",
+        "1,2",
+    ]
     argv += ["--dtype", "float64", "--out", str(out), "--html", str(html)]
     argv += ["--policies", "fixed,heuristic,confidence", "--start-gamma", "2"]
     assert main(argv) == 0
     result = json.loads(out.read_text())
-    # prompts x (model: 2 fixed gammas + heuristic + confidence; ngram: 2 fixed + heuristic)
-    assert len(result["records"]) == 2 * (4 + 3)
+    # prompts x (model and model-trimmed: 2 fixed gammas + heuristic + confidence; ngram: 2 fixed
+    # + heuristic)
+    assert len(result["records"]) == 2 * (4 + 4 + 3)
     policies = {(r["setting"]["drafter"], r["setting"]["policy"]) for r in result["records"]}
     assert ("ngram", "confidence") not in policies and ("model", "confidence") in policies
     assert all(r["hf_identical"] for r in result["records"])  # T = 0: same tokens as transformers
     for row in result["summary"]:
         assert row["speedup"]["low"] <= row["speedup"]["median"] <= row["speedup"]["high"]
         assert row["cost_per_1k_tokens"]["plain"] > 0
-    assert {c["drafter"] for c in result["gamma_curves"]} == {"model", "ngram"}
+    assert {c["drafter"] for c in result["gamma_curves"]} == {"model", "model-trimmed", "ngram"}
     dynamic = result["policies_vs_best_fixed"]
-    assert len(dynamic) == 3  # model heuristic, model confidence, ngram heuristic
+    assert len(dynamic) == 5  # model(-trimmed) heuristic and confidence, ngram heuristic
     assert {d["start_gamma"] for d in dynamic} == {2}
     for d in dynamic:
         assert d["ratio"] == pytest.approx(d["speedup"] / d["best_fixed_speedup"])
@@ -143,7 +156,8 @@ def test_a_file_that_is_not_a_result_is_refused_readably(tmp_path) -> None:  # t
 
 def test_bench_rejects_bad_flags(capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["bench", "--drafters", "magic"]) == 2
-    assert "--drafters must list some of 'model', 'ngram', 'early-exit'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--drafters must list some of 'model', 'model-trimmed', 'ngram', 'early-exit'" in err
     assert main(["bench", "--policies", "greedy"]) == 2
     assert "--policies must list some of ('fixed', 'heuristic'" in capsys.readouterr().err
     assert main(["bench", "--workloads", "/nope.jsonl", "--no-hf"]) == 2

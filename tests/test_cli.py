@@ -9,13 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from specviz.cli import main
 from specviz.config import SamplingConfig
 from specviz.events import Accepted, read_jsonl
 from specviz.generate import autoregressive_generate
+from specviz.trimmed import save_ranking
 
-from .conftest import PairFactory
+from .conftest import VOCAB, PairFactory
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +27,7 @@ def folders(pair: PairFactory, tokenizer, tmp_path_factory) -> tuple[Path, Path]
     for name, model in (("target", target), ("draft", draft)):
         model.save_pretrained(root / name)
         tokenizer.save_pretrained(root / name)
+    save_ranking(torch.arange(VOCAB).flip(0), root / "draft")  # for --drafter model-trimmed
     return root / "target", root / "draft"
 
 
@@ -158,6 +161,7 @@ def test_verify_rejects_bad_arguments(capsys) -> None:  # type: ignore[no-untype
     "extra",
     [
         ["--drafter", "ngram", "--ngram-max", "2"],
+        ["--drafter", "model-trimmed"],
         ["--gamma-policy", "heuristic", "--confidence", "0.3"],
     ],
 )
@@ -175,6 +179,13 @@ def test_generate_with_other_drafters_and_policies(folders, pair, tokenizer, cap
         max_new_tokens=12,
     )
     assert summary["tokens"] == list(plain.tokens)
+
+
+def test_trimmed_drafter_without_a_ranking_exits_2(folders, capsys) -> None:  # type: ignore[no-untyped-def]
+    target_dir = str(folders[0])  # a folder with a model but no token ranking
+    argv = ["generate", "--target", target_dir, "--draft", target_dir, "--prompt", "ab"]
+    assert main([*argv, "--drafter", "model-trimmed"]) == 2
+    assert "needs token_ranking.safetensors in the draft folder" in capsys.readouterr().err
 
 
 def test_bad_ngram_range_exits_2(folders, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -20,10 +20,19 @@ from specviz.bench.report import (
     policies_vs_best_fixed,
     summarize,
 )
-from specviz.bench.runner import POLICIES, BenchSetting, Record, batch_step_times, run_all
+from specviz.bench.runner import (
+    DRAFTERS,
+    MODEL_DRAFTERS,
+    POLICIES,
+    BenchSetting,
+    Record,
+    batch_step_times,
+    run_all,
+)
 from specviz.bench.workloads import WORKLOADS, load_requests
 from specviz.console import progress_bar, say
-from specviz.models import BUNDLED, DTYPES, load_pair, parse_dtype
+from specviz.models import BUNDLED, DTYPES, load_pair, parse_dtype, resolve
+from specviz.trimmed import load_head_tokens
 
 
 def _ints(text: str) -> list[int]:
@@ -47,7 +56,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     b.add_argument("--limit", type=int, default=0, help="first N prompts of each workload (0: all)")
     b.add_argument("--gammas", type=_ints, default=[4], help="e.g. 1,2,3,4,6,8")
     b.add_argument("--temperatures", type=_floats, default=None, help="default: each prompt's own")
-    b.add_argument("--drafters", default="model", help="comma list of model, ngram, early-exit")
+    b.add_argument(
+        "--drafters",
+        default="model",
+        help="comma list of model, model-trimmed (head cut to 8,192 tokens), ngram, early-exit",
+    )
     b.add_argument(
         "--exit-layer",
         type=_ints,
@@ -75,9 +88,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 def _check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """Validate flags before any model work; returns the drafter and policy names."""
     drafters = [d.strip() for d in args.drafters.split(",") if d.strip()]
-    if not drafters or any(d not in ("model", "ngram", "early-exit") for d in drafters):
+    if not drafters or any(d not in DRAFTERS for d in drafters):
         raise ValueError(
-            f"--drafters must list some of 'model', 'ngram', 'early-exit' (got {args.drafters!r})"
+            f"--drafters must list some of {', '.join(map(repr, DRAFTERS))} (got {args.drafters!r})"
         )
     if not args.gammas or min(args.gammas) < 1:
         raise ValueError(f"--gammas must be integers >= 1 (got {args.gammas})")
@@ -107,7 +120,7 @@ def _settings(
             drafter=d,
             gamma=g,
             temperature=t,
-            draft_name=draft if d == "model" else d,
+            draft_name=draft if d in MODEL_DRAFTERS else d,
             exit_layer=k,
             policy=p,
         )
@@ -125,6 +138,9 @@ def run_bench(args: argparse.Namespace) -> int:
     requests = [r for w in args.workloads.split(",") for r in _limit(load_requests(w), args.limit)]
     records: list[Record] = []
     batch: list[tuple[int, float]] = []
+    if "model-trimmed" in drafters:  # the token ranking must exist before any model loads
+        for draft_spec in args.draft or [BUNDLED]:
+            load_head_tokens(resolve(draft_spec, "draft", say))
     for draft_spec in args.draft or [BUNDLED]:
         pair = load_pair(
             args.target,

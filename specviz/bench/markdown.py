@@ -34,7 +34,7 @@ def _setting(s: dict[str, Any]) -> str:
     drafter = s["drafter"]
     if drafter == "early-exit":
         drafter += f" k={s['exit_layer']}"
-    elif drafter == "model" and s["draft_name"] != "bundled":
+    elif drafter in ("model", "model-trimmed") and s["draft_name"] != "bundled":
         drafter += f" ({Path(str(s['draft_name'])).name})"
     policy = "" if s["policy"] == "fixed" else f" {s['policy']} from"
     return f"{drafter}{policy} γ={s['gamma']}"

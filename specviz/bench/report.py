@@ -164,7 +164,7 @@ def figures(
         label = f"{c['workload']} {c['drafter']} T={c['temperature']}"
         if c["drafter"] == "early-exit":
             label += f" k={c['exit_layer']}"
-        elif c["drafter"] == "model" and c["draft_name"] != "bundled":
+        elif c["drafter"] in ("model", "model-trimmed") and c["draft_name"] != "bundled":
             label += f" {c['draft_name']}"
         gamma_fig.add_scatter(x=c["gammas"], y=c["measured_speedup"], name=f"{label} measured")
         gamma_fig.add_scatter(

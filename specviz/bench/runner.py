@@ -20,13 +20,14 @@ from specviz.early_exit import build_early_exit
 from specviz.generate import autoregressive_generate, encode, speculative_generate
 from specviz.ngram import NgramDrafter
 from specviz.policies import GammaPolicy, make_policy
+from specviz.trimmed import load_head_tokens
 
 
 @dataclass(frozen=True, kw_only=True)
 class BenchSetting:
     """One point of a sweep."""
 
-    drafter: str  # "model", "ngram" or "early-exit"
+    drafter: str  # one of DRAFTERS
     gamma: int
     temperature: float
     draft_name: str = "draft"
@@ -38,6 +39,8 @@ class BenchSetting:
 # gamma tokens but stops after one whose draft top probability is below CONFIDENCE (the same
 # rule and default as transformers' assistant_confidence_threshold).
 POLICIES = ("fixed", "heuristic", "theory", "confidence")
+MODEL_DRAFTERS = ("model", "model-trimmed")  # the drafters that use the draft model
+DRAFTERS = (*MODEL_DRAFTERS, "ngram", "early-exit")
 CONFIDENCE = 0.4
 
 
@@ -108,7 +111,8 @@ def _drafter(setting: BenchSetting, target: Any, draft: Any, sampling: SamplingC
     if setting.drafter == "early-exit":
         model, _ = build_early_exit(target, setting.exit_layer)  # shipped adapter for k if any
         return ModelDrafter(model, sampling, vocab, min_confidence=confidence)
-    return ModelDrafter(draft, sampling, vocab, min_confidence=confidence)
+    head = load_head_tokens(draft) if setting.drafter == "model-trimmed" else None
+    return ModelDrafter(draft, sampling, vocab, min_confidence=confidence, head_tokens=head)
 
 
 def _policy(setting: BenchSetting) -> GammaPolicy | None:
@@ -146,7 +150,10 @@ def hf_generate(
 
 
 def has_hf_counterpart(setting: BenchSetting) -> bool:
-    """transformers has no early-exit drafter and no theory-driven gamma."""
+    """transformers has no early-exit drafter and no theory-driven gamma.
+
+    For model-trimmed the comparison is transformers with the same draft and its full head.
+    """
     return setting.drafter != "early-exit" and setting.policy != "theory"
 
 
@@ -170,7 +177,7 @@ def run_request(
         )
         spec = speculative_generate(
             target,
-            draft if setting.drafter == "model" else None,
+            draft if setting.drafter in MODEL_DRAFTERS else None,
             tokenizer,
             prompt_ids,
             sampling=sampling,

@@ -13,6 +13,9 @@ from specviz.bundled import bundled_draft_dir, ensure_bundled_target
 from specviz.train.common import work_dir, write_json_atomic
 from specviz.train.evaluate import load_draft
 from specviz.train.student import student_dir
+from specviz.trimmed import save_ranking
+
+VOCAB = 49_152  # SmolLM2's vocabulary
 
 LOG = logging.getLogger("specviz.train.export")
 
@@ -30,6 +33,24 @@ def teacher_stats() -> dict[str, Any]:
     return {"shards": len(shards), "positions_by_kind": kinds}
 
 
+def token_ranking() -> torch.Tensor:
+    """Every token id (V,), by the target's total probability over the training shards' top-32.
+
+    Held-out shards (index % 20 == 1) are left out; ties (tokens never in any top-32) keep id
+    order. This is the ranking the trimmed-head drafter keeps the start of (specviz.trimmed).
+    """
+    from specviz.train.teacher import shard_dir
+
+    mass = torch.zeros(VOCAB, dtype=torch.float64)
+    for path in sorted(shard_dir().glob("shard_*.pt")):
+        if int(path.stem.split("_")[1]) % 20 == 1:
+            continue
+        for record in torch.load(path, weights_only=False)["records"]:
+            probs = record["logp"].double().exp().flatten()
+            mass.index_add_(0, record["ids"].long().flatten(), probs)
+    return torch.sort(-mass, stable=True).indices
+
+
 def run_export(out: str | None) -> dict[str, Any]:
     """Save the checkpoint's draft (bf16 safetensors + tokenizer) into ``out``; return a summary."""
     from transformers import AutoTokenizer, GenerationConfig
@@ -42,6 +63,7 @@ def run_export(out: str | None) -> dict[str, Any]:
     target = ensure_bundled_target(lambda m: LOG.info("%s", m))
     AutoTokenizer.from_pretrained(target).save_pretrained(folder)
     GenerationConfig.from_pretrained(target).save_pretrained(folder)
+    save_ranking(token_ranking(), folder)
     state = json.loads((student_dir() / "metrics.json").read_text(encoding="utf-8"))
     corpus = json.loads((work_dir() / "corpus" / "manifest.json").read_text(encoding="utf-8"))
     summary = {

@@ -12,8 +12,9 @@ BUNDLED = "bundled"  # the same word specviz.models uses for the bundled pair
 LABELS = {"code": "code", "json": "structured JSON", "repeat": "repeat / rewrite the prompt"}
 LABELS |= {"prose": "open-ended story"}
 MODEL, NGRAM = "draft model", "n-gram lookup (no model)"
+TRIMMED = "draft model, head trimmed to 8k tokens"  # specviz.trimmed: q = 0 off the head
 EARLY_EXIT = "early exit (self-speculation)"  # the target's first exit_layer layers draft
-DRAFTERS = [MODEL, NGRAM, EARLY_EXIT]
+DRAFTERS = [MODEL, TRIMMED, NGRAM, EARLY_EXIT]
 POLICIES = ["fixed", "heuristic", "theory"]  # the names specviz.policies.make_policy takes
 DEFAULTS = {"gamma": 4, "temperature": 0.7, "top_k": 0, "top_p": 1.0, "max_new": 48, "seed": 0}
 DEFAULTS |= {"exit_layer": 8, "confidence": 0.0}
@@ -75,7 +76,9 @@ class Settings:
             raise ValueError(f"confidence threshold must be in [0, 1] (got {confidence})")
         return cls(
             target=(v["target"] or "").strip() or BUNDLED,
-            draft=(v["draft"] or "").strip() or BUNDLED if v["drafter"] == MODEL else None,
+            draft=(v["draft"] or "").strip() or BUNDLED
+            if v["drafter"] in (MODEL, TRIMMED)
+            else None,
             dtype=str(v["dtype"]),
             drafter=v["drafter"],
             exit_layer=exit_layer,
