@@ -23,17 +23,19 @@ bench() {
 DYNAMIC="--policies fixed,heuristic,theory,confidence --start-gamma 4"
 
 # 1. code completion at T = 0 and T = 1: the gamma sweep and the dynamic gamma policies, draft
-#    model against transformers' assisted generation (same schedules where transformers has one)
-bench code --workloads code --limit 2 --temperatures 0,1 --drafters model \
+#    model (full head, and head trimmed to 8,192 tokens) against transformers' assisted
+#    generation with the same draft (same schedules where transformers has one)
+bench code --workloads code --limit 2 --temperatures 0,1 --drafters model,model-trimmed \
     --gammas 1,2,3,4,6,8 $DYNAMIC --reps 2
 # 2. structured JSON (T = 0) and open-ended prose (T = 1): fixed gammas and dynamic policies
-bench json-prose --workloads json,prose --limit 2 --drafters model --gammas 2,4 \
+bench json-prose --workloads json,prose --limit 2 --drafters model,model-trimmed --gammas 2,4 \
     --policies fixed,heuristic,theory --start-gamma 4 --reps 2
 # 3. repeat/edit the prompt: n-gram prompt lookup against transformers' prompt_lookup_num_tokens
 bench repeat --workloads repeat --limit 3 --temperatures 0 --drafters ngram \
     --gammas 4,8 --policies fixed,heuristic,theory --start-gamma 4 --reps 2
-# 4. draft size: the 9M-parameter distilled draft against early exits of the target (k layers)
-bench draft-size --workloads code --limit 2 --temperatures 0 --drafters model,early-exit \
+# 4. draft size: the 9M-parameter distilled draft (full and trimmed head) against early exits of
+#    the target (k layers)
+bench draft-size --workloads code --limit 2 --temperatures 0 --drafters model,model-trimmed,early-exit \
     --exit-layer 4,8 --gammas 2 --reps 2 --no-hf
 
 case " $PARTS " in *" tables "*) ;; *) exit 0 ;; esac

@@ -13,7 +13,7 @@ python3 -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; pr
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
 for dtype in bfloat16 float32; do
   python3 -m specviz bench --device cuda --dtype "$dtype" --workloads code,json,repeat,prose \
-      --limit 10 --gammas 1,2,3,4,6,8 --drafters model,ngram --reps 3 \
+      --limit 10 --gammas 1,2,3,4,6,8 --drafters model,model-trimmed,ngram --reps 3 \
       --batch-sizes 1,2,4,8,16,32,64,128 \
       --out "$OUT/bench-$dtype.json" --html "$OUT/bench-$dtype.html"
 done
