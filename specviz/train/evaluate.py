@@ -20,6 +20,7 @@ import torch
 
 from specviz.train.common import load_target, save_atomic, work_dir, write_json_atomic
 from specviz.train.teacher import chat_ids, sample_batch
+from specviz.trimmed import load_head_tokens, ranking_path, trim_head
 
 LOG = logging.getLogger("specviz.train.evaluate")
 HELD_OUT_CODE = (
@@ -87,23 +88,37 @@ def build_reference(target: Any, tokenizer: Any, per_kind: int) -> dict[str, Any
 
 
 @torch.inference_mode()
-def score_pair(target: Any, draft: Any, prompt_len: int, tokens: torch.Tensor) -> dict[str, Any]:
-    """Per-position overlap and argmax agreement [n] over the continuation of ``tokens`` [L]."""
+def score_pair(
+    target: Any, draft: Any, prompt_len: int, tokens: torch.Tensor, head: torch.Tensor | None
+) -> dict[str, Any]:
+    """Per-position overlap and argmax agreement [n] over the continuation of ``tokens`` [L].
+
+    With ``head`` (S,), also for the draft trimmed to those tokens (q renormalised over them).
+    """
     ids = tokens.long()[None]
     p = torch.softmax(target(input_ids=ids).logits[0, prompt_len - 1 : -1].float(), dim=-1)
-    q = torch.softmax(draft(input_ids=ids).logits[0, prompt_len - 1 : -1].float(), dim=-1)
-    return {"overlap": torch.minimum(p, q).sum(-1), "agree": p.argmax(-1) == q.argmax(-1)}
+    logits = draft(input_ids=ids).logits[0, prompt_len - 1 : -1].float()  # (n, V)
+    out = {"": torch.softmax(logits, dim=-1)}
+    if head is not None:
+        out["_trimmed"] = torch.zeros_like(logits).index_copy_(
+            1, head, torch.softmax(logits[:, head], dim=-1)
+        )
+    scores = {f"overlap{k}": torch.minimum(p, q).sum(-1) for k, q in out.items()}
+    return scores | {f"agree{k}": p.argmax(-1) == q.argmax(-1) for k, q in out.items()}
 
 
-def quality(target: Any, draft: Any, ref: dict[str, Any]) -> dict[str, float]:
+def quality(target: Any, draft: Any, ref: dict[str, Any], head: Any = None) -> dict[str, float]:
     """alpha (T=1, sampled continuations) and greedy agreement per prompt kind."""
     out: dict[str, float] = {}
     for kind in ("code", "chat"):
-        sampled = [score_pair(target, draft, n, t)["overlap"] for n, t in ref[f"{kind}/sampled"]]
-        greedy = [score_pair(target, draft, n, t)["agree"] for n, t in ref[f"{kind}/greedy"]]
-        out[f"alpha_{kind}"] = float(torch.cat(sampled).mean())
-        out[f"greedy_agreement_{kind}"] = float(torch.cat(greedy).float().mean())
-        out[f"positions_{kind}"] = float(sum(len(x) for x in sampled))
+        sampled = [score_pair(target, draft, n, t, head) for n, t in ref[f"{kind}/sampled"]]
+        greedy = [score_pair(target, draft, n, t, head) for n, t in ref[f"{kind}/greedy"]]
+        for suffix in ("", "_trimmed") if head is not None else ("",):
+            alpha = torch.cat([x[f"overlap{suffix}"] for x in sampled]).mean()
+            agree = torch.cat([x[f"agree{suffix}"] for x in greedy]).float().mean()
+            out[f"alpha_{kind}{suffix}"] = float(alpha)
+            out[f"greedy_agreement_{kind}{suffix}"] = float(agree)
+        out[f"positions_{kind}"] = float(sum(len(x["overlap"]) for x in sampled))
     out["alpha"] = (out["alpha_code"] + out["alpha_chat"]) / 2
     out["greedy_agreement"] = (out["greedy_agreement_code"] + out["greedy_agreement_chat"]) / 2
     return out
@@ -124,17 +139,24 @@ def decode_ms(model: Any, prompt: torch.Tensor, steps: int = 48, repeats: int = 
     return statistics.median(times)
 
 
-def timings(target: Any, draft: Any, tokenizer: Any, rounds: int = 3) -> dict[str, float]:
-    """Median decode ms/token of target (fp32) and draft (fp32, bf16), interleaved; and c."""
+def timings(
+    target: Any, draft: Any, tokenizer: Any, head: Any, rounds: int = 3
+) -> dict[str, float]:
+    """Median decode ms/token of target (fp32) and draft (fp32, bf16, trimmed), interleaved; c."""
     prompt = torch.tensor([chat_ids(tokenizer, HELD_OUT_CODE[0], 256)])
-    draft_bf16 = copy.deepcopy(draft).to(torch.bfloat16)
-    runs: dict[str, list[float]] = {"target": [], "draft_fp32": [], "draft_bf16": []}
+    models = {"target": target, "draft_fp32": draft}
+    models["draft_bf16"] = copy.deepcopy(draft).to(torch.bfloat16)
+    if head is not None:
+        models["draft_trimmed_fp32"] = trim_head(draft, head)
+    runs: dict[str, list[float]] = {name: [] for name in models}
     for _ in range(rounds):
-        for name, model in (("target", target), ("draft_fp32", draft), ("draft_bf16", draft_bf16)):
+        for name, model in models.items():
             runs[name].append(decode_ms(model, prompt, repeats=1))
     out = {f"{name}_ms_per_token": statistics.median(v) for name, v in runs.items()}
-    out["c_fp32_draft"] = out["draft_fp32_ms_per_token"] / out["target_ms_per_token"]
-    out["c_bf16_draft"] = out["draft_bf16_ms_per_token"] / out["target_ms_per_token"]
+    for name in list(models)[1:]:
+        out[f"c_{name.removeprefix('draft_')}_draft"] = (
+            out[f"{name}_ms_per_token"] / out["target_ms_per_token"]
+        )
     return out
 
 
@@ -158,9 +180,10 @@ def run_evaluate(folder: str | None, per_kind: int, threads: int) -> dict[str, A
     """Measure the draft in ``folder`` (or the latest checkpoint); write ``eval/results.json``."""
     target, tokenizer = load_target(threads)
     draft = load_draft(folder)
+    head = load_head_tokens(folder) if folder and ranking_path(folder).is_file() else None
     ref = build_reference(target, tokenizer, per_kind)
-    results: dict[str, Any] = {"draft": folder or "checkpoint", **quality(target, draft, ref)}
-    results.update(timings(target, draft, tokenizer))
+    results: dict[str, Any] = {"draft": folder or "checkpoint", **quality(target, draft, ref, head)}
+    results.update(timings(target, draft, tokenizer, head))
     results["threads"] = torch.get_num_threads()
     results["draft_parameters"] = sum(p.numel() for p in draft.parameters())
     write_json_atomic(work_dir() / "eval" / "results.json", results)
