@@ -6,6 +6,7 @@ policy leaves the output law exact; it changes speed only.
 
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 from specviz.events import RoundSummary
@@ -95,15 +96,63 @@ class LineFit:
         return max((self.st - b * self.sk) / self.n + b * k, 1e-9)
 
 
+class VerifyCost:
+    """Seconds of a target pass over k tokens: the mean measured at k, else estimated.
+
+    Not assumed linear in k: on a CPU a 2- or 3-token pass can cost more than a 5-token one
+    (matrix kernels change with the shape). An unmeasured k is interpolated between the nearest
+    measured ones, or extrapolated from the nearest along the least-squares slope, so it is tried
+    when its neighbours make it look best, and is measured from then on.
+    """
+
+    def __init__(self) -> None:
+        """No measurements yet."""
+        self.line = LineFit()
+        self.by_k: dict[int, tuple[float, int]] = {}  # k -> (total seconds, passes)
+
+    def add(self, k: int, seconds: float) -> None:
+        """One measured pass over k tokens."""
+        self.line.add(k, seconds)
+        total, n = self.by_k.get(k, (0.0, 0))
+        self.by_k[k] = (total + seconds, n + 1)
+
+    @property
+    def identified(self) -> bool:
+        """True once two different k were measured."""
+        return self.line.identified
+
+    def slope(self) -> float:
+        """Least-squares seconds per extra token (>= 0)."""
+        return self.line.slope()
+
+    def mean(self, k: int) -> float:
+        """Mean measured seconds at a measured k."""
+        total, n = self.by_k[k]
+        return total / n
+
+    def __call__(self, k: int) -> float:
+        """Estimated seconds for a pass over k tokens (0 before any measurement)."""
+        if k in self.by_k or not self.by_k:
+            return self.mean(k) if self.by_k else 0.0
+        below = max((j for j in self.by_k if j < k), default=None)
+        above = min((j for j in self.by_k if j > k), default=None)
+        if below is not None and above is not None:
+            w = (k - below) / (above - below)
+            return (1 - w) * self.mean(below) + w * self.mean(above)
+        near = below if below is not None else above
+        assert near is not None
+        return max(self.mean(near) + self.slope() * (k - near), 1e-9)
+
+
 class TheoryGamma:
     """Gamma (0 = a plain target step) maximising predicted tokens per second.
 
     A round drafts gamma tokens at t_draft seconds each and verifies gamma + 1 tokens in one
-    target pass of a + b (gamma + 1) seconds, with a and b fitted online; it emits
-    E(alpha, gamma) tokens (Leviathan et al.'s closed form). b is what the r = 1 bound ignores:
-    ~0 on a bandwidth-bound GPU, large on a CPU. gamma = 0 (plain decoding) wins when no
-    gamma > 0 is predicted to beat a single-token pass. Every `probe_every`-th round tries the
-    other side (0 against the best gamma > 0) so that alpha and b stay measured.
+    target pass whose time is measured per width (VerifyCost); it emits E(alpha, gamma) tokens
+    (Leviathan et al.'s closed form). The width cost is what the r = 1 bound ignores: nearly
+    flat on a bandwidth-bound GPU, steep and uneven on a CPU. gamma = 0 (plain decoding) wins
+    when no gamma > 0 is predicted to beat a single-token pass. Every `probe_every`-th round
+    tries the other side (0 against the best gamma > 0) so that alpha and the costs stay measured.
     """
 
     def __init__(
@@ -117,7 +166,7 @@ class TheoryGamma:
         self.gamma, self.start, self.max_gamma = start, start, max_gamma
         self.prior, self.probe_every, self.since_probe = prior_rounds, probe_every, 0
         self.accepted = self.verified = self.draft_seconds = self.draft_calls = 0.0
-        self.verify_seconds = LineFit()  # target seconds per round against tokens scored
+        self.verify_seconds = VerifyCost()  # target seconds per pass, by tokens scored
 
     @property
     def alpha(self) -> float:
@@ -140,9 +189,15 @@ class TheoryGamma:
         one = self.verify_seconds(1)
         return self.verify_seconds(gamma + 1) / one if one else 1.0
 
+    @property
+    def alpha_optimistic(self) -> float:
+        """alpha plus one standard error: early rounds do not talk the policy out of drafting."""
+        spread = math.sqrt(self.alpha * (1 - self.alpha) / (self.verified + self.prior))
+        return min(self.alpha + spread, 0.999)
+
     def tokens_per_second(self, gamma: int) -> float:
-        """Predicted emitted tokens per second when drafting gamma tokens a round."""
-        tokens = expected_tokens_per_round(min(self.alpha, 0.999), gamma) if gamma else 1.0
+        """Predicted emitted tokens per second when drafting gamma tokens a round (optimistic)."""
+        tokens = expected_tokens_per_round(self.alpha_optimistic, gamma) if gamma else 1.0
         seconds = gamma * self.draft_step_seconds + self.verify_seconds(gamma + 1)
         return tokens / seconds
 
@@ -165,7 +220,7 @@ class TheoryGamma:
         """argmax of tokens_per_second, or the probe that keeps the estimates alive."""
         self.since_probe += 1
         if not self.verify_seconds.identified:  # need a 1-token and a wider pass
-            return 0 if self.verify_seconds.ks != {1} else self.start
+            return 0 if set(self.verify_seconds.by_k) != {1} else self.start
         best = max(range(self.max_gamma + 1), key=self.tokens_per_second)
         if self.since_probe < self.probe_every:
             return best

@@ -42,9 +42,17 @@ def test_heuristic_schedule_matches_transformers() -> None:
 
 
 def _simulate(
-    policy: TheoryGamma, *, keep: bool, draft: float, a: float, b: float, rounds: int = 60
+    policy: TheoryGamma,
+    *,
+    keep: bool,
+    draft: float,
+    a: float,
+    b: float,
+    rounds: int = 60,
+    extra: dict[int, float] | None = None,
+    accept_at_most: int = 99,
 ) -> list[int]:
-    """Feed the policy rounds whose target pass costs a + b k seconds; returns gammas used."""
+    """Feed rounds whose target pass costs a + b k (+ extra[k]) seconds; returns gammas used."""
     used = []
     for _ in range(rounds):
         g = policy.next_gamma()
@@ -54,10 +62,10 @@ def _simulate(
                 round=0,
                 gamma=g,
                 proposed=g,
-                accepted=g if keep else 0,
-                emitted=(g if keep else 0) + 1,
+                accepted=min(g, accept_at_most) if keep else 0,
+                emitted=(min(g, accept_at_most) if keep else 0) + 1,
                 draft_seconds=draft * g,
-                target_seconds=a + b * (g + 1),
+                target_seconds=a + b * (g + 1) + (extra or {}).get(g + 1, 0.0),
                 draft_forward_calls=g,
             )
         )
@@ -84,8 +92,8 @@ def test_theory_policy_falls_back_to_plain_steps_and_keeps_probing() -> None:
 def test_theory_policy_prices_wide_verification() -> None:
     """A free drafter with a costly verification pass: the r = 1 bound would pick max_gamma."""
     policy = TheoryGamma(start=4, max_gamma=16)
-    _simulate(policy, keep=True, draft=0.0, a=0.05, b=0.02, rounds=4)  # alpha ~0.9 after these
-    alpha = policy.alpha
+    _simulate(policy, keep=True, draft=0.0, a=0.05, b=0.02, rounds=4, accept_at_most=3)
+    alpha = policy.alpha_optimistic
     predicted = {g: policy.tokens_per_second(g) for g in range(17)}
     assert policy.verify_seconds.slope() == pytest.approx(0.02)
     assert policy.verify_ratio(4) == pytest.approx((0.05 + 0.02 * 5) / 0.07)
@@ -211,3 +219,15 @@ def test_ngram_drafter_through_the_public_api(pair: PairFactory, tokenizer) -> N
     assert spec.tokens == plain.tokens and spec.proposed > 0
     with pytest.raises(ValueError, match="no draft model given"):
         speculative_generate(target, None, tokenizer, prompt)
+
+
+def test_theory_policy_measures_uneven_verification_costs() -> None:
+    """As on this CPU: a 3-token pass costs more than a 5-token one; the policy learns that."""
+    policy = TheoryGamma(start=4, max_gamma=8)
+    slow = {2: 0.1, 3: 0.1}  # seconds added to the 2- and 3-token passes
+    used = _simulate(
+        policy, keep=True, draft=0.005, a=0.05, b=0.03, rounds=40, extra=slow, accept_at_most=2
+    )
+    assert 3 in policy.verify_seconds.by_k  # the line made gamma = 2 look best: it was tried
+    assert policy.verify_seconds(3) == pytest.approx(0.05 + 0.03 * 3 + 0.1)  # measured, not a line
+    assert not {1, 2} & set(used[8:])  # and never used again once measured
