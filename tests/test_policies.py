@@ -10,6 +10,8 @@ from specviz.events import RoundSummary
 from specviz.generate import autoregressive_generate, speculative_generate
 from specviz.ngram import NgramDrafter
 from specviz.policies import FixedGamma, HeuristicGamma, TheoryGamma, make_policy
+from specviz.stats.laws import EXACT_VARIANT
+from specviz.stats.mutants import MUTANTS
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 from specviz.stats.toy import random_pair
 from specviz.theory import expected_tokens_per_round
@@ -193,6 +195,56 @@ def test_dynamic_gamma_passes_the_equivalence_suite(name: str) -> None:
         )
     )
     assert not any(r.reject for r in results), [(r.name, r.p_value) for r in results]
+
+
+@pytest.mark.parametrize("name", ["heuristic", "theory"])
+def test_dynamic_gamma_does_not_hide_a_broken_sampler(name: str) -> None:
+    """Negative control for the test above: accept-all under the same policy is rejected."""
+    target, draft = random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
+    setting = next(s for s in default_settings() if s.name == "gamma=2 T=1")
+    accept_all = next(m for m in MUTANTS if m.name == "accept_all")
+    results = family_adjusted(
+        check_setting(
+            target,
+            draft,
+            [1, 2],
+            setting,
+            n=1200,
+            alpha=0.01,
+            variant=accept_all,
+            make_policy=lambda: make_policy(name, 2),
+        )
+    )
+    assert any(r.reject for r in results), [(r.name, r.p_value) for r in results]
+
+
+@pytest.mark.parametrize(("variant_name", "rejects"), [("exact", False), ("accept_all", True)])
+def test_confidence_threshold_through_the_equivalence_suite(
+    variant_name: str, rejects: bool
+) -> None:
+    """Family-wise alpha 0.01 (Holm): exact with a threshold, and accept-all is still caught."""
+    target, draft = random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
+    setting = next(s for s in default_settings() if s.name == "gamma=4 T=1")
+    variant = next((m for m in MUTANTS if m.name == variant_name), EXACT_VARIANT)
+
+    def confident(sampling: SamplingConfig) -> ModelDrafter:
+        return variant.drafter_cls(
+            draft, sampling, 6, make_cache=variant.make_cache, min_confidence=0.5
+        )
+
+    results = family_adjusted(
+        check_setting(
+            target,
+            draft,
+            [1, 2],
+            setting,
+            n=1200,
+            alpha=0.01,
+            variant=variant,
+            make_drafter=confident,
+        )
+    )
+    assert any(r.reject for r in results) == rejects, [(r.name, r.p_value) for r in results]
 
 
 def test_ngram_drafter_through_the_public_api(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
