@@ -3,18 +3,20 @@
 # 3-layer distilled draft), 2 cores, every ratio measured side by side (plain / speculative /
 # transformers interleaved per repetition, after a warm-up). Run it on an otherwise idle machine.
 #
-# One intra-op thread: batch-1 decoding of a 135M model is memory-bound (2 threads are no faster
-# here), and one thread keeps timings steady when the other core is busy.
+# Weights are pre-packed for oneDNN (specviz/packed.py, the default; --no-pack turns it off):
+# a 2-10-token target pass then costs about what a 1-token pass costs. Two intra-op threads
+# (both cores): with packed weights a pass is ~25 % faster on two than on one. Run the parts
+# one after another, on an otherwise idle machine.
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code json-prose repeat
-#        draft-size tables (default: all, ~80 minutes on 2 cores)
+#        draft-size tables (default: all, about an hour on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
 PARTS="${*:-code json-prose repeat draft-size tables}"
 mkdir -p "$OUT"
-export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
+export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
   name="$1"; shift
   case " $PARTS " in *" $name "*) ;; *) return 0 ;; esac

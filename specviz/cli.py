@@ -38,6 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
     gen.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    gen.add_argument(
+        "--no-pack",
+        action="store_true",
+        help="no oneDNN weight pre-packing on CPU",
+    )
     gen.add_argument("--plain", action="store_true", help="plain target decoding (no draft)")
     gen.add_argument(
         "--drafter",
@@ -135,6 +140,7 @@ def run_generate(args: argparse.Namespace) -> int:
         args.draft if args.drafter in ("model", "model-trimmed") and not args.plain else None,
         dtype=parse_dtype(args.dtype),
         device=args.device,
+        pack=not args.no_pack,
         progress=lambda m: print(m, file=sys.stderr),
     )
     if args.plain:

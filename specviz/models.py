@@ -11,6 +11,8 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from specviz.packed import pack_linears
+
 BUNDLED = "bundled"
 DTYPES = {
     "float32": torch.float32,
@@ -91,13 +93,17 @@ def load_model(
     role: str = "model",
     dtype: torch.dtype = torch.float32,
     device: str = "cpu",
+    pack: bool = False,
     progress: Callable[[str], None] = lambda _m: None,
 ) -> Any:
-    """One causal LM in eval mode with gradients off."""
+    """One causal LM in eval mode with gradients off; pack=True pre-packs its CPU weights."""
     source = resolve(spec, role, progress)
     model = _from_pretrained(AutoModelForCausalLM, source, role, dtype=dtype)
     model.requires_grad_(False)
-    return model.to(device).eval()
+    model = model.to(device).eval()
+    if pack:
+        pack_linears(model)  # a no-op off CPU (see specviz.packed)
+    return model
 
 
 def load_tokenizer(
@@ -127,20 +133,21 @@ def load_pair(
     *,
     dtype: torch.dtype = torch.float32,
     device: str = "cpu",
+    pack: bool = True,
     progress: Callable[[str], None] = lambda _m: None,
 ) -> ModelPair:
     """Load target, draft and tokenizer; checks tokenizers match before loading weights.
 
     draft=None loads no draft model (for drafters that need none, such as n-gram lookup).
+    pack=True runs both on pre-packed oneDNN weights on CPU (specviz.packed): inference only.
     """
     tokenizer = load_tokenizer(target, role="target", progress=progress)
     if draft is not None:
         check_tokenizers(tokenizer, load_tokenizer(draft, role="draft", progress=progress))
     progress(f"loading target {target!r} and draft {draft!r} ({dtype}, {device})")
+    options: dict[str, Any] = dict(dtype=dtype, device=device, pack=pack, progress=progress)
     return ModelPair(
-        target=load_model(target, role="target", dtype=dtype, device=device, progress=progress),
-        draft=None
-        if draft is None
-        else load_model(draft, role="draft", dtype=dtype, device=device, progress=progress),
+        target=load_model(target, role="target", **options),
+        draft=None if draft is None else load_model(draft, role="draft", **options),
         tokenizer=tokenizer,
     )

@@ -151,8 +151,10 @@ class TheoryGamma:
     target pass whose time is measured per width (VerifyCost); it emits E(alpha, gamma) tokens
     (Leviathan et al.'s closed form). The width cost is what the r = 1 bound ignores: nearly
     flat on a bandwidth-bound GPU, steep and uneven on a CPU. gamma = 0 (plain decoding) wins
-    when no gamma > 0 is predicted to beat a single-token pass. Every `probe_every`-th round
-    tries the other side (0 against the best gamma > 0) so that alpha and the costs stay measured.
+    when no gamma > 0 is predicted to beat a single-token pass. A probe round tries the other
+    side (0 against the best gamma > 0) so that alpha and the costs stay measured; the gap
+    between probes starts at `probe_every` rounds and doubles each time a probe confirms the
+    choice (it resets when one overturns it), so a settled request pays for few probes.
     """
 
     def __init__(
@@ -165,6 +167,7 @@ class TheoryGamma:
             raise ValueError(f"probe_every must be >= 2 (got {probe_every})")
         self.gamma, self.start, self.max_gamma = start, start, max_gamma
         self.prior, self.probe_every, self.since_probe = prior_rounds, probe_every, 0
+        self.probe_gap, self.probed_from = probe_every, -1  # -1: the last round was no probe
         self.accepted = self.verified = self.draft_seconds = self.draft_calls = 0.0
         self.verify_seconds = VerifyCost()  # target seconds per pass, by tokens scored
 
@@ -222,9 +225,13 @@ class TheoryGamma:
         if not self.verify_seconds.identified:  # need a 1-token and a wider pass
             return 0 if set(self.verify_seconds.by_k) != {1} else self.start
         best = max(range(self.max_gamma + 1), key=self.tokens_per_second)
-        if self.since_probe < self.probe_every:
+        if self.probed_from >= 0:  # the round that just ended was a probe: did it confirm?
+            confirmed = (best == 0) == (self.probed_from == 0)
+            self.probe_gap = 2 * self.probe_gap if confirmed else self.probe_every
+            self.probed_from = -1
+        if self.since_probe < self.probe_gap:
             return best
-        self.since_probe = 0
+        self.since_probe, self.probed_from = 0, best
         return max(range(1, self.max_gamma + 1), key=self.tokens_per_second) if best == 0 else 0
 
 

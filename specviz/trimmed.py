@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from specviz.packed import PackedLinear, is_packed
+
 TOKEN_RANKING = "token_ranking.safetensors"  # every token id, most target probability first
 HEAD_SIZE = 8192  # tokens kept by the "model-trimmed" drafter
 
@@ -68,7 +70,7 @@ def trim_head(model: Any, tokens: Tensor) -> Any:
     trimmed_head.weight = nn.Parameter(weight.clone(), requires_grad=False)
     trimmed = copy.copy(model)  # shallow: shares the decoder layers and embeddings
     trimmed._modules = dict(model._modules)
-    trimmed.lm_head = trimmed_head
+    trimmed.lm_head = PackedLinear(trimmed_head) if is_packed(head) else trimmed_head
     return trimmed.eval()
 
 

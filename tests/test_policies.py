@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from specviz.config import SamplingConfig, SpeculationConfig
@@ -89,6 +91,25 @@ def test_theory_policy_falls_back_to_plain_steps_and_keeps_probing() -> None:
     late = used[20:]
     assert late.count(0) >= len(late) * 6 // 8  # plain steps, as no gamma > 0 pays
     assert 1 <= sum(g > 0 for g in late) <= len(late) // 8 + 1  # but alpha is still re-measured
+
+
+def test_theory_policy_probes_less_once_its_choice_is_confirmed() -> None:
+    settled = TheoryGamma(start=4, probe_every=8)
+    used = _simulate(settled, keep=True, draft=0.01, a=0.1, b=0.0, rounds=250)
+    probes = [i for i, g in enumerate(used) if g == 0][1:]  # the first is the cost line's start
+    assert [b - a for a, b in itertools.pairwise(probes)] == [16, 32, 64, 128]
+    assert settled.probe_gap == 256
+
+
+def test_theory_policy_probes_again_soon_when_a_probe_overturns_its_choice() -> None:
+    policy = TheoryGamma(start=4, probe_every=8)
+    _simulate(policy, keep=True, draft=0.01, a=0.1, b=0.0, rounds=20)  # drafting pays: gap 16
+    assert policy.probe_gap == 16
+    for _ in range(50):  # as if 1-token passes had become nearly free
+        policy.verify_seconds.add(1, 0.001)
+    policy.probed_from, policy.since_probe = 4, 0  # a probe round (gamma 0) has just begun
+    policy.update(_summary(0, 0, 0))  # the probe round ends: plain steps now look best
+    assert policy.probe_gap == 8 and policy.next_gamma() == 0
 
 
 def test_theory_policy_prices_wide_verification() -> None:

@@ -32,6 +32,7 @@ from specviz.bench.runner import (
 from specviz.bench.workloads import WORKLOADS, load_requests
 from specviz.console import progress_bar, say
 from specviz.models import BUNDLED, DTYPES, load_pair, parse_dtype, resolve
+from specviz.packed import is_packed
 from specviz.trimmed import load_head_tokens
 
 
@@ -81,6 +82,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     b.add_argument("--price-per-hour", type=float, default=DEFAULT_PRICE_PER_HOUR)
     b.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
     b.add_argument("--device", default="cpu")
+    b.add_argument(
+        "--no-pack",
+        action="store_true",
+        help="no oneDNN weight pre-packing on CPU",
+    )
     b.add_argument("--out", default="bench.json", help="JSON results")
     b.add_argument("--html", default="bench.html", help="self-contained plotly report")
 
@@ -138,6 +144,7 @@ def run_bench(args: argparse.Namespace) -> int:
     requests = [r for w in args.workloads.split(",") for r in _limit(load_requests(w), args.limit)]
     records: list[Record] = []
     batch: list[tuple[int, float]] = []
+    packed = False
     if "model-trimmed" in drafters:  # the token ranking must exist before any model loads
         for draft_spec in args.draft or [BUNDLED]:
             load_head_tokens(resolve(draft_spec, "draft", say))
@@ -147,6 +154,7 @@ def run_bench(args: argparse.Namespace) -> int:
             draft_spec,
             dtype=parse_dtype(args.dtype),
             device=args.device,
+            pack=not args.no_pack,
             progress=say,
         )
         temps = (
@@ -170,6 +178,7 @@ def run_bench(args: argparse.Namespace) -> int:
                 progress=progress_bar,
             )
         batch = batch_step_times(pair.target, args.batch_sizes)
+        packed = is_packed(pair.target.get_output_embeddings())
     rows = summarize(records, args.price_per_hour)
     curves = gamma_curves(rows)
     dynamic = policies_vs_best_fixed(rows)
@@ -182,6 +191,7 @@ def run_bench(args: argparse.Namespace) -> int:
         "cpu": cpu_name(),
         "device": args.device,
         "dtype": args.dtype,
+        "packed_weights": packed,
         "command": shlex.join(["specviz", *sys.argv[1:]]),
     }
     payload = {

@@ -163,7 +163,16 @@ def render(result: dict[str, Any], title: str) -> str:
     out += [
         ", ".join(
             f"{k}: {meta[k]}"
-            for k in ("cpu", "machine", "threads", "device", "dtype", "torch", "transformers")
+            for k in (
+                "cpu",
+                "machine",
+                "threads",
+                "device",
+                "dtype",
+                "packed_weights",
+                "torch",
+                "transformers",
+            )
             if k in meta
         ),
         "",
