@@ -121,9 +121,10 @@ for a in (0.3, 0.5, 0.6, 0.7, 0.8, 0.9):
 #
 # **c and the verification cost.** We time one cached decode step of the draft and of the
 # target, and also a target pass over $\gamma + 1 = 5$ new tokens: the theory assumed that costs
-# the same as one token. On a CPU it does not quite, so we keep the ratio
-# $r = t_{\text{target}}(\gamma + 1) / t_{\text{target}}(1)$ for a refined prediction
-# $S' = \mathbb{E}[\text{tokens}] / (\gamma c + r)$.
+# the same as one token. With the packed weights `load_pair` uses on a CPU it nearly does
+# (notebook 1); with PyTorch's default CPU kernels it costs 1.5–2 times as much. Either way we
+# keep the ratio $r = t_{\text{target}}(\gamma + 1) / t_{\text{target}}(1)$ for a refined
+# prediction $S' = \mathbb{E}[\text{tokens}] / (\gamma c + r)$.
 
 # %%
 GAMMA = 4
@@ -263,10 +264,9 @@ plt.show()
 
 # %% [markdown]
 # How to read this. The bound $S$ is an *upper* estimate: it ignores everything but forward
-# passes (Python overhead, sampling, cache rollback) and assumes verification is free. On a CPU
-# the target pass over $\gamma + 1$ tokens costs measurably more than a pass over one token
-# (the factor $r$ above); the refined $S'$ charges for it, and is the column to compare with the
-# measurement. Timings from a short run of a few rounds on a shared machine are noisy, and so is
+# passes (Python overhead, sampling, cache rollback) and assumes verification is free. If the
+# target pass over $\gamma + 1$ tokens costs more than a pass over one token (the factor $r$
+# above), the refined $S'$ charges for it, and is the column to compare with the measurement. Timings from a short run of a few rounds on a shared machine are noisy, and so is
 # the run's own $\alpha$ (compare it with the teacher-forced one): rerun with another seed or
 # more tokens before trusting the second digit.
 #
@@ -396,8 +396,9 @@ for b, t in times:
 # hardware, much like a batch of $\gamma + 1$ rows. If the batch already uses that slack, each
 # verification costs nearly $\gamma + 1$ target steps, rejected drafts become expensive, and
 # the speedup shrinks toward (and below) 1. In terms of our refined formula: $r$ grows from about
-# 1 toward $\gamma + 1$ as the batch grows. On a CPU the slack is small even at batch 1 (which
-# is why our $r$ was already above 1); on a GPU at batch 1 it is large.
+# 1 toward $\gamma + 1$ as the batch grows. On a CPU the slack runs out after a few rows (and
+# without packed weights the default kernels waste most of it, notebook 1); on a GPU at batch 1
+# it is large.
 
 # %%
 print(f"notebook ran in {time.perf_counter() - t_start:.1f} s")

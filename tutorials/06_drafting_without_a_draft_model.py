@@ -327,16 +327,19 @@ print(f"identical to plain greedy: {self_spec.tokens == plain_12}")
 # - `TheoryGamma(start)`: after every round re-estimates $\alpha$ (accepted / verified, with a
 #   weak prior), the seconds per draft step $t_d$, and the seconds $T_v(k)$ of a target pass over
 #   $k$ tokens, measured per width (widths not yet measured are interpolated between measured
-#   ones: on this CPU a 2- or 3-token pass can cost more than a 5-token one, so no straight line
-#   fits). It then picks the $\gamma$ with the most predicted tokens per second,
+#   ones: with PyTorch's default CPU kernels a 2- or 3-token pass can cost more than a 5-token
+#   one, so no straight line fits; notebook 1 shows why and how packed weights flatten it).
+#   It then picks the $\gamma$ with the most predicted tokens per second,
 #   $$\gamma^* = \arg\max_{\gamma \ge 0}
 #     \frac{(1 - \alpha^{\gamma+1})/(1 - \alpha)}{\gamma\, t_d + T_v(\gamma + 1)},$$
 #   which is the bound of notebook 5 with its $r = 1$ assumption replaced by measured costs
-#   ($T_v$ is nearly flat on a bandwidth-bound GPU, not on this CPU), using $\alpha$ plus one
-#   standard error so that a few early rejections do not talk it out of drafting. $\gamma = 0$ is
-#   a plain target step, chosen when no draft length is predicted to pay; every 8th round it
-#   tries the other side (a plain step, or a draft when it has been decoding plainly) so $\alpha$
-#   and the costs stay measured.
+#   ($T_v$ is nearly flat on a bandwidth-bound GPU or with packed CPU weights, steep with the
+#   default CPU kernels), using $\alpha$ plus one standard error so that a few early rejections
+#   do not talk it out of drafting. $\gamma = 0$ is a plain target step, chosen when no draft
+#   length is predicted to pay. Now and then a probe round tries the other side (a plain step,
+#   or a draft when it has been decoding plainly) so that $\alpha$ and the costs stay measured:
+#   first after 8 rounds, then after twice as many each time a probe confirms the choice, and
+#   after 8 again when one overturns it, so a settled request spends little on probing.
 #
 # A policy sees only counts and timings, never token values, so it cannot change the output
 # law, only the speed. Each round records its $\gamma$ in its `RoundSummary`.
