@@ -125,6 +125,10 @@ class VerifyCost:
         """Least-squares seconds per extra token (>= 0)."""
         return self.line.slope()
 
+    def passes(self, k: int) -> int:
+        """How many passes over k tokens were measured."""
+        return self.by_k.get(k, (0.0, 0))[1]
+
     def mean(self, k: int) -> float:
         """Mean measured seconds at a measured k."""
         total, n = self.by_k[k]
@@ -144,6 +148,31 @@ class VerifyCost:
         return max(self.mean(near) + self.slope() * (k - near), 1e-9)
 
 
+class CostModel:
+    """What rounds cost on this hardware: seconds per draft step and per target pass by width.
+
+    Costs belong to the (target, drafter, device), not to a request: one CostModel shared by the
+    TheoryGamma policies of successive requests spares each request the rounds spent measuring.
+    """
+
+    def __init__(self) -> None:
+        """Nothing measured yet."""
+        self.verify = VerifyCost()  # target seconds per pass, by tokens scored
+        self.draft_seconds = self.draft_calls = 0.0
+
+    def add(self, summary: RoundSummary) -> None:
+        """Fold in one round's timings."""
+        if summary.proposed:
+            self.draft_seconds += summary.draft_seconds
+            self.draft_calls += summary.draft_forward_calls
+        self.verify.add(summary.proposed + 1, summary.target_seconds)
+
+    @property
+    def draft_step_seconds(self) -> float:
+        """Measured seconds per draft forward (0 for a free drafter)."""
+        return self.draft_seconds / self.draft_calls if self.draft_calls else 0.0
+
+
 class TheoryGamma:
     """Gamma (0 = a plain target step) maximising predicted tokens per second.
 
@@ -154,13 +183,24 @@ class TheoryGamma:
     when no gamma > 0 is predicted to beat a single-token pass. A probe round tries the other
     side (0 against the best gamma > 0) so that alpha and the costs stay measured; the gap
     between probes starts at `probe_every` rounds and doubles each time a probe confirms the
-    choice (it resets when one overturns it), so a settled request pays for few probes.
+    choice (it resets when one overturns it), so a settled request pays for few probes. Given a
+    CostModel shared across requests, a plain-step probe (which only re-measures the 1-token
+    pass) also waits until the shared model has that pass measured rarely for its age.
     """
 
     def __init__(
-        self, start: int = 4, max_gamma: int = 16, prior_rounds: float = 2.0, probe_every: int = 8
+        self,
+        start: int = 4,
+        max_gamma: int = 16,
+        prior_rounds: float = 2.0,
+        probe_every: int = 8,
+        costs: CostModel | None = None,
     ) -> None:
-        """Start at `start`; alpha is shrunk toward 0.5 by prior_rounds pseudo-rounds."""
+        """Start at `start`; alpha is shrunk toward 0.5 by prior_rounds pseudo-rounds.
+
+        costs: measured costs to start from and add to (shared across requests); a fresh one
+        when None.
+        """
         if not 1 <= start <= max_gamma:
             raise ValueError(f"need 1 <= start <= max_gamma (got start={start}, max={max_gamma})")
         if probe_every < 2:
@@ -168,8 +208,9 @@ class TheoryGamma:
         self.gamma, self.start, self.max_gamma = start, start, max_gamma
         self.prior, self.probe_every, self.since_probe = prior_rounds, probe_every, 0
         self.probe_gap, self.probed_from = probe_every, -1  # -1: the last round was no probe
-        self.accepted = self.verified = self.draft_seconds = self.draft_calls = 0.0
-        self.verify_seconds = VerifyCost()  # target seconds per pass, by tokens scored
+        self.accepted = self.verified = 0.0
+        self.costs = costs if costs is not None else CostModel()
+        self.verify_seconds = self.costs.verify  # target seconds per pass, by tokens scored
 
     @property
     def alpha(self) -> float:
@@ -179,7 +220,7 @@ class TheoryGamma:
     @property
     def draft_step_seconds(self) -> float:
         """Measured seconds per draft forward (0 for a free drafter)."""
-        return self.draft_seconds / self.draft_calls if self.draft_calls else 0.0
+        return self.costs.draft_step_seconds
 
     @property
     def cost_ratio(self) -> float:
@@ -214,9 +255,7 @@ class TheoryGamma:
             rejected = 1 if summary.accepted < summary.proposed else 0
             self.accepted += summary.accepted
             self.verified += summary.accepted + rejected
-            self.draft_seconds += summary.draft_seconds
-            self.draft_calls += summary.draft_forward_calls
-        self.verify_seconds.add(summary.proposed + 1, summary.target_seconds)
+        self.costs.add(summary)
         self.gamma = self._choose()
 
     def _choose(self) -> int:
@@ -229,14 +268,17 @@ class TheoryGamma:
             confirmed = (best == 0) == (self.probed_from == 0)
             self.probe_gap = 2 * self.probe_gap if confirmed else self.probe_every
             self.probed_from = -1
-        if self.since_probe < self.probe_gap:
+        gap = self.probe_gap
+        if best > 0:  # a plain-step probe only re-measures the 1-token pass: rarer when shared
+            gap = max(gap, self.probe_every * 2 ** (self.verify_seconds.passes(1) - 1))
+        if self.since_probe < gap:
             return best
         self.since_probe, self.probed_from = 0, best
         return max(range(1, self.max_gamma + 1), key=self.tokens_per_second) if best == 0 else 0
 
 
-def make_policy(name: str, gamma: int) -> GammaPolicy:
-    """'fixed' | 'heuristic' | 'theory', starting from gamma."""
+def make_policy(name: str, gamma: int, costs: CostModel | None = None) -> GammaPolicy:
+    """'fixed' | 'heuristic' | 'theory', starting from gamma (theory: with shared costs)."""
     policies: dict[str, type[FixedGamma] | type[HeuristicGamma] | type[TheoryGamma]] = {
         "fixed": FixedGamma,
         "heuristic": HeuristicGamma,
@@ -244,4 +286,4 @@ def make_policy(name: str, gamma: int) -> GammaPolicy:
     }
     if name not in policies:
         raise ValueError(f"gamma policy must be one of {sorted(policies)} (got {name!r})")
-    return policies[name](gamma)
+    return TheoryGamma(gamma, costs=costs) if name == "theory" else policies[name](gamma)

@@ -11,7 +11,7 @@ from specviz.drafters import ModelDrafter
 from specviz.events import RoundSummary
 from specviz.generate import autoregressive_generate, speculative_generate
 from specviz.ngram import NgramDrafter
-from specviz.policies import FixedGamma, HeuristicGamma, TheoryGamma, make_policy
+from specviz.policies import CostModel, FixedGamma, HeuristicGamma, TheoryGamma, make_policy
 from specviz.stats.laws import EXACT_VARIANT
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
@@ -110,6 +110,18 @@ def test_theory_policy_probes_again_soon_when_a_probe_overturns_its_choice() -> 
     policy.probed_from, policy.since_probe = 4, 0  # a probe round (gamma 0) has just begun
     policy.update(_summary(0, 0, 0))  # the probe round ends: plain steps now look best
     assert policy.probe_gap == 8 and policy.next_gamma() == 0
+
+
+def test_theory_policy_reuses_costs_measured_by_earlier_requests() -> None:
+    shared = CostModel()
+    first = _simulate(TheoryGamma(start=4, costs=shared), keep=True, draft=0.01, a=0.1, b=0.0)
+    assert first[:2] == [4, 0] and shared.verify.passes(1) == first.count(0) == 4  # 1, 9, 25, 57
+    second = _simulate(TheoryGamma(start=4, costs=shared), keep=True, draft=0.01, a=0.1, b=0.0)
+    assert 0 not in second  # the 1-token pass is known: next probe after 8 * 2**3 rounds
+    assert shared.verify.passes(1) == 4
+    assert shared.draft_step_seconds == pytest.approx(0.01)
+    fresh = _simulate(TheoryGamma(start=4), keep=True, draft=0.01, a=0.1, b=0.0)
+    assert fresh == first  # without sharing, every request measures again
 
 
 def test_theory_policy_prices_wide_verification() -> None:

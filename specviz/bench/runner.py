@@ -19,7 +19,7 @@ from specviz.drafters import Drafter, ModelDrafter
 from specviz.early_exit import build_early_exit
 from specviz.generate import autoregressive_generate, encode, speculative_generate
 from specviz.ngram import NgramDrafter
-from specviz.policies import GammaPolicy, make_policy
+from specviz.policies import CostModel, GammaPolicy, make_policy
 from specviz.trimmed import load_head_tokens
 
 
@@ -115,10 +115,10 @@ def _drafter(setting: BenchSetting, target: Any, draft: Any, sampling: SamplingC
     return ModelDrafter(draft, sampling, vocab, min_confidence=confidence, head_tokens=head)
 
 
-def _policy(setting: BenchSetting) -> GammaPolicy | None:
+def _policy(setting: BenchSetting, costs: CostModel) -> GammaPolicy | None:
     """The round-by-round gamma policy (None: the drafter's own fixed gamma)."""
     if setting.policy in ("heuristic", "theory"):
-        return make_policy(setting.policy, setting.gamma)
+        return make_policy(setting.policy, setting.gamma, costs)
     return None
 
 
@@ -167,9 +167,15 @@ def run_request(
     repetitions: int,
     with_hf: bool,
     seed: int = 0,
+    costs: CostModel | None = None,
 ) -> Iterator[Record]:
-    """Warm up, then A (plain) B (speculative) C (transformers) interleaved, `repetitions` times."""
+    """Warm up, then A (plain) B (speculative) C (transformers) interleaved, `repetitions` times.
+
+    costs: the theory policy's measured costs, shared by every run of one setting (a fresh
+    CostModel when None): costs belong to the hardware and drafter, not to a request.
+    """
     prompt_ids = encode(tokenizer, request.prompt)
+    costs = costs if costs is not None else CostModel()
     for rep in range(-1, repetitions):  # rep -1 is the untimed warm-up
         sampling = SamplingConfig(temperature=setting.temperature, seed=seed + max(rep, 0))
         plain = autoregressive_generate(
@@ -185,7 +191,7 @@ def run_request(
                 gamma=setting.gamma, max_new_tokens=request.max_new_tokens
             ),
             drafter=_drafter(setting, target, draft, sampling),
-            policy=_policy(setting),
+            policy=_policy(setting, costs),
         )
         hf_seconds, hf_tokens = (
             hf_generate(target, draft, prompt_ids, setting, request.max_new_tokens)
@@ -240,6 +246,7 @@ def run_all(
     records: list[Record] = []
     total = len(requests) * len(settings)
     t0 = time.perf_counter()
+    costs = {s: CostModel() for s in settings}  # per setting, shared by its requests
     for i, (setting, request) in enumerate((s, r) for s in settings for r in requests):
         progress(
             i,
@@ -248,7 +255,14 @@ def run_all(
             f"T={setting.temperature}",
         )
         records += run_request(
-            target, draft, tokenizer, request, setting, repetitions=repetitions, with_hf=with_hf
+            target,
+            draft,
+            tokenizer,
+            request,
+            setting,
+            repetitions=repetitions,
+            with_hf=with_hf,
+            costs=costs[setting],
         )
     progress(total, total, f"done in {time.perf_counter() - t0:.0f} s")
     return records
