@@ -9,12 +9,12 @@
 # one after another, on an otherwise idle machine.
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code json-prose repeat
-#        draft-size tables (default: all, about an hour on 2 cores)
+#        draft-size dynamic tables (default: all, about 75 minutes on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
-PARTS="${*:-code json-prose repeat draft-size tables}"
+PARTS="${*:-code json-prose repeat draft-size dynamic tables}"
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
@@ -40,7 +40,12 @@ bench repeat --workloads repeat --limit 3 --temperatures 0 --drafters ngram \
 bench draft-size --workloads code --limit 2 --temperatures 0 --drafters model,model-trimmed,early-exit \
     --exit-layer 4,8 --gammas 2 --reps 2 --no-hf
 
+# 5. dynamic gamma against the fixed gammas around the optimum, on 6 code prompts per temperature
+#    (the theory policy carries only measured costs from one request to the next)
+bench dynamic --workloads code --limit 6 --temperatures 0,1 --drafters model,model-trimmed \
+    --gammas 2,3,4 $DYNAMIC --reps 2 --no-hf
+
 case " $PARTS " in *" tables "*) ;; *) exit 0 ;; esac
 python -m specviz.bench.markdown "$OUT"/code.json "$OUT"/json-prose.json "$OUT"/repeat.json \
-    "$OUT"/draft-size.json > "$OUT/tables.md"
+    "$OUT"/draft-size.json "$OUT"/dynamic.json > "$OUT/tables.md"
 echo "wrote $OUT/*.json, *.html and tables.md"
