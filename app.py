@@ -32,7 +32,7 @@ from specviz.events import write_jsonl
 from specviz.generate import autoregressive_stream, speculative_stream
 from specviz.lab import DEFAULT_N, MODELS, LabProgress, LabRequest, run_lab
 from specviz.models import BUNDLED, DTYPES, ModelPair
-from specviz.policies import make_policy
+from specviz.policies import CostModel, make_policy
 from specviz.views.form import FIELDS, MODEL, Settings, as_int, examples
 from specviz.views.page import INTRO, MONO, SANS
 
@@ -46,12 +46,18 @@ class SpecVizApp:
     def __init__(self, target: str = BUNDLED, draft: str = BUNDLED, dtype: str = "float32") -> None:
         self.defaults = {"target": target, "draft": draft, "dtype": dtype}
         self.pairs = PairCache()
+        self.costs: dict[tuple[Any, ...], CostModel] = {}  # theory policy's costs, per setup
         self.export_dir = Path(tempfile.mkdtemp(prefix="specviz-app-"))
         self.examples = examples()  # label -> prompt, one per benchmark workload
 
     def pair(self, s: Settings, progress: gr.Progress) -> ModelPair:
         """The model pair for settings, with load messages shown as progress."""
         return self.pairs.get(s.target, s.draft, s.dtype, lambda m: progress(None, desc=m))
+
+    def cost_model(self, s: Settings) -> CostModel:
+        """Costs measured by earlier runs on the same models, drafter and confidence."""
+        key = (s.target, s.draft, s.dtype, s.drafter, s.exit_layer, s.min_confidence)
+        return self.costs.setdefault(key, CostModel())
 
     def start(self, s: Settings, progress: gr.Progress, plain: bool = False) -> views.Run:
         """Validate against the models and return a run whose events have not started."""
@@ -65,7 +71,7 @@ class SpecVizApp:
             _, stream = speculative_stream(
                 p.target, None, p.tokenizer, s.prompt, sampling=s.sampling,
                 speculation=s.speculation, drafter=make_drafter(s, p),
-                policy=make_policy(s.policy, s.speculation.gamma),
+                policy=make_policy(s.policy, s.speculation.gamma, self.cost_model(s)),
             )  # fmt: skip
         return views.Run(
             stream=stream, decode=decoder(p.tokenizer), prompt=s.prompt, settings=s.describe()

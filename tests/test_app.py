@@ -184,6 +184,24 @@ def test_gamma_policies_change_gamma_between_rounds(
     assert len({r.gamma for r in run.rounds}) > 1
 
 
+def test_theory_policy_reuses_costs_from_earlier_runs_of_the_same_setup(
+    model_dirs: tuple[str, str],
+) -> None:
+    fresh = SpecVizApp(*model_dirs)
+    first = list(fresh.generate(*inputs(model_dirs, policy="theory")))[-1][0]
+    [costs] = fresh.costs.values()
+    assert [r.gamma for r in first.rounds][:2] == [GAMMA, 0]  # start, then measure a 1-token pass
+
+    def passes() -> int:
+        return sum(costs.verify.passes(k) for k in costs.verify.by_k)
+
+    assert passes() == len(first.rounds)
+    second = list(fresh.generate(*inputs(model_dirs, policy="theory")))[-1][0]
+    assert len(fresh.costs) == 1 and passes() == len(first.rounds) + len(second.rounds)
+    list(fresh.generate(*inputs(model_dirs, policy="theory", drafter=NGRAM)))
+    assert len(fresh.costs) == 2  # another drafter has its own costs
+
+
 def test_race_at_greedy_gives_identical_texts(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
     outs = list(app.race(*inputs(model_dirs, temperature=0, max_new=12)))
     assert "identical" in outs[-1][-1] and "speedup" in outs[-1][-1]
