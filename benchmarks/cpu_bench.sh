@@ -9,7 +9,7 @@
 # one after another, on an otherwise idle machine.
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code json-prose repeat
-#        draft-size dynamic tables (default: all, about 75 minutes on 2 cores)
+#        draft-size dynamic tables (default: all, about 70 minutes on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
@@ -40,9 +40,9 @@ bench repeat --workloads repeat --limit 3 --temperatures 0 --drafters ngram \
 bench draft-size --workloads code --limit 2 --temperatures 0 --drafters model,model-trimmed,early-exit \
     --exit-layer 4,8 --gammas 2 --reps 2 --no-hf
 
-# 5. dynamic gamma against the fixed gammas around the optimum, on 6 code prompts per temperature
+# 5. dynamic gamma against the fixed gammas around the optimum, on 4 code prompts per temperature
 #    (the theory policy carries only measured costs from one request to the next)
-bench dynamic --workloads code --limit 6 --temperatures 0,1 --drafters model,model-trimmed \
+bench dynamic --workloads code --limit 4 --temperatures 0,1 --drafters model,model-trimmed \
     --gammas 2,3,4 $DYNAMIC --reps 2 --no-hf
 
 case " $PARTS " in *" tables "*) ;; *) exit 0 ;; esac

@@ -266,9 +266,10 @@ plt.show()
 # How to read this. The bound $S$ is an *upper* estimate: it ignores everything but forward
 # passes (Python overhead, sampling, cache rollback) and assumes verification is free. If the
 # target pass over $\gamma + 1$ tokens costs more than a pass over one token (the factor $r$
-# above), the refined $S'$ charges for it, and is the column to compare with the measurement. Timings from a short run of a few rounds on a shared machine are noisy, and so is
-# the run's own $\alpha$ (compare it with the teacher-forced one): rerun with another seed or
-# more tokens before trusting the second digit.
+# above), the refined $S'$ charges for it, and is the column to compare with the measurement.
+# Timings from a short run of a few rounds on a shared machine are noisy, and so is the run's
+# own $\alpha$ (compare it with the teacher-forced one): rerun with another seed or more tokens
+# before trusting the second digit.
 #
 # The workloads differ mostly in $\alpha$. Code is predictable, and a small draft agrees with
 # the target often. Open prose at $T = 1$ is not. Look at the repeat-the-prompt row: the target

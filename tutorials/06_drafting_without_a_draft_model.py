@@ -462,9 +462,10 @@ print(f"notebook ran in {time.perf_counter() - t_start:.1f} s")
 #
 # The policy's $\alpha$ starts from a prior of 0.5; its second round is a plain step, which
 # with the first round gives two points of the verification-cost line. After a few rounds it
-# settles near `exit_stats[best_k]["gamma"]`, or at $\gamma = 0$ (plain steps, with a probe every
-# 8th round) when the exit's $\alpha$ is too low for any draft length to pay: that is the policy
-# concluding, from measurements alone, that this drafter does not help on this machine.
+# settles near `exit_stats[best_k]["gamma"]`, or at $\gamma = 0$ (plain steps, with a probe at
+# growing intervals) when the exit's $\alpha$ is too low for any draft length to pay: that is
+# the policy concluding, from measurements alone, that this drafter does not help on this
+# machine.
 # </details>
 
 # %% [markdown]
