@@ -111,3 +111,31 @@ def pair() -> PairFactory:
         return cache[arch]
 
     return make
+
+
+def greedy_plain_and_speculative(
+    plain_model: Any, target: Any, draft: Any, tokenizer: Any, prompt: list[int], head: Any
+) -> tuple[list[int], list[int], int]:
+    """(plain greedy tokens of plain_model, speculative greedy tokens, drafts accepted), 30 each.
+
+    The speculative run verifies with target and drafts with draft, its head trimmed to head.
+    """
+    from specviz.config import SamplingConfig, SpeculationConfig
+    from specviz.drafters import ModelDrafter
+    from specviz.generate import autoregressive_generate, speculative_generate
+
+    greedy = SamplingConfig(temperature=0)
+    plain = autoregressive_generate(
+        plain_model, tokenizer, prompt, sampling=greedy, max_new_tokens=30, stop=()
+    )
+    spec = speculative_generate(
+        target,
+        None,
+        tokenizer,
+        prompt,
+        sampling=greedy,
+        speculation=SpeculationConfig(gamma=4, max_new_tokens=30),
+        stop=(),
+        drafter=ModelDrafter(draft, greedy, VOCAB, head_tokens=head),
+    )
+    return list(plain.tokens), list(spec.tokens), spec.accepted

@@ -9,13 +9,10 @@ import pytest
 import torch
 from torch import nn
 
-from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.drafters import ModelDrafter
-from specviz.generate import autoregressive_generate, speculative_generate
 from specviz.packed import PackedLinear, is_packed, pack_linears, packing_problem
 from specviz.trimmed import trim_head
 
-from .conftest import EOS, VOCAB, PairFactory
+from .conftest import EOS, VOCAB, PairFactory, greedy_plain_and_speculative
 
 PROMPT = [20, 8, 5, 27]
 HEAD = torch.tensor([EOS, *range(1, VOCAB, 2)])
@@ -78,21 +75,10 @@ def test_speculative_greedy_on_packed_models_equals_plain_greedy_unpacked(
     tokenizer,  # type: ignore[no-untyped-def]
 ) -> None:
     (unpacked, target), (_, draft) = (_packed_copy(m) for m in pair("llama"))
-    greedy = SamplingConfig(temperature=0)
-    plain = autoregressive_generate(
-        unpacked, tokenizer, PROMPT, sampling=greedy, max_new_tokens=30, stop=()
+    plain, spec, accepted = greedy_plain_and_speculative(  # the draft: trimmed head, packed
+        unpacked, target, draft, tokenizer, PROMPT, HEAD
     )
-    spec = speculative_generate(
-        target,
-        None,
-        tokenizer,
-        PROMPT,
-        sampling=greedy,
-        speculation=SpeculationConfig(gamma=4, max_new_tokens=30),
-        stop=(),
-        drafter=ModelDrafter(draft, greedy, VOCAB, head_tokens=HEAD),  # trimmed head, packed
-    )
-    assert spec.tokens == plain.tokens and spec.accepted > 0
+    assert spec == plain and accepted > 0
 
 
 @needs_packing

@@ -8,14 +8,13 @@ import pytest
 import torch
 
 from specviz.bundled import bundled_draft_dir
-from specviz.config import SamplingConfig, SpeculationConfig
+from specviz.config import SamplingConfig
 from specviz.drafters import ModelDrafter
-from specviz.generate import autoregressive_generate, speculative_generate
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 from specviz.trimmed import load_head_tokens, save_ranking, trim_head
 
-from .conftest import EOS, VOCAB, PairFactory
+from .conftest import EOS, VOCAB, PairFactory, greedy_plain_and_speculative
 
 HEAD = torch.tensor([EOS, *range(1, VOCAB, 2)])  # <eos> and every other character
 PROMPT = [20, 8, 5, 27]
@@ -50,21 +49,10 @@ def test_greedy_output_with_a_trimmed_head_equals_plain_greedy(
     tokenizer,  # type: ignore[no-untyped-def]
 ) -> None:
     target, draft = pair("llama")
-    greedy = SamplingConfig(temperature=0)
-    plain = autoregressive_generate(
-        target, tokenizer, PROMPT, sampling=greedy, max_new_tokens=30, stop=()
+    plain, spec, accepted = greedy_plain_and_speculative(
+        target, target, draft, tokenizer, PROMPT, HEAD
     )
-    spec = speculative_generate(
-        target,
-        None,
-        tokenizer,
-        PROMPT,
-        sampling=greedy,
-        speculation=SpeculationConfig(gamma=4, max_new_tokens=30),
-        stop=(),
-        drafter=ModelDrafter(draft, greedy, VOCAB, head_tokens=HEAD),
-    )
-    assert spec.tokens == plain.tokens and spec.accepted > 0
+    assert spec == plain and accepted > 0
 
 
 def _trimmed(draft):  # type: ignore[no-untyped-def]
