@@ -8,7 +8,7 @@ All version differences live in this module.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -62,3 +62,16 @@ def cache_kwarg(model: Any) -> str:
     """The name under which this model's forward takes a cache object."""
     params = inspect.signature(model.forward).parameters
     return "cache" if "cache" in params else "past_key_values"
+
+
+class CachedForward(Protocol):
+    """What decoders and drafters need from a model with a KV cache (KVCache is one)."""
+
+    def __len__(self) -> int:
+        """Number of token positions currently cached."""
+
+    def forward(self, input_ids: Tensor, keep: int = 0) -> Tensor:
+        """Feed tokens (T,) after the cached ones; logits (T, V), or (keep, V) for the last."""
+
+    def crop(self, length: int) -> None:
+        """Roll back to the first `length` positions."""

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from specviz.acceptance import EXACT, AcceptanceRule, Verdict, verify
-from specviz.cache import KVCache
+from specviz.cache import CachedForward, KVCache
 from specviz.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
 from specviz.drafters import Draft, Drafter
 from specviz.events import (
@@ -93,7 +93,7 @@ class SpeculativeDecoder:
         speculation: SpeculationConfig,
         stop_ids: Collection[int] = (),
         rule: AcceptanceRule = EXACT,
-        make_cache: Callable[[Any], KVCache] = KVCache,
+        make_cache: Callable[[Any], CachedForward] = KVCache,
         policy: GammaPolicy | None = None,
     ) -> None:
         """Set up a decode of prompt_ids; nothing runs until events() is iterated."""

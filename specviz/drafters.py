@@ -9,8 +9,9 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from specviz.cache import KVCache
+from specviz.cache import CachedForward
 from specviz.config import SamplingConfig
+from specviz.lean import draft_cache
 from specviz.sampling import logits_to_probs, sample
 from specviz.trimmed import spread, trim_head
 
@@ -51,12 +52,13 @@ class ModelDrafter:
         model: Any,
         sampling: SamplingConfig,
         vocab_size: int,
-        make_cache: Callable[[Any], KVCache] = KVCache,
+        make_cache: Callable[[Any], CachedForward] = draft_cache,
         min_confidence: float = 0.0,
         head_tokens: Tensor | None = None,
     ) -> None:
         """Wrap model; its distributions are warped by the same sampling config as the target's.
 
+        make_cache: the cached forward; by default specviz.lean's for small Llama drafts.
         min_confidence: stop drafting after a token whose q has top probability below it.
         head_tokens (S,): draft only among these ids (q = 0 elsewhere; see specviz.trimmed).
         """

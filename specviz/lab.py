@@ -132,7 +132,7 @@ def samplers(
         )
 
     def model_drafter(s: SamplingConfig) -> Drafter:
-        cls, cache = variant.drafter_cls, variant.make_cache
+        cls, cache = variant.drafter_cls, variant.draft_cache
         return cls(
             pair.draft, s, vocab, make_cache=cache, min_confidence=pair.min_confidence,
             head_tokens=pair.head_tokens,

@@ -101,5 +101,5 @@ def _trimmed(target: Any, draft: Any, variant: Variant) -> Callable[[SamplingCon
     """A factory of trimmed-head draft-model drafters (the mutant's drafter class, if any)."""
     vocab, head = int(target.config.vocab_size), load_head_tokens(draft)
     return lambda sampling: variant.drafter_cls(
-        draft, sampling, vocab, make_cache=variant.make_cache, head_tokens=head
+        draft, sampling, vocab, make_cache=variant.draft_cache, head_tokens=head
     )

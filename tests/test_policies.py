@@ -247,7 +247,7 @@ def test_confidence_threshold_through_the_equivalence_suite(
 
     def confident(sampling: SamplingConfig) -> ModelDrafter:
         return variant.drafter_cls(
-            draft, sampling, 6, make_cache=variant.make_cache, min_confidence=0.5
+            draft, sampling, 6, make_cache=variant.draft_cache, min_confidence=0.5
         )
 
     results = family_adjusted(

@@ -32,6 +32,7 @@ from specviz.bench.workloads import load_requests
 from specviz.cache import KVCache
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.generate import autoregressive_generate, encode, speculative_generate
+from specviz.lean import draft_cache
 from specviz.models import load_pair
 from specviz.sampling import logits_to_probs
 
@@ -149,9 +150,9 @@ def teacher_forced_alpha(logits, temperature):
 
 
 @torch.no_grad()
-def step_seconds(model, prompt_ids, new_tokens, repeats=5):
+def step_seconds(model, prompt_ids, new_tokens, repeats=5, make_cache=KVCache):
     """Median seconds of a cached forward pass over `new_tokens` tokens after the prompt."""
-    cache = KVCache(model)
+    cache = make_cache(model)
     cache.forward(torch.tensor(prompt_ids[:-1]))
     fresh = torch.tensor(prompt_ids[-1:] + [prompt_ids[-1]] * (new_tokens - 1))
     times = []
@@ -171,7 +172,7 @@ speculative_generate(
 )
 
 # c and r hardly depend on the prompt at these lengths: time them once, on the code prompt
-t_draft = step_seconds(draft, warm_ids, 1)
+t_draft = step_seconds(draft, warm_ids, 1, make_cache=draft_cache)  # as ModelDrafter runs it
 t_target = step_seconds(target, warm_ids, 1)
 t_verify = step_seconds(target, warm_ids, GAMMA + 1)
 print(

@@ -8,6 +8,7 @@ import platform
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 import transformers
@@ -31,6 +32,7 @@ from specviz.bench.runner import (
 )
 from specviz.bench.workloads import WORKLOADS, load_requests
 from specviz.console import progress_bar, say
+from specviz.lean import lean_problem
 from specviz.models import BUNDLED, DTYPES, load_pair, parse_dtype, resolve
 from specviz.packed import is_packed
 from specviz.trimmed import load_head_tokens
@@ -86,6 +88,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--no-pack",
         action="store_true",
         help="no oneDNN weight pre-packing on CPU",
+    )
+    b.add_argument(
+        "--no-lean",
+        action="store_true",
+        help="draft through transformers' forward instead of specviz.lean's (small Llama drafts)",
     )
     b.add_argument("--out", default="bench.json", help="JSON results")
     b.add_argument("--html", default="bench.html", help="self-contained plotly report")
@@ -176,6 +183,7 @@ def run_bench(args: argparse.Namespace) -> int:
                 repetitions=args.reps,
                 with_hf=not args.no_hf,
                 progress=progress_bar,
+                lean=not args.no_lean,
             )
         batch = batch_step_times(pair.target, args.batch_sizes)
         packed = is_packed(pair.target.get_output_embeddings())
@@ -192,6 +200,7 @@ def run_bench(args: argparse.Namespace) -> int:
         "device": args.device,
         "dtype": args.dtype,
         "packed_weights": packed,
+        "draft_forward": _draft_forward(args, pair.draft),
         "command": shlex.join(["specviz", *sys.argv[1:]]),
     }
     payload = {
@@ -233,6 +242,14 @@ def cpu_name() -> str:
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     return platform.processor() or "unknown"
+
+
+def _draft_forward(args: argparse.Namespace, draft: Any) -> str:
+    """How the draft model ran: specviz.lean's forward, or transformers' (and why)."""
+    if args.no_lean:
+        return "transformers (--no-lean)"
+    problem = lean_problem(draft)
+    return "lean (specviz.lean)" if problem is None else f"transformers ({problem})"
 
 
 def _limit(requests: list, n: int) -> list:  # type: ignore[type-arg]

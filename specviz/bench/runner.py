@@ -12,12 +12,13 @@ from transformers import DynamicCache
 
 from specviz.bench.metrics import RequestMetrics, request_metrics
 from specviz.bench.workloads import Request
-from specviz.cache import cache_kwarg
+from specviz.cache import KVCache, cache_kwarg
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.decoding import clock
 from specviz.drafters import Drafter, ModelDrafter
 from specviz.early_exit import build_early_exit
 from specviz.generate import autoregressive_generate, encode, speculative_generate
+from specviz.lean import draft_cache
 from specviz.ngram import NgramDrafter
 from specviz.policies import CostModel, GammaPolicy, make_policy
 from specviz.trimmed import load_head_tokens
@@ -102,17 +103,22 @@ class Record:
         )
 
 
-def _drafter(setting: BenchSetting, target: Any, draft: Any, sampling: SamplingConfig) -> Drafter:
-    """A fresh drafter for one run."""
+def _drafter(
+    setting: BenchSetting, target: Any, draft: Any, sampling: SamplingConfig, lean: bool
+) -> Drafter:
+    """A fresh drafter for one run; lean=False drafts through transformers' forward."""
     vocab = int(target.config.vocab_size)
     if setting.drafter == "ngram":
         return NgramDrafter(vocab, max_ngram=3, device=str(target.device))
     confidence = CONFIDENCE if setting.policy == "confidence" else 0.0
+    cache = draft_cache if lean else KVCache
     if setting.drafter == "early-exit":
         model, _ = build_early_exit(target, setting.exit_layer)  # shipped adapter for k if any
-        return ModelDrafter(model, sampling, vocab, min_confidence=confidence)
+        return ModelDrafter(model, sampling, vocab, make_cache=cache, min_confidence=confidence)
     head = load_head_tokens(draft) if setting.drafter == "model-trimmed" else None
-    return ModelDrafter(draft, sampling, vocab, min_confidence=confidence, head_tokens=head)
+    return ModelDrafter(
+        draft, sampling, vocab, make_cache=cache, min_confidence=confidence, head_tokens=head
+    )
 
 
 def _policy(setting: BenchSetting, costs: CostModel) -> GammaPolicy | None:
@@ -168,11 +174,13 @@ def run_request(
     with_hf: bool,
     seed: int = 0,
     costs: CostModel | None = None,
+    lean: bool = True,
 ) -> Iterator[Record]:
     """Warm up, then A (plain) B (speculative) C (transformers) interleaved, `repetitions` times.
 
     costs: the theory policy's measured costs, shared by every run of one setting (a fresh
     CostModel when None): costs belong to the hardware and drafter, not to a request.
+    lean=False drafts through transformers' forward instead of specviz.lean's.
     """
     prompt_ids = encode(tokenizer, request.prompt)
     costs = costs if costs is not None else CostModel()
@@ -190,7 +198,7 @@ def run_request(
             speculation=SpeculationConfig(
                 gamma=setting.gamma, max_new_tokens=request.max_new_tokens
             ),
-            drafter=_drafter(setting, target, draft, sampling),
+            drafter=_drafter(setting, target, draft, sampling, lean),
             policy=_policy(setting, costs),
         )
         hf_seconds, hf_tokens = (
@@ -241,6 +249,7 @@ def run_all(
     repetitions: int,
     with_hf: bool,
     progress: Callable[[int, int, str], None] = lambda _i, _n, _s: None,
+    lean: bool = True,
 ) -> list[Record]:
     """Every request under every setting; progress(done, total, label) after each."""
     records: list[Record] = []
@@ -263,6 +272,7 @@ def run_all(
             repetitions=repetitions,
             with_hf=with_hf,
             costs=costs[setting],
+            lean=lean,
         )
     progress(total, total, f"done in {time.perf_counter() - t0:.0f} s")
     return records

@@ -13,11 +13,12 @@ from typing import Any
 import torch
 
 from specviz.acceptance import EXACT, AcceptanceRule
-from specviz.cache import KVCache
+from specviz.cache import CachedForward, KVCache
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.decoding import SpeculativeDecoder, autoregressive_events
 from specviz.drafters import Drafter, ModelDrafter
 from specviz.events import EMITTING, Event
+from specviz.lean import draft_cache
 from specviz.policies import GammaPolicy
 from specviz.sampling import logits_to_probs
 
@@ -71,7 +72,17 @@ class Variant:
     rule: AcceptanceRule = EXACT
     drafter_cls: type[ModelDrafter] = ModelDrafter
     decoder_cls: type[SpeculativeDecoder] = SpeculativeDecoder
-    make_cache: Callable[[Any], KVCache] = KVCache
+    make_cache: Callable[[Any], CachedForward] | None = None  # None: each component's default
+
+    @property
+    def draft_cache(self) -> Callable[[Any], CachedForward]:
+        """The drafter's cached forward: make_cache, or the lean one where it applies."""
+        return self.make_cache or draft_cache
+
+    @property
+    def target_cache(self) -> Callable[[Any], CachedForward]:
+        """The target's cached forward: make_cache, or transformers' with a KVCache."""
+        return self.make_cache or KVCache
 
 
 EXACT_VARIANT = Variant()
@@ -101,7 +112,7 @@ def speculative_sampler(
         drafter = (
             make_drafter(seeded)
             if make_drafter is not None
-            else variant.drafter_cls(draft, seeded, vocab, make_cache=variant.make_cache)
+            else variant.drafter_cls(draft, seeded, vocab, make_cache=variant.draft_cache)
         )
         decoder = variant.decoder_cls(
             target,
@@ -111,7 +122,7 @@ def speculative_sampler(
             speculation=speculation,
             stop_ids=stop_ids,
             rule=variant.rule,
-            make_cache=variant.make_cache,
+            make_cache=variant.target_cache,
             policy=make_policy() if make_policy is not None else None,
         )
         return outcome(list(decoder.events()), k)
