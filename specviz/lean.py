@@ -5,7 +5,9 @@ draft (2 CPU threads) a one-token step through `model(...)` costs about 2.6–3.
 math written out here costs about 1.0–1.3 ms, which halves the draft cost ratio c. It reads
 the Hugging Face model's weights (q/k/v and gate/up are fused once into transposed copies; a
 small draft makes that cheap), keeps keys and values in two preallocated tensors, and rolls
-back by moving a length pointer. Anything else falls back to `specviz.cache.KVCache`.
+back by moving a length pointer. The fused copies are a snapshot: build a new LeanLlama after
+changing the weights (drafters are built per request). Models it does not support (see
+`lean_problem`) fall back to transformers' forward with `specviz.cache.KVCache`.
 
 Exactness never depends on this module: the drafter reports the q it actually sampled from,
 and the verifier needs nothing else. tests/test_lean.py checks the logits against transformers.
