@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from specviz import lean
 from specviz.cache import KVCache
 from specviz.config import SamplingConfig
 from specviz.drafters import ModelDrafter
@@ -71,7 +72,9 @@ def test_lean_forward_on_an_early_exit_with_an_adapter(pair: PairFactory) -> Non
     _check_against_transformers(draft, atol=1e-10)  # the adapter before the norm is applied
 
 
-def test_drafter_uses_the_lean_forward_only_where_it_applies(pair: PairFactory) -> None:
+def test_drafter_uses_the_lean_forward_only_where_it_applies(
+    pair: PairFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     llama_draft, gpt2_draft = pair("llama")[1], pair("gpt2")[1]
     assert isinstance(
         ModelDrafter(llama_draft, SamplingConfig(temperature=0), VOCAB).cache, LeanLlama
@@ -89,6 +92,9 @@ def test_drafter_uses_the_lean_forward_only_where_it_applies(pair: PairFactory) 
     assert isinstance(draft_cache(wrapped), KVCache)
     with pytest.raises(ValueError, match="use KVCache"):
         LeanLlama(gpt2_draft)
+    monkeypatch.setattr(lean, "LEAN_MAX_LAYER_PARAMS", 100)  # as if its layers were wide
+    assert "weights per layer" in str(lean_problem(llama_draft))
+    assert isinstance(draft_cache(llama_draft), KVCache)
 
 
 def test_speculative_greedy_with_the_lean_draft_equals_plain_greedy(

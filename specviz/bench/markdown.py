@@ -170,6 +170,7 @@ def render(result: dict[str, Any], title: str) -> str:
                 "device",
                 "dtype",
                 "packed_weights",
+                "draft_forward",
                 "torch",
                 "transformers",
             )
