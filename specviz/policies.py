@@ -181,9 +181,12 @@ class TheoryGamma:
     (Leviathan et al.'s closed form). The width cost is what the r = 1 bound ignores: nearly
     flat on a bandwidth-bound GPU, steep and uneven on a CPU. gamma = 0 (plain decoding) wins
     when no gamma > 0 is predicted to beat a single-token pass. A probe round tries the other
-    side (0 against the best gamma > 0) so that alpha and the costs stay measured; the gap
-    between probes starts at `probe_every` rounds and doubles each time a probe confirms the
-    choice (it resets when one overturns it), so a settled request pays for few probes. Given a
+    side (0 against the best gamma > 0) so that alpha and the costs stay measured. While it
+    drafts, the gap between probes starts at `probe_every` rounds and doubles each time a probe
+    confirms the choice (it resets when one overturns it), so a settled request pays for few
+    probes. While it takes plain steps it probes every `probe_every` rounds: such a probe costs
+    only its draft steps (its verification pass still emits a token) and is the only news about
+    alpha, which may have recovered after a stretch the draft got wrong. Given a
     CostModel shared across requests, a plain-step probe (which only re-measures the 1-token
     pass) also waits until the shared model has that pass measured rarely for its age.
     """
@@ -266,11 +269,14 @@ class TheoryGamma:
         best = max(range(self.max_gamma + 1), key=self.tokens_per_second)
         if self.probed_from >= 0:  # the round that just ended was a probe: did it confirm?
             confirmed = (best == 0) == (self.probed_from == 0)
-            self.probe_gap = 2 * self.probe_gap if confirmed else self.probe_every
+            backs_off = confirmed and best > 0
+            self.probe_gap = 2 * self.probe_gap if backs_off else self.probe_every
             self.probed_from = -1
         gap = self.probe_gap
         if best > 0:  # a plain-step probe only re-measures the 1-token pass: rarer when shared
             gap = max(gap, self.probe_every * 2 ** (self.verify_seconds.passes(1) - 1))
+        else:  # a drafting probe costs only its draft steps (its pass still emits a token), and
+            gap = self.probe_every  # it is the only news about alpha while plain steps run
         if self.since_probe < gap:
             return best
         self.since_probe, self.probed_from = 0, best

@@ -93,6 +93,14 @@ def test_theory_policy_falls_back_to_plain_steps_and_keeps_probing() -> None:
     assert 1 <= sum(g > 0 for g in late) <= len(late) // 8 + 1  # but alpha is still re-measured
 
 
+def test_theory_policy_keeps_probing_from_plain_steps_at_a_fixed_gap() -> None:
+    low = TheoryGamma(start=6, probe_every=8)
+    used = _simulate(low, keep=False, draft=0.01, a=0.1, b=0.0, rounds=120)  # nothing kept
+    drafting = [i for i, g in enumerate(used) if g > 0 and i >= 30]  # once plain steps won
+    assert [b - a for a, b in itertools.pairwise(drafting)] == [8] * (len(drafting) - 1)
+    assert len(drafting) >= 10  # no back-off while plain steps look best
+
+
 def test_theory_policy_probes_less_once_its_choice_is_confirmed() -> None:
     settled = TheoryGamma(start=4, probe_every=8)
     used = _simulate(settled, keep=True, draft=0.01, a=0.1, b=0.0, rounds=250)
