@@ -337,9 +337,12 @@ print(f"identical to plain greedy: {self_spec.tokens == plain_12}")
 #   default CPU kernels), using $\alpha$ plus one standard error so that a few early rejections
 #   do not talk it out of drafting. $\gamma = 0$ is a plain target step, chosen when no draft
 #   length is predicted to pay. Now and then a probe round tries the other side (a plain step,
-#   or a draft when it has been decoding plainly) so that $\alpha$ and the costs stay measured:
-#   first after 8 rounds, then after twice as many each time a probe confirms the choice, and
-#   after 8 again when one overturns it, so a settled request spends little on probing.
+#   or a draft when it has been decoding plainly) so that $\alpha$ and the costs stay measured.
+#   While it drafts, the first probe comes after 8 rounds, then after twice as many each time
+#   a probe confirms the choice, and after 8 again when one overturns it, so a settled request
+#   spends little on probing. While it steps plainly it probes every 8 rounds: a drafting probe
+#   costs only its draft steps (its verification pass still emits a token) and is its only news
+#   about $\alpha$, which may recover after a stretch the draft got wrong.
 #
 # A policy sees only counts and timings, never token values, so it cannot change the output
 # law, only the speed. Each round records its $\gamma$ in its `RoundSummary`.
