@@ -9,9 +9,11 @@ import torch
 
 from specviz.bench.markdown import render, resummarized
 from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, spread
+from specviz.bench.runner import BenchSetting, hf_generate
 from specviz.bench.saved import load_result_view
 from specviz.bench.workloads import WORKLOADS, load_requests
 from specviz.cli import main
+from specviz.generate import encode
 from specviz.theory import speedup_bound
 from specviz.trimmed import save_ranking
 
@@ -162,3 +164,29 @@ def test_bench_rejects_bad_flags(capsys) -> None:  # type: ignore[no-untyped-def
     assert "--policies must list some of ('fixed', 'heuristic'" in capsys.readouterr().err
     assert main(["bench", "--workloads", "/nope.jsonl", "--no-hf"]) == 2
     assert "no workload file" in capsys.readouterr().err
+
+
+def test_transformers_assisted_generation_drafts_the_settings_gamma(
+    pair: PairFactory, tokenizer
+) -> None:  # type: ignore[no-untyped-def]
+    target, draft = pair("llama")
+    prompt = encode(tokenizer, "the cat the")
+    saved, counts = draft.generation_config, {"draft": 0, "target": 0}
+    hooks = [
+        m.register_forward_hook(lambda *_a, name=n: counts.__setitem__(name, counts[name] + 1))
+        for n, m in (("draft", draft), ("target", target))
+    ]
+    try:
+        for gamma in (1, 3):
+            counts.update(draft=0, target=0)
+            setting = BenchSetting(drafter="model", gamma=gamma, temperature=0.0)
+            _, tokens = hf_generate(target, draft, prompt, setting, max_new_tokens=12)
+            rounds = counts["target"]  # one verification pass per round
+            assert 2 <= rounds <= len(tokens)
+            # gamma draft steps a round (the last round may be cut by max_new_tokens), not
+            # transformers' defaults (20 tokens, stopping at confidence 0.4)
+            assert gamma * (rounds - 1) < counts["draft"] <= gamma * rounds
+    finally:
+        for h in hooks:
+            h.remove()
+    assert draft.generation_config is saved  # restored after each call

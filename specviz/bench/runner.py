@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -128,11 +129,31 @@ def _policy(setting: BenchSetting, costs: CostModel) -> GammaPolicy | None:
     return None
 
 
+def assistant_settings(setting: BenchSetting) -> dict[str, Any]:
+    """transformers' draft schedule for a setting: gamma, schedule and confidence threshold.
+
+    transformers reads these from the assistant model's generation_config, not from
+    generate()'s arguments (passed there, they are ignored and its defaults, 20 tokens with a
+    0.4 confidence stop, apply).
+    """
+    return {
+        "num_assistant_tokens": setting.gamma,
+        "num_assistant_tokens_schedule": "heuristic"
+        if setting.policy == "heuristic"
+        else "constant",
+        "assistant_confidence_threshold": CONFIDENCE if setting.policy == "confidence" else 0.0,
+    }
+
+
 @torch.no_grad()
 def hf_generate(
     target: Any, draft: Any, prompt_ids: list[int], setting: BenchSetting, max_new_tokens: int
 ) -> tuple[float, list[int]]:
-    """transformers' own assisted generation (or prompt lookup) on the same request."""
+    """transformers' own assisted generation (or prompt lookup) on the same request.
+
+    The draft's generation_config is replaced by a copy carrying assistant_settings for the
+    call and restored after it (transformers' heuristic writes its gamma back to it).
+    """
     ids = torch.tensor([prompt_ids], device=target.device)
     kwargs: dict[str, Any] = {
         "max_new_tokens": max_new_tokens,
@@ -142,17 +163,21 @@ def hf_generate(
         kwargs.update(temperature=setting.temperature, top_k=0, top_p=1.0)
     if setting.drafter == "ngram":
         kwargs.update(prompt_lookup_num_tokens=setting.gamma, max_matching_ngram_size=3)
-    else:
-        schedule = "heuristic" if setting.policy == "heuristic" else "constant"
-        kwargs.update(
-            assistant_model=draft,
-            num_assistant_tokens=setting.gamma,
-            num_assistant_tokens_schedule=schedule,
-            assistant_confidence_threshold=CONFIDENCE if setting.policy == "confidence" else 0.0,
+        start = clock(target.device)
+        out = target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+        return clock(target.device) - start, out[0, len(prompt_ids) :].tolist()
+    saved = draft.generation_config
+    draft.generation_config = copy.deepcopy(saved)
+    draft.generation_config.update(**assistant_settings(setting))
+    try:
+        start = clock(target.device)
+        out = target.generate(
+            ids, attention_mask=torch.ones_like(ids), assistant_model=draft, **kwargs
         )
-    start = clock(target.device)
-    out = target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
-    return clock(target.device) - start, out[0, len(prompt_ids) :].tolist()
+        seconds = clock(target.device) - start
+    finally:
+        draft.generation_config = saved
+    return seconds, out[0, len(prompt_ids) :].tolist()
 
 
 def has_hf_counterpart(setting: BenchSetting) -> bool:
