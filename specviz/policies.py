@@ -7,6 +7,7 @@ policy leaves the output law exact; it changes speed only.
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Protocol
 
 from specviz.events import RoundSummary
@@ -61,91 +62,70 @@ class HeuristicGamma:
         self.gamma = min(self.max_gamma, self.gamma + 2) if full else max(1, self.gamma - 1)
 
 
-class LineFit:
-    """Least-squares line seconds = a + b k over (k, seconds) points, with b clamped at >= 0."""
-
-    def __init__(self) -> None:
-        """No points yet."""
-        self.n = self.sk = self.skk = self.st = self.skt = 0.0
-        self.ks: set[int] = set()
-
-    def add(self, k: int, seconds: float) -> None:
-        """Add one observation."""
-        self.n += 1
-        self.sk, self.skk = self.sk + k, self.skk + k * k
-        self.st, self.skt = self.st + seconds, self.skt + k * seconds
-        self.ks.add(k)
-
-    @property
-    def identified(self) -> bool:
-        """True once two different k were seen (the slope is then estimable)."""
-        return len(self.ks) > 1
-
-    def slope(self) -> float:
-        """b (seconds per extra token), 0 until identified."""
-        spread = self.n * self.skk - self.sk**2
-        if not self.identified or spread <= 0:
-            return 0.0
-        return max(0.0, (self.n * self.skt - self.sk * self.st) / spread)
-
-    def __call__(self, k: float) -> float:
-        """Predicted seconds at k (mean seconds while the slope is unknown)."""
-        if not self.n:
-            return 0.0
-        b = self.slope()
-        return max((self.st - b * self.sk) / self.n + b * k, 1e-9)
-
-
 class VerifyCost:
-    """Seconds of a target pass over k tokens: the mean measured at k, else estimated.
+    """Seconds of a target pass over k tokens: a line a + b k, corrected per k as passes come in.
 
-    Not assumed linear in k: on a CPU a 2- or 3-token pass can cost more than a 5-token one
-    (matrix kernels change with the shape). An unmeasured k is interpolated between the nearest
-    measured ones, or extrapolated from the nearest along the least-squares slope, so it is tried
-    when its neighbours make it look best, and is measured from then on.
+    Timings are noisy (±10-25 % here from one pass to the next; the first pass at a new width
+    can pay a one-off kernel setup), and a policy that trusted one unlucky pass would never try
+    that width again. So each width is summarised by its median, a least-squares line is fitted
+    through the medians (weighted by passes; slope >= 0), and a width's estimate moves from the
+    line to its own median as its passes accumulate: n / (n + trust) of the way. Uneven costs
+    (on some CPUs a 2- or 3-token pass costs more than a 5-token one) are still learned, from a
+    few passes rather than one.
     """
 
-    def __init__(self) -> None:
-        """No measurements yet."""
-        self.line = LineFit()
-        self.by_k: dict[int, tuple[float, int]] = {}  # k -> (total seconds, passes)
+    def __init__(self, trust: float = 4.0) -> None:
+        """No measurements yet; trust = passes at which a width's median counts half."""
+        self.trust = trust
+        self.by_k: dict[int, list[float]] = {}  # k -> seconds of each pass over k tokens
+        self._medians: dict[int, float] = {}
+        self._line = (0.0, 0.0)  # (a, b)
 
     def add(self, k: int, seconds: float) -> None:
         """One measured pass over k tokens."""
-        self.line.add(k, seconds)
-        total, n = self.by_k.get(k, (0.0, 0))
-        self.by_k[k] = (total + seconds, n + 1)
+        self.by_k.setdefault(k, []).append(seconds)
+        self._medians[k] = statistics.median(self.by_k[k])
+        self._line = self._fit()
+
+    def _fit(self) -> tuple[float, float]:
+        """(a, b) of the pass-weighted least-squares line through the per-width medians."""
+        w = {k: float(len(v)) for k, v in self.by_k.items()}
+        n = sum(w.values())
+        mk = sum(w[k] * k for k in w) / n
+        mt = sum(w[k] * self._medians[k] for k in w) / n
+        spread = sum(w[k] * (k - mk) ** 2 for k in w)
+        b = sum(w[k] * (k - mk) * (self._medians[k] - mt) for k in w) / spread if spread else 0.0
+        b = max(b, 0.0)
+        return mt - b * mk, b
 
     @property
     def identified(self) -> bool:
-        """True once two different k were measured."""
-        return self.line.identified
+        """True once two different k were measured (the slope is then estimable)."""
+        return len(self.by_k) > 1
 
     def slope(self) -> float:
-        """Least-squares seconds per extra token (>= 0)."""
-        return self.line.slope()
+        """Seconds per extra token along the fitted line (>= 0)."""
+        return self._line[1]
 
     def passes(self, k: int) -> int:
         """How many passes over k tokens were measured."""
-        return self.by_k.get(k, (0.0, 0))[1]
+        return len(self.by_k.get(k, ()))
 
-    def mean(self, k: int) -> float:
-        """Mean measured seconds at a measured k."""
-        total, n = self.by_k[k]
-        return total / n
+    def line(self, k: float) -> float:
+        """The fitted line at k: what an unmeasured width is estimated to cost."""
+        a, b = self._line
+        return max(a + b * k, 1e-9)
+
+    def median(self, k: int) -> float:
+        """Median measured seconds at a measured k."""
+        return self._medians[k]
 
     def __call__(self, k: int) -> float:
         """Estimated seconds for a pass over k tokens (0 before any measurement)."""
-        if k in self.by_k or not self.by_k:
-            return self.mean(k) if self.by_k else 0.0
-        below = max((j for j in self.by_k if j < k), default=None)
-        above = min((j for j in self.by_k if j > k), default=None)
-        if below is not None and above is not None:
-            w = (k - below) / (above - below)
-            return (1 - w) * self.mean(below) + w * self.mean(above)
-        near = below if below is not None else above
-        assert near is not None
-        return max(self.mean(near) + self.slope() * (k - near), 1e-9)
+        if not self.by_k:
+            return 0.0
+        line, n = self.line(k), self.passes(k)
+        return line + n / (n + self.trust) * (self._medians[k] - line) if n else line
 
 
 class CostModel:
@@ -179,16 +159,18 @@ class TheoryGamma:
     A round drafts gamma tokens at t_draft seconds each and verifies gamma + 1 tokens in one
     target pass whose time is measured per width (VerifyCost); it emits E(alpha, gamma) tokens
     (Leviathan et al.'s closed form). The width cost is what the r = 1 bound ignores: nearly
-    flat on a bandwidth-bound GPU, steep and uneven on a CPU. gamma = 0 (plain decoding) wins
-    when no gamma > 0 is predicted to beat a single-token pass. A probe round tries the other
-    side (0 against the best gamma > 0) so that alpha and the costs stay measured. While it
-    drafts, the gap between probes starts at `probe_every` rounds and doubles each time a probe
-    confirms the choice (it resets when one overturns it), so a settled request pays for few
-    probes. While it takes plain steps it probes every `probe_every` rounds: such a probe costs
-    only its draft steps (its verification pass still emits a token) and is the only news about
-    alpha, which may have recovered after a stretch the draft got wrong. Given a
-    CostModel shared across requests, a plain-step probe (which only re-measures the 1-token
-    pass) also waits until the shared model has that pass measured rarely for its age.
+    flat on a bandwidth-bound GPU, steep and uneven on some CPUs. The best gamma > 0 is chosen
+    with the alpha estimate (recent verdicts weigh more); gamma = 0 (plain decoding) wins when
+    even with an optimistic alpha it is not predicted to beat a single-token pass. A probe round
+    tries the other side (0 against the best gamma > 0) so that alpha and the costs stay
+    measured. While it drafts, the gap between probes starts at `probe_every` rounds and doubles
+    each time a probe confirms the choice (it resets when one overturns it), so a settled
+    request pays for few probes. While it takes plain steps it probes every `probe_every`
+    rounds: such a probe costs only its draft steps (its verification pass still emits a token)
+    and is the only news about alpha, which may have recovered after a stretch the draft got
+    wrong. Given a CostModel shared across requests, a plain-step probe (which only re-measures
+    the 1-token pass) also waits until the shared model has that pass measured rarely for its
+    age.
     """
 
     def __init__(
@@ -197,9 +179,13 @@ class TheoryGamma:
         max_gamma: int = 16,
         prior_rounds: float = 2.0,
         probe_every: int = 8,
+        half_life: float = 32.0,
         costs: CostModel | None = None,
     ) -> None:
         """Start at `start`; alpha is shrunk toward 0.5 by prior_rounds pseudo-rounds.
+
+        half_life: verified draft tokens after which a verdict counts half in alpha, so alpha
+        follows a request whose agreement changes (a stretch the draft gets wrong, then right).
 
         costs: measured costs to start from and add to (shared across requests); a fresh one
         when None.
@@ -211,13 +197,14 @@ class TheoryGamma:
         self.gamma, self.start, self.max_gamma = start, start, max_gamma
         self.prior, self.probe_every, self.since_probe = prior_rounds, probe_every, 0
         self.probe_gap, self.probed_from = probe_every, -1  # -1: the last round was no probe
-        self.accepted = self.verified = 0.0
+        self.accepted = self.verified = 0.0  # decayed counts
+        self.half_life = half_life
         self.costs = costs if costs is not None else CostModel()
         self.verify_seconds = self.costs.verify  # target seconds per pass, by tokens scored
 
     @property
     def alpha(self) -> float:
-        """Running per-token acceptance estimate (accepted / verified, with a weak prior)."""
+        """Recent per-token acceptance estimate (accepted / verified, decayed, weak prior)."""
         return (self.accepted + 0.5 * self.prior) / (self.verified + self.prior)
 
     @property
@@ -238,13 +225,15 @@ class TheoryGamma:
 
     @property
     def alpha_optimistic(self) -> float:
-        """alpha plus one standard error: early rounds do not talk the policy out of drafting."""
+        """alpha plus one standard error: used only to decide between drafting and plain steps,
+        so a few early rejections do not talk the policy out of drafting."""
         spread = math.sqrt(self.alpha * (1 - self.alpha) / (self.verified + self.prior))
         return min(self.alpha + spread, 0.999)
 
-    def tokens_per_second(self, gamma: int) -> float:
-        """Predicted emitted tokens per second when drafting gamma tokens a round (optimistic)."""
-        tokens = expected_tokens_per_round(self.alpha_optimistic, gamma) if gamma else 1.0
+    def tokens_per_second(self, gamma: int, alpha: float | None = None) -> float:
+        """Predicted emitted tokens per second drafting gamma tokens a round (alpha: estimate)."""
+        a = self.alpha if alpha is None else alpha
+        tokens = expected_tokens_per_round(a, gamma) if gamma else 1.0
         seconds = gamma * self.draft_step_seconds + self.verify_seconds(gamma + 1)
         return tokens / seconds
 
@@ -255,9 +244,10 @@ class TheoryGamma:
     def update(self, summary: RoundSummary) -> None:
         """Fold in the round's acceptance and timings, then re-optimise gamma."""
         if summary.proposed:
-            rejected = 1 if summary.accepted < summary.proposed else 0
-            self.accepted += summary.accepted
-            self.verified += summary.accepted + rejected
+            verified = summary.accepted + (1 if summary.accepted < summary.proposed else 0)
+            keep = 0.5 ** (verified / self.half_life)  # older verdicts fade
+            self.accepted = keep * self.accepted + summary.accepted
+            self.verified = keep * self.verified + verified
         self.costs.add(summary)
         self.gamma = self._choose()
 
@@ -266,7 +256,9 @@ class TheoryGamma:
         self.since_probe += 1
         if not self.verify_seconds.identified:  # need a 1-token and a wider pass
             return 0 if set(self.verify_seconds.by_k) != {1} else self.start
-        best = max(range(self.max_gamma + 1), key=self.tokens_per_second)
+        drafting = max(range(1, self.max_gamma + 1), key=self.tokens_per_second)
+        optimistic = self.tokens_per_second(drafting, self.alpha_optimistic)
+        best = drafting if optimistic > self.tokens_per_second(0) else 0
         if self.probed_from >= 0:  # the round that just ended was a probe: did it confirm?
             confirmed = (best == 0) == (self.probed_from == 0)
             backs_off = confirmed and best > 0
@@ -280,7 +272,7 @@ class TheoryGamma:
         if self.since_probe < gap:
             return best
         self.since_probe, self.probed_from = 0, best
-        return max(range(1, self.max_gamma + 1), key=self.tokens_per_second) if best == 0 else 0
+        return drafting if best == 0 else 0
 
 
 def make_policy(name: str, gamma: int, costs: CostModel | None = None) -> GammaPolicy:

@@ -325,19 +325,25 @@ print(f"identical to plain greedy: {self_spec.tokens == plain_12}")
 # - `HeuristicGamma(start)`: transformers' schedule, $\gamma + 2$ after a round whose drafts were
 #   all kept, $\gamma - 1$ otherwise.
 # - `TheoryGamma(start)`: after every round re-estimates $\alpha$ (accepted / verified, with a
-#   weak prior), the seconds per draft step $t_d$, and the seconds $T_v(k)$ of a target pass over
-#   $k$ tokens, measured per width (widths not yet measured are interpolated between measured
-#   ones: with PyTorch's default CPU kernels a 2- or 3-token pass can cost more than a 5-token
-#   one, so no straight line fits; notebook 1 shows why and how packed weights flatten it).
+#   weak prior, each verdict's weight halving every 32 verified tokens so that the estimate
+#   follows a request whose agreement changes), the seconds per draft step $t_d$, and the
+#   seconds $T_v(k)$ of a target pass over $k$ tokens. Single passes are noisy (10-25 % here,
+#   and the first pass at a new width pays a one-off kernel setup), so $T_v$ is a straight line
+#   fitted through the per-width medians, and each measured width moves from the line toward
+#   its own median as its passes accumulate ($n/(n + 4)$ of the way). That still learns an
+#   uneven profile (with PyTorch's default CPU kernels a 2- or 3-token pass can cost more than a
+#   5-token one; notebook 1 shows why and how packed weights flatten it) without letting one
+#   unlucky pass rule a width out for good.
 #   It then picks the $\gamma$ with the most predicted tokens per second,
 #   $$\gamma^* = \arg\max_{\gamma \ge 0}
 #     \frac{(1 - \alpha^{\gamma+1})/(1 - \alpha)}{\gamma\, t_d + T_v(\gamma + 1)},$$
 #   which is the bound of notebook 5 with its $r = 1$ assumption replaced by measured costs
 #   ($T_v$ is nearly flat on a bandwidth-bound GPU or with packed CPU weights, steep with the
-#   default CPU kernels), using $\alpha$ plus one standard error so that a few early rejections
-#   do not talk it out of drafting. $\gamma = 0$ is a plain target step, chosen when no draft
-#   length is predicted to pay. Now and then a probe round tries the other side (a plain step,
-#   or a draft when it has been decoding plainly) so that $\alpha$ and the costs stay measured.
+#   default CPU kernels). $\gamma = 0$ is a plain target step, chosen when not even the best
+#   draft length is predicted to pay with $\alpha$ plus one standard error (optimism that keeps a
+#   few early rejections from talking it out of drafting). Now and then a probe round tries the
+#   other side (a plain step, or a draft when it has been decoding plainly) so that $\alpha$ and
+#   the costs stay measured.
 #   While it drafts, the first probe comes after 8 rounds, then after twice as many each time
 #   a probe confirms the choice, and after 8 again when one overturns it, so a settled request
 #   spends little on probing. While it steps plainly it probes every 8 rounds: a drafting probe
@@ -408,7 +414,7 @@ print(
     f"(r at gamma 4 = {fit.verify_ratio(4):.2f}), now choosing gamma {fit.next_gamma()}"
 )
 widths = sorted(fit.verify_seconds.by_k)
-print("measured pass times:", {k: f"{1e3 * fit.verify_seconds.mean(k):.0f} ms" for k in widths})
+print("median pass times:", {k: f"{1e3 * fit.verify_seconds.median(k):.0f} ms" for k in widths})
 
 # %%
 print(f"notebook ran in {time.perf_counter() - t_start:.1f} s")
@@ -465,8 +471,8 @@ print(f"notebook ran in {time.perf_counter() - t_start:.1f} s")
 #
 # The policy's $\alpha$ starts from a prior of 0.5; its second round is a plain step, which
 # with the first round gives two points of the verification-cost line. After a few rounds it
-# settles near `exit_stats[best_k]["gamma"]`, or at $\gamma = 0$ (plain steps, with a probe at
-# growing intervals) when the exit's $\alpha$ is too low for any draft length to pay: that is
+# settles near `exit_stats[best_k]["gamma"]`, or at $\gamma = 0$ (plain steps, with a probe every
+# 8 rounds) when the exit's $\alpha$ is too low for any draft length to pay: that is
 # the policy concluding, from measurements alone, that this drafter does not help on this
 # machine.
 # </details>
