@@ -79,13 +79,20 @@ class VerifyCost:
         self.trust = trust
         self.by_k: dict[int, list[float]] = {}  # k -> seconds of each pass over k tokens
         self._medians: dict[int, float] = {}
-        self._line = (0.0, 0.0)  # (a, b)
+        self._stale: set[int] = set()  # widths with passes added since their median
+        self._ab = (0.0, 0.0)  # the line's intercept and slope
 
     def add(self, k: int, seconds: float) -> None:
         """One measured pass over k tokens."""
         self.by_k.setdefault(k, []).append(seconds)
-        self._medians[k] = statistics.median(self.by_k[k])
-        self._line = self._fit()
+        self._stale.add(k)
+
+    def _refresh(self) -> None:
+        """Recompute the medians of widths measured since the last call, then the line."""
+        if self._stale:
+            self._medians.update({k: statistics.median(self.by_k[k]) for k in self._stale})
+            self._stale.clear()
+            self._ab = self._fit()
 
     def _fit(self) -> tuple[float, float]:
         """(a, b) of the pass-weighted least-squares line through the per-width medians."""
@@ -105,7 +112,8 @@ class VerifyCost:
 
     def slope(self) -> float:
         """Seconds per extra token along the fitted line (>= 0)."""
-        return self._line[1]
+        self._refresh()
+        return self._ab[1]
 
     def passes(self, k: int) -> int:
         """How many passes over k tokens were measured."""
@@ -113,11 +121,13 @@ class VerifyCost:
 
     def line(self, k: float) -> float:
         """The fitted line at k: what an unmeasured width is estimated to cost."""
-        a, b = self._line
+        self._refresh()
+        a, b = self._ab
         return max(a + b * k, 1e-9)
 
     def median(self, k: int) -> float:
         """Median measured seconds at a measured k."""
+        self._refresh()
         return self._medians[k]
 
     def __call__(self, k: int) -> float:
@@ -125,7 +135,7 @@ class VerifyCost:
         if not self.by_k:
             return 0.0
         line, n = self.line(k), self.passes(k)
-        return line + n / (n + self.trust) * (self._medians[k] - line) if n else line
+        return line + n / (n + self.trust) * (self.median(k) - line) if n else line
 
 
 class CostModel:

@@ -9,7 +9,8 @@ import torch
 
 from specviz.bench.markdown import render, resummarized
 from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, spread
-from specviz.bench.runner import BenchSetting, hf_generate
+from specviz.bench.report import policies_vs_best_fixed, priced_speedups, summarize
+from specviz.bench.runner import BenchSetting, Record, hf_generate
 from specviz.bench.saved import load_result_view
 from specviz.bench.workloads import WORKLOADS, load_requests
 from specviz.cli import main
@@ -55,6 +56,67 @@ def test_request_arithmetic() -> None:
     # short rounds (n-gram misses, dynamic gamma, the last rounds): the mean drafted length
     short = _metrics(proposed=50)
     assert short.bound() == pytest.approx(speedup_bound(30 / 45, 2.5, 0.1))
+
+
+def test_decode_phase_arithmetic() -> None:
+    """The prompt pass, about equal in both runs, is left out of the decode-phase ratios."""
+    m = _metrics(prefill_seconds=0.2, plain_decode_seconds=4.8)
+    step = 4.8 / 50  # plain seconds per decode step, its prompt pass left out
+    assert m.step_seconds == pytest.approx(step)
+    assert m.cost_ratio == pytest.approx((0.8 / 80) / step)
+    assert m.verify_ratio == pytest.approx((1.0 / 20) / step)
+    assert m.speedup == pytest.approx(2.5)  # end to end, unchanged
+    assert m.decode_speedup == pytest.approx(4.8 / 1.8)
+    assert m.decode_efficiency() == pytest.approx((4.8 / 1.8) / m.bound())
+    assert m.loop_efficiency() == pytest.approx((4.8 / 1.8) / m.refined_bound())
+    assert _metrics().decode_speedup != _metrics().decode_speedup  # not recorded: nan
+
+
+def _record(gamma: int, policy: str, widths: tuple[int, ...], slow: float = 1.0) -> Record:
+    """A request whose verification passes cost 50 ms at any width and draft steps 5 ms, with
+    the speculative run's timings multiplied by `slow` (a noisy moment)."""
+    calls = sum(widths) - len(widths)
+    metrics = _metrics(
+        latency=0.1 + (0.005 * calls + 0.05 * len(widths)) * slow,
+        plain_latency=0.1 + 0.055 * 40,
+        tokens=40,
+        rounds=len(widths),
+        proposed=calls,
+        draft_calls=calls,
+        draft_seconds=0.005 * calls * slow,
+        target_seconds=0.05 * len(widths) * slow,
+        widths=widths,
+        pass_seconds=tuple(0.05 * slow for _ in widths),
+        plain_decode_seconds=0.055 * 40,  # plain steps cost a little more than a pass
+        prefill_seconds=0.1,
+    )
+    setting = BenchSetting(drafter="model", gamma=gamma, temperature=0.0, policy=policy)
+    return Record(
+        request_id="r",
+        category="code",
+        setting=setting,
+        repetition=0,
+        metrics=metrics,
+        hf_latency=None,
+        hf_tokens=None,
+        hf_identical=None,
+    )
+
+
+def test_priced_speedup_prices_the_same_work_the_same() -> None:
+    steady = _record(2, "fixed", (3,) * 16)
+    noisy = _record(2, "fixed", (3,) * 16, slow=2.0)  # the same work timed at a slow moment
+    dynamic = _record(4, "theory", (5, 1, 3, 2) * 4)
+    priced = priced_speedups([steady, noisy, dynamic])
+    assert noisy.metrics.speedup < steady.metrics.speedup  # measured: the noise shows
+    assert priced[0] == pytest.approx(priced[1])  # priced: it is gone
+    step = 0.055  # median plain step; passes 50 ms at any width, draft steps 5 ms (medians)
+    assert priced[0] == pytest.approx(40 * step / (32 * 0.005 + 16 * 0.05))
+    assert priced[2] == pytest.approx(40 * step / (28 * 0.005 + 16 * 0.05))
+    rows = summarize([steady, noisy, dynamic], price_per_hour=1.0)
+    versus = policies_vs_best_fixed(rows)[0]
+    assert versus["priced_ratio"] == pytest.approx(priced[2] / priced[0])
+    assert versus["best_fixed_priced_gamma"] == 2
 
 
 def test_cost_and_spread() -> None:
@@ -135,6 +197,8 @@ def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -
     assert {d["start_gamma"] for d in dynamic} == {2}
     for d in dynamic:
         assert d["ratio"] == pytest.approx(d["speedup"] / d["best_fixed_speedup"])
+        priced = d["priced_speedup"] / d["best_fixed_priced_speedup"]
+        assert d["priced_ratio"] == pytest.approx(priced)
     assert [b for b, _ in result["batch_step_seconds"]] == [1, 2]
     assert "plotly" in html.read_text()[:5_000_000] and "speedup" in capsys.readouterr().out
     again = resummarized(result)  # the raw records alone rebuild every summary

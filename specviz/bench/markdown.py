@@ -50,6 +50,8 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> list[str]:
         "speedup",
         "bound",
         "efficiency",
+        "decode speedup",
+        "decode efficiency",
         "α",
         "c",
         "r",
@@ -73,6 +75,8 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> list[str]:
                 _spread(r["speedup"]),
                 f"{r['bound']['median']:.2f}",
                 f"{r['efficiency']['median']:.2f}",
+                _spread(r["decode_speedup"]) if r.get("decode_speedup") else "–",
+                f"{r['decode_efficiency']['median']:.2f}" if r.get("decode_efficiency") else "–",
                 f"{r['alpha']['median']:.2f}",
                 f"{r['cost_ratio']['median']:.3f}",
                 f"{r['verify_ratio']['median']:.2f}",
@@ -111,6 +115,7 @@ def curves_table(curves: Sequence[dict[str, Any]]) -> list[str]:
 def policies_table(dynamic: Sequence[dict[str, Any]]) -> list[str]:
     """Each dynamic gamma policy against the best fixed gamma of the same workload and drafter."""
     header = ["workload", "drafter", "T", "policy", "speedup", "best fixed γ (speedup)", "ratio"]
+    header += ["priced speedup", "best fixed γ priced", "priced ratio"]
     body = [
         [
             d["workload"],
@@ -120,6 +125,15 @@ def policies_table(dynamic: Sequence[dict[str, Any]]) -> list[str]:
             f"{d['speedup']:.2f}",
             f"{d['best_fixed_gamma']} ({d['best_fixed_speedup']:.2f})",
             f"{d['ratio']:.2f}",
+            *(
+                [
+                    f"{d['priced_speedup']:.2f}",
+                    f"{d['best_fixed_priced_gamma']} ({d['best_fixed_priced_speedup']:.2f})",
+                    f"{d['priced_ratio']:.2f}",
+                ]
+                if d.get("priced_ratio") is not None
+                else ["–"] * 3
+            ),
         ]
         for d in dynamic
     ]
@@ -183,7 +197,11 @@ def render(result: dict[str, Any], title: str) -> str:
         out += ["Speedup against γ, and the γ theory picks for the measured α and c:", ""]
         out += [*curves_table(result["gamma_curves"]), ""]
     if result.get("policies_vs_best_fixed"):
-        out += ["Dynamic γ against the best fixed γ (ratio of median speedups):", ""]
+        out += [
+            "Dynamic γ against the best fixed γ (ratio of median speedups; priced: every run's "
+            "work at the sweep's median costs, free of timing noise):",
+            "",
+        ]
         out += [*policies_table(result["policies_vs_best_fixed"]), ""]
     out += ["Cost per 1k generated tokens:", "", *cost_table(result["summary"]), ""]
     batch = result.get("batch_step_seconds") or []

@@ -27,6 +27,11 @@ class RequestMetrics:
     draft_seconds: float
     draft_calls: int
     target_seconds: float
+    # Recorded since the decode-phase metrics (results saved before have the defaults):
+    prefill_seconds: float = 0.0  # the speculative run's prompt pass (target and drafter)
+    plain_decode_seconds: float = 0.0  # the plain run after its prompt pass, scaled to `tokens`
+    widths: tuple[int, ...] = ()  # tokens scored by each verification pass, round by round
+    pass_seconds: tuple[float, ...] = ()  # seconds of each verification pass
 
     @property
     def tokens_per_second(self) -> float:
@@ -55,11 +60,17 @@ class RequestMetrics:
         return self.tokens / self.rounds
 
     @property
+    def step_seconds(self) -> float:
+        """Seconds per plain decode step: the paired plain run after its prompt pass."""
+        plain = self.plain_decode_seconds or self.plain_latency  # older results: prompt included
+        return plain / self.tokens
+
+    @property
     def cost_ratio(self) -> float:
-        """c = seconds per draft forward / seconds per plain target step (paired plain run)."""
+        """c = seconds per draft forward / seconds per plain decode step (paired plain run)."""
         if not self.draft_calls:
             return 0.0
-        return (self.draft_seconds / self.draft_calls) / (self.plain_latency / self.tokens)
+        return (self.draft_seconds / self.draft_calls) / self.step_seconds
 
     @property
     def mean_gamma(self) -> float:
@@ -68,8 +79,19 @@ class RequestMetrics:
 
     @property
     def speedup(self) -> float:
-        """Plain latency / speculative latency for the same request and length."""
+        """Plain latency / speculative latency for the same request and length (end to end)."""
         return self.plain_latency / self.latency
+
+    @property
+    def decode_speedup(self) -> float:
+        """The same after each run's prompt pass: the decode loop the bound describes.
+
+        The prompt pass costs both runs about the same, so it pulls the end-to-end speedup
+        toward 1 on short outputs. nan for results saved before it was recorded.
+        """
+        if not self.plain_decode_seconds:
+            return float("nan")
+        return self.plain_decode_seconds / (self.latency - self.prefill_seconds)
 
     def bound(self) -> float:
         """Leviathan et al.'s expected speedup for the measured alpha and c.
@@ -82,8 +104,12 @@ class RequestMetrics:
         return speedup_bound(a, self.mean_gamma, self.cost_ratio)
 
     def efficiency(self) -> float:
-        """Measured speedup / the bound: 1.0 means the loop adds no overhead beyond theory."""
+        """End-to-end speedup / the bound (the prompt pass included)."""
         return self.speedup / self.bound()
+
+    def decode_efficiency(self) -> float:
+        """Decode speedup / the bound: 1.0 means the loop adds no overhead beyond theory."""
+        return self.decode_speedup / self.bound()
 
     @property
     def verify_ratio(self) -> float:
@@ -91,7 +117,7 @@ class RequestMetrics:
 
         The Leviathan bound assumes r = 1 (a memory-bound target); on a CPU r > 1.
         """
-        return (self.target_seconds / self.rounds) / (self.plain_latency / self.tokens)
+        return (self.target_seconds / self.rounds) / self.step_seconds
 
     def refined_bound(self) -> float:
         """E[tokens per round] / (gamma c + r): the bound with the measured verification cost."""
@@ -99,16 +125,24 @@ class RequestMetrics:
         return self.bound() * (g * c + 1) / (g * c + self.verify_ratio)
 
     def loop_efficiency(self) -> float:
-        """Measured speedup / refined_bound: what is left is the loop's own overhead."""
-        return self.speedup / self.refined_bound()
+        """Decode speedup / refined_bound: what is left is the loop's own overhead.
+
+        Results saved before the prompt pass was recorded use the end-to-end speedup.
+        """
+        speedup = (
+            self.speedup if self.decode_speedup != self.decode_speedup else self.decode_speedup
+        )
+        return speedup / self.refined_bound()
 
 
 def request_metrics(spec: GenerationResult, plain: GenerationResult) -> RequestMetrics:
     """Metrics of one speculative run paired with one plain run of the same request."""
     rounds = spec.rounds
+    scale = len(spec.tokens) / max(len(plain.tokens), 1)  # T > 0: the two may differ in length
+    prefill = spec.prefill
     return RequestMetrics(
         latency=spec.seconds,
-        plain_latency=plain.seconds * len(spec.tokens) / max(len(plain.tokens), 1),
+        plain_latency=plain.seconds * scale,
         tokens=len(spec.tokens),
         rounds=len(rounds),
         proposed=spec.proposed,
@@ -117,6 +151,10 @@ def request_metrics(spec: GenerationResult, plain: GenerationResult) -> RequestM
         draft_seconds=sum(r.draft_seconds for r in rounds),
         draft_calls=sum(r.draft_forward_calls for r in rounds),
         target_seconds=sum(r.target_seconds for r in rounds),
+        prefill_seconds=prefill.target_seconds + prefill.draft_seconds,
+        plain_decode_seconds=(plain.seconds - plain.prefill.target_seconds) * scale,
+        widths=tuple(r.proposed + 1 for r in rounds),
+        pass_seconds=tuple(r.target_seconds for r in rounds),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -11,6 +12,7 @@ import plotly.graph_objects as go
 
 from specviz.bench.metrics import cost_per_1k_tokens, spread
 from specviz.bench.runner import BenchSetting, Record
+from specviz.policies import VerifyCost
 from specviz.theory import optimal_gamma, speedup_bound
 
 
@@ -19,14 +21,53 @@ def _key(r: Record) -> tuple[str, BenchSetting]:
     return r.category, r.setting
 
 
+def _pricing_key(r: Record) -> tuple[str, str, str, int, float]:
+    """Records priced together: same workload, drafter and temperature (any gamma or policy)."""
+    s = r.setting
+    return r.category, s.drafter, s.draft_name, s.exit_layer, s.temperature
+
+
+def priced_speedups(records: Sequence[Record]) -> list[float]:
+    """Each record's speedup with its work priced at costs shared by its whole sweep.
+
+    A record's work is its draft steps and its verification passes by width, and its paired
+    plain run's decode steps; each is priced at the median measured over every record of the
+    same workload, drafter and temperature (passes by width as the theory policy prices them:
+    VerifyCost). Timing noise, which here moves identical runs by 25 %, is gone; what is left
+    compares the policies' choices. nan where per-pass timings were not recorded.
+    """
+    groups: dict[tuple[str, str, str, int, float], list[int]] = defaultdict(list)
+    for i, r in enumerate(records):
+        groups[_pricing_key(r)].append(i)
+    out = [float("nan")] * len(records)
+    for idx in groups.values():
+        ms = [records[i].metrics for i in idx]
+        if not all(m.widths and m.plain_decode_seconds for m in ms):
+            continue
+        passes = VerifyCost()
+        for m in ms:
+            for width, seconds in zip(m.widths, m.pass_seconds, strict=True):
+                passes.add(width, seconds)
+        step = statistics.median(m.step_seconds for m in ms)
+        drafted = [m.draft_seconds / m.draft_calls for m in ms if m.draft_calls]
+        draft = statistics.median(drafted) if drafted else 0.0
+        for i, m in zip(idx, ms, strict=True):
+            work = m.draft_calls * draft + sum(passes(w) for w in m.widths)
+            out[i] = m.tokens * step / work
+    return out
+
+
 def summarize(records: Sequence[Record], price_per_hour: float) -> list[dict[str, Any]]:
     """Per (workload, setting): medians with min–max, theory, cost, agreement with transformers."""
     groups: dict[tuple[str, BenchSetting], list[Record]] = defaultdict(list)
-    for r in records:
+    priced: dict[tuple[str, BenchSetting], list[float]] = defaultdict(list)
+    for r, speed in zip(records, priced_speedups(records), strict=True):
         groups[_key(r)].append(r)
+        priced[_key(r)].append(speed)
     rows = []
     for (category, setting), rs in groups.items():
         ms = [r.metrics for r in rs]
+        known = [p for p in priced[category, setting] if p == p]
         hf = [r for r in rs if r.hf_latency is not None and r.hf_tokens]
         spec_s, plain_s = sum(m.latency for m in ms), sum(m.plain_latency for m in ms)
         tokens = sum(m.tokens for m in ms)
@@ -39,6 +80,9 @@ def summarize(records: Sequence[Record], price_per_hour: float) -> list[dict[str
                 "mean_gamma": asdict(spread([m.mean_gamma for m in ms])),
                 "bound": asdict(spread([m.bound() for m in ms])),
                 "efficiency": asdict(spread([m.efficiency() for m in ms])),
+                "decode_speedup": _spread_known([m.decode_speedup for m in ms]),
+                "decode_efficiency": _spread_known([m.decode_efficiency() for m in ms]),
+                "priced_speedup": asdict(spread(known)) if known else None,
                 "verify_ratio": asdict(spread([m.verify_ratio for m in ms])),
                 "refined_bound": asdict(spread([m.refined_bound() for m in ms])),
                 "loop_efficiency": asdict(spread([m.loop_efficiency() for m in ms])),
@@ -63,6 +107,12 @@ def summarize(records: Sequence[Record], price_per_hour: float) -> list[dict[str
             }
         )
     return rows
+
+
+def _spread_known(values: Sequence[float]) -> dict[str, float] | None:
+    """Spread of the values that are not nan (None when none is known)."""
+    known = [v for v in values if v == v]
+    return asdict(spread(known)) if known else None
 
 
 def _hf_ratio(r: Record) -> float:
@@ -114,19 +164,31 @@ def gamma_curves(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def policies_vs_best_fixed(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each dynamic policy's median speedup / the best fixed gamma's, on the same curve."""
+def _best_fixed(rows: Sequence[dict[str, Any]], metric: str) -> dict[Curve, tuple[float, int]]:
+    """Per curve: the best fixed gamma's median `metric` and that gamma."""
     best: dict[Curve, tuple[float, int]] = {}
     for row in rows:
-        if row["setting"]["policy"] == "fixed":
-            key, speed = _curve_key(row), row["speedup"]["median"]
+        if row["setting"]["policy"] == "fixed" and row.get(metric):
+            key, speed = _curve_key(row), row[metric]["median"]
             if key not in best or speed > best[key][0]:
                 best[key] = (speed, row["setting"]["gamma"])
+    return best
+
+
+def policies_vs_best_fixed(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each dynamic policy's median speedup / the best fixed gamma's, on the same curve.
+
+    Measured (wall clock, paired with plain runs) and priced (priced_speedups: the same work at
+    shared costs, free of timing noise), each against the fixed gamma that is best by it.
+    """
+    best, best_priced = _best_fixed(rows, "speedup"), _best_fixed(rows, "priced_speedup")
     out = []
     for row in rows:
         key = _curve_key(row)
         if row["setting"]["policy"] != "fixed" and key in best:
             speed = row["speedup"]["median"]
+            priced = row.get("priced_speedup")
+            versus = best_priced.get(key) if priced else None
             out.append(
                 {
                     "workload": row["workload"],
@@ -138,6 +200,10 @@ def policies_vs_best_fixed(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any
                     "best_fixed_gamma": best[key][1],
                     "best_fixed_speedup": best[key][0],
                     "ratio": speed / best[key][0],
+                    "priced_speedup": priced["median"] if priced and versus else None,
+                    "best_fixed_priced_gamma": versus[1] if priced and versus else None,
+                    "best_fixed_priced_speedup": versus[0] if priced and versus else None,
+                    "priced_ratio": priced["median"] / versus[0] if priced and versus else None,
                 }
             )
     return out

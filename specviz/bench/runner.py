@@ -73,6 +73,8 @@ class Record:
             "speedup": m.speedup,
             "bound": m.bound(),
             "efficiency": m.efficiency(),
+            "decode_speedup": m.decode_speedup,
+            "decode_efficiency": m.decode_efficiency(),
             "verify_ratio": m.verify_ratio,
             "refined_bound": m.refined_bound(),
             "loop_efficiency": m.loop_efficiency(),
@@ -91,7 +93,9 @@ class Record:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Record:
         """Inverse of to_dict (derived metrics are recomputed, not read back)."""
-        raw = {f.name: data["metrics"][f.name] for f in fields(RequestMetrics)}
+        saved = data["metrics"]  # fields added later are absent from older results
+        raw = {f.name: saved[f.name] for f in fields(RequestMetrics) if f.name in saved}
+        raw.update({k: tuple(raw[k]) for k in ("widths", "pass_seconds") if k in raw})
         return cls(
             request_id=data["request_id"],
             category=data["category"],
