@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import deque
 from typing import Protocol
 
 from specviz.events import RoundSummary
@@ -71,20 +72,21 @@ class VerifyCost:
     through the medians (weighted by passes; slope >= 0), and a width's estimate moves from the
     line to its own median as its passes accumulate: n / (n + trust) of the way. Uneven costs
     (on some CPUs a 2- or 3-token pass costs more than a 5-token one) are still learned, from a
-    few passes rather than one.
+    few passes rather than one. Only the latest `window` passes of each width are kept, so a
+    long-lived CostModel stays small and follows slow changes of the machine.
     """
 
-    def __init__(self, trust: float = 4.0) -> None:
+    def __init__(self, trust: float = 4.0, window: int = 256) -> None:
         """No measurements yet; trust = passes at which a width's median counts half."""
-        self.trust = trust
-        self.by_k: dict[int, list[float]] = {}  # k -> seconds of each pass over k tokens
+        self.trust, self.window = trust, window
+        self.by_k: dict[int, deque[float]] = {}  # k -> seconds of the latest passes over k
         self._medians: dict[int, float] = {}
         self._stale: set[int] = set()  # widths with passes added since their median
         self._ab = (0.0, 0.0)  # the line's intercept and slope
 
     def add(self, k: int, seconds: float) -> None:
         """One measured pass over k tokens."""
-        self.by_k.setdefault(k, []).append(seconds)
+        self.by_k.setdefault(k, deque(maxlen=self.window)).append(seconds)
         self._stale.add(k)
 
     def _refresh(self) -> None:
@@ -116,7 +118,7 @@ class VerifyCost:
         return self._ab[1]
 
     def passes(self, k: int) -> int:
-        """How many passes over k tokens were measured."""
+        """How many passes over k tokens are kept (at most `window`)."""
         return len(self.by_k.get(k, ()))
 
     def line(self, k: float) -> float:

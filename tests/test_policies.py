@@ -12,7 +12,14 @@ from specviz.drafters import ModelDrafter
 from specviz.events import RoundSummary
 from specviz.generate import autoregressive_generate, speculative_generate
 from specviz.ngram import NgramDrafter
-from specviz.policies import CostModel, FixedGamma, HeuristicGamma, TheoryGamma, make_policy
+from specviz.policies import (
+    CostModel,
+    FixedGamma,
+    HeuristicGamma,
+    TheoryGamma,
+    VerifyCost,
+    make_policy,
+)
 from specviz.stats.laws import EXACT_VARIANT
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
@@ -159,6 +166,13 @@ def test_theory_policy_prices_wide_verification() -> None:
         ),
     )
     assert max(predicted, key=predicted.__getitem__) == brute < 16
+
+
+def test_verification_costs_keep_a_bounded_window_of_recent_passes() -> None:
+    costs = VerifyCost(window=8)
+    for seconds in [0.5] * 100 + [0.1] * 8:  # the machine got faster
+        costs.add(3, seconds)
+    assert costs.passes(3) == 8 and costs.median(3) == pytest.approx(0.1)
 
 
 def test_make_policy_and_bad_values() -> None:
