@@ -76,8 +76,11 @@ class VerifyCost:
     long-lived CostModel stays small and follows slow changes of the machine.
     """
 
-    def __init__(self, trust: float = 4.0, window: int = 256) -> None:
-        """No measurements yet; trust = passes at which a width's median counts half."""
+    def __init__(self, trust: float = 4.0, window: int | None = 256) -> None:
+        """No measurements yet; trust = passes at which a width's median counts half.
+
+        window: passes kept per width (None: all of them, for pricing a finished run).
+        """
         self.trust, self.window = trust, window
         self.by_k: dict[int, deque[float]] = {}  # k -> seconds of the latest passes over k
         self._medians: dict[int, float] = {}

@@ -119,6 +119,15 @@ def test_priced_speedup_prices_the_same_work_the_same() -> None:
     assert versus["best_fixed_priced_gamma"] == 2
 
 
+def test_priced_speedup_prices_every_pass_of_the_sweep() -> None:
+    """Not only the latest passes of a width: a slow run priced last must not set the price."""
+    fast = [_record(2, "fixed", (3,) * 300) for _ in range(2)]
+    slow = _record(2, "fixed", (3,) * 300, slow=2.0)
+    priced = priced_speedups([*fast, slow])
+    assert priced[2] == pytest.approx(priced[0])
+    assert priced[0] == pytest.approx(40 * 0.055 / (600 * 0.005 + 300 * 0.05))
+
+
 def test_cost_and_spread() -> None:
     assert cost_per_1k_tokens(seconds=36.0, tokens=100, price_per_hour=1.0) == pytest.approx(0.1)
     with pytest.raises(ValueError, match="at least one generated token"):

@@ -44,7 +44,7 @@ def priced_speedups(records: Sequence[Record]) -> list[float]:
         ms = [records[i].metrics for i in idx]
         if not all(m.widths and m.plain_decode_seconds for m in ms):
             continue
-        passes = VerifyCost()
+        passes = VerifyCost(window=None)  # every pass of the sweep, not only the latest
         for m in ms:
             for width, seconds in zip(m.widths, m.pass_seconds, strict=True):
                 passes.add(width, seconds)
