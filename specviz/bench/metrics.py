@@ -129,10 +129,8 @@ class RequestMetrics:
 
         Results saved before the prompt pass was recorded use the end-to-end speedup.
         """
-        speedup = (
-            self.speedup if self.decode_speedup != self.decode_speedup else self.decode_speedup
-        )
-        return speedup / self.refined_bound()
+        decode = self.decode_speedup
+        return (decode if decode == decode else self.speedup) / self.refined_bound()
 
 
 def request_metrics(spec: GenerationResult, plain: GenerationResult) -> RequestMetrics:

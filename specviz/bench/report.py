@@ -67,7 +67,6 @@ def summarize(records: Sequence[Record], price_per_hour: float) -> list[dict[str
     rows = []
     for (category, setting), rs in groups.items():
         ms = [r.metrics for r in rs]
-        known = [p for p in priced[category, setting] if p == p]
         hf = [r for r in rs if r.hf_latency is not None and r.hf_tokens]
         spec_s, plain_s = sum(m.latency for m in ms), sum(m.plain_latency for m in ms)
         tokens = sum(m.tokens for m in ms)
@@ -82,7 +81,7 @@ def summarize(records: Sequence[Record], price_per_hour: float) -> list[dict[str
                 "efficiency": asdict(spread([m.efficiency() for m in ms])),
                 "decode_speedup": _spread_known([m.decode_speedup for m in ms]),
                 "decode_efficiency": _spread_known([m.decode_efficiency() for m in ms]),
-                "priced_speedup": asdict(spread(known)) if known else None,
+                "priced_speedup": _spread_known(priced[category, setting]),
                 "verify_ratio": asdict(spread([m.verify_ratio for m in ms])),
                 "refined_bound": asdict(spread([m.refined_bound() for m in ms])),
                 "loop_efficiency": asdict(spread([m.loop_efficiency() for m in ms])),
@@ -187,8 +186,7 @@ def policies_vs_best_fixed(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any
         key = _curve_key(row)
         if row["setting"]["policy"] != "fixed" and key in best:
             speed = row["speedup"]["median"]
-            priced = row.get("priced_speedup")
-            versus = best_priced.get(key) if priced else None
+            priced, versus = row.get("priced_speedup"), best_priced.get(key)
             out.append(
                 {
                     "workload": row["workload"],
@@ -200,13 +198,31 @@ def policies_vs_best_fixed(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any
                     "best_fixed_gamma": best[key][1],
                     "best_fixed_speedup": best[key][0],
                     "ratio": speed / best[key][0],
-                    "priced_speedup": priced["median"] if priced and versus else None,
-                    "best_fixed_priced_gamma": versus[1] if priced and versus else None,
-                    "best_fixed_priced_speedup": versus[0] if priced and versus else None,
-                    "priced_ratio": priced["median"] / versus[0] if priced and versus else None,
+                    **_priced_versus(priced, versus),
                 }
             )
     return out
+
+
+def _priced_versus(
+    priced: dict[str, float] | None, versus: tuple[float, int] | None
+) -> dict[str, float | int | None]:
+    """A policy's priced median against the best fixed gamma's (None where either is unknown)."""
+    if not priced or not versus:
+        return dict.fromkeys(
+            (
+                "priced_speedup",
+                "best_fixed_priced_gamma",
+                "best_fixed_priced_speedup",
+                "priced_ratio",
+            )
+        )
+    return {
+        "priced_speedup": priced["median"],
+        "best_fixed_priced_gamma": versus[1],
+        "best_fixed_priced_speedup": versus[0],
+        "priced_ratio": priced["median"] / versus[0],
+    }
 
 
 def figures(

@@ -165,22 +165,20 @@ def hf_generate(
     }
     if setting.temperature > 0:
         kwargs.update(temperature=setting.temperature, top_k=0, top_p=1.0)
-    if setting.drafter == "ngram":
+    saved = draft.generation_config if setting.drafter != "ngram" else None
+    if saved is None:
         kwargs.update(prompt_lookup_num_tokens=setting.gamma, max_matching_ngram_size=3)
-        start = clock(target.device)
-        out = target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
-        return clock(target.device) - start, out[0, len(prompt_ids) :].tolist()
-    saved = draft.generation_config
-    draft.generation_config = copy.deepcopy(saved)
-    draft.generation_config.update(**assistant_settings(setting))
+    else:
+        kwargs.update(assistant_model=draft)
+        draft.generation_config = copy.deepcopy(saved)
+        draft.generation_config.update(**assistant_settings(setting))
     try:
         start = clock(target.device)
-        out = target.generate(
-            ids, attention_mask=torch.ones_like(ids), assistant_model=draft, **kwargs
-        )
+        out = target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
         seconds = clock(target.device) - start
     finally:
-        draft.generation_config = saved
+        if saved is not None:
+            draft.generation_config = saved
     return seconds, out[0, len(prompt_ids) :].tolist()
 
 
