@@ -56,12 +56,10 @@ def autoregressive_events(
     device = target.device
     cache, generator, ids = KVCache(target), make_generator(sampling, device), list(prompt_ids)
     start = clock(device)
-    if len(ids) > 1:
-        cache.forward(torch.tensor(ids[:-1], device=device), keep=1)
-    yield Prefill(prompt_tokens=len(ids), target_seconds=clock(device) - start, draft_seconds=0.0)
+    yield Prefill(prompt_tokens=len(ids), target_seconds=0.0, draft_seconds=0.0)  # see below
     reason = "max_new_tokens"
     for position in range(max_new_tokens):
-        t0 = clock(device)
+        t0 = clock(device)  # the first step scores the whole prompt: no separate prompt pass
         logits = cache.forward(torch.tensor(ids[len(cache) :], device=device), keep=1)[-1]  # (V,)
         p = logits_to_probs(logits, sampling)
         token = sample(p, generator)
@@ -127,21 +125,23 @@ class SpeculativeDecoder:
         return len(self.ids) - self.prompt_len
 
     def _prefill(self) -> Prefill:
-        """Cache all prompt tokens but the last in target and drafter."""
+        """Cache all prompt tokens but the last in the drafter.
+
+        The target gets no prompt pass of its own: its first verification pass scores the
+        prompt together with the first drafts (one target call fewer, as in transformers).
+        """
         t0 = clock(self.device)
-        prefix = self.ids[:-1]
-        if prefix:
-            self.target_cache.forward(torch.tensor(prefix, device=self.device), keep=1)
-        t1 = clock(self.device)
-        self.drafter.prefill(prefix)
-        t2 = clock(self.device)
-        return Prefill(prompt_tokens=len(self.ids), target_seconds=t1 - t0, draft_seconds=t2 - t1)
+        self.drafter.prefill(self.ids[:-1])
+        return Prefill(
+            prompt_tokens=len(self.ids), target_seconds=0.0, draft_seconds=clock(self.device) - t0
+        )
 
     def _round(self, round_index: int, gamma: int) -> Iterator[Event]:
         """Draft, score all drafts in one target pass, verify, emit, roll both caches back."""
         t0 = clock(self.device)
         draft = self._draft(gamma)
         t1 = clock(self.device)
+        carried = len(self.ids) - 1 - len(self.target_cache)  # prompt tokens in the first pass
         p_target = self._score(draft.tokens)  # (k+1, V)
         t2 = clock(self.device)
         first = self.new_tokens
@@ -163,6 +163,7 @@ class SpeculativeDecoder:
             draft_seconds=t1 - t0,
             target_seconds=t2 - t1,
             draft_forward_calls=draft.forward_calls,
+            prompt_tokens=carried,
         )
         self.policy.update(summary)
         yield summary

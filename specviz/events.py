@@ -16,7 +16,12 @@ from typing import Any, ClassVar
 
 @dataclass(frozen=True, kw_only=True)
 class Prefill:
-    """The prompt was run through the model(s) once to fill their KV caches."""
+    """The prompt was handed to the models: the drafter cached it (draft_seconds).
+
+    The target scores the prompt in its first pass (the first plain step or verification
+    pass), as transformers does; target_seconds is 0 then (events saved before folding kept
+    a separate target prompt pass here).
+    """
 
     kind: ClassVar[str] = "prefill"
     prompt_tokens: int
@@ -118,6 +123,7 @@ class RoundSummary:
     draft_seconds: float
     target_seconds: float
     draft_forward_calls: int
+    prompt_tokens: int = 0  # prompt tokens the target pass scored too (the first round's)
 
 
 @dataclass(frozen=True, kw_only=True)

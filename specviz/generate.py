@@ -48,7 +48,8 @@ class GenerationResult:
 
     @property
     def target_calls(self) -> int:
-        """Target forward passes after the prompt: one per round, or one per token when plain."""
+        """Target forward passes: one per round, or one per token when plain (the first of
+        them also scores the prompt)."""
         plain = sum(isinstance(e, Sampled) for e in self.events)
         return len(self.rounds) + plain
 

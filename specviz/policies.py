@@ -160,7 +160,8 @@ class CostModel:
         if summary.proposed:
             self.draft_seconds += summary.draft_seconds
             self.draft_calls += summary.draft_forward_calls
-        self.verify.add(summary.proposed + 1, summary.target_seconds)
+        if not summary.prompt_tokens:  # a pass that also scored the prompt is no sample
+            self.verify.add(summary.proposed + 1, summary.target_seconds)
 
     @property
     def draft_step_seconds(self) -> float:

@@ -8,13 +8,15 @@ import pytest
 import torch
 
 from specviz.bench.markdown import render, resummarized
-from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, spread
+from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, request_metrics, spread
 from specviz.bench.report import policies_vs_best_fixed, priced_speedups, summarize
 from specviz.bench.runner import BenchSetting, Record, hf_generate
 from specviz.bench.saved import load_result_view
 from specviz.bench.workloads import WORKLOADS, load_requests
 from specviz.cli import main
-from specviz.generate import encode
+from specviz.config import SamplingConfig, SpeculationConfig
+from specviz.events import Finished, Prefill, RoundSummary, Sampled
+from specviz.generate import GenerationResult, encode, speculative_generate
 from specviz.theory import speedup_bound
 from specviz.trimmed import save_ranking
 
@@ -70,6 +72,54 @@ def test_decode_phase_arithmetic() -> None:
     assert m.decode_efficiency() == pytest.approx((4.8 / 1.8) / m.bound())
     assert m.loop_efficiency() == pytest.approx((4.8 / 1.8) / m.refined_bound())
     assert _metrics().decode_speedup != _metrics().decode_speedup  # not recorded: nan
+
+
+def _result(events: list[object], seconds: float, tokens: int) -> GenerationResult:
+    log = (Prefill(prompt_tokens=30, target_seconds=0.0, draft_seconds=0.02), *events)
+    done = Finished(reason="max_new_tokens", new_tokens=tokens, seconds=seconds)
+    return GenerationResult(
+        prompt_ids=(1,) * 30,
+        tokens=(5,) * tokens,
+        text="",
+        events=(*log, done),  # type: ignore[arg-type]
+        finish_reason="max_new_tokens",
+        seconds=seconds,
+    )
+
+
+def test_the_prompt_share_of_the_first_pass_counts_as_prompt_time() -> None:
+    """Both runs score the prompt in their first pass; its excess over later passes of the
+    same width is prompt time, the rest decoding."""
+    widths = [3, 3, 1, 3, 2]  # gamma per round: 2, 2, 0, 2, 1
+    pass_s = [0.09, 0.05, 0.04, 0.06, 0.07]  # the first also scored 29 prompt tokens
+    rounds = [
+        RoundSummary(
+            round=i,
+            gamma=w - 1,
+            proposed=w - 1,
+            accepted=w - 1,
+            emitted=w,
+            draft_seconds=0.01 * (w - 1),
+            target_seconds=t,
+            draft_forward_calls=w - 1,
+            prompt_tokens=29 if i == 0 else 0,
+        )
+        for i, (w, t) in enumerate(zip(widths, pass_s, strict=True))
+    ]
+    spec = _result(rounds, seconds=0.5, tokens=12)
+    steps = [0.08, 0.05, 0.04, 0.06] + [0.05] * 8  # the first step scored the prompt
+    plain = _result(
+        [Sampled(position=i, token=5, p_x=1.0, target_seconds=t) for i, t in enumerate(steps)],
+        seconds=0.9,
+        tokens=12,
+    )
+    m = request_metrics(spec, plain)
+    spec_prompt = 0.09 - 0.055  # beyond the median of the other 3-token passes (0.05, 0.06)
+    assert m.prefill_seconds == pytest.approx(0.02 + spec_prompt)  # drafter's prefill too
+    assert m.pass_seconds[0] == pytest.approx(0.055) and m.widths == tuple(widths)
+    assert m.target_seconds == pytest.approx(sum(pass_s) - spec_prompt)
+    assert m.plain_decode_seconds == pytest.approx(0.9 - (0.08 - 0.05))
+    assert m.decode_speedup == pytest.approx((0.9 - 0.03) / (0.5 - 0.02 - spec_prompt))
 
 
 def _record(gamma: int, policy: str, widths: tuple[int, ...], slow: float = 1.0) -> Record:
@@ -259,6 +309,18 @@ def test_transformers_assisted_generation_drafts_the_settings_gamma(
             # gamma draft steps a round (the last round may be cut by max_new_tokens), not
             # transformers' defaults (20 tokens, stopping at confidence 0.4)
             assert gamma * (rounds - 1) < counts["draft"] <= gamma * rounds
+            # ours makes the same target calls: the prompt rides in the first pass, as there
+            counts.update(target=0)
+            spec = speculative_generate(
+                target,
+                draft,
+                tokenizer,
+                prompt,
+                sampling=SamplingConfig(temperature=0),
+                speculation=SpeculationConfig(gamma=gamma, max_new_tokens=12),
+            )
+            assert list(spec.tokens) == tokens
+            assert counts["target"] == len(spec.rounds) == spec.target_calls == rounds
     finally:
         for h in hooks:
             h.remove()

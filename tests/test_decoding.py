@@ -255,3 +255,31 @@ def test_low_precision_models_decode(dtype: torch.dtype, pair: PairFactory, toke
         0 <= t < target.config.vocab_size for t in result.tokens
     )
     _check_event_consistency(result.events, result.tokens)
+
+
+def test_the_target_scores_the_prompt_in_its_first_pass(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+    """No separate prompt pass: one target call per round (per token when plain)."""
+    target, draft = pair("llama")
+    calls = [0]
+    hook = target.register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    try:
+        spec = speculative_generate(
+            target,
+            draft,
+            tokenizer,
+            PROMPTS[0],
+            sampling=GREEDY,
+            speculation=SpeculationConfig(gamma=3, max_new_tokens=20),
+            stop=(),
+        )
+        assert calls[0] == len(spec.rounds) == spec.target_calls
+        prompt = len(spec.prompt_ids)
+        assert [r.prompt_tokens for r in spec.rounds] == [prompt - 1] + [0] * (calls[0] - 1)
+        assert spec.prefill.target_seconds == 0.0
+        calls[0] = 0
+        plain = autoregressive_generate(
+            target, tokenizer, PROMPTS[0], sampling=GREEDY, max_new_tokens=20, stop=()
+        )
+        assert calls[0] == len(plain.tokens) == plain.target_calls == 20
+    finally:
+        hook.remove()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -166,6 +167,15 @@ def test_theory_policy_prices_wide_verification() -> None:
         ),
     )
     assert max(predicted, key=predicted.__getitem__) == brute < 16
+
+
+def test_a_pass_that_also_scored_the_prompt_is_not_a_verification_cost() -> None:
+    costs = CostModel()
+    with_prompt = dataclasses.replace(_summary(4, 4, 2), target_seconds=0.9, prompt_tokens=40)
+    costs.add(with_prompt)
+    assert not costs.verify.by_k and costs.draft_step_seconds == pytest.approx(0.01)
+    costs.add(_summary(4, 4, 2))
+    assert costs.verify(5) == pytest.approx(0.1)
 
 
 def test_verification_costs_keep_a_bounded_window_of_recent_passes() -> None:

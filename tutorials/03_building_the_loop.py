@@ -55,7 +55,10 @@ print(f"prompt: {len(prompt_ids)} tokens; gamma = {GAMMA}; {MAX_NEW} new tokens;
 # caches. The invariant is that **each cache holds every committed token except the last**:
 # the last one is fed at the start of the next round, because its forward pass is what
 # produces the distribution of the token after it. The prefill establishes the invariant by
-# running `ids[:-1]` through both models.
+# running `ids[:-1]` through both models. (specviz's `SpeculativeDecoder` saves one target
+# call: it prefills only the draft and lets the target's first verification pass take the
+# whole prompt together with the first drafts, as transformers does. The invariant then holds
+# from the end of the first round; the tokens are the same.)
 #
 # A round then has four steps.
 #

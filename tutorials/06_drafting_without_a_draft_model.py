@@ -469,8 +469,9 @@ print(f"notebook ran in {time.perf_counter() - t_start:.1f} s")
 # print(policy.alpha, policy.cost_ratio, exit_stats[best_k])
 # ```
 #
-# The policy's $\alpha$ starts from a prior of 0.5; its second round is a plain step, which
-# with the first round gives two points of the verification-cost line. After a few rounds it
+# The policy's $\alpha$ starts from a prior of 0.5. Its first pass also scores the prompt, so it
+# is no cost sample; the second round is a plain step and the third drafts again, which gives
+# two points of the verification-cost line. After a few rounds it
 # settles near `exit_stats[best_k]["gamma"]`, or at $\gamma = 0$ (plain steps, with a probe every
 # 8 rounds) when the exit's $\alpha$ is too low for any draft length to pay: that is
 # the policy concluding, from measurements alone, that this drafter does not help on this

@@ -6,7 +6,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specviz.events import Rejected
+from specviz.events import Rejected, Sampled
 from specviz.generate import GenerationResult
 from specviz.theory import speedup_bound
 
@@ -28,10 +28,10 @@ class RequestMetrics:
     draft_calls: int
     target_seconds: float
     # Recorded since the decode-phase metrics (results saved before have the defaults):
-    prefill_seconds: float = 0.0  # the speculative run's prompt pass (target and drafter)
-    plain_decode_seconds: float = 0.0  # the plain run after its prompt pass, scaled to `tokens`
-    widths: tuple[int, ...] = ()  # tokens scored by each verification pass, round by round
-    pass_seconds: tuple[float, ...] = ()  # seconds of each verification pass
+    prefill_seconds: float = 0.0  # the speculative run's prompt time (drafter and target share)
+    plain_decode_seconds: float = 0.0  # the plain run less its prompt time, scaled to `tokens`
+    widths: tuple[int, ...] = ()  # tokens verified by each pass (gamma + 1), round by round
+    pass_seconds: tuple[float, ...] = ()  # seconds of each verification pass, prompt share out
 
     @property
     def tokens_per_second(self) -> float:
@@ -40,7 +40,7 @@ class RequestMetrics:
 
     @property
     def target_calls_per_token(self) -> float:
-        """Target forward passes (after the prompt) per generated token."""
+        """Target forward passes per generated token (the prompt rides in the first)."""
         return self.rounds / self.tokens
 
     @property
@@ -84,10 +84,10 @@ class RequestMetrics:
 
     @property
     def decode_speedup(self) -> float:
-        """The same after each run's prompt pass: the decode loop the bound describes.
+        """The same less each run's prompt time: the decode loop the bound describes.
 
-        The prompt pass costs both runs about the same, so it pulls the end-to-end speedup
-        toward 1 on short outputs. nan for results saved before it was recorded.
+        The prompt costs both runs about the same, so it pulls the end-to-end speedup toward 1
+        on short outputs. nan for results saved before it was recorded.
         """
         if not self.plain_decode_seconds:
             return float("nan")
@@ -133,10 +133,32 @@ class RequestMetrics:
         return (decode if decode == decode else self.speedup) / self.refined_bound()
 
 
+def prompt_seconds(first: float, others: Sequence[float]) -> float:
+    """What a pass that also scored the prompt spent on it: its excess over the median of
+    comparable passes without one (0 when there are none)."""
+    return max(first - statistics.median(others), 0.0) if others else 0.0
+
+
+def _carried(seconds: list[float], widths: list[int]) -> float:
+    """Prompt seconds in the first of these passes, compared with later ones of its width."""
+    same = [t for t, w in zip(seconds[1:], widths[1:], strict=True) if w == widths[0]]
+    return prompt_seconds(seconds[0], same or seconds[1:]) if seconds else 0.0
+
+
 def request_metrics(spec: GenerationResult, plain: GenerationResult) -> RequestMetrics:
-    """Metrics of one speculative run paired with one plain run of the same request."""
+    """Metrics of one speculative run paired with one plain run of the same request.
+
+    Both runs score the prompt in their first target pass; its share of that pass (the excess
+    over later passes of the same width) counts as prompt time, the rest as decoding.
+    """
     rounds = spec.rounds
     scale = len(spec.tokens) / max(len(plain.tokens), 1)  # T > 0: the two may differ in length
+    widths = [r.proposed + 1 for r in rounds]
+    passes = [r.target_seconds for r in rounds]
+    spec_prompt = _carried(passes, widths) if rounds and rounds[0].prompt_tokens else 0.0
+    passes[:1] = [p - spec_prompt for p in passes[:1]]
+    steps = [e.target_seconds for e in plain.events if isinstance(e, Sampled)]
+    plain_prompt = plain.prefill.target_seconds + _carried(steps, [1] * len(steps))
     prefill = spec.prefill
     return RequestMetrics(
         latency=spec.seconds,
@@ -148,11 +170,11 @@ def request_metrics(spec: GenerationResult, plain: GenerationResult) -> RequestM
         rejected=sum(isinstance(e, Rejected) for e in spec.events),
         draft_seconds=sum(r.draft_seconds for r in rounds),
         draft_calls=sum(r.draft_forward_calls for r in rounds),
-        target_seconds=sum(r.target_seconds for r in rounds),
-        prefill_seconds=prefill.target_seconds + prefill.draft_seconds,
-        plain_decode_seconds=(plain.seconds - plain.prefill.target_seconds) * scale,
-        widths=tuple(r.proposed + 1 for r in rounds),
-        pass_seconds=tuple(r.target_seconds for r in rounds),
+        target_seconds=sum(passes),
+        prefill_seconds=prefill.target_seconds + prefill.draft_seconds + spec_prompt,
+        plain_decode_seconds=(plain.seconds - plain_prompt) * scale,
+        widths=tuple(widths),
+        pass_seconds=tuple(passes),
     )
 
 
