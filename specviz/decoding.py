@@ -56,7 +56,7 @@ def autoregressive_events(
     device = target.device
     cache, generator, ids = KVCache(target), make_generator(sampling, device), list(prompt_ids)
     start = clock(device)
-    yield Prefill(prompt_tokens=len(ids), target_seconds=0.0, draft_seconds=0.0)  # see below
+    yield Prefill(prompt_tokens=len(ids), target_seconds=0.0, draft_seconds=0.0)  # no pass yet
     reason = "max_new_tokens"
     for position in range(max_new_tokens):
         t0 = clock(device)  # the first step scores the whole prompt: no separate prompt pass

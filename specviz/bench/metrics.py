@@ -133,16 +133,12 @@ class RequestMetrics:
         return (decode if decode == decode else self.speedup) / self.refined_bound()
 
 
-def prompt_seconds(first: float, others: Sequence[float]) -> float:
-    """What a pass that also scored the prompt spent on it: its excess over the median of
-    comparable passes without one (0 when there are none)."""
-    return max(first - statistics.median(others), 0.0) if others else 0.0
-
-
 def _carried(seconds: list[float], widths: list[int]) -> float:
-    """Prompt seconds in the first of these passes, compared with later ones of its width."""
+    """Prompt seconds in the first of these passes: its excess over the median of the later
+    passes of its width (of all later passes if none; 0 if there are none)."""
     same = [t for t, w in zip(seconds[1:], widths[1:], strict=True) if w == widths[0]]
-    return prompt_seconds(seconds[0], same or seconds[1:]) if seconds else 0.0
+    others = same or seconds[1:]
+    return max(seconds[0] - statistics.median(others), 0.0) if others else 0.0
 
 
 def request_metrics(spec: GenerationResult, plain: GenerationResult) -> RequestMetrics:
@@ -156,7 +152,8 @@ def request_metrics(spec: GenerationResult, plain: GenerationResult) -> RequestM
     widths = [r.proposed + 1 for r in rounds]
     passes = [r.target_seconds for r in rounds]
     spec_prompt = _carried(passes, widths) if rounds and rounds[0].prompt_tokens else 0.0
-    passes[:1] = [p - spec_prompt for p in passes[:1]]
+    if passes:
+        passes[0] -= spec_prompt
     steps = [e.target_seconds for e in plain.events if isinstance(e, Sampled)]
     plain_prompt = plain.prefill.target_seconds + _carried(steps, [1] * len(steps))
     prefill = spec.prefill
