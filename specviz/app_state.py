@@ -18,8 +18,9 @@ from specviz.generate import encode, stop_ids
 from specviz.lab import LabPair, toy_pair
 from specviz.models import ModelPair, load_pair, parse_dtype
 from specviz.ngram import NgramDrafter
+from specviz.shared_exit import early_exit_drafter
 from specviz.trimmed import load_head_tokens
-from specviz.views.form import EARLY_EXIT, NGRAM, TRIMMED, Settings
+from specviz.views.form import EARLY_EXIT_SHARED, EXITS, NGRAM, TRIMMED, Settings
 
 
 class PairCache:
@@ -53,7 +54,7 @@ def draft_model(s: Settings, pair: ModelPair) -> Any:
     """The model that drafts for model-type drafters (None for n-gram lookup)."""
     if s.drafter == NGRAM:
         return None
-    if s.drafter == EARLY_EXIT:
+    if s.drafter in EXITS:  # (the lab runs the shared exit's law on a cache of its own)
         return build_early_exit(pair.target, s.exit_layer)[0]
     check_pair(pair.target, pair.draft)
     return pair.draft
@@ -62,6 +63,12 @@ def draft_model(s: Settings, pair: ModelPair) -> Any:
 def make_drafter(s: Settings, pair: ModelPair) -> Drafter:
     """The drafter the settings ask for: draft model, n-gram lookup or early exit."""
     vocab, device = int(pair.target.config.vocab_size), str(pair.target.device)
+    if s.drafter in EXITS:
+        share = s.drafter == EARLY_EXIT_SHARED
+        return early_exit_drafter(
+            pair.target, s.exit_layer, s.sampling, vocab, share=share,
+            min_confidence=s.min_confidence,
+        )  # fmt: skip
     draft = draft_model(s, pair)
     if draft is None:
         return NgramDrafter(vocab, device=device)

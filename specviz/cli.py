@@ -13,12 +13,12 @@ from specviz.bench import cli as bench_cli
 from specviz.checks import check_pair
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.drafters import Drafter, ModelDrafter
-from specviz.early_exit import build_early_exit
 from specviz.events import write_jsonl
 from specviz.generate import GenerationResult, autoregressive_generate, speculative_generate
 from specviz.models import BUNDLED, DTYPES, ModelLoadError, load_pair, parse_dtype, resolve
 from specviz.ngram import NgramDrafter
 from specviz.policies import make_policy
+from specviz.shared_exit import early_exit_drafter
 from specviz.trimmed import load_head_tokens
 
 
@@ -46,10 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--plain", action="store_true", help="plain target decoding (no draft)")
     gen.add_argument(
         "--drafter",
-        choices=["model", "model-trimmed", "ngram", "early-exit"],
+        choices=["model", "model-trimmed", "ngram", "early-exit", "early-exit-shared"],
         default="model",
         help="draft model, the draft model with its head trimmed to its 8,192 top-ranked tokens, "
-        "n-gram lookup, or the target's first --exit-layer layers",
+        "n-gram lookup, or the target's first --exit-layer layers (early-exit-shared: writing "
+        "the target's own KV cache for those layers, so verification starts at that layer)",
     )
     gen.add_argument("--exit-layer", type=int, default=8, help="layers used by early-exit")
     gen.add_argument("--ngram-max", type=int, default=3, help="longest n-gram to match (ngram)")
@@ -115,8 +116,11 @@ def make_drafter(
         return NgramDrafter(
             vocab, max_ngram=args.ngram_max, min_ngram=args.ngram_min, device=str(target.device)
         )
-    if args.drafter == "early-exit":
-        draft, _adapter = build_early_exit(target, args.exit_layer)
+    if args.drafter in ("early-exit", "early-exit-shared"):
+        share = args.drafter == "early-exit-shared"
+        return early_exit_drafter(
+            target, args.exit_layer, sampling, vocab, share=share, min_confidence=args.confidence
+        )
     check_pair(target, draft)
     head = load_head_tokens(draft) if args.drafter == "model-trimmed" else None
     return ModelDrafter(draft, sampling, vocab, min_confidence=args.confidence, head_tokens=head)

@@ -12,7 +12,7 @@ from torch import Tensor
 from specviz.acceptance import EXACT, AcceptanceRule, Verdict, verify
 from specviz.cache import CachedForward, KVCache
 from specviz.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
-from specviz.drafters import Draft, Drafter
+from specviz.drafters import Draft, Drafter, SharesTargetCache
 from specviz.events import (
     Accepted,
     Bonus,
@@ -50,11 +50,16 @@ def autoregressive_events(
     sampling: SamplingConfig,
     max_new_tokens: int,
     stop_ids: Collection[int] = (),
+    make_cache: Callable[[Any], CachedForward] = KVCache,
 ) -> Iterator[Event]:
-    """Plain target sampling, one forward pass per token: the speed baseline and reference law."""
+    """Plain target sampling, one forward pass per token: the speed baseline and reference law.
+
+    make_cache: the target's cached forward (a benchmark runs plain decoding through the same
+    forward as the speculative run it is compared with).
+    """
     check_max_new_tokens(max_new_tokens)
     device = target.device
-    cache, generator, ids = KVCache(target), make_generator(sampling, device), list(prompt_ids)
+    cache, generator, ids = make_cache(target), make_generator(sampling, device), list(prompt_ids)
     start = clock(device)
     yield Prefill(prompt_tokens=len(ids), target_seconds=0.0, draft_seconds=0.0)  # no pass yet
     reason = "max_new_tokens"
@@ -78,6 +83,19 @@ def autoregressive_events(
     )
 
 
+def target_cache(
+    target: Any, drafter: Drafter, make_cache: Callable[[Any], CachedForward] | None
+) -> CachedForward:
+    """The target's cached forward: the drafter's share of it, make_cache's, or a KVCache."""
+    if isinstance(drafter, SharesTargetCache):
+        if make_cache is not None:
+            raise ValueError(
+                f"{type(drafter).__name__} shares the target's cache; do not pass make_cache"
+            )
+        return drafter.target_cache(target)
+    return (make_cache or KVCache)(target)
+
+
 class SpeculativeDecoder:
     """Speculative sampling state: the committed ids, the target's cache and the drafter."""
 
@@ -91,17 +109,21 @@ class SpeculativeDecoder:
         speculation: SpeculationConfig,
         stop_ids: Collection[int] = (),
         rule: AcceptanceRule = EXACT,
-        make_cache: Callable[[Any], CachedForward] = KVCache,
+        make_cache: Callable[[Any], CachedForward] | None = None,
         policy: GammaPolicy | None = None,
     ) -> None:
-        """Set up a decode of prompt_ids; nothing runs until events() is iterated."""
+        """Set up a decode of prompt_ids; nothing runs until events() is iterated.
+
+        make_cache: the target's cached forward (default KVCache); a drafter that shares the
+        target's cache (SharesTargetCache) provides it instead.
+        """
         self.policy = policy or FixedGamma(speculation.gamma)
         self.target, self.drafter, self.rule = target, drafter, rule
         self.sampling, self.speculation, self.stop_ids = sampling, speculation, stop_ids
         self.device = target.device
         self.ids = list(prompt_ids)
         self.prompt_len = len(prompt_ids)
-        self.target_cache = make_cache(target)
+        self.target_cache = target_cache(target, drafter, make_cache)
         self.generator = make_generator(sampling, self.device)
 
     def events(self) -> Iterator[Event]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -42,6 +42,15 @@ class Drafter(Protocol):
 
     def rollback(self, committed: int) -> None:
         """Forget everything past the first `committed` tokens of the sequence."""
+
+
+@runtime_checkable
+class SharesTargetCache(Protocol):
+    """A drafter whose cache is part of the target's (specviz.shared_exit): the decoder takes
+    the target's cached forward from it instead of making its own."""
+
+    def target_cache(self, target: Any) -> CachedForward:
+        """The target's cached forward, sharing state with this drafter's."""
 
 
 class ModelDrafter:

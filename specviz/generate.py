@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from specviz.acceptance import EXACT, AcceptanceRule
+from specviz.cache import CachedForward, KVCache
 from specviz.checks import check_pair, check_prompt, check_token_ids, vocab_size
 from specviz.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
 from specviz.decoding import SpeculativeDecoder, autoregressive_events
@@ -182,6 +183,7 @@ def autoregressive_stream(
     sampling: SamplingConfig,
     max_new_tokens: int,
     stop: Collection[int] | None = None,
+    make_cache: Callable[[Any], CachedForward] = KVCache,
 ) -> tuple[list[int], Iterator[Event]]:
     """Validate everything, then return the prompt ids and the lazy plain-decoding stream."""
     check_max_new_tokens(max_new_tokens)
@@ -194,6 +196,7 @@ def autoregressive_stream(
         sampling=sampling,
         max_new_tokens=max_new_tokens,
         stop_ids=stop_ids(target, tokenizer) if stop is None else frozenset(stop),
+        make_cache=make_cache,
     )
     return prompt_ids, events
 
@@ -206,8 +209,12 @@ def autoregressive_generate(
     sampling: SamplingConfig | None = None,
     max_new_tokens: int = 64,
     stop: Collection[int] | None = None,
+    make_cache: Callable[[Any], CachedForward] = KVCache,
 ) -> GenerationResult:
-    """Plain target sampling with the same warping and KV-cached path as the speculative loop."""
+    """Plain target sampling with the same warping and KV-cached path as the speculative loop.
+
+    make_cache: the target's cached forward (default transformers' forward with a KVCache).
+    """
     prompt_ids, events = autoregressive_stream(
         target,
         tokenizer,
@@ -215,5 +222,6 @@ def autoregressive_generate(
         sampling=sampling or SamplingConfig(),
         max_new_tokens=max_new_tokens,
         stop=stop,
+        make_cache=make_cache,
     )
     return collect(events, prompt_ids, tokenizer)

@@ -29,7 +29,7 @@ from specviz.stats.laws import draw
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.testing import estimated_power
 from specviz.trimmed import save_ranking
-from specviz.views.form import EARLY_EXIT, MODEL, NGRAM, TRIMMED, Settings
+from specviz.views.form import EARLY_EXIT, EARLY_EXIT_SHARED, MODEL, NGRAM, TRIMMED, Settings
 
 from .conftest import VOCAB, char_tokenizer, perturbed_copy, tiny_model
 
@@ -154,11 +154,12 @@ def test_early_exit_drafts_with_the_targets_own_layers(
     app: SpecVizApp, model_dirs: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dirs = (model_dirs[0], "/ignored/for/early-exit")
-    run = list(app.generate(*inputs(dirs, drafter=EARLY_EXIT, max_new=8)))[-1][0]
-    assert run.done and run.settings["drafter"] == EARLY_EXIT and run.settings["exit_layer"] == 1
-    assert sum(r.draft_forward_calls for r in run.rounds) > 0
-    bad = list(app.generate(*inputs(dirs, drafter=EARLY_EXIT, exit_layer=2)))[-1][2]
-    assert "exit layer k must be in [1, 1]" in unescape(bad)
+    for drafter in (EARLY_EXIT, EARLY_EXIT_SHARED):
+        run = list(app.generate(*inputs(dirs, drafter=drafter, max_new=8)))[-1][0]
+        assert run.done and run.settings["drafter"] == drafter
+        assert run.settings["exit_layer"] == 1 and sum(r.draft_forward_calls for r in run.rounds)
+        bad = list(app.generate(*inputs(dirs, drafter=drafter, exit_layer=2)))[-1][2]
+        assert "exit layer k must be in [1, 1]" in unescape(bad)
     assert "uses the trained adapter `adapter_k8.safetensors`" in early_exit_note(8)  # shipped
     monkeypatch.setattr(early_exit, "ADAPTERS", tmp_path)  # no adapters, then one appears
     assert "no trained adapter" in early_exit_note(1)

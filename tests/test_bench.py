@@ -10,13 +10,22 @@ import torch
 from specviz.bench.markdown import render, resummarized
 from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, request_metrics, spread
 from specviz.bench.report import policies_vs_best_fixed, priced_speedups, summarize
-from specviz.bench.runner import BenchSetting, Record, hf_generate
+from specviz.bench.runner import (
+    BenchSetting,
+    Record,
+    has_hf_counterpart,
+    hf_generate,
+    plain_cache,
+    run_request,
+)
 from specviz.bench.saved import load_result_view
-from specviz.bench.workloads import WORKLOADS, load_requests
+from specviz.bench.workloads import WORKLOADS, Request, load_requests
+from specviz.cache import KVCache
 from specviz.cli import main
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.events import Finished, Prefill, RoundSummary, Sampled
 from specviz.generate import GenerationResult, encode, speculative_generate
+from specviz.shared_exit import TargetView
 from specviz.theory import speedup_bound
 from specviz.trimmed import save_ranking
 
@@ -325,3 +334,20 @@ def test_transformers_assisted_generation_drafts_the_settings_gamma(
         for h in hooks:
             h.remove()
     assert draft.generation_config is saved  # restored after each call
+
+
+def test_early_exit_drafters_run_and_the_shared_one_is_timed_against_its_own_forward(
+    pair: PairFactory, tokenizer
+) -> None:  # type: ignore[no-untyped-def]
+    target = pair("llama")[0]
+    request = Request(
+        id="c-1", category="code", prompt="the cat the", max_new_tokens=10, temperature=0.0
+    )
+    for drafter, cache in (("early-exit", KVCache), ("early-exit-shared", TargetView)):
+        setting = BenchSetting(drafter=drafter, gamma=2, temperature=0.0, exit_layer=1)
+        assert isinstance(plain_cache(setting)(target), cache) and not has_hf_counterpart(setting)
+        (record,) = run_request(
+            target, None, tokenizer, request, setting, repetitions=1, with_hf=True
+        )
+        assert 0 < record.metrics.tokens <= 10 and record.metrics.draft_calls > 0
+        assert record.hf_latency is None  # transformers has no early-exit drafter

@@ -23,6 +23,7 @@ from specviz.bench.report import (
 )
 from specviz.bench.runner import (
     DRAFTERS,
+    EXIT_DRAFTERS,
     MODEL_DRAFTERS,
     POLICIES,
     BenchSetting,
@@ -62,7 +63,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     b.add_argument(
         "--drafters",
         default="model",
-        help="comma list of model, model-trimmed (head cut to 8,192 tokens), ngram, early-exit",
+        help="comma list of model, model-trimmed (head cut to 8,192 tokens), ngram, early-exit, "
+        "early-exit-shared (the same layers drafting into the target's own KV cache)",
     )
     b.add_argument(
         "--exit-layer",
@@ -138,7 +140,7 @@ def _settings(
             policy=p,
         )
         for d in drafters
-        for k in (args.exit_layer if d == "early-exit" else args.exit_layer[:1])
+        for k in (args.exit_layer if d in EXIT_DRAFTERS else args.exit_layer[:1])
         for p in policies
         if not (d == "ngram" and p == "confidence")
         for g in (args.gammas if p == "fixed" else [args.start_gamma])

@@ -11,7 +11,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz.bench.metrics import cost_per_1k_tokens, spread
-from specviz.bench.runner import BenchSetting, Record
+from specviz.bench.runner import EXIT_DRAFTERS, BenchSetting, Record
 from specviz.policies import VerifyCost
 from specviz.theory import optimal_gamma, speedup_bound
 
@@ -244,7 +244,7 @@ def figures(
     gamma_fig = go.Figure()
     for c in curves:
         label = f"{c['workload']} {c['drafter']} T={c['temperature']}"
-        if c["drafter"] == "early-exit":
+        if c["drafter"] in EXIT_DRAFTERS:
             label += f" k={c['exit_layer']}"
         elif c["drafter"] in ("model", "model-trimmed") and c["draft_name"] != "bundled":
             label += f" {c['draft_name']}"

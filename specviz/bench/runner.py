@@ -13,15 +13,15 @@ from transformers import DynamicCache
 
 from specviz.bench.metrics import RequestMetrics, request_metrics
 from specviz.bench.workloads import Request
-from specviz.cache import KVCache, cache_kwarg
+from specviz.cache import CachedForward, KVCache, cache_kwarg
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.decoding import clock
 from specviz.drafters import Drafter, ModelDrafter
-from specviz.early_exit import build_early_exit
 from specviz.generate import autoregressive_generate, encode, speculative_generate
 from specviz.lean import draft_cache
 from specviz.ngram import NgramDrafter
 from specviz.policies import CostModel, GammaPolicy, make_policy
+from specviz.shared_exit import SharedExit, early_exit_drafter
 from specviz.trimmed import load_head_tokens
 
 
@@ -42,7 +42,8 @@ class BenchSetting:
 # rule and default as transformers' assistant_confidence_threshold).
 POLICIES = ("fixed", "heuristic", "theory", "confidence")
 MODEL_DRAFTERS = ("model", "model-trimmed")  # the drafters that use the draft model
-DRAFTERS = (*MODEL_DRAFTERS, "ngram", "early-exit")
+EXIT_DRAFTERS = ("early-exit", "early-exit-shared")  # the target's first k layers draft
+DRAFTERS = (*MODEL_DRAFTERS, "ngram", *EXIT_DRAFTERS)
 CONFIDENCE = 0.4
 
 
@@ -117,13 +118,28 @@ def _drafter(
         return NgramDrafter(vocab, max_ngram=3, device=str(target.device))
     confidence = CONFIDENCE if setting.policy == "confidence" else 0.0
     cache = draft_cache if lean else KVCache
-    if setting.drafter == "early-exit":
-        model, _ = build_early_exit(target, setting.exit_layer)  # shipped adapter for k if any
-        return ModelDrafter(model, sampling, vocab, make_cache=cache, min_confidence=confidence)
+    if setting.drafter in EXIT_DRAFTERS:  # with the adapter shipped for k, if any
+        share = setting.drafter == "early-exit-shared"
+        return early_exit_drafter(
+            target, setting.exit_layer, sampling, vocab, share=share, make_cache=cache,
+            min_confidence=confidence,
+        )  # fmt: skip
     head = load_head_tokens(draft) if setting.drafter == "model-trimmed" else None
     return ModelDrafter(
         draft, sampling, vocab, make_cache=cache, min_confidence=confidence, head_tokens=head
     )
+
+
+def plain_cache(setting: BenchSetting) -> Callable[[Any], CachedForward]:
+    """The cached forward plain decoding runs on, to be compared with `setting`'s run.
+
+    early-exit-shared verifies through specviz.shared_exit's own forward of the target, which
+    costs less per pass than transformers' here, so its plain baseline runs on that forward
+    too (all layers, nothing shared); every other setting's target uses transformers' forward.
+    """
+    if setting.drafter == "early-exit-shared":
+        return lambda target: SharedExit(target, setting.exit_layer).target_view
+    return KVCache
 
 
 def _policy(setting: BenchSetting, costs: CostModel) -> GammaPolicy | None:
@@ -187,7 +203,7 @@ def has_hf_counterpart(setting: BenchSetting) -> bool:
 
     For model-trimmed the comparison is transformers with the same draft and its full head.
     """
-    return setting.drafter != "early-exit" and setting.policy != "theory"
+    return setting.drafter not in EXIT_DRAFTERS and setting.policy != "theory"
 
 
 def run_request(
@@ -214,8 +230,9 @@ def run_request(
     for rep in range(-1, repetitions):  # rep -1 is the untimed warm-up
         sampling = SamplingConfig(temperature=setting.temperature, seed=seed + max(rep, 0))
         plain = autoregressive_generate(
-            target, tokenizer, prompt_ids, sampling=sampling, max_new_tokens=request.max_new_tokens
-        )
+            target, tokenizer, prompt_ids, sampling=sampling,
+            max_new_tokens=request.max_new_tokens, make_cache=plain_cache(setting),
+        )  # fmt: skip
         spec = speculative_generate(
             target,
             draft if setting.drafter in MODEL_DRAFTERS else None,

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from specviz.acceptance import EXACT, AcceptanceRule
-from specviz.cache import CachedForward, KVCache
+from specviz.cache import CachedForward
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.decoding import SpeculativeDecoder, autoregressive_events
 from specviz.drafters import Drafter, ModelDrafter
@@ -79,11 +79,6 @@ class Variant:
         """The drafter's cached forward: make_cache, or the lean one where it applies."""
         return self.make_cache or draft_cache
 
-    @property
-    def target_cache(self) -> Callable[[Any], CachedForward]:
-        """The target's cached forward: make_cache, or transformers' with a KVCache."""
-        return self.make_cache or KVCache
-
 
 EXACT_VARIANT = Variant()
 
@@ -122,7 +117,7 @@ def speculative_sampler(
             speculation=speculation,
             stop_ids=stop_ids,
             rule=variant.rule,
-            make_cache=variant.target_cache,
+            make_cache=variant.make_cache,  # None: the default (or the drafter's share)
             policy=make_policy() if make_policy is not None else None,
         )
         return outcome(list(decoder.events()), k)

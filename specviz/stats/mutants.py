@@ -14,6 +14,7 @@ from specviz.config import SamplingConfig
 from specviz.decoding import SpeculativeDecoder
 from specviz.drafters import Draft, ModelDrafter
 from specviz.sampling import logits_to_probs, sample, uniform
+from specviz.shared_exit import SharedExit
 from specviz.stats.laws import Variant
 
 
@@ -153,3 +154,16 @@ SHOWS_IN: dict[str, str] = {
     "same_uniform": "gamma=4 T=1",
     "accept_all": "gamma=4 T=1",
 }
+
+
+class SkipLastDraftSharedExit(SharedExit):
+    """A shared early-exit cache that takes every drafted token as already run through the
+    first k layers; the drafter never runs the last one, so its verification (and the bonus
+    token's distribution) reads a stale hidden state (a LayerSkip-style sharing bug).
+
+    Use as SharedExitDrafter(..., store=SkipLastDraftSharedExit).
+    """
+
+    def _reusable(self, start: int, ids: list[int]) -> int:
+        """Trust every position of the pass, drafted or not."""
+        return len(ids) if self.exit_len > start else 0

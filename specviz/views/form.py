@@ -14,7 +14,9 @@ LABELS |= {"prose": "open-ended story"}
 MODEL, NGRAM = "draft model", "n-gram lookup (no model)"
 TRIMMED = "draft model, head trimmed to 8k tokens"  # specviz.trimmed: q = 0 off the head
 EARLY_EXIT = "early exit (self-speculation)"  # the target's first exit_layer layers draft
-DRAFTERS = [MODEL, TRIMMED, NGRAM, EARLY_EXIT]
+EARLY_EXIT_SHARED = "early exit, sharing the target's KV cache"  # specviz.shared_exit
+EXITS = (EARLY_EXIT, EARLY_EXIT_SHARED)
+DRAFTERS = [MODEL, TRIMMED, NGRAM, *EXITS]
 POLICIES = ["fixed", "heuristic", "theory"]  # the names specviz.policies.make_policy takes
 DEFAULTS = {"gamma": 4, "temperature": 0.7, "top_k": 0, "top_p": 1.0, "max_new": 48, "seed": 0}
 DEFAULTS |= {"exit_layer": 8, "confidence": 0.0}
@@ -101,7 +103,7 @@ class Settings:
         """JSON-ready settings for the summary and export."""
         pair: dict[str, Any] = {"target": self.target, "draft": self.draft, "dtype": self.dtype}
         pair |= {"drafter": self.drafter, "gamma_policy": self.policy}
-        if self.drafter == EARLY_EXIT:
+        if self.drafter in EXITS:
             pair["exit_layer"] = self.exit_layer
         if self.drafter != NGRAM:
             pair["min_confidence"] = self.min_confidence
