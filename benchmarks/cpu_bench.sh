@@ -36,9 +36,10 @@ bench json-prose --workloads json,prose --limit 2 --drafters model,model-trimmed
 bench repeat --workloads repeat --limit 3 --temperatures 0 --drafters ngram \
     --gammas 4,8 --policies fixed,heuristic,theory --start-gamma 4 --reps 2
 # 4. draft size: the 9M-parameter distilled draft (full and trimmed head) against early exits of
-#    the target (k layers)
-bench draft-size --workloads code --limit 2 --temperatures 0 --drafters model,model-trimmed,early-exit \
-    --exit-layer 4,8 --gammas 2 --reps 2 --no-hf
+#    the target (k layers), with a cache of their own and sharing the target's
+bench draft-size --workloads code --limit 2 --temperatures 0 \
+    --drafters model,model-trimmed,early-exit,early-exit-shared \
+    --exit-layer 4,8 --gammas 1,2 --reps 2 --no-hf
 
 # 5. dynamic gamma against the fixed gammas around the optimum, on 4 code prompts per temperature
 #    (the theory policy carries only measured costs from one request to the next)
