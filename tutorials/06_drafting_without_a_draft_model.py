@@ -36,6 +36,7 @@ from specviz.models import load_pair
 from specviz.ngram import NgramDrafter, lookup
 from specviz.policies import FixedGamma, HeuristicGamma, TheoryGamma
 from specviz.sampling import logits_to_probs
+from specviz.shared_exit import early_exit_drafter
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 from specviz.stats.toy import random_pair
 
@@ -312,6 +313,77 @@ print(
     "(half of the plain 24-token run)"
 )
 print(f"identical to plain greedy: {self_spec.tokens == plain_12}")
+
+# %% [markdown]
+# ### Sharing the target's KV cache
+#
+# The run above drafts through a *separate* k-layer model with a cache of its own, so the
+# verification pass runs all $L$ layers again, the first $k$ included, over tokens the draft
+# has just run through those very layers. But the draft's first $k$ layers *are* the target's:
+# for the same token at the same position they write the same keys and values and reach the
+# same hidden state. `specviz.shared_exit` keeps one cache for all $L$ layers with two views of
+# it: the drafter fills layers $[0, k)$, and the verifier starts each pass at layer $k$ from the
+# hidden states the drafter left, running the first $k$ layers itself only for positions the
+# drafter never fed (the prompt, the round's last draft, which is proposed but not fed back).
+# The verifier still computes its own $p$ for every position, so the acceptance rule and the
+# output law are untouched; the equivalence suite runs this drafter too, with a mutant that
+# reuses one position too many.
+#
+# We count the positions that go through the layers below and above the exit in both runs
+# (a hook on one norm of each kind of layer) and check the output.
+
+
+# %%
+def count_positions(share):
+    """self_speculate(share), and the positions it ran through layer 0 and layer best_k."""
+    seen = {"below": 0, "above": 0}
+    blocks = {"below": 0, "above": best_k}
+    hooks = [
+        target.model.layers[i].input_layernorm.register_forward_hook(
+            lambda _m, args, _out, key=key: seen.__setitem__(key, seen[key] + args[0].shape[-2])
+        )
+        for key, i in blocks.items()
+    ]
+    try:
+        return self_speculate(share), seen
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
+def self_speculate(share):
+    """12 greedy tokens by self-speculation at best_k, with or without a shared cache."""
+    drafter = early_exit_drafter(target, best_k, greedy, VOCAB, share=share)
+    speculation = SpeculationConfig(gamma=exit_stats[best_k]["gamma"], max_new_tokens=12)
+    return speculative_generate(
+        target,
+        None,
+        tokenizer,
+        code_ids,
+        sampling=greedy,
+        speculation=speculation,
+        drafter=drafter,
+    )
+
+
+for share in (False, True):
+    result, seen = count_positions(share)
+    print(
+        f"{'shared' if share else 'separate'} cache: positions through layers < {best_k}: "
+        f"{seen['below']}, through layers >= {best_k}: {seen['above']}; "
+        f"{result.seconds:.2f} s; identical to plain greedy: {result.tokens == plain_12}"
+    )
+
+# %% [markdown]
+# Sharing removes the verifier's second trip through the lower layers for every position the
+# drafter already computed (the prompt is run once instead of twice, too), and the tokens stay
+# the target's greedy ones. Whether that saves *time* depends on the machine. On a
+# bandwidth-bound device a forward pass costs about what reading its weights costs, whatever
+# the number of tokens: a verification pass that still runs the first $k$ layers for one
+# position (the round's last draft) reads their weights all the same, so it costs nearly a full
+# pass. The benchmark (`--drafter early-exit-shared`, `benchmarks/RESULTS.md`) measures
+# exactly that on this CPU. Sharing pays in full only where the skipped layers are
+# compute-bound (long prompts, large batches) or where the verifier can skip them altogether.
 
 # %% [markdown]
 # ## Dynamic γ
