@@ -9,12 +9,12 @@
 # one after another, on an otherwise idle machine.
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code json-prose repeat
-#        draft-size dynamic tables (default: all, about 70 minutes on 2 cores)
+#        draft-size dynamic replay tables (default: all, about 80 minutes on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
-PARTS="${*:-code json-prose repeat draft-size dynamic tables}"
+PARTS="${*:-code json-prose repeat draft-size dynamic replay tables}"
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
@@ -45,6 +45,14 @@ bench draft-size --workloads code --limit 2 --temperatures 0 \
 #    (the theory policy carries only measured costs from one request to the next)
 bench dynamic --workloads code --limit 4 --temperatures 0,1 --drafters model,model-trimmed \
     --gammas 2,3,4 $DYNAMIC --reps 2 --no-hf
+
+# 6. dynamic gamma replayed at T = 0 on every code, JSON and repeat prompt (specviz.bench.replay):
+#    the rounds a real run makes, priced at pass costs measured once, so free of timing noise
+case " $PARTS " in *" replay "*)
+  { python -m specviz.bench.replay --workloads code,json --drafters model,model-trimmed
+    python -m specviz.bench.replay --workloads repeat --drafters ngram --gammas 1,2,4,6,8,12 \
+      | tail -n +3; } > "$OUT/replay.md" ;;
+esac
 
 case " $PARTS " in *" tables "*) ;; *) exit 0 ;; esac
 python -m specviz.bench.markdown "$OUT"/code.json "$OUT"/json-prose.json "$OUT"/repeat.json \

@@ -1,0 +1,282 @@
+"""Replay gamma policies at T = 0 on what the drafter would propose: comparisons free of noise.
+
+At T = 0 a kept draft is the target's own token, so every draft sees the target's prefix, and
+a round that starts at output position i keeps exactly the leading proposals that equal the
+target's next tokens. One greedy target decode, and the drafter run along it once, give that
+for every position (`Lookahead`): a draft model's greedy token at each position, n-gram
+lookup's whole continuation. Any policy can then be replayed on it, making the same rounds and
+verdicts as a real run, and priced with pass costs measured once (seconds per draft step and
+per target pass by width). What it leaves out: the loop's own overhead and the machine's
+timing noise and drift, which is the point; and T > 0, where outputs are random.
+
+    python -m specviz.bench.replay --workloads code,json --drafters model,model-trimmed
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from specviz.bench.workloads import Request, load_requests
+from specviz.cache import KVCache
+from specviz.config import SamplingConfig
+from specviz.drafters import Drafter, ModelDrafter
+from specviz.events import RoundSummary
+from specviz.generate import autoregressive_generate, encode
+from specviz.models import load_pair
+from specviz.ngram import NgramDrafter
+from specviz.policies import CostModel, FixedGamma, GammaPolicy, make_policy
+from specviz.trimmed import load_head_tokens
+
+GREEDY = SamplingConfig(temperature=0.0)
+DRAFTERS = ("model", "model-trimmed", "ngram")
+LOOKAHEAD = 16  # the most tokens a policy drafts (specviz.policies' max_gamma)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassCosts:
+    """Measured seconds: one draft step, and a target pass over k tokens (verify[k - 1])."""
+
+    draft_step: float
+    verify: tuple[float, ...]
+
+    def target(self, k: int) -> float:
+        """Seconds of a k-token pass; beyond the measured widths, the last step extrapolated."""
+        n = len(self.verify)
+        if k <= n:
+            return self.verify[k - 1]
+        slope = self.verify[-1] - self.verify[-2] if n > 1 else 0.0
+        return self.verify[-1] + max(slope, 0.0) * (k - n)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Replay:
+    """One request decoded by one policy: its rounds and what they cost."""
+
+    rounds: tuple[RoundSummary, ...]
+    seconds: float  # speculative decode phase (prompt left out)
+    plain_seconds: float  # the same tokens by plain decoding, one 1-token pass each
+
+    @property
+    def speedup(self) -> float:
+        """plain / speculative seconds."""
+        return self.plain_seconds / self.seconds
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lookahead:
+    """What a drafter proposes at each output position of a greedy target decode."""
+
+    kept: tuple[int, ...]  # [i]: how many leading proposals at position i are the target's
+    offered: tuple[int, ...] | None  # [i]: most tokens it has to propose at i (None: no limit)
+    forwards: bool  # one draft forward per proposed token (a model) or none (a lookup)
+
+
+def model_lookahead(
+    drafter: ModelDrafter, prompt_ids: list[int], output: Sequence[int]
+) -> Lookahead:
+    """A draft model's greedy agreement with the target along output (one cached step each)."""
+    drafter.prefill(prompt_ids[:-1])
+    generator = torch.Generator(device=drafter.device)
+    ids, agree = list(prompt_ids), []
+    for token in output:
+        proposed = drafter.propose(ids, 1, generator, ())  # one cached step, as in a real round
+        agree.append(int(proposed.tokens[0]) == token)
+        ids.append(token)
+    kept = [0] * (len(agree) + 1)
+    for i in reversed(range(len(agree))):  # the run of agreeing positions from i on
+        kept[i] = kept[i + 1] + 1 if agree[i] else 0
+    return Lookahead(kept=tuple(kept[:-1]), offered=None, forwards=True)
+
+
+def ngram_lookahead(
+    drafter: NgramDrafter, prompt_ids: list[int], output: Sequence[int], max_gamma: int
+) -> Lookahead:
+    """N-gram lookup's continuation at each output position and how much of it is right."""
+    ids, kept, offered = list(prompt_ids), [], []
+    generator = torch.Generator()
+    for i, token in enumerate(output):
+        proposal = drafter.propose(ids, max_gamma, generator, ()).tokens.tolist()
+        right = 0
+        while right < len(proposal) and i + right < len(output):
+            if proposal[right] != output[i + right]:
+                break
+            right += 1
+        kept.append(right)
+        offered.append(len(proposal))
+        ids.append(token)
+    return Lookahead(kept=tuple(kept), offered=tuple(offered), forwards=False)
+
+
+def replay(look: Lookahead, policy: GammaPolicy, costs: PassCosts) -> Replay:
+    """Decode len(look.kept) tokens with policy's gammas, as the real loop would at T = 0.
+
+    The first round's pass also scores the prompt (prompt_tokens > 0, so a CostModel does not
+    take it as a cost sample); its price, like every pass's, leaves the prompt out.
+    """
+    rounds: list[RoundSummary] = []
+    position, n = 0, len(look.kept)
+    while position < n:
+        gamma = min(policy.next_gamma(), n - position - 1)  # the loop's cap at max_new_tokens
+        proposed = gamma if look.offered is None else min(gamma, look.offered[position])
+        kept = min(look.kept[position], proposed)
+        calls = proposed if look.forwards else 0
+        summary = RoundSummary(
+            round=len(rounds),
+            gamma=gamma,
+            proposed=proposed,
+            accepted=kept,
+            emitted=kept + 1,
+            draft_seconds=calls * costs.draft_step,
+            target_seconds=costs.target(proposed + 1),
+            draft_forward_calls=calls,
+            prompt_tokens=0 if rounds else 1,
+        )
+        policy.update(summary)
+        rounds.append(summary)
+        position += kept + 1
+    seconds = sum(r.draft_seconds + r.target_seconds for r in rounds)
+    return Replay(rounds=tuple(rounds), seconds=seconds, plain_seconds=n * costs.target(1))
+
+
+@torch.no_grad()
+def measure_costs(
+    target: Any, drafter: Drafter, prompt_ids: list[int], widths: int, repeats: int = 7
+) -> PassCosts:
+    """Time the target's passes over 1..widths tokens, each followed by 3 draft steps.
+
+    As in a real round, draft steps run right after a target pass (which has pushed the draft's
+    weights out of the CPU's caches): timed alone, back to back, they would look cheaper.
+    """
+    cache = KVCache(target)
+    cache.forward(torch.tensor(prompt_ids, device=target.device))
+    held = len(cache)
+    drafter.prefill(prompt_ids[:-1])
+    generator = torch.Generator(device=target.device)
+    verify: dict[int, list[float]] = {k: [] for k in range(1, widths + 1)}
+    steps: list[float] = []
+    for repeat in range(repeats + 1):  # interleaved, so that drift touches every width alike
+        for k, times in verify.items():
+            start = time.perf_counter()
+            cache.forward(torch.tensor(prompt_ids[-1:] * k, device=target.device))
+            middle = time.perf_counter()
+            for _ in range(3):
+                drafter.propose(prompt_ids, 1, generator, ())
+                drafter.rollback(len(prompt_ids))
+            end = time.perf_counter()
+            cache.crop(held)
+            if repeat:  # the first round warms up every width
+                times.append(middle - start)
+                steps.append((end - middle) / 3)
+    return PassCosts(
+        draft_step=statistics.median(steps),
+        verify=tuple(statistics.median(v) for v in verify.values()),
+    )
+
+
+def compare(
+    looks: Sequence[Lookahead],
+    costs: PassCosts,
+    gammas: Sequence[int],
+    policies: Sequence[str],
+    start: int,
+) -> dict[str, list[float]]:
+    """Per-request speedups of each fixed gamma and each policy (costs shared per policy)."""
+    out = {f"γ={g}": [replay(look, FixedGamma(g), costs).speedup for look in looks] for g in gammas}
+    for name in policies:
+        shared = CostModel()  # as in the bench: one setting's requests share measured costs
+        out[name] = [
+            replay(look, make_policy(name, start, shared), costs).speedup for look in looks
+        ]
+    return out
+
+
+def report(label: str, speedups: dict[str, list[float]], gammas: Sequence[int]) -> list[str]:
+    """Markdown rows: mean speedup (min–max) and ratio to the best fixed gamma's mean."""
+    fixed = {f"γ={g}": statistics.mean(speedups[f"γ={g}"]) for g in gammas}
+    best_name = max(fixed, key=fixed.__getitem__)
+    oracle = [max(col) for col in zip(*(speedups[f"γ={g}"] for g in gammas), strict=True)]
+    rows = []
+    for name, values in [*speedups.items(), ("best fixed γ per request (oracle)", oracle)]:
+        mean = statistics.mean(values)
+        rows.append(
+            f"| {label} | {name} | {mean:.3f} ({min(values):.2f}–{max(values):.2f}) | "
+            f"{mean / fixed[best_name]:.3f} |"
+        )
+    return rows
+
+
+def greedy_outputs(
+    pair: Any, requests: Sequence[Request]
+) -> dict[str, tuple[list[int], list[int]]]:
+    """Each request's prompt ids and the target's greedy output, by request id."""
+    out = {}
+    for req in requests:
+        prompt_ids = encode(pair.tokenizer, req.prompt)
+        result = autoregressive_generate(
+            pair.target,
+            pair.tokenizer,
+            prompt_ids,
+            sampling=GREEDY,
+            max_new_tokens=req.max_new_tokens,
+        )
+        out[req.id] = (prompt_ids, list(result.tokens))
+    return out
+
+
+def _drafter_factory(name: str, pair: Any) -> Callable[[], Drafter]:
+    """Fresh drafters of one kind, as the bench builds them (n-gram: n from 3 down to 1)."""
+    vocab = int(pair.target.config.vocab_size)
+    if name == "ngram":
+        return lambda: NgramDrafter(vocab, max_ngram=3, device=str(pair.target.device))
+    head = load_head_tokens(pair.draft) if name == "model-trimmed" else None
+    return lambda: ModelDrafter(pair.draft, GREEDY, vocab, head_tokens=head)
+
+
+def _lookahead(drafter: Drafter, prompt_ids: list[int], output: list[int]) -> Lookahead:
+    """The lookahead of either kind of drafter."""
+    if isinstance(drafter, NgramDrafter):
+        return ngram_lookahead(drafter, prompt_ids, output, LOOKAHEAD)
+    assert isinstance(drafter, ModelDrafter)
+    return model_lookahead(drafter, prompt_ids, output)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Replay fixed gammas and policies on each workload's requests; print markdown tables."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workloads", default="code,json")  # repeat: with --drafters ngram
+    parser.add_argument("--drafters", default="model,model-trimmed")
+    parser.add_argument("--gammas", default="1,2,3,4,5,6")
+    parser.add_argument("--policies", default="heuristic,theory")
+    parser.add_argument("--start-gamma", type=int, default=4)
+    parser.add_argument("--limit", type=int, default=0, help="requests per workload (0: all)")
+    args = parser.parse_args(argv)
+    gammas = [int(g) for g in args.gammas.split(",")]
+    drafters = args.drafters.split(",")
+    if bad := sorted(set(drafters) - set(DRAFTERS)):
+        parser.error(f"--drafters: replay supports {', '.join(DRAFTERS)} (got {bad})")
+    pair = load_pair()  # the bundled pair, packed as in the bench
+    print("| workload, drafter | setting | mean speedup (min–max) | / best fixed γ |")
+    print("|---|---|---|---|")
+    for workload in args.workloads.split(","):
+        outputs = greedy_outputs(pair, load_requests(workload)[: args.limit or None])
+        for name in drafters:
+            make = _drafter_factory(name, pair)
+            looks = [_lookahead(make(), ids, out) for ids, out in outputs.values()]
+            prompt = next(iter(outputs.values()))[0]
+            costs = measure_costs(pair.target, make(), prompt, widths=max(gammas) + 2)
+            c = costs.draft_step / costs.target(1) if looks[0].forwards else 0.0
+            label = f"{workload}, {name} (c = {c:.3f})"
+            speedups = compare(looks, costs, gammas, args.policies.split(","), args.start_gamma)
+            print("\n".join(report(label, speedups, gammas)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

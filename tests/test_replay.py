@@ -1,0 +1,130 @@
+"""The T = 0 replay makes exactly a real decode's rounds, and prices them as documented."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from specviz.bench.replay import (
+    GREEDY,
+    LOOKAHEAD,
+    Lookahead,
+    PassCosts,
+    compare,
+    measure_costs,
+    model_lookahead,
+    ngram_lookahead,
+    replay,
+    report,
+)
+from specviz.config import SpeculationConfig
+from specviz.drafters import Drafter, ModelDrafter
+from specviz.generate import autoregressive_generate, encode, speculative_generate
+from specviz.ngram import NgramDrafter
+from specviz.policies import FixedGamma, HeuristicGamma
+
+from .conftest import PairFactory
+
+COSTS = PassCosts(draft_step=0.1, verify=(1.0, 1.5, 1.75))
+
+
+def test_pass_costs_extrapolate_the_last_step() -> None:
+    assert [COSTS.target(k) for k in (1, 3, 4, 6)] == [1.0, 1.75, 2.0, 2.5]
+    assert PassCosts(draft_step=0.0, verify=(2.0,)).target(5) == 2.0
+
+
+def test_replay_rounds_and_prices_by_hand() -> None:
+    # a model agreeing at positions 0, 1, 3 and 6 of 7: runs of agreement from each position
+    look = Lookahead(kept=(2, 1, 0, 1, 0, 0, 1), offered=None, forwards=True)
+    result = replay(look, FixedGamma(2), COSTS)
+    # gamma 2 keeps 2 (+1 emitted); gamma 2 keeps 1 (+1); capped to 1 near the end, keeps 0
+    # (+1); then 0 left to draft: a plain step (+1) -> 7 tokens
+    made = [(r.gamma, r.proposed, r.accepted, r.emitted) for r in result.rounds]
+    assert made == [(2, 2, 2, 3), (2, 2, 1, 2), (1, 1, 0, 1), (0, 0, 0, 1)]
+    assert [r.prompt_tokens for r in result.rounds] == [1, 0, 0, 0]
+    assert result.seconds == pytest.approx((0.2 + 1.75) * 2 + (0.1 + 1.5) + 1.0)
+    assert result.plain_seconds == pytest.approx(7.0)
+    assert result.speedup == pytest.approx(7.0 / result.seconds)
+
+
+def test_replay_of_a_lookup_drafts_only_what_it_has_for_free() -> None:
+    look = Lookahead(kept=(1, 0, 0, 0, 0), offered=(1, 0, 3, 0, 0), forwards=False)
+    result = replay(look, FixedGamma(3), COSTS)
+    made = [(r.gamma, r.proposed, r.accepted, r.draft_forward_calls) for r in result.rounds]
+    # 1 token on offer, kept (+1); gamma capped to 2 of 3 on offer, none kept (+1); nothing on
+    # offer: a 1-token pass (+1); nothing left to draft (+1) -> 5 tokens, no draft forwards
+    assert made == [(3, 1, 1, 0), (2, 2, 0, 0), (1, 0, 0, 0), (0, 0, 0, 0)]
+    assert result.seconds == pytest.approx(1.5 + 1.75 + 1.0 + 1.0)
+
+
+def _real_and_replayed(
+    make_drafter: Any, look: Lookahead, target: Any, tokenizer: Any, prompt: list[int], policy: str
+) -> tuple[list[list[int]], list[list[int]]]:
+    """(real rounds, replayed rounds) as [gamma, proposed, accepted, emitted] lists."""
+
+    def make_policy() -> FixedGamma | HeuristicGamma:
+        return FixedGamma(3) if policy == "fixed" else HeuristicGamma(start=3)
+
+    real = speculative_generate(
+        target,
+        None,
+        tokenizer,
+        prompt,
+        sampling=GREEDY,
+        speculation=SpeculationConfig(gamma=3, max_new_tokens=40),
+        stop=(),
+        drafter=make_drafter(),
+        policy=make_policy(),
+    )
+    fields = ("gamma", "proposed", "accepted", "emitted")
+    replayed = replay(look, make_policy(), COSTS)
+    return (
+        [[getattr(r, f) for f in fields] for r in real.rounds],
+        [[getattr(r, f) for f in fields] for r in replayed.rounds],
+    )
+
+
+@pytest.mark.parametrize("policy", ["fixed", "heuristic"])
+@pytest.mark.parametrize("kind", ["model", "ngram"])
+def test_replay_makes_the_rounds_of_a_real_greedy_decode(
+    kind: str, policy: str, pair: PairFactory, tokenizer
+) -> None:  # type: ignore[no-untyped-def]
+    """Policies that do not look at timings choose the same gammas, so rounds must match."""
+    target, draft = pair("llama")
+    vocab = int(target.config.vocab_size)
+    prompt = encode(tokenizer, "the cat sat on the mat, the cat sat on the")
+    plain = autoregressive_generate(
+        target, tokenizer, prompt, sampling=GREEDY, max_new_tokens=40, stop=()
+    )
+
+    def make_drafter() -> Drafter:
+        return ModelDrafter(draft, GREEDY, vocab) if kind == "model" else NgramDrafter(vocab)
+
+    drafter = make_drafter()
+    look = (
+        model_lookahead(drafter, prompt, plain.tokens)
+        if isinstance(drafter, ModelDrafter)
+        else ngram_lookahead(drafter, prompt, plain.tokens, LOOKAHEAD)
+    )
+    kept = [k > 0 for k in look.kept]
+    assert any(kept) and not all(kept)  # the drafter is right only sometimes: a real test
+    real, replayed = _real_and_replayed(make_drafter, look, target, tokenizer, prompt, policy)
+    assert replayed == real
+    assert sum(r[3] for r in replayed) == len(plain.tokens) == 40
+
+
+def test_measured_costs_and_the_comparison_table(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+    target, draft = pair("llama")
+    drafter = ModelDrafter(draft, GREEDY, int(target.config.vocab_size))
+    costs = measure_costs(target, drafter, encode(tokenizer, "the cat sat"), widths=4, repeats=2)
+    assert len(costs.verify) == 4 and min(costs.verify) > 0 and costs.draft_step > 0
+    looks = [
+        Lookahead(kept=(1, 0) * 10, offered=None, forwards=True),
+        Lookahead(kept=tuple(range(20, 0, -1)), offered=None, forwards=True),
+    ]
+    speedups = compare(looks, costs, [1, 2], ["theory"], start=2)
+    assert set(speedups) == {"γ=1", "γ=2", "theory"} and all(len(v) == 2 for v in speedups.values())
+    rows = report("toy", speedups, [1, 2])
+    assert len(rows) == 4 and rows[-1].startswith("| toy | best fixed γ per request (oracle)")
+    assert float(rows[-1].split("|")[-2]) >= 1.0  # the best per request beats one gamma for all
