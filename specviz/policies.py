@@ -12,7 +12,7 @@ from collections import deque
 from typing import Protocol
 
 from specviz.events import RoundSummary
-from specviz.theory import expected_tokens_per_round
+from specviz.survival import KeptByPosition
 
 
 class GammaPolicy(Protocol):
@@ -173,10 +173,12 @@ class TheoryGamma:
     """Gamma (0 = a plain target step) maximising predicted tokens per second.
 
     A round drafts gamma tokens at t_draft seconds each and verifies gamma + 1 tokens in one
-    target pass whose time is measured per width (VerifyCost); it emits E(alpha, gamma) tokens
-    (Leviathan et al.'s closed form). The width cost is what the r = 1 bound ignores: nearly
+    target pass whose time is measured per width (VerifyCost); it emits 1 + sum_j P(drafts 1..j
+    kept) tokens, with the keep rate measured per position in the round (KeptByPosition: equal
+    to Leviathan et al.'s closed form when drafts are kept independently, larger when agreement
+    comes in stretches). The width cost is what the r = 1 bound ignores: nearly
     flat on a bandwidth-bound GPU, steep and uneven on some CPUs. The best gamma > 0 is chosen
-    with the alpha estimate (recent verdicts weigh more); gamma = 0 (plain decoding) wins when
+    with the estimated rates (recent verdicts weigh more); gamma = 0 (plain decoding) wins when
     even with an optimistic alpha it is not predicted to beat a single-token pass. A probe round
     tries the other side (0 against the best gamma > 0) so that alpha and the costs stay
     measured. While it drafts, the gap between probes starts at `probe_every` rounds and doubles
@@ -215,6 +217,7 @@ class TheoryGamma:
         self.probe_gap, self.probed_from = probe_every, -1  # -1: the last round was no probe
         self.accepted = self.verified = 0.0  # decayed counts
         self.half_life = half_life
+        self.kept_by_position = KeptByPosition(max_gamma, prior_rounds, half_life)
         self.costs = costs if costs is not None else CostModel()
         self.verify_seconds = self.costs.verify  # target seconds per pass, by tokens scored
 
@@ -240,18 +243,20 @@ class TheoryGamma:
         return self.verify_seconds(gamma + 1) / one if one else 1.0
 
     @property
-    def alpha_optimistic(self) -> float:
-        """alpha plus one standard error: used only to decide between drafting and plain steps,
-        so a few early rejections do not talk the policy out of drafting."""
-        spread = math.sqrt(self.alpha * (1 - self.alpha) / (self.verified + self.prior))
-        return min(self.alpha + spread, 0.999)
+    def alpha_error(self) -> float:
+        """One standard error of alpha: added to every keep rate only to decide between drafting
+        and plain steps, so a few early rejections do not talk the policy out of drafting."""
+        return math.sqrt(self.alpha * (1 - self.alpha) / (self.verified + self.prior))
 
-    def tokens_per_second(self, gamma: int, alpha: float | None = None) -> float:
-        """Predicted emitted tokens per second drafting gamma tokens a round (alpha: estimate)."""
-        a = self.alpha if alpha is None else alpha
-        tokens = expected_tokens_per_round(a, gamma) if gamma else 1.0
-        seconds = gamma * self.draft_step_seconds + self.verify_seconds(gamma + 1)
-        return tokens / seconds
+    def tokens_per_second(self, gamma: int, lift: float = 0.0) -> float:
+        """Predicted emitted tokens per second drafting gamma a round (lift: on every rate)."""
+        return self._speeds(lift)[gamma]
+
+    def _speeds(self, lift: float = 0.0) -> list[float]:
+        """Predicted tokens per second for gamma = 0..max_gamma (0: a plain target step)."""
+        tokens = self.kept_by_position.expected_tokens(lift)
+        draft = self.draft_step_seconds
+        return [t / (g * draft + self.verify_seconds(g + 1)) for g, t in enumerate(tokens)]
 
     def next_gamma(self) -> int:
         """Gamma for the coming round."""
@@ -264,6 +269,7 @@ class TheoryGamma:
             keep = 0.5 ** (verified / self.half_life)  # older verdicts fade
             self.accepted = keep * self.accepted + summary.accepted
             self.verified = keep * self.verified + verified
+            self.kept_by_position.add(summary.proposed, summary.accepted)
         self.costs.add(summary)
         self.gamma = self._choose()
 
@@ -272,9 +278,10 @@ class TheoryGamma:
         self.since_probe += 1
         if not self.verify_seconds.identified:  # need a 1-token and a wider pass
             return 0 if set(self.verify_seconds.by_k) != {1} else self.start
-        drafting = max(range(1, self.max_gamma + 1), key=self.tokens_per_second)
-        optimistic = self.tokens_per_second(drafting, self.alpha_optimistic)
-        best = drafting if optimistic > self.tokens_per_second(0) else 0
+        speeds = self._speeds()
+        drafting = max(range(1, self.max_gamma + 1), key=speeds.__getitem__)
+        optimistic = self.tokens_per_second(drafting, lift=self.alpha_error)
+        best = drafting if optimistic > speeds[0] else 0
         if self.probed_from >= 0:  # the round that just ended was a probe: did it confirm?
             confirmed = (best == 0) == (self.probed_from == 0)
             backs_off = confirmed and best > 0

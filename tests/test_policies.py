@@ -156,17 +156,48 @@ def test_theory_policy_prices_wide_verification() -> None:
     """A free drafter with a costly verification pass: the r = 1 bound would pick max_gamma."""
     policy = TheoryGamma(start=4, max_gamma=16)
     _simulate(policy, keep=True, draft=0.0, a=0.05, b=0.02, rounds=4, accept_at_most=3)
-    alpha = policy.alpha  # gamma > 0 is chosen with the point estimate
+    tokens = policy.kept_by_position.expected_tokens()  # gamma > 0 is chosen with the estimates
     predicted = {g: policy.tokens_per_second(g) for g in range(17)}
     assert policy.verify_seconds.slope() == pytest.approx(0.02)
     assert policy.verify_ratio(4) == pytest.approx((0.05 + 0.02 * 5) / 0.07)
-    brute = max(
-        range(17),
-        key=lambda g: (
-            expected_tokens_per_round(alpha, g) / (0.05 + 0.02 * (g + 1)) if g else 1 / 0.07
-        ),
-    )
-    assert max(predicted, key=predicted.__getitem__) == brute < 16
+    brute = max(range(17), key=lambda g: tokens[g] / (0.05 + 0.02 * (g + 1)))
+    assert max(predicted, key=predicted.__getitem__) == brute == 3  # a 4th draft is never kept
+
+
+def test_theory_policy_drafts_long_when_agreement_comes_in_stretches() -> None:
+    """3 rounds in 10 keep every draft, the others reject the first (0.3 of first drafts kept).
+
+    Independent verdicts at alpha = 0.3 would make gamma = 1 best (at most 1.43 tokens a round);
+    here a round drafting gamma emits 1 + 0.3 gamma on average, so long drafts pay.
+    """
+    policy = TheoryGamma(start=4, max_gamma=16)
+    used = []
+    for i in range(80):
+        g = policy.next_gamma()
+        used.append(g)
+        kept = g if i % 10 in (0, 4, 7) else 0
+        policy.update(
+            RoundSummary(
+                round=i,
+                gamma=g,
+                proposed=g,
+                accepted=kept,
+                emitted=kept + 1,
+                draft_seconds=0.005 * g,
+                target_seconds=0.1 + 0.01 * (g + 1),
+                draft_forward_calls=g,
+            )
+        )
+    first, second, *deeper = policy.kept_by_position.rates()
+    assert first < 0.45 and second > 0.7 and min(deeper) > 0.85  # kept once the first is
+    drafted = [g for g in used[40:] if g]  # the others are probes (plain steps)
+    assert min(drafted) >= 8 and len(drafted) >= 36, used
+    # the closed form at the first draft's alpha would have stayed at gamma = 1:
+    speed = {
+        g: expected_tokens_per_round(0.3, g) / (0.1 + 0.01 * (g + 1) + 0.005 * g)
+        for g in range(1, 17)
+    }
+    assert max(speed, key=speed.__getitem__) == 1
 
 
 def test_a_pass_that_also_scored_the_prompt_is_not_a_verification_cost() -> None:
@@ -338,7 +369,9 @@ def test_ngram_drafter_through_the_public_api(pair: PairFactory, tokenizer) -> N
 def test_theory_policy_measures_uneven_verification_costs() -> None:
     """As on this CPU: a 3-token pass costs more than a 5-token one; the policy learns that."""
     policy = TheoryGamma(start=4, max_gamma=8)
-    slow = {2: 0.1, 3: 0.1}  # seconds added to the 2- and 3-token passes
+    # seconds added to the 2- and 3-token passes (more than doubling them): two drafts are always
+    # kept and a third never, so gamma = 2 and 3 emit nearly as many tokens and the cost decides
+    slow = {2: 0.2, 3: 0.2}
     used = _simulate(
         policy, keep=True, draft=0.005, a=0.05, b=0.03, rounds=40, extra=slow, accept_at_most=2
     )
