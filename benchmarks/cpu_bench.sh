@@ -50,7 +50,7 @@ bench dynamic --workloads code --limit 4 --temperatures 0,1 --drafters model,mod
 #    the rounds a real run makes, priced at pass costs measured once, so free of timing noise
 case " $PARTS " in *" replay "*)
   { python -m specviz.bench.replay --workloads code,json --drafters model,model-trimmed
-    python -m specviz.bench.replay --workloads repeat --drafters ngram --gammas 1,2,4,6,8,12 \
+    python -m specviz.bench.replay --workloads repeat --drafters ngram --gammas 1,2,4,8,12,16 \
       | tail -n +3; } > "$OUT/replay.md" ;;
 esac
 

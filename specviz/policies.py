@@ -256,7 +256,10 @@ class TheoryGamma:
         """Predicted tokens per second for gamma = 0..max_gamma (0: a plain target step)."""
         tokens = self.kept_by_position.expected_tokens(lift)
         draft = self.draft_step_seconds
-        return [t / (g * draft + self.verify_seconds(g + 1)) for g, t in enumerate(tokens)]
+        seconds = [g * draft + self.verify_seconds(g + 1) for g in range(len(tokens))]
+        return [
+            t / s if s > 0 else 0.0 for t, s in zip(tokens, seconds, strict=True)
+        ]  # 0: unmeasured
 
     def next_gamma(self) -> int:
         """Gamma for the coming round."""

@@ -200,6 +200,10 @@ def test_theory_policy_drafts_long_when_agreement_comes_in_stretches() -> None:
     assert max(speed, key=speed.__getitem__) == 1
 
 
+def test_theory_policy_predicts_nothing_before_any_cost_is_measured() -> None:
+    assert TheoryGamma(start=4).tokens_per_second(4) == 0.0  # no pass timed yet: no division
+
+
 def test_a_pass_that_also_scored_the_prompt_is_not_a_verification_cost() -> None:
     costs = CostModel()
     with_prompt = dataclasses.replace(_summary(4, 4, 2), target_seconds=0.9, prompt_tokens=40)
