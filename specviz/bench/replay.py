@@ -7,7 +7,8 @@ for every position (`Lookahead`): a draft model's greedy token at each position,
 lookup's whole continuation. Any policy can then be replayed on it, making the same rounds and
 verdicts as a real run, and priced with pass costs measured once (seconds per draft step and
 per target pass by width). What it leaves out: the loop's own overhead and the machine's
-timing noise and drift, which is the point; and T > 0, where outputs are random.
+timing noise and drift, which is the point; T > 0, where outputs are random; and stop tokens
+(a draft model that would stop drafting after proposing one is replayed as drafting on).
 
     python -m specviz.bench.replay --workloads code,json --drafters model,model-trimmed
 """
