@@ -176,12 +176,12 @@ class TheoryGamma:
     target pass whose time is measured per width (VerifyCost); it emits 1 + sum_j P(drafts 1..j
     kept) tokens, with the keep rate measured per position in the round (KeptByPosition: equal
     to Leviathan et al.'s closed form when drafts are kept independently, larger when agreement
-    comes in stretches). The width cost is what the r = 1 bound ignores: nearly
-    flat on a bandwidth-bound GPU, steep and uneven on some CPUs. The best gamma > 0 is chosen
-    with the estimated rates (recent verdicts weigh more); gamma = 0 (plain decoding) wins when
-    even with an optimistic alpha it is not predicted to beat a single-token pass. A probe round
-    tries the other side (0 against the best gamma > 0) so that alpha and the costs stay
-    measured. While it drafts, the gap between probes starts at `probe_every` rounds and doubles
+    comes in stretches). The width cost is what the r = 1 bound ignores: nearly flat on a
+    bandwidth-bound GPU, steep and uneven on some CPUs. The best gamma > 0 is chosen with the
+    estimated rates (recent verdicts weigh more); gamma = 0 (plain decoding) wins when drafting
+    is not predicted to beat a single-token pass even with every rate raised by one standard
+    error of alpha. A probe round tries the other side (0 against the best gamma > 0) so that
+    alpha and the costs stay measured. While it drafts, the gap between probes starts at `probe_every` rounds and doubles
     each time a probe confirms the choice (it resets when one overturns it), so a settled
     request pays for few probes. While it takes plain steps it probes every `probe_every`
     rounds: such a probe costs only its draft steps (its verification pass still emits a token)
@@ -257,9 +257,8 @@ class TheoryGamma:
         tokens = self.kept_by_position.expected_tokens(lift)
         draft = self.draft_step_seconds
         seconds = [g * draft + self.verify_seconds(g + 1) for g in range(len(tokens))]
-        return [
-            t / s if s > 0 else 0.0 for t, s in zip(tokens, seconds, strict=True)
-        ]  # 0: unmeasured
+        # 0 before any pass is timed
+        return [t / s if s > 0 else 0.0 for t, s in zip(tokens, seconds, strict=True)]
 
     def next_gamma(self) -> int:
         """Gamma for the coming round."""
