@@ -181,14 +181,14 @@ class TheoryGamma:
     estimated rates (recent verdicts weigh more); gamma = 0 (plain decoding) wins when drafting
     is not predicted to beat a single-token pass even with every rate raised by one standard
     error of alpha. A probe round tries the other side (0 against the best gamma > 0) so that
-    alpha and the costs stay measured. While it drafts, the gap between probes starts at `probe_every` rounds and doubles
-    each time a probe confirms the choice (it resets when one overturns it), so a settled
-    request pays for few probes. While it takes plain steps it probes every `probe_every`
-    rounds: such a probe costs only its draft steps (its verification pass still emits a token)
-    and is the only news about alpha, which may have recovered after a stretch the draft got
-    wrong. Given a CostModel shared across requests, a plain-step probe (which only re-measures
-    the 1-token pass) also waits until the shared model has that pass measured rarely for its
-    age.
+    alpha and the costs stay measured. While it drafts, the gap between probes starts at
+    `probe_every` rounds and doubles each time a probe confirms the choice (it resets when one
+    overturns it), so a settled request pays for few probes. While it takes plain steps it
+    probes every `probe_every` rounds: such a probe costs only its draft steps (its
+    verification pass still emits a token) and is the only news about alpha, which may have
+    recovered after a stretch the draft got wrong. Given a CostModel shared across requests, a
+    plain-step probe (which only re-measures the 1-token pass) also waits until the shared model
+    has that pass measured rarely for its age.
     """
 
     def __init__(
