@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+import specviz.bench.replay as replay_module
 from specviz.bench.replay import (
     GREEDY,
     LOOKAHEAD,
@@ -128,3 +129,28 @@ def test_measured_costs_and_the_comparison_table(pair: PairFactory, tokenizer) -
     rows = report("toy", speedups, [1, 2])
     assert len(rows) == 4 and rows[-1].startswith("| toy | best fixed γ per request (oracle)")
     assert float(rows[-1].split("|")[-2]) >= 1.0  # the best per request beats one gamma for all
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--gammas", "2,x"], "--gammas: comma-separated integers"),
+        (["--gammas", "0,2"], "--gammas and --start-gamma must be >= 1"),
+        (["--workloads", "poems"], "--workloads: no workload file"),
+        (["--drafters", "early-exit"], "--drafters: replay supports model, model-trimmed, ngram"),
+        (["--policies", "fixed"], "--policies: heuristic and/or theory"),
+    ],
+)
+def test_bad_arguments_fail_before_any_model_loads(
+    args: list[str],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def no_loading() -> None:
+        raise AssertionError("a model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(replay_module, "load_pair", no_loading)
+    with pytest.raises(SystemExit) as exit_info:
+        replay_module.main(args)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err

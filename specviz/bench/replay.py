@@ -258,15 +258,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start-gamma", type=int, default=4)
     parser.add_argument("--limit", type=int, default=0, help="requests per workload (0: all)")
     args = parser.parse_args(argv)
-    gammas = [int(g) for g in args.gammas.split(",")]
-    drafters = args.drafters.split(",")
+    try:  # every bad value is reported before any model loads
+        gammas = [int(g) for g in args.gammas.split(",")]
+    except ValueError:
+        parser.error(f"--gammas: comma-separated integers >= 1 (got {args.gammas!r})")
+    try:
+        workloads = {w: load_requests(w)[: args.limit or None] for w in args.workloads.split(",")}
+    except ValueError as error:
+        parser.error(f"--workloads: {error}")
+    drafters, policies = args.drafters.split(","), args.policies.split(",")
+    if min(gammas) < 1 or args.start_gamma < 1 or args.limit < 0:
+        parser.error("--gammas and --start-gamma must be >= 1, --limit >= 0")
     if bad := sorted(set(drafters) - set(DRAFTERS)):
         parser.error(f"--drafters: replay supports {', '.join(DRAFTERS)} (got {bad})")
+    if bad := sorted(set(policies) - {"heuristic", "theory"}):
+        parser.error(f"--policies: heuristic and/or theory (fixed gammas: --gammas; got {bad})")
     pair = load_pair()  # the bundled pair, packed as in the bench
     print("| workload, drafter | setting | mean speedup (min–max) | / best fixed γ |")
     print("|---|---|---|---|")
-    for workload in args.workloads.split(","):
-        outputs = greedy_outputs(pair, load_requests(workload)[: args.limit or None])
+    for workload, requests in workloads.items():
+        outputs = greedy_outputs(pair, requests)
         for name in drafters:
             make = _drafter_factory(name, pair)
             looks = [_lookahead(make(), ids, out) for ids, out in outputs.values()]
@@ -274,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             costs = measure_costs(pair.target, make(), prompt, widths=max(gammas) + 2)
             c = costs.draft_step / costs.target(1) if looks[0].forwards else 0.0
             label = f"{workload}, {name} (c = {c:.3f})"
-            speedups = compare(looks, costs, gammas, args.policies.split(","), args.start_gamma)
+            speedups = compare(looks, costs, gammas, policies, args.start_gamma)
             print("\n".join(report(label, speedups, gammas)), flush=True)
     return 0
 
