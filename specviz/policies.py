@@ -215,16 +215,19 @@ class TheoryGamma:
         self.gamma, self.start, self.max_gamma = start, start, max_gamma
         self.prior, self.probe_every, self.since_probe = prior_rounds, probe_every, 0
         self.probe_gap, self.probed_from = probe_every, -1  # -1: the last round was no probe
-        self.accepted = self.verified = 0.0  # decayed counts
-        self.half_life = half_life
-        self.kept_by_position = KeptByPosition(max_gamma, prior_rounds, half_life)
+        self.kept_by_position = KeptByPosition(max_gamma, prior_rounds, half_life)  # decayed
         self.costs = costs if costs is not None else CostModel()
         self.verify_seconds = self.costs.verify  # target seconds per pass, by tokens scored
 
     @property
     def alpha(self) -> float:
         """Recent per-token acceptance estimate (accepted / verified, decayed, weak prior)."""
-        return (self.accepted + 0.5 * self.prior) / (self.verified + self.prior)
+        return (self.kept_by_position.accepted + 0.5 * self.prior) / (self.verified + self.prior)
+
+    @property
+    def verified(self) -> float:
+        """Draft verdicts behind alpha (decayed: recent ones weigh more)."""
+        return self.kept_by_position.verified
 
     @property
     def draft_step_seconds(self) -> float:
@@ -267,11 +270,7 @@ class TheoryGamma:
     def update(self, summary: RoundSummary) -> None:
         """Fold in the round's acceptance and timings, then re-optimise gamma."""
         if summary.proposed:
-            verified = summary.accepted + (1 if summary.accepted < summary.proposed else 0)
-            keep = 0.5 ** (verified / self.half_life)  # older verdicts fade
-            self.accepted = keep * self.accepted + summary.accepted
-            self.verified = keep * self.verified + verified
-            self.kept_by_position.add(summary.proposed, summary.accepted)
+            self.kept_by_position.add(summary.proposed, summary.accepted)  # older verdicts fade
         self.costs.add(summary)
         self.gamma = self._choose()
 

@@ -34,6 +34,16 @@ class KeptByPosition:
         self.reached = [n * fade + (j < verified) for j, n in enumerate(self.reached)]
         self.kept = [n * fade + (j < accepted) for j, n in enumerate(self.kept)]
 
+    @property
+    def accepted(self) -> float:
+        """Kept drafts over all positions (decayed)."""
+        return sum(self.kept)
+
+    @property
+    def verified(self) -> float:
+        """Verified drafts over all positions (decayed)."""
+        return sum(self.reached)
+
     def rates(self) -> list[float]:
         """a_1..a_max: each position's keep rate, shrunk toward the position before it."""
         rates, before = [], 0.5
