@@ -5,25 +5,32 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import torch
 
 import specviz.bench.replay as replay_module
+from specviz.bench.lookahead import (
+    Lookahead,
+    TargetPath,
+    draft_probabilities,
+    keep_probabilities,
+    model_lookahead,
+)
 from specviz.bench.replay import (
     GREEDY,
-    LOOKAHEAD,
-    Lookahead,
     PassCosts,
     compare,
+    lookaheads,
     measure_costs,
-    model_lookahead,
-    ngram_lookahead,
     replay,
     report,
 )
-from specviz.config import SpeculationConfig
+from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.drafters import Drafter, ModelDrafter
+from specviz.events import Sampled
 from specviz.generate import autoregressive_generate, encode, speculative_generate
 from specviz.ngram import NgramDrafter
 from specviz.policies import FixedGamma, HeuristicGamma
+from specviz.stats.testing import two_sample
 
 from .conftest import PairFactory
 
@@ -102,17 +109,85 @@ def test_replay_makes_the_rounds_of_a_real_greedy_decode(
     def make_drafter() -> Drafter:
         return ModelDrafter(draft, GREEDY, vocab) if kind == "model" else NgramDrafter(vocab)
 
-    drafter = make_drafter()
-    look = (
-        model_lookahead(drafter, prompt, plain.tokens)
-        if isinstance(drafter, ModelDrafter)
-        else ngram_lookahead(drafter, prompt, plain.tokens, LOOKAHEAD)
+    path = TargetPath(
+        prompt_ids=tuple(prompt), tokens=plain.tokens, p_tokens=(1.0,) * len(plain.tokens)
     )
+    (look,) = lookaheads(make_drafter(), path, draws=4, seed=0)  # T = 0: one, certain
     kept = [k > 0 for k in look.kept]
     assert any(kept) and not all(kept)  # the drafter is right only sometimes: a real test
     real, replayed = _real_and_replayed(make_drafter, look, target, tokenizer, prompt, policy)
     assert replayed == real
     assert sum(r[3] for r in replayed) == len(plain.tokens) == 40
+
+
+def test_keep_probability_is_q_over_p_capped_at_one() -> None:
+    assert keep_probabilities([0.2, 0.5, 0.0, 1.0], [0.4, 0.25, 0.3, 1.0]) == [0.5, 1.0, 0.0, 1.0]
+
+
+def test_verdicts_are_drawn_per_position_and_counted_as_runs() -> None:
+    look = model_lookahead([1.0, 1.0, 0.0, 1.0], torch.Generator().manual_seed(0))
+    assert look.kept == (2, 1, 0, 1) and look.forwards
+    keeps = [0.5] * 400
+    draws = [model_lookahead(keeps, torch.Generator().manual_seed(s)).kept for s in (0, 0, 1)]
+    assert draws[0] == draws[1] != draws[2]  # seeded: the same draws for every policy
+    kept_first = sum(k > 0 for k in draws[0])
+    assert 160 <= kept_first <= 240  # Binomial(400, 1/2): mean 200, sd 10
+
+
+T1 = SamplingConfig(temperature=1.0)
+
+
+def _first_two_rounds(rounds: Any) -> tuple[int, ...]:
+    """Drafts kept in the first two rounds: an outcome that sees the policy's dependence."""
+    return tuple(r.accepted for r in rounds[:2])
+
+
+def test_replay_at_t1_makes_rounds_with_the_law_of_real_ones(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+    """Two-sample chi-square at significance 0.01 (400 seeded decodes a side): replayed rounds
+    (a plain decode, verdicts drawn with keep = min(1, q(y)/p(y))) against real speculative
+    sampling, with transformers' heuristic schedule so that round 2 depends on round 1. Two
+    broken keep rules must be rejected: min(1, p/q) (ratio upside down) and q(y) alone."""
+    target, draft = pair("llama")
+    vocab = int(target.config.vocab_size)
+    prompt = encode(tokenizer, "the cat sat on the")
+    n, new_tokens = 400, 10
+    real, replayed, upside_down, q_only = [], [], [], []
+    for seed in range(n):
+        sampling = SamplingConfig(temperature=1.0, seed=seed)
+        result = speculative_generate(
+            target,
+            None,
+            tokenizer,
+            prompt,
+            sampling=sampling,
+            speculation=SpeculationConfig(gamma=3, max_new_tokens=new_tokens),
+            stop=(),
+            drafter=ModelDrafter(draft, sampling, vocab),
+            policy=HeuristicGamma(start=3),
+        )
+        real.append(_first_two_rounds(result.rounds))
+        plain = autoregressive_generate(
+            target,
+            tokenizer,
+            prompt,
+            sampling=SamplingConfig(temperature=1.0, seed=n + seed),  # independent of real
+            max_new_tokens=new_tokens,
+            stop=(),
+        )
+        p_y = tuple(e.p_x for e in plain.events if isinstance(e, Sampled))
+        path = TargetPath(prompt_ids=tuple(prompt), tokens=plain.tokens, p_tokens=p_y)
+        q_y = draft_probabilities(ModelDrafter(draft, T1, vocab), path)
+        for keeps, out in (
+            (keep_probabilities(q_y, p_y), replayed),
+            (keep_probabilities(p_y, q_y), upside_down),
+            (q_y, q_only),
+        ):
+            look = model_lookahead(keeps, torch.Generator().manual_seed(seed))
+            out.append(_first_two_rounds(replay(look, HeuristicGamma(start=3), COSTS).rounds))
+    assert len(set(real)) >= 8  # a law with many outcomes, not a near-certain one
+    assert not two_sample(real, replayed, alpha=0.01).reject
+    assert two_sample(real, upside_down, alpha=0.01).reject
+    assert two_sample(real, q_only, alpha=0.01).reject
 
 
 def test_measured_costs_and_the_comparison_table(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
@@ -139,6 +214,8 @@ def test_measured_costs_and_the_comparison_table(pair: PairFactory, tokenizer) -
         (["--workloads", "poems"], "--workloads: no workload file"),
         (["--drafters", "early-exit"], "--drafters: replay supports model, model-trimmed, ngram"),
         (["--policies", "fixed"], "--policies: heuristic and/or theory"),
+        (["--temperature", "-1"], "--temperature: temperature must be a finite number >= 0"),
+        (["--draws", "0"], "--samples and --draws must be >= 1"),
     ],
 )
 def test_bad_arguments_fail_before_any_model_loads(

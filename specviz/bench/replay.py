@@ -1,16 +1,17 @@
-"""Replay gamma policies at T = 0 on what the drafter would propose: comparisons free of noise.
+"""Replay gamma policies on what the drafter would keep: comparisons free of timing noise.
 
-At T = 0 a kept draft is the target's own token, so every draft sees the target's prefix, and
-a round that starts at output position i keeps exactly the leading proposals that equal the
-target's next tokens. One greedy target decode, and the drafter run along it once, give that
-for every position (`Lookahead`): a draft model's greedy token at each position, n-gram
-lookup's whole continuation. Any policy can then be replayed on it, making the same rounds and
-verdicts as a real run, and priced with pass costs measured once (seconds per draft step and
-per target pass by width). What it leaves out: the loop's own overhead and the machine's
-timing noise and drift, which is the point; T > 0, where outputs are random; and stop tokens
-(a draft model that would stop drafting after proposing one is replayed as drafting on).
+`specviz.bench.lookahead` turns one plain target decode, and the drafter run along it once,
+into what a round starting at each position would keep (at T = 0 exactly; at T > 0 in law,
+from one uniform draw per position shared by every policy). Any policy that picks gamma before
+drafting can then be replayed on it, making the rounds a real run would make (the same rounds
+at T = 0, rounds with the same law at T > 0), and priced with pass costs measured once (seconds
+per draft step and per target pass by width). What it leaves out: the loop's own overhead and
+the machine's timing noise and drift, which is the point; the confidence threshold, which
+decides while drafting on tokens that may leave the target's path; and stop tokens (a draft
+model that would stop drafting after proposing one is replayed as drafting on).
 
     python -m specviz.bench.replay --workloads code,json --drafters model,model-trimmed
+    python -m specviz.bench.replay --workloads code,prose --temperature 1 --samples 2 --draws 4
 """
 
 from __future__ import annotations
@@ -24,12 +25,20 @@ from typing import Any
 
 import torch
 
-from specviz.bench.workloads import Request, load_requests
+from specviz.bench.lookahead import (
+    Lookahead,
+    TargetPath,
+    draft_probabilities,
+    keep_probabilities,
+    model_lookahead,
+    ngram_lookahead,
+    target_paths,
+)
+from specviz.bench.workloads import load_requests
 from specviz.cache import KVCache
 from specviz.config import SamplingConfig
 from specviz.drafters import Drafter, ModelDrafter
 from specviz.events import RoundSummary
-from specviz.generate import autoregressive_generate, encode
 from specviz.models import load_pair
 from specviz.ngram import NgramDrafter
 from specviz.policies import CostModel, FixedGamma, GammaPolicy, make_policy
@@ -68,51 +77,6 @@ class Replay:
     def speedup(self) -> float:
         """plain / speculative seconds."""
         return self.plain_seconds / self.seconds
-
-
-@dataclass(frozen=True, kw_only=True)
-class Lookahead:
-    """What a drafter proposes at each output position of a greedy target decode."""
-
-    kept: tuple[int, ...]  # [i]: how many leading proposals at position i are the target's
-    offered: tuple[int, ...] | None  # [i]: most tokens it has to propose at i (None: no limit)
-    forwards: bool  # one draft forward per proposed token (a model) or none (a lookup)
-
-
-def model_lookahead(
-    drafter: ModelDrafter, prompt_ids: list[int], output: Sequence[int]
-) -> Lookahead:
-    """A draft model's greedy agreement with the target along output (one cached step each)."""
-    drafter.prefill(prompt_ids[:-1])
-    generator = torch.Generator(device=drafter.device)
-    ids, agree = list(prompt_ids), []
-    for token in output:
-        proposed = drafter.propose(ids, 1, generator, ())  # one cached step, as in a real round
-        agree.append(int(proposed.tokens[0]) == token)
-        ids.append(token)
-    kept = [0] * (len(agree) + 1)
-    for i in reversed(range(len(agree))):  # the run of agreeing positions from i on
-        kept[i] = kept[i + 1] + 1 if agree[i] else 0
-    return Lookahead(kept=tuple(kept[:-1]), offered=None, forwards=True)
-
-
-def ngram_lookahead(
-    drafter: NgramDrafter, prompt_ids: list[int], output: Sequence[int], max_gamma: int
-) -> Lookahead:
-    """N-gram lookup's continuation at each output position and how much of it is right."""
-    ids, kept, offered = list(prompt_ids), [], []
-    generator = torch.Generator()
-    for i, token in enumerate(output):
-        proposal = drafter.propose(ids, max_gamma, generator, ()).tokens.tolist()
-        right = 0
-        while right < len(proposal) and i + right < len(output):
-            if proposal[right] != output[i + right]:
-                break
-            right += 1
-        kept.append(right)
-        offered.append(len(proposal))
-        ids.append(token)
-    return Lookahead(kept=tuple(kept), offered=tuple(offered), forwards=False)
 
 
 def replay(look: Lookahead, policy: GammaPolicy, costs: PassCosts) -> Replay:
@@ -213,39 +177,24 @@ def report(label: str, speedups: dict[str, list[float]], gammas: Sequence[int]) 
     return rows
 
 
-def greedy_outputs(
-    pair: Any, requests: Sequence[Request]
-) -> dict[str, tuple[list[int], list[int]]]:
-    """Each request's prompt ids and the target's greedy output, by request id."""
-    out = {}
-    for req in requests:
-        prompt_ids = encode(pair.tokenizer, req.prompt)
-        result = autoregressive_generate(
-            pair.target,
-            pair.tokenizer,
-            prompt_ids,
-            sampling=GREEDY,
-            max_new_tokens=req.max_new_tokens,
-        )
-        out[req.id] = (prompt_ids, list(result.tokens))
-    return out
-
-
-def _drafter_factory(name: str, pair: Any) -> Callable[[], Drafter]:
+def _drafter_factory(name: str, pair: Any, sampling: SamplingConfig) -> Callable[[], Drafter]:
     """Fresh drafters of one kind, as the bench builds them (n-gram: n from 3 down to 1)."""
     vocab = int(pair.target.config.vocab_size)
     if name == "ngram":
         return lambda: NgramDrafter(vocab, max_ngram=3, device=str(pair.target.device))
     head = load_head_tokens(pair.draft) if name == "model-trimmed" else None
-    return lambda: ModelDrafter(pair.draft, GREEDY, vocab, head_tokens=head)
+    return lambda: ModelDrafter(pair.draft, sampling, vocab, head_tokens=head)
 
 
-def _lookahead(drafter: Drafter, prompt_ids: list[int], output: list[int]) -> Lookahead:
-    """The lookahead of either kind of drafter."""
+def lookaheads(drafter: Drafter, path: TargetPath, draws: int, seed: int) -> list[Lookahead]:
+    """draws lookaheads of one path (a lookup's or a greedy draft's verdicts are certain: 1)."""
     if isinstance(drafter, NgramDrafter):
-        return ngram_lookahead(drafter, prompt_ids, output, LOOKAHEAD)
+        return [ngram_lookahead(drafter, path, LOOKAHEAD)]
     assert isinstance(drafter, ModelDrafter)
-    return model_lookahead(drafter, prompt_ids, output)
+    keeps = keep_probabilities(draft_probabilities(drafter, path), path.p_tokens)
+    generator = torch.Generator().manual_seed(seed)
+    certain = all(k in (0.0, 1.0) for k in keeps)
+    return [model_lookahead(keeps, generator) for _ in range(1 if certain else draws)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -257,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", default="heuristic,theory")
     parser.add_argument("--start-gamma", type=int, default=4)
     parser.add_argument("--limit", type=int, default=0, help="requests per workload (0: all)")
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--samples", type=int, default=2, help="target decodes a request (T > 0)")
+    parser.add_argument("--draws", type=int, default=4, help="verdict draws a decode (T > 0)")
     args = parser.parse_args(argv)
     try:  # every bad value is reported before any model loads
         gammas = [int(g) for g in args.gammas.split(",")]
@@ -266,9 +218,15 @@ def main(argv: list[str] | None = None) -> int:
         workloads = {w: load_requests(w)[: args.limit or None] for w in args.workloads.split(",")}
     except ValueError as error:
         parser.error(f"--workloads: {error}")
+    try:
+        sampling = SamplingConfig(temperature=args.temperature)
+    except ValueError as error:
+        parser.error(f"--temperature: {error}")
     drafters, policies = args.drafters.split(","), args.policies.split(",")
     if min(gammas) < 1 or args.start_gamma < 1 or args.limit < 0:
         parser.error("--gammas and --start-gamma must be >= 1, --limit >= 0")
+    if args.samples < 1 or args.draws < 1:
+        parser.error("--samples and --draws must be >= 1")
     if bad := sorted(set(drafters) - set(DRAFTERS)):
         parser.error(f"--drafters: replay supports {', '.join(DRAFTERS)} (got {bad})")
     if bad := sorted(set(policies) - {"heuristic", "theory"}):
@@ -277,14 +235,18 @@ def main(argv: list[str] | None = None) -> int:
     print("| workload, drafter | setting | mean speedup (min–max) | / best fixed γ |")
     print("|---|---|---|---|")
     for workload, requests in workloads.items():
-        outputs = greedy_outputs(pair, requests)
+        paths = target_paths(pair, requests, sampling, args.samples)
         for name in drafters:
-            make = _drafter_factory(name, pair)
-            looks = [_lookahead(make(), ids, out) for ids, out in outputs.values()]
-            prompt = next(iter(outputs.values()))[0]
+            make = _drafter_factory(name, pair, sampling)
+            looks = [
+                look
+                for seed, path in enumerate(paths)
+                for look in lookaheads(make(), path, args.draws, seed)
+            ]
+            prompt = list(paths[0].prompt_ids)
             costs = measure_costs(pair.target, make(), prompt, widths=max(gammas) + 2)
             c = costs.draft_step / costs.target(1) if looks[0].forwards else 0.0
-            label = f"{workload}, {name} (c = {c:.3f})"
+            label = f"{workload}, {name}, T = {args.temperature:g} (c = {c:.3f}, {len(looks)} runs)"
             speedups = compare(looks, costs, gammas, policies, args.start_gamma)
             print("\n".join(report(label, speedups, gammas)), flush=True)
     return 0

@@ -1,0 +1,114 @@
+"""What a drafter would have kept at each position of one target decode: the input of a replay.
+
+Speculative sampling's rounds are decided by the target's output path and one verdict per
+drafted position. At a position where the target writes y, a draft token drawn from q is kept
+with probability min(p(y), q(y)) / p(y) = min(1, q(y)/p(y)) given y, whatever came before
+(P(kept, y) = min(p(y), q(y)) and P(y) = p(y): the output follows the target). While drafts are
+kept, the draft's context is the target's path; after a rejection the round ends. So one plain
+target decode (y and p(y) at each position), q(y) from the draft run along it, and a uniform
+draw per position give the rounds of any gamma policy that decides before drafting, in law,
+and the same draws serve every policy (common random numbers). At T = 0 the verdicts are
+certain: the draft's greedy token equals the target's or it does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from specviz.bench.workloads import Request
+from specviz.config import SamplingConfig
+from specviz.drafters import ModelDrafter
+from specviz.events import Sampled
+from specviz.generate import autoregressive_generate, encode
+from specviz.ngram import NgramDrafter
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lookahead:
+    """What a drafter proposes at each output position of a target decode."""
+
+    kept: tuple[int, ...]  # [i]: how many leading proposals at position i would be kept
+    offered: tuple[int, ...] | None  # [i]: most tokens it has to propose at i (None: no limit)
+    forwards: bool  # one draft forward per proposed token (a model) or none (a lookup)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetPath:
+    """A prompt and one plain target decode of it: each token y and its probability p(y)."""
+
+    prompt_ids: tuple[int, ...]
+    tokens: tuple[int, ...]
+    p_tokens: tuple[float, ...]  # 1.0 everywhere at T = 0
+
+
+def target_paths(
+    pair: Any, requests: Sequence[Request], sampling: SamplingConfig, samples: int = 1
+) -> list[TargetPath]:
+    """samples plain decodes of each request (seeds 0, 1, ...; a greedy decode only once)."""
+    paths = []
+    for req in requests:
+        prompt_ids = encode(pair.tokenizer, req.prompt)
+        for seed in range(1 if sampling.greedy else samples):
+            result = autoregressive_generate(
+                pair.target,
+                pair.tokenizer,
+                prompt_ids,
+                sampling=replace(sampling, seed=seed),
+                max_new_tokens=req.max_new_tokens,
+            )
+            p_tokens = tuple(e.p_x for e in result.events if isinstance(e, Sampled))
+            paths.append(
+                TargetPath(prompt_ids=tuple(prompt_ids), tokens=result.tokens, p_tokens=p_tokens)
+            )
+    return paths
+
+
+def draft_probabilities(drafter: ModelDrafter, path: TargetPath) -> tuple[float, ...]:
+    """q(y) at each position y of path, from one cached draft step each, as in a round (n,)."""
+    drafter.prefill(list(path.prompt_ids[:-1]))
+    generator = torch.Generator(device=drafter.device)
+    ids, q_tokens = list(path.prompt_ids), []
+    for token in path.tokens:
+        q = drafter.propose(ids, 1, generator, ()).q_draft[0]  # (V,)
+        q_tokens.append(float(q[token]))
+        ids.append(token)
+    return tuple(q_tokens)
+
+
+def keep_probabilities(q_tokens: Sequence[float], p_tokens: Sequence[float]) -> list[float]:
+    """min(1, q(y)/p(y)): the chance a draft is kept where the target wrote y (n,)."""
+    return [min(1.0, q / p) for q, p in zip(q_tokens, p_tokens, strict=True)]
+
+
+def model_lookahead(keeps: Sequence[float], generator: torch.Generator) -> Lookahead:
+    """Draw each position's verdict (u < keep) and count the kept run from each position."""
+    u = torch.rand(len(keeps), generator=generator, dtype=torch.float64).tolist()
+    kept = [0] * (len(keeps) + 1)
+    for i in reversed(range(len(keeps))):
+        kept[i] = kept[i + 1] + 1 if u[i] < keeps[i] else 0
+    return Lookahead(kept=tuple(kept[:-1]), offered=None, forwards=True)
+
+
+def ngram_lookahead(drafter: NgramDrafter, path: TargetPath, max_gamma: int) -> Lookahead:
+    """N-gram lookup's continuation at each position and how much of it the target wrote.
+
+    Its q is one-hot, so a proposal x is kept exactly when the target wrote x (keep 1 or 0).
+    """
+    ids, kept, offered = list(path.prompt_ids), [], []
+    output = path.tokens
+    generator = torch.Generator()
+    for i, token in enumerate(output):
+        proposal = drafter.propose(ids, max_gamma, generator, ()).tokens.tolist()
+        right = 0
+        while right < len(proposal) and i + right < len(output):
+            if proposal[right] != output[i + right]:
+                break
+            right += 1
+        kept.append(right)
+        offered.append(len(proposal))
+        ids.append(token)
+    return Lookahead(kept=tuple(kept), offered=tuple(offered), forwards=False)
