@@ -46,11 +46,17 @@ bench draft-size --workloads code --limit 2 --temperatures 0 \
 bench dynamic --workloads code --limit 4 --temperatures 0,1 --drafters model,model-trimmed \
     --gammas 2,3,4 $DYNAMIC --reps 2 --no-hf
 
-# 6. dynamic gamma replayed at T = 0 on every code, JSON and repeat prompt (specviz.bench.replay):
-#    the rounds a real run makes, priced at pass costs measured once, so free of timing noise
+# 6. dynamic gamma replayed on every prompt (specviz.bench.replay), priced at pass costs measured
+#    once, so free of timing noise: at T = 0 on code, JSON and repeat (the rounds a real run
+#    makes), at T = 1 on code, prose and repeat (rounds with a real run's law; 3 target decodes
+#    a prompt, 8 draws of the verdicts each, the same draws for every policy)
 case " $PARTS " in *" replay "*)
+  NGRAM="--drafters ngram --gammas 1,2,4,8,12,16"
   { python -m specviz.bench.replay --workloads code,json --drafters model,model-trimmed
-    python -m specviz.bench.replay --workloads repeat --drafters ngram --gammas 1,2,4,8,12,16 \
+    python -m specviz.bench.replay --workloads repeat $NGRAM | tail -n +3
+    python -m specviz.bench.replay --workloads code,prose --drafters model,model-trimmed \
+      --temperature 1 --samples 3 --draws 8 | tail -n +3
+    python -m specviz.bench.replay --workloads repeat $NGRAM --temperature 1 --samples 3 \
       | tail -n +3; } > "$OUT/replay.md" ;;
 esac
 
