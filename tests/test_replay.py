@@ -134,6 +134,23 @@ def test_verdicts_are_drawn_per_position_and_counted_as_runs() -> None:
     assert 160 <= kept_first <= 240  # Binomial(400, 1/2): mean 200, sd 10
 
 
+def test_lookaheads_draw_verdicts_only_where_they_are_uncertain(
+    pair: PairFactory, tokenizer
+) -> None:  # type: ignore[no-untyped-def]
+    target, draft = pair("llama")
+    vocab = int(target.config.vocab_size)
+    prompt = encode(tokenizer, "the cat sat on the")
+    for sampling, expected in ((GREEDY, 1), (SamplingConfig(temperature=1.0, seed=3), 5)):
+        plain = autoregressive_generate(
+            target, tokenizer, prompt, sampling=sampling, max_new_tokens=20, stop=()
+        )
+        p_y = tuple(e.p_x for e in plain.events if isinstance(e, Sampled))
+        path = TargetPath(prompt_ids=tuple(prompt), tokens=plain.tokens, p_tokens=p_y)
+        looks = lookaheads(ModelDrafter(draft, sampling, vocab), path, draws=5, seed=0)
+        assert len(looks) == expected  # T = 0: verdicts are certain, one lookahead is all
+    assert len({look.kept for look in looks}) > 1  # T = 1: the draws differ
+
+
 T1 = SamplingConfig(temperature=1.0)
 
 
@@ -202,7 +219,7 @@ def test_measured_costs_and_the_comparison_table(pair: PairFactory, tokenizer) -
     speedups = compare(looks, costs, [1, 2], ["theory"], start=2)
     assert set(speedups) == {"γ=1", "γ=2", "theory"} and all(len(v) == 2 for v in speedups.values())
     rows = report("toy", speedups, [1, 2])
-    assert len(rows) == 4 and rows[-1].startswith("| toy | best fixed γ per request (oracle)")
+    assert len(rows) == 4 and rows[-1].startswith("| toy | best fixed γ per run (oracle)")
     assert float(rows[-1].split("|")[-2]) >= 1.0  # the best per request beats one gamma for all
 
 

@@ -168,7 +168,7 @@ def report(label: str, speedups: dict[str, list[float]], gammas: Sequence[int]) 
     best_name = max(fixed, key=fixed.__getitem__)
     oracle = [max(col) for col in zip(*(speedups[f"γ={g}"] for g in gammas), strict=True)]
     rows = []
-    for name, values in [*speedups.items(), ("best fixed γ per request (oracle)", oracle)]:
+    for name, values in [*speedups.items(), ("best fixed γ per run (oracle)", oracle)]:
         mean = statistics.mean(values)
         rows.append(
             f"| {label} | {name} | {mean:.3f} ({min(values):.2f}–{max(values):.2f}) | "
