@@ -488,7 +488,8 @@ for name, run in policy_runs.items():
 # drafter would propose along the target's greedy output (the same rounds a real run makes,
 # priced at pass costs measured once): on all of the benchmark's repeat, code and JSON prompts
 # the theory policy comes within a few per cent of the best fixed $\gamma$
-# (`benchmarks/RESULTS.md`).
+# (`benchmarks/RESULTS.md`). At $T > 0$ it replays rounds with the law of real ones, all
+# settings on the same random draws (notebook 5 derives why that is possible).
 
 # %%
 fit = policies["theory"]
