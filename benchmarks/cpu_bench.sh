@@ -8,13 +8,13 @@
 # (both cores): with packed weights a pass is ~25 % faster on two than on one. Run the parts
 # one after another, on an otherwise idle machine.
 #
-# Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code json-prose repeat
-#        draft-size dynamic replay tables (default: all, about 80 minutes on 2 cores)
+# Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code json-prose repeat lookup
+#        draft-size dynamic replay tables (default: all, about 110 minutes on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
-PARTS="${*:-code json-prose repeat draft-size dynamic replay tables}"
+PARTS="${*:-code json-prose repeat lookup draft-size dynamic replay tables}"
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
@@ -35,6 +35,10 @@ bench json-prose --workloads json,prose --limit 2 --drafters model,model-trimmed
 # 3. repeat/edit the prompt: n-gram prompt lookup against transformers' prompt_lookup_num_tokens
 bench repeat --workloads repeat --limit 3 --temperatures 0 --drafters ngram \
     --gammas 4,8 --policies fixed,heuristic,theory --start-gamma 4 --reps 2
+# 3b. n-gram lookup against transformers' prompt lookup, enough pairs (6 prompts x 5) to tell
+#     which is faster per token: the two make the same target passes
+bench lookup --workloads repeat --limit 6 --temperatures 0 --drafters ngram --gammas 4,8 \
+    --policies fixed,heuristic --start-gamma 4 --reps 5
 # 4. draft size: the 9M-parameter distilled draft (full and trimmed head) against early exits of
 #    the target (k layers), with a cache of their own and sharing the target's
 bench draft-size --workloads code --limit 2 --temperatures 0 \
@@ -62,5 +66,5 @@ esac
 
 case " $PARTS " in *" tables "*) ;; *) exit 0 ;; esac
 python -m specviz.bench.markdown "$OUT"/code.json "$OUT"/json-prose.json "$OUT"/repeat.json \
-    "$OUT"/draft-size.json "$OUT"/dynamic.json > "$OUT/tables.md"
+    "$OUT"/lookup.json "$OUT"/draft-size.json "$OUT"/dynamic.json > "$OUT/tables.md"
 echo "wrote $OUT/*.json, *.html and tables.md"

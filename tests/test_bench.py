@@ -9,7 +9,7 @@ import torch
 
 from specviz.bench.markdown import render, resummarized
 from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, request_metrics, spread
-from specviz.bench.report import policies_vs_best_fixed, priced_speedups, summarize
+from specviz.bench.report import faster_pairs, policies_vs_best_fixed, priced_speedups, summarize
 from specviz.bench.runner import (
     BenchSetting,
     Record,
@@ -185,6 +185,15 @@ def test_priced_speedup_prices_every_pass_of_the_sweep() -> None:
     priced = priced_speedups([*fast, slow])
     assert priced[2] == pytest.approx(priced[0])
     assert priced[0] == pytest.approx(40 * 0.055 / (600 * 0.005 + 300 * 0.05))
+
+
+def test_faster_pairs_counts_wins_and_runs_a_one_sided_sign_test() -> None:
+    # P(X >= 2) for X ~ Binomial(3, 1/2) = 4/8; a tie (1.0) is not a win
+    assert faster_pairs([0.9, 0.95, 1.1]) == {"faster": 2, "pairs": 3, "p_value": 0.5}
+    assert faster_pairs([0.9, 1.0, 1.1])["faster"] == 1
+    many = faster_pairs([0.99] * 22 + [1.01] * 8)  # 22 of 30: P(X >= 22) = 0.0081
+    assert many["p_value"] == pytest.approx(0.00806, abs=1e-4)
+    assert faster_pairs([1.01] * 30)["p_value"] == 1.0
 
 
 def test_cost_and_spread() -> None:

@@ -10,10 +10,10 @@ import torch
 import specviz.bench.replay as replay_module
 from specviz.bench.lookahead import (
     Lookahead,
-    TargetPath,
     draft_probabilities,
     keep_probabilities,
     model_lookahead,
+    target_path,
 )
 from specviz.bench.replay import (
     GREEDY,
@@ -26,7 +26,6 @@ from specviz.bench.replay import (
 )
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.drafters import Drafter, ModelDrafter
-from specviz.events import Sampled
 from specviz.generate import autoregressive_generate, encode, speculative_generate
 from specviz.ngram import NgramDrafter
 from specviz.policies import FixedGamma, HeuristicGamma
@@ -109,10 +108,7 @@ def test_replay_makes_the_rounds_of_a_real_greedy_decode(
     def make_drafter() -> Drafter:
         return ModelDrafter(draft, GREEDY, vocab) if kind == "model" else NgramDrafter(vocab)
 
-    path = TargetPath(
-        prompt_ids=tuple(prompt), tokens=plain.tokens, p_tokens=(1.0,) * len(plain.tokens)
-    )
-    (look,) = lookaheads(make_drafter(), path, draws=4, seed=0)  # T = 0: one, certain
+    (look,) = lookaheads(make_drafter(), target_path(plain), draws=4, seed=0)  # T = 0: one, certain
     kept = [k > 0 for k in look.kept]
     assert any(kept) and not all(kept)  # the drafter is right only sometimes: a real test
     real, replayed = _real_and_replayed(make_drafter, look, target, tokenizer, prompt, policy)
@@ -144,9 +140,7 @@ def test_lookaheads_draw_verdicts_only_where_they_are_uncertain(
         plain = autoregressive_generate(
             target, tokenizer, prompt, sampling=sampling, max_new_tokens=20, stop=()
         )
-        p_y = tuple(e.p_x for e in plain.events if isinstance(e, Sampled))
-        path = TargetPath(prompt_ids=tuple(prompt), tokens=plain.tokens, p_tokens=p_y)
-        looks = lookaheads(ModelDrafter(draft, sampling, vocab), path, draws=5, seed=0)
+        looks = lookaheads(ModelDrafter(draft, sampling, vocab), target_path(plain), 5, seed=0)
         assert len(looks) == expected  # T = 0: verdicts are certain, one lookahead is all
     assert len({look.kept for look in looks}) > 1  # T = 1: the draws differ
 
@@ -191,8 +185,8 @@ def test_replay_at_t1_makes_rounds_with_the_law_of_real_ones(pair: PairFactory, 
             max_new_tokens=new_tokens,
             stop=(),
         )
-        p_y = tuple(e.p_x for e in plain.events if isinstance(e, Sampled))
-        path = TargetPath(prompt_ids=tuple(prompt), tokens=plain.tokens, p_tokens=p_y)
+        path = target_path(plain)
+        p_y = path.p_tokens
         q_y = draft_probabilities(ModelDrafter(draft, T1, vocab), path)
         for keeps, out in (
             (keep_probabilities(q_y, p_y), replayed),

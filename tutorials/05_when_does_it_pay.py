@@ -27,10 +27,10 @@ from transformers.utils import logging as hf_logging
 
 from specviz import theory
 from specviz.bench.lookahead import (
-    TargetPath,
     draft_probabilities,
     keep_probabilities,
     model_lookahead,
+    target_path,
 )
 from specviz.bench.metrics import request_metrics
 from specviz.bench.replay import PassCosts, replay
@@ -39,7 +39,6 @@ from specviz.bench.workloads import load_requests
 from specviz.cache import KVCache
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.drafters import ModelDrafter
-from specviz.events import Sampled
 from specviz.generate import autoregressive_generate, encode, speculative_generate
 from specviz.lean import draft_cache
 from specviz.models import load_pair
@@ -356,11 +355,7 @@ plt.show()
 t1 = SamplingConfig(temperature=1.0, seed=1)
 code_ids = encode(tokenizer, REQUESTS[0].prompt)
 sampled = autoregressive_generate(target, tokenizer, code_ids, sampling=t1, max_new_tokens=48)
-path = TargetPath(
-    prompt_ids=tuple(code_ids),
-    tokens=sampled.tokens,
-    p_tokens=tuple(e.p_x for e in sampled.events if isinstance(e, Sampled)),
-)
+path = target_path(sampled)  # the tokens y and their probabilities p(y)
 q_y = draft_probabilities(ModelDrafter(draft, t1, int(target.config.vocab_size)), path)
 keeps = keep_probabilities(q_y, path.p_tokens)  # min(1, q(y)/p(y)) per position
 slope = (t_verify - t_target) / GAMMA  # seconds per extra token in a verification pass

@@ -23,7 +23,7 @@ from specviz.bench.workloads import Request
 from specviz.config import SamplingConfig
 from specviz.drafters import ModelDrafter
 from specviz.events import Sampled
-from specviz.generate import autoregressive_generate, encode
+from specviz.generate import GenerationResult, autoregressive_generate, encode
 from specviz.ngram import NgramDrafter
 
 
@@ -45,6 +45,12 @@ class TargetPath:
     p_tokens: tuple[float, ...]  # 1.0 everywhere at T = 0
 
 
+def target_path(result: GenerationResult) -> TargetPath:
+    """The path of a plain decode (autoregressive_generate's result)."""
+    p_tokens = tuple(e.p_x for e in result.events if isinstance(e, Sampled))
+    return TargetPath(prompt_ids=result.prompt_ids, tokens=result.tokens, p_tokens=p_tokens)
+
+
 def target_paths(
     pair: Any, requests: Sequence[Request], sampling: SamplingConfig, samples: int = 1
 ) -> list[TargetPath]:
@@ -60,10 +66,7 @@ def target_paths(
                 sampling=replace(sampling, seed=seed),
                 max_new_tokens=req.max_new_tokens,
             )
-            p_tokens = tuple(e.p_x for e in result.events if isinstance(e, Sampled))
-            paths.append(
-                TargetPath(prompt_ids=tuple(prompt_ids), tokens=result.tokens, p_tokens=p_tokens)
-            )
+            paths.append(target_path(result))
     return paths
 
 

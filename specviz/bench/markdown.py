@@ -60,12 +60,14 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> list[str]:
         "tokens/round",
         "target calls/token",
         "ours/HF time per token",
+        "ours faster than HF (pairs; sign test p)",
         "same tokens as HF",
     ]
     body = []
     for r in rows:
         hf = r["ours_over_transformers_time_per_token"]
         same = r["identical_to_transformers"]
+        wins = r.get("ours_faster_than_transformers")  # absent from summaries written before it
         body.append(
             [
                 r["workload"],
@@ -85,6 +87,7 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> list[str]:
                 f"{r['tokens_per_round']['median']:.2f}",
                 f"{r['target_calls_per_token']['median']:.2f}",
                 _spread(hf) if hf else "–",
+                f"{wins['faster']}/{wins['pairs']} ({wins['p_value']:.2g})" if wins else "–",
                 f"{same:.0%}" if same is not None else "–",
             ]
         )

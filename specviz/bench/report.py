@@ -9,6 +9,7 @@ from dataclasses import asdict
 from typing import Any
 
 import plotly.graph_objects as go
+from scipy import stats
 
 from specviz.bench.metrics import cost_per_1k_tokens, spread
 from specviz.bench.runner import EXIT_DRAFTERS, BenchSetting, Record
@@ -98,6 +99,9 @@ def summarize(records: Sequence[Record], price_per_hour: float) -> list[dict[str
                 "identical_to_transformers": sum(bool(r.hf_identical) for r in hf) / len(hf)
                 if hf
                 else None,
+                "ours_faster_than_transformers": faster_pairs([_hf_ratio(r) for r in hf])
+                if hf
+                else None,
                 "cost_per_1k_tokens": {
                     "plain": cost_per_1k_tokens(plain_s, tokens, price_per_hour),
                     "speculative": cost_per_1k_tokens(spec_s, tokens, price_per_hour),
@@ -112,6 +116,14 @@ def _spread_known(values: Sequence[float]) -> dict[str, float] | None:
     """Spread of the values that are not nan (None when none is known)."""
     known = [v for v in values if v == v]
     return asdict(spread(known)) if known else None
+
+
+def faster_pairs(ratios: Sequence[float]) -> dict[str, float]:
+    """Pairs where ours took less time per token (ratio < 1), and the one-sided sign test's p
+    of H0: ours is as likely to be slower as faster (ties count as not faster)."""
+    faster = sum(r < 1.0 for r in ratios)
+    p_value = float(stats.binomtest(faster, len(ratios), 0.5, alternative="greater").pvalue)
+    return {"faster": faster, "pairs": len(ratios), "p_value": p_value}
 
 
 def _hf_ratio(r: Record) -> float:
