@@ -1,4 +1,5 @@
-"""The T = 0 replay makes exactly a real decode's rounds, and prices them as documented."""
+"""The replay makes exactly a real decode's rounds at T = 0, rounds with their law at T = 1, and
+prices them as documented."""
 
 from __future__ import annotations
 
