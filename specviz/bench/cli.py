@@ -64,7 +64,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--drafters",
         default="model",
         help="comma list of model, model-trimmed (head cut to 8,192 tokens), ngram, early-exit, "
-        "early-exit-shared (the same layers drafting into the target's own KV cache)",
+        "early-exit-shared (the same layers drafting into the target's own KV cache), "
+        "ngram+model, ngram+model-trimmed (n-gram lookup where the text repeats, else the draft)",
     )
     b.add_argument(
         "--exit-layer",
@@ -154,7 +155,7 @@ def run_bench(args: argparse.Namespace) -> int:
     records: list[Record] = []
     batch: list[tuple[int, float]] = []
     packed = False
-    if "model-trimmed" in drafters:  # the token ranking must exist before any model loads
+    if any(d.endswith("model-trimmed") for d in drafters):  # ranking first, before any model
         for draft_spec in args.draft or [BUNDLED]:
             load_head_tokens(resolve(draft_spec, "draft", say))
     for draft_spec in args.draft or [BUNDLED]:

@@ -18,6 +18,7 @@ from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.decoding import clock
 from specviz.drafters import Drafter, ModelDrafter
 from specviz.generate import autoregressive_generate, encode, speculative_generate
+from specviz.hybrid import LookupThenModelDrafter
 from specviz.lean import draft_cache
 from specviz.ngram import NgramDrafter
 from specviz.policies import CostModel, GammaPolicy, make_policy
@@ -41,7 +42,8 @@ class BenchSetting:
 # gamma tokens but stops after one whose draft top probability is below CONFIDENCE (the same
 # rule and default as transformers' assistant_confidence_threshold).
 POLICIES = ("fixed", "heuristic", "theory", "confidence")
-MODEL_DRAFTERS = ("model", "model-trimmed")  # the drafters that use the draft model
+HYBRID_DRAFTERS = ("ngram+model", "ngram+model-trimmed")  # lookup first, else the draft model
+MODEL_DRAFTERS = ("model", "model-trimmed", *HYBRID_DRAFTERS)  # drafters using the draft model
 EXIT_DRAFTERS = ("early-exit", "early-exit-shared")  # the target's first k layers draft
 DRAFTERS = (*MODEL_DRAFTERS, "ngram", *EXIT_DRAFTERS)
 CONFIDENCE = 0.4
@@ -124,10 +126,15 @@ def _drafter(
             target, setting.exit_layer, sampling, vocab, share=share, make_cache=cache,
             min_confidence=confidence,
         )  # fmt: skip
-    head = load_head_tokens(draft) if setting.drafter == "model-trimmed" else None
-    return ModelDrafter(
+    trimmed = setting.drafter.endswith("model-trimmed")
+    head = load_head_tokens(draft) if trimmed else None
+    model = ModelDrafter(
         draft, sampling, vocab, make_cache=cache, min_confidence=confidence, head_tokens=head
     )
+    if setting.drafter in HYBRID_DRAFTERS:
+        lookup = NgramDrafter(vocab, max_ngram=3, min_ngram=2, device=str(target.device))
+        return LookupThenModelDrafter(lookup, model)
+    return model
 
 
 def plain_cache(setting: BenchSetting) -> Callable[[Any], CachedForward]:
@@ -199,11 +206,12 @@ def hf_generate(
 
 
 def has_hf_counterpart(setting: BenchSetting) -> bool:
-    """transformers has no early-exit drafter and no theory-driven gamma.
+    """transformers has no early-exit or lookup-then-model drafter and no theory-driven gamma.
 
     For model-trimmed the comparison is transformers with the same draft and its full head.
     """
-    return setting.drafter not in EXIT_DRAFTERS and setting.policy != "theory"
+    no_counterpart = (*EXIT_DRAFTERS, *HYBRID_DRAFTERS)
+    return setting.drafter not in no_counterpart and setting.policy != "theory"
 
 
 def run_request(

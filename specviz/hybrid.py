@@ -1,0 +1,48 @@
+"""Prompt lookup first, the draft model otherwise: free copies where the text repeats itself.
+
+Code repeats its own identifiers and the prompt's; where the last n tokens occurred before,
+n-gram lookup proposes what followed them at no cost (one-hot q), and elsewhere the draft
+model drafts as usual. Which of the two drafts a round depends only on the tokens so far, and
+each proposal carries the q it was drawn from, so the verifier keeps the output law exact. The
+draft model's cache falls behind during lookup rounds and catches up in one forward over the
+missed tokens when it next drafts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import torch
+
+from specviz.drafters import Draft, ModelDrafter
+from specviz.ngram import NgramDrafter
+
+
+class LookupThenModelDrafter:
+    """N-gram lookup's continuation when there is one, else the draft model's proposal."""
+
+    def __init__(self, lookup: NgramDrafter, model: ModelDrafter) -> None:
+        """lookup: tried first each round (min_ngram >= 2 keeps chance one-token matches out)."""
+        self.lookup, self.model = lookup, model
+        self.device = model.device
+
+    def prefill(self, prefix: list[int]) -> None:
+        """Cache the prompt in the draft model (lookup needs nothing)."""
+        self.model.prefill(prefix)
+
+    def propose(
+        self,
+        ids: list[int],
+        gamma: int,
+        generator: torch.Generator,
+        stop_ids: Collection[int],
+    ) -> Draft:
+        """Up to gamma tokens: the lookup's if it has any, the draft model's otherwise."""
+        copied = self.lookup.propose(ids, gamma, generator, stop_ids)
+        if len(copied.tokens) > 0:
+            return copied
+        return self.model.propose(ids, gamma, generator, stop_ids)
+
+    def rollback(self, committed: int) -> None:
+        """Forget the draft model's positions past committed (lookup keeps no state)."""
+        self.model.rollback(committed)
