@@ -12,15 +12,17 @@ from dataclasses import replace
 from typing import Any
 
 from specviz.checks import check_pair
+from specviz.config import SamplingConfig
 from specviz.drafters import Drafter, ModelDrafter
 from specviz.early_exit import adapter_path, build_early_exit
 from specviz.generate import encode, stop_ids
+from specviz.hybrid import LookupThenModelDrafter
 from specviz.lab import LabPair, toy_pair
 from specviz.models import ModelPair, load_pair, parse_dtype
 from specviz.ngram import NgramDrafter
 from specviz.shared_exit import early_exit_drafter
 from specviz.trimmed import load_head_tokens
-from specviz.views.form import EARLY_EXIT_SHARED, EXITS, NGRAM, TRIMMED, Settings
+from specviz.views.form import EARLY_EXIT_SHARED, EXITS, HYBRID, NGRAM, TRIMMED, Settings
 
 
 class PairCache:
@@ -72,8 +74,18 @@ def make_drafter(s: Settings, pair: ModelPair) -> Drafter:
     draft = draft_model(s, pair)
     if draft is None:
         return NgramDrafter(vocab, device=device)
-    head = load_head_tokens(draft) if s.drafter == TRIMMED else None
-    return ModelDrafter(draft, s.sampling, vocab, min_confidence=s.min_confidence, head_tokens=head)
+    return with_draft_model(s, draft, s.sampling, vocab, device)
+
+
+def with_draft_model(
+    s: Settings, draft: Any, sampling: SamplingConfig, vocab: int, device: str
+) -> Drafter:
+    """The draft model's drafter (head trimmed where asked), behind n-gram lookup for HYBRID."""
+    head = load_head_tokens(draft) if s.drafter in (TRIMMED, HYBRID) else None
+    model = ModelDrafter(draft, sampling, vocab, min_confidence=s.min_confidence, head_tokens=head)
+    if s.drafter != HYBRID:
+        return model
+    return LookupThenModelDrafter(NgramDrafter(vocab, min_ngram=2, device=device), model)
 
 
 def early_exit_note(k: Any) -> str:
@@ -100,15 +112,25 @@ def parameter_counts(pair: ModelPair) -> str:
     )
 
 
+def _lab_drafter(
+    s: Settings, pair: ModelPair, vocab: int, device: str
+) -> Callable[[SamplingConfig], Drafter] | None:
+    """The lab's drafter by sampling config, where it is not the plain draft model (None)."""
+    if s.drafter == NGRAM:
+        return lambda _sampling: NgramDrafter(vocab, device=device)
+    if s.drafter == HYBRID:
+        return lambda sampling: with_draft_model(s, pair.draft, sampling, vocab, device)
+    return None
+
+
 def lab_pair(s: Settings, pair: ModelPair | None) -> LabPair:
     """What the equivalence lab samples: the toy pair (pair None) or the loaded pair's drafter."""
     if pair is None:
         return replace(toy_pair(), min_confidence=s.min_confidence)
     vocab, device = int(pair.target.config.vocab_size), str(pair.target.device)
-    ngram = None if s.drafter != NGRAM else lambda _s: NgramDrafter(vocab, device=device)
     return LabPair(
         target=pair.target, draft=draft_model(s, pair), prompt_ids=encode(pair.tokenizer, s.prompt),
         stop_ids=stop_ids(pair.target, pair.tokenizer), decode=decoder(pair.tokenizer),
-        make_ngram=ngram, min_confidence=s.min_confidence,
+        make_drafter=_lab_drafter(s, pair, vocab, device), min_confidence=s.min_confidence,
         head_tokens=load_head_tokens(pair.draft) if s.drafter == TRIMMED else None,
     )  # fmt: skip

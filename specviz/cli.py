@@ -15,11 +15,14 @@ from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.drafters import Drafter, ModelDrafter
 from specviz.events import write_jsonl
 from specviz.generate import GenerationResult, autoregressive_generate, speculative_generate
+from specviz.hybrid import LookupThenModelDrafter
 from specviz.models import BUNDLED, DTYPES, ModelLoadError, load_pair, parse_dtype, resolve
 from specviz.ngram import NgramDrafter
 from specviz.policies import make_policy
 from specviz.shared_exit import early_exit_drafter
 from specviz.trimmed import load_head_tokens
+
+MODEL_DRAFTERS = ("model", "model-trimmed", "ngram+model", "ngram+model-trimmed")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,15 +49,18 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--plain", action="store_true", help="plain target decoding (no draft)")
     gen.add_argument(
         "--drafter",
-        choices=["model", "model-trimmed", "ngram", "early-exit", "early-exit-shared"],
+        choices=[*MODEL_DRAFTERS, "ngram", "early-exit", "early-exit-shared"],
         default="model",
         help="draft model, the draft model with its head trimmed to its 8,192 top-ranked tokens, "
-        "n-gram lookup, or the target's first --exit-layer layers (early-exit-shared: writing "
+        "n-gram lookup, n-gram lookup where it finds a match and the (trimmed) draft model "
+        "elsewhere, or the target's first --exit-layer layers (early-exit-shared: writing "
         "the target's own KV cache for those layers, so verification starts at that layer)",
     )
     gen.add_argument("--exit-layer", type=int, default=8, help="layers used by early-exit")
     gen.add_argument("--ngram-max", type=int, default=3, help="longest n-gram to match (ngram)")
-    gen.add_argument("--ngram-min", type=int, default=1, help="shortest n-gram to match (ngram)")
+    gen.add_argument(
+        "--ngram-min", type=int, help="shortest n-gram to match (default 1; 2 for ngram+...)"
+    )
     gen.add_argument(
         "--confidence", type=float, default=0.0, help="stop drafting below this top-q (model)"
     )
@@ -113,17 +119,24 @@ def make_drafter(
     """The drafter the flags ask for."""
     vocab = int(target.config.vocab_size)
     if args.drafter == "ngram":
-        return NgramDrafter(
-            vocab, max_ngram=args.ngram_max, min_ngram=args.ngram_min, device=str(target.device)
-        )
+        return ngram_drafter(args, vocab, str(target.device))
     if args.drafter in ("early-exit", "early-exit-shared"):
         share = args.drafter == "early-exit-shared"
         return early_exit_drafter(
             target, args.exit_layer, sampling, vocab, share=share, min_confidence=args.confidence
         )
     check_pair(target, draft)
-    head = load_head_tokens(draft) if args.drafter == "model-trimmed" else None
-    return ModelDrafter(draft, sampling, vocab, min_confidence=args.confidence, head_tokens=head)
+    head = load_head_tokens(draft) if args.drafter.endswith("model-trimmed") else None
+    model = ModelDrafter(draft, sampling, vocab, min_confidence=args.confidence, head_tokens=head)
+    if args.drafter.startswith("ngram+"):
+        return LookupThenModelDrafter(ngram_drafter(args, vocab, str(target.device)), model)
+    return model
+
+
+def ngram_drafter(args: argparse.Namespace, vocab: int, device: str) -> NgramDrafter:
+    """N-gram lookup as the flags set it (shortest n-gram: 1 alone, 2 before a draft model)."""
+    shortest = args.ngram_min or (2 if args.drafter.startswith("ngram+") else 1)
+    return NgramDrafter(vocab, max_ngram=args.ngram_max, min_ngram=shortest, device=device)
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -135,13 +148,13 @@ def run_generate(args: argparse.Namespace) -> int:
     if not args.prompt.strip():
         raise ValueError("--prompt is empty: give some text to continue")
     make_policy(args.gamma_policy, speculation.gamma)  # validate before loading models
-    if args.drafter == "ngram":
-        NgramDrafter(2, max_ngram=args.ngram_max, min_ngram=args.ngram_min)  # validate early
-    if args.drafter == "model-trimmed" and not args.plain:
+    if args.drafter.startswith("ngram"):
+        ngram_drafter(args, 2, "cpu")  # validate the n-gram range before loading anything
+    if args.drafter.endswith("model-trimmed") and not args.plain:
         load_head_tokens(resolve(args.draft, "draft", lambda _m: None))  # before loading weights
     pair = load_pair(
         args.target,
-        args.draft if args.drafter in ("model", "model-trimmed") and not args.plain else None,
+        args.draft if args.drafter in MODEL_DRAFTERS and not args.plain else None,
         dtype=parse_dtype(args.dtype),
         device=args.device,
         pack=not args.no_pack,

@@ -94,7 +94,7 @@ class LabPair:
     prompt_ids: list[int]
     stop_ids: frozenset[int]
     decode: Callable[[int], str]
-    make_ngram: Callable[[SamplingConfig], Drafter] | None = None
+    make_drafter: Callable[[SamplingConfig], Drafter] | None = None  # else the draft model's
     min_confidence: float = 0.0
     head_tokens: Tensor | None = None  # the trimmed-head drafter's tokens (specviz.trimmed)
 
@@ -125,10 +125,12 @@ def samplers(
 ) -> tuple[Sampler, Sampler]:
     """The speculative sampler (real or mutant) and the plain target sampler of k tokens."""
     variant, vocab = req.variant, int(pair.target.config.vocab_size)
-    if pair.draft is None and variant.drafter_cls is not ModelDrafter:
+    own_drafter = pair.draft is None or pair.make_drafter is not None
+    if own_drafter and variant.drafter_cls is not ModelDrafter:
         raise ValueError(
             f"mutant {variant.name} changes the draft model's drafter: pick the draft model or "
-            "early-exit drafter (n-gram lookup has no model to break)"
+            "early-exit drafter (n-gram lookup has no model to break, and lookup-then-model "
+            "builds its own drafter)"
         )
 
     def model_drafter(s: SamplingConfig) -> Drafter:
@@ -142,7 +144,7 @@ def samplers(
         pair.target, pair.draft, pair.prompt_ids, sampling=sampling,
         speculation=SpeculationConfig(gamma=gamma, max_new_tokens=max(req.k, gamma + 1)),
         k=req.k, stop_ids=pair.stop_ids, variant=variant,
-        make_drafter=pair.make_ngram or model_drafter, make_policy=make_policy,
+        make_drafter=pair.make_drafter or model_drafter, make_policy=make_policy,
     )  # fmt: skip
     plain = plain_sampler(
         pair.target, pair.prompt_ids, sampling=sampling, max_new_tokens=req.k, k=req.k,

@@ -22,6 +22,7 @@ from specviz.app_state import PairCache, early_exit_note
 from specviz.bench.metrics import RequestMetrics
 from specviz.bench.report import summarize
 from specviz.bench.runner import BenchSetting, Record
+from specviz.drafters import ModelDrafter
 from specviz.events import read_jsonl
 from specviz.lab import MODELS, REAL, TOY, LabRequest, equivalence_tests, samplers, toy_pair
 from specviz.models import ModelLoadError
@@ -29,7 +30,15 @@ from specviz.stats.laws import draw
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.testing import estimated_power
 from specviz.trimmed import save_ranking
-from specviz.views.form import EARLY_EXIT, EARLY_EXIT_SHARED, MODEL, NGRAM, TRIMMED, Settings
+from specviz.views.form import (
+    EARLY_EXIT,
+    EARLY_EXIT_SHARED,
+    HYBRID,
+    MODEL,
+    NGRAM,
+    TRIMMED,
+    Settings,
+)
 
 from .conftest import VOCAB, char_tokenizer, perturbed_copy, tiny_model
 
@@ -427,3 +436,23 @@ def test_trimmed_head_drafter_in_the_app(app: SpecVizApp, model_dirs: tuple[str,
     assert [c.token for c in run.cells() if c.emitted] == [
         c.token for c in plain.cells() if c.emitted
     ]  # T = 0: the same greedy text as the full-head draft gives
+
+
+def test_lookup_then_model_drafter_in_the_app_and_its_lab(
+    app: SpecVizApp, model_dirs: tuple[str, str]
+) -> None:
+    save_ranking(torch.arange(VOCAB).flip(0), model_dirs[1])  # its model drafts on a trimmed head
+    prompt = "abc abc abc abc abc"
+    outs = list(app.generate(*inputs(model_dirs, drafter=HYBRID, prompt=prompt, temperature=0)))
+    run = outs[-1][0]
+    assert "finished" in outs[-1][2] and run.settings["drafter"] == HYBRID
+    assert any(r.proposed and r.draft_forward_calls == 0 for r in run.rounds)  # lookup rounds
+    plain = list(app.generate(*inputs(model_dirs, prompt=prompt, temperature=0)))[-1][0]
+    assert [c.token for c in run.cells() if c.emitted] == [
+        c.token for c in plain.cells() if c.emitted
+    ]  # T = 0: the target's greedy text whichever drafter proposes
+    status = list(app.lab(*lab_values(model_dirs, MODELS, REAL, 20, drafter=HYBRID)))[-1][0]
+    assert "sampler: none (real sampler)" in status
+    broken = next(m.name for m in MUTANTS if m.drafter_cls is not ModelDrafter)
+    with pytest.raises(gr.Error, match="builds its own drafter"):
+        list(app.lab(*lab_values(model_dirs, MODELS, broken, 20, drafter=HYBRID)))

@@ -162,6 +162,7 @@ def test_verify_rejects_bad_arguments(capsys) -> None:  # type: ignore[no-untype
     [
         ["--drafter", "ngram", "--ngram-max", "2"],
         ["--drafter", "model-trimmed"],
+        ["--drafter", "ngram+model-trimmed", "--gamma", "3"],
         ["--gamma-policy", "heuristic", "--confidence", "0.3"],
     ],
 )
@@ -190,5 +191,6 @@ def test_trimmed_drafter_without_a_ranking_exits_2(folders, capsys) -> None:  # 
 
 def test_bad_ngram_range_exits_2(folders, capsys) -> None:  # type: ignore[no-untyped-def]
     argv = ["generate", "--target", str(folders[0]), "--draft", str(folders[1]), "--prompt", "ab"]
-    assert main([*argv, "--drafter", "ngram", "--ngram-min", "3", "--ngram-max", "2"]) == 2
-    assert "1 <= min_ngram <= max_ngram" in capsys.readouterr().err
+    for drafter in ("ngram", "ngram+model"):
+        assert main([*argv, "--drafter", drafter, "--ngram-min", "3", "--ngram-max", "2"]) == 2
+        assert "1 <= min_ngram <= max_ngram" in capsys.readouterr().err

@@ -28,6 +28,7 @@ from specviz.bench.replay import (
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.drafters import Drafter, ModelDrafter
 from specviz.generate import autoregressive_generate, encode, speculative_generate
+from specviz.hybrid import LookupThenModelDrafter
 from specviz.ngram import NgramDrafter
 from specviz.policies import FixedGamma, HeuristicGamma
 from specviz.stats.testing import two_sample
@@ -94,7 +95,7 @@ def _real_and_replayed(
 
 
 @pytest.mark.parametrize("policy", ["fixed", "heuristic"])
-@pytest.mark.parametrize("kind", ["model", "ngram"])
+@pytest.mark.parametrize("kind", ["model", "ngram", "ngram+model"])
 def test_replay_makes_the_rounds_of_a_real_greedy_decode(
     kind: str, policy: str, pair: PairFactory, tokenizer
 ) -> None:  # type: ignore[no-untyped-def]
@@ -107,11 +108,18 @@ def test_replay_makes_the_rounds_of_a_real_greedy_decode(
     )
 
     def make_drafter() -> Drafter:
-        return ModelDrafter(draft, GREEDY, vocab) if kind == "model" else NgramDrafter(vocab)
+        model = ModelDrafter(draft, GREEDY, vocab)
+        if kind == "model":
+            return model
+        if kind == "ngram":
+            return NgramDrafter(vocab)
+        return LookupThenModelDrafter(NgramDrafter(vocab, min_ngram=2), model)
 
     (look,) = lookaheads(make_drafter(), target_path(plain), draws=4, seed=0)  # T = 0: one, certain
     kept = [k > 0 for k in look.kept]
     assert any(kept) and not all(kept)  # the drafter is right only sometimes: a real test
+    if kind == "ngram+model":  # both kinds of proposal occur
+        assert len({look.model_drafts(i) for i in range(len(look.kept))}) == 2
     real, replayed = _real_and_replayed(make_drafter, look, target, tokenizer, prompt, policy)
     assert replayed == real
     assert sum(r[3] for r in replayed) == len(plain.tokens) == 40

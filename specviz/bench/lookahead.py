@@ -33,7 +33,12 @@ class Lookahead:
 
     kept: tuple[int, ...]  # [i]: how many leading proposals at position i would be kept
     offered: tuple[int, ...] | None  # [i]: most tokens it has to propose at i (None: no limit)
-    forwards: bool  # one draft forward per proposed token (a model) or none (a lookup)
+    forwards: bool | tuple[bool, ...]  # a draft forward per proposed token (a model), or not
+    # (a lookup); a tuple says it per position (lookup where it matches, a model elsewhere)
+
+    def model_drafts(self, position: int) -> bool:
+        """Whether the proposal at position costs one draft forward per token."""
+        return self.forwards if isinstance(self.forwards, bool) else self.forwards[position]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,6 +99,22 @@ def model_lookahead(keeps: Sequence[float], generator: torch.Generator) -> Looka
     for i in reversed(range(len(keeps))):
         kept[i] = kept[i + 1] + 1 if u[i] < keeps[i] else 0
     return Lookahead(kept=tuple(kept[:-1]), offered=None, forwards=True)
+
+
+def lookup_then_model(lookup: Lookahead, model: Lookahead, limit: int) -> Lookahead:
+    """The lookup's proposal wherever it has one, the model's elsewhere (specviz.hybrid).
+
+    Leaves out the draft model's catch-up over tokens copied while it idled (one forward of a
+    few tokens at its next round, about one draft step).
+    """
+    assert lookup.offered is not None and model.offered is None
+    copies = [offered > 0 for offered in lookup.offered]
+    pick = zip(copies, lookup.kept, model.kept, lookup.offered, strict=True)
+    return Lookahead(
+        kept=tuple(by_lookup if copy else by_model for copy, by_lookup, by_model, _ in pick),
+        offered=tuple(o if c else limit for c, o in zip(copies, lookup.offered, strict=True)),
+        forwards=tuple(not copy for copy in copies),
+    )
 
 
 def ngram_lookahead(drafter: NgramDrafter, path: TargetPath, max_gamma: int) -> Lookahead:

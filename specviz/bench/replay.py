@@ -30,6 +30,7 @@ from specviz.bench.lookahead import (
     TargetPath,
     draft_probabilities,
     keep_probabilities,
+    lookup_then_model,
     model_lookahead,
     ngram_lookahead,
     target_paths,
@@ -39,13 +40,14 @@ from specviz.cache import KVCache
 from specviz.config import SamplingConfig
 from specviz.drafters import Drafter, ModelDrafter
 from specviz.events import RoundSummary
+from specviz.hybrid import LookupThenModelDrafter
 from specviz.models import load_pair
 from specviz.ngram import NgramDrafter
 from specviz.policies import CostModel, FixedGamma, GammaPolicy, make_policy
 from specviz.trimmed import load_head_tokens
 
 GREEDY = SamplingConfig(temperature=0.0)
-DRAFTERS = ("model", "model-trimmed", "ngram")
+DRAFTERS = ("model", "model-trimmed", "ngram", "ngram+model", "ngram+model-trimmed")
 LOOKAHEAD = 16  # the most tokens a policy drafts (specviz.policies' max_gamma)
 
 
@@ -91,7 +93,7 @@ def replay(look: Lookahead, policy: GammaPolicy, costs: PassCosts) -> Replay:
         gamma = min(policy.next_gamma(), n - position - 1)  # the loop's cap at max_new_tokens
         proposed = gamma if look.offered is None else min(gamma, look.offered[position])
         kept = min(look.kept[position], proposed)
-        calls = proposed if look.forwards else 0
+        calls = proposed if look.model_drafts(position) else 0
         summary = RoundSummary(
             round=len(rounds),
             gamma=gamma,
@@ -178,18 +180,31 @@ def report(label: str, speedups: dict[str, list[float]], gammas: Sequence[int]) 
 
 
 def _drafter_factory(name: str, pair: Any, sampling: SamplingConfig) -> Callable[[], Drafter]:
-    """Fresh drafters of one kind, as the bench builds them (n-gram: n from 3 down to 1)."""
-    vocab = int(pair.target.config.vocab_size)
+    """Fresh drafters of one kind, as the bench builds them (n-gram: n from 3 down to 1, or to 2
+    ahead of a draft model)."""
+    vocab, device = int(pair.target.config.vocab_size), str(pair.target.device)
     if name == "ngram":
-        return lambda: NgramDrafter(vocab, max_ngram=3, device=str(pair.target.device))
-    head = load_head_tokens(pair.draft) if name == "model-trimmed" else None
-    return lambda: ModelDrafter(pair.draft, sampling, vocab, head_tokens=head)
+        return lambda: NgramDrafter(vocab, max_ngram=3, device=device)
+    head = load_head_tokens(pair.draft) if name.endswith("model-trimmed") else None
+
+    def make() -> Drafter:
+        model = ModelDrafter(pair.draft, sampling, vocab, head_tokens=head)
+        if not name.startswith("ngram+"):
+            return model
+        lookup = NgramDrafter(vocab, max_ngram=3, min_ngram=2, device=device)
+        return LookupThenModelDrafter(lookup, model)
+
+    return make
 
 
 def lookaheads(drafter: Drafter, path: TargetPath, draws: int, seed: int) -> list[Lookahead]:
     """draws lookaheads of one path (a lookup's or a greedy draft's verdicts are certain: 1)."""
     if isinstance(drafter, NgramDrafter):
         return [ngram_lookahead(drafter, path, LOOKAHEAD)]
+    if isinstance(drafter, LookupThenModelDrafter):
+        lookup = ngram_lookahead(drafter.lookup, path, LOOKAHEAD)
+        models = lookaheads(drafter.model, path, draws, seed)
+        return [lookup_then_model(lookup, model, LOOKAHEAD) for model in models]
     assert isinstance(drafter, ModelDrafter)
     keeps = keep_probabilities(draft_probabilities(drafter, path), path.p_tokens)
     generator = torch.Generator().manual_seed(seed)
@@ -244,8 +259,10 @@ def main(argv: list[str] | None = None) -> int:
                 for look in lookaheads(make(), path, args.draws, seed)
             ]
             prompt = list(paths[0].prompt_ids)
-            costs = measure_costs(pair.target, make(), prompt, widths=max(gammas) + 2)
-            c = costs.draft_step / costs.target(1) if looks[0].forwards else 0.0
+            timed = make()  # a hybrid's draft steps are its model's
+            timed = timed.model if isinstance(timed, LookupThenModelDrafter) else timed
+            costs = measure_costs(pair.target, timed, prompt, widths=max(gammas) + 2)
+            c = costs.draft_step / costs.target(1) if name != "ngram" else 0.0
             label = f"{workload}, {name}, T = {args.temperature:g} (c = {c:.3f}, {len(looks)} runs)"
             speedups = compare(looks, costs, gammas, policies, args.start_gamma)
             print("\n".join(report(label, speedups, gammas)), flush=True)

@@ -16,7 +16,8 @@ TRIMMED = "draft model, head trimmed to 8k tokens"  # specviz.trimmed: q = 0 off
 EARLY_EXIT = "early exit (self-speculation)"  # the target's first exit_layer layers draft
 EARLY_EXIT_SHARED = "early exit, sharing the target's KV cache"  # specviz.shared_exit
 EXITS = (EARLY_EXIT, EARLY_EXIT_SHARED)
-DRAFTERS = [MODEL, TRIMMED, NGRAM, *EXITS]
+HYBRID = "n-gram lookup, else draft model (trimmed head)"  # specviz.hybrid
+DRAFTERS = [MODEL, TRIMMED, NGRAM, HYBRID, *EXITS]
 POLICIES = ["fixed", "heuristic", "theory"]  # the names specviz.policies.make_policy takes
 DEFAULTS = {"gamma": 4, "temperature": 0.7, "top_k": 0, "top_p": 1.0, "max_new": 48, "seed": 0}
 DEFAULTS |= {"exit_layer": 8, "confidence": 0.0}
@@ -79,7 +80,7 @@ class Settings:
         return cls(
             target=(v["target"] or "").strip() or BUNDLED,
             draft=(v["draft"] or "").strip() or BUNDLED
-            if v["drafter"] in (MODEL, TRIMMED)
+            if v["drafter"] in (MODEL, TRIMMED, HYBRID)
             else None,
             dtype=str(v["dtype"]),
             drafter=v["drafter"],
