@@ -9,12 +9,12 @@
 # one after another, on an otherwise idle machine.
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code json-prose repeat lookup
-#        draft-size dynamic replay tables (default: all, about 110 minutes on 2 cores)
+#        hybrid draft-size dynamic replay tables (default: all, about 130 minutes on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
-PARTS="${*:-code json-prose repeat lookup draft-size dynamic replay tables}"
+PARTS="${*:-code json-prose repeat lookup hybrid draft-size dynamic replay tables}"
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
@@ -39,6 +39,10 @@ bench repeat --workloads repeat --limit 3 --temperatures 0 --drafters ngram \
 #     which is faster per token: the two make the same target passes
 bench lookup --workloads repeat --limit 6 --temperatures 0 --drafters ngram --gammas 4,8 \
     --policies fixed,heuristic --start-gamma 4 --reps 5
+# 3c. n-gram lookup where the text repeats, the trimmed draft elsewhere (specviz/hybrid.py), on 4
+#     code prompts against the trimmed draft alone (transformers has no counterpart)
+bench hybrid --workloads code --limit 4 --temperatures 0,1 \
+    --drafters model-trimmed,ngram+model-trimmed --gammas 2,3,4 --reps 2 --no-hf
 # 4. draft size: the 9M-parameter distilled draft (full and trimmed head) against early exits of
 #    the target (k layers), with a cache of their own and sharing the target's
 bench draft-size --workloads code --limit 2 --temperatures 0 \
@@ -61,10 +65,15 @@ case " $PARTS " in *" replay "*)
     python -m specviz.bench.replay --workloads code,prose --drafters model,model-trimmed \
       --temperature 1 --samples 3 --draws 8 | tail -n +3
     python -m specviz.bench.replay --workloads repeat $NGRAM --temperature 1 --samples 3 \
+      | tail -n +3
+    HYBRID="--drafters ngram+model-trimmed"
+    python -m specviz.bench.replay --workloads code,json $HYBRID | tail -n +3
+    python -m specviz.bench.replay --workloads repeat $HYBRID --gammas 1,2,4,8,12,16 | tail -n +3
+    python -m specviz.bench.replay --workloads code $HYBRID --temperature 1 --samples 3 --draws 8 \
       | tail -n +3; } > "$OUT/replay.md" ;;
 esac
 
 case " $PARTS " in *" tables "*) ;; *) exit 0 ;; esac
 python -m specviz.bench.markdown "$OUT"/code.json "$OUT"/json-prose.json "$OUT"/repeat.json \
-    "$OUT"/lookup.json "$OUT"/draft-size.json "$OUT"/dynamic.json > "$OUT/tables.md"
+    "$OUT"/lookup.json "$OUT"/hybrid.json "$OUT"/draft-size.json "$OUT"/dynamic.json > "$OUT/tables.md"
 echo "wrote $OUT/*.json, *.html and tables.md"

@@ -32,7 +32,8 @@ from specviz.drafters import ModelDrafter
 from specviz.early_exit import ADAPTERS, build_early_exit
 from specviz.events import Proposed, RoundSummary
 from specviz.generate import autoregressive_generate, encode, speculative_generate
-from specviz.models import load_pair
+from specviz.hybrid import LookupThenModelDrafter
+from specviz.models import BUNDLED, load_model, load_pair
 from specviz.ngram import NgramDrafter, lookup
 from specviz.policies import FixedGamma, HeuristicGamma, TheoryGamma
 from specviz.sampling import logits_to_probs
@@ -384,6 +385,57 @@ for share in (False, True):
 # pass. The benchmark (`--drafter early-exit-shared`, `benchmarks/RESULTS.md`) measures
 # exactly that on this CPU. Sharing pays in full only where the skipped layers are
 # compute-bound (long prompts, large batches) or where the verifier can skip them altogether.
+
+# %% [markdown]
+# ## Lookup first, the draft model otherwise
+#
+# N-gram lookup costs nothing but helps only where the text repeats itself; a draft model costs a
+# little at every position. Structured output and code have both kinds of stretch: keys,
+# identifiers and whole lines recur, and between them is new text. `LookupThenModelDrafter`
+# (`specviz/hybrid.py`) tries the lookup first, with $n \ge 2$ so that one common token (a space, a
+# bracket) does not trigger a copy, and lets the draft model propose when the lookup finds nothing.
+# Which of the two drafts a round depends only on the tokens so far, and each proposal carries the
+# $q$ it was drawn from (one-hot for a copy), so the verifier's guarantee is untouched:
+# `tests/test_hybrid.py` runs the equivalence suite on it, and rejects a mutant that labels its
+# copies with a uniform $q$. The draft model's cache falls behind during lookup rounds and catches
+# up in one forward over the copied tokens when it next drafts.
+
+# %%
+draft = load_model(BUNDLED, role="draft", pack=True)  # the distilled draft of notebooks 3-5
+json_ids = encode(tokenizer, load_requests("json")[0].prompt)  # a structured-output request
+drafters = {
+    "draft model": ModelDrafter(draft, greedy, VOCAB),
+    "lookup, else draft": LookupThenModelDrafter(
+        NgramDrafter(VOCAB, min_ngram=2), ModelDrafter(draft, greedy, VOCAB)
+    ),
+}
+mixed_runs = {}
+for name, drafter in drafters.items():
+    mixed_runs[name] = run = speculative_generate(
+        target,
+        None,
+        tokenizer,
+        json_ids,
+        sampling=greedy,
+        speculation=SpeculationConfig(gamma=3, max_new_tokens=48),
+        drafter=drafter,
+    )
+    copied = sum(1 for r in run.rounds if r.proposed and not r.draft_forward_calls)
+    print(
+        f"{name:18s}: {len(run.rounds)} rounds ({copied} copied by lookup), "
+        f"{run.accepted}/{run.proposed} drafts kept, "
+        f"{sum(r.draft_forward_calls for r in run.rounds)} draft forwards"
+    )
+same = mixed_runs["draft model"].tokens == mixed_runs["lookup, else draft"].tokens
+print("identical greedy output:", same)
+
+# %% [markdown]
+# Fewer rounds for the same tokens means fewer target passes. Whether the mix pays depends on
+# the request: where a copy is wrong but the draft would have been right, it costs a round.
+# Replayed over every prompt of the benchmark's workloads at $T = 0$ (`benchmarks/RESULTS.md`),
+# the mix is ahead on average on JSON and code, behind on some prompts, and behind lookup alone on
+# the repeat-the-prompt requests, where the draft model's proposals between copies cost more
+# than they keep.
 
 # %% [markdown]
 # ## Dynamic γ
