@@ -300,7 +300,7 @@ def test_a_file_that_is_not_a_result_is_refused_readably(tmp_path) -> None:  # t
 def test_bench_rejects_bad_flags(capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["bench", "--drafters", "magic"]) == 2
     err = capsys.readouterr().err
-    assert "--drafters must list some of 'model', 'model-trimmed', 'ngram', 'early-exit'" in err
+    assert "--drafters must list some of 'model', 'model-trimmed', 'ngram', 'ngram+model'" in err
     assert main(["bench", "--policies", "greedy"]) == 2
     assert "--policies must list some of ('fixed', 'heuristic'" in capsys.readouterr().err
     assert main(["bench", "--workloads", "/nope.jsonl", "--no-hf"]) == 2
@@ -360,3 +360,17 @@ def test_early_exit_drafters_run_and_the_shared_one_is_timed_against_its_own_for
         )
         assert 0 < record.metrics.tokens <= 10 and record.metrics.draft_calls > 0
         assert record.hf_latency is None  # transformers has no early-exit drafter
+
+
+def test_lookup_then_model_drafter_runs_in_the_bench_without_a_transformers_counterpart(
+    pair: PairFactory, tokenizer
+) -> None:  # type: ignore[no-untyped-def]
+    target, draft = pair("llama")
+    request = Request(
+        id="c-1", category="code", prompt="the cat the cat the", max_new_tokens=12, temperature=0.0
+    )
+    setting = BenchSetting(drafter="ngram+model", gamma=3, temperature=0.0)
+    assert not has_hf_counterpart(setting)
+    (record,) = run_request(target, draft, tokenizer, request, setting, repetitions=1, with_hf=True)
+    assert 0 < record.metrics.tokens <= 12 and record.metrics.proposed > 0
+    assert record.hf_latency is None

@@ -45,7 +45,7 @@ POLICIES = ("fixed", "heuristic", "theory", "confidence")
 HYBRID_DRAFTERS = ("ngram+model", "ngram+model-trimmed")  # lookup first, else the draft model
 MODEL_DRAFTERS = ("model", "model-trimmed", *HYBRID_DRAFTERS)  # drafters using the draft model
 EXIT_DRAFTERS = ("early-exit", "early-exit-shared")  # the target's first k layers draft
-DRAFTERS = (*MODEL_DRAFTERS, "ngram", *EXIT_DRAFTERS)
+DRAFTERS = ("model", "model-trimmed", "ngram", *HYBRID_DRAFTERS, *EXIT_DRAFTERS)
 CONFIDENCE = 0.4
 
 
