@@ -13,6 +13,7 @@ from specviz.config import SamplingConfig
 from specviz.console import progress_bar, say
 from specviz.drafters import Drafter
 from specviz.generate import encode
+from specviz.hybrid import LookupThenModelDrafter
 from specviz.models import BUNDLED, load_pair
 from specviz.ngram import NgramDrafter
 from specviz.stats.laws import EXACT_VARIANT, Variant
@@ -39,7 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     ver.add_argument("--n", type=int, default=1500, help="samples per sampler per setting")
     ver.add_argument("--alpha", type=float, default=0.01, help="family-wise significance level")
     ver.add_argument("--settings", choices=["quick", "full"], default="full")
-    ver.add_argument("--drafter", choices=["model", "model-trimmed", "ngram"], default="model")
+    ver.add_argument(
+        "--drafter", choices=["model", "model-trimmed", "ngram", "ngram+model"], default="model"
+    )
     ver.add_argument("--mutant", choices=[m.name for m in MUTANTS], help="swap in a known bug")
     ver.add_argument("--json", metavar="FILE", help="also write the results as JSON")
 
@@ -69,6 +72,8 @@ def run_verify(args: argparse.Namespace) -> int:
     make_drafter = _ngram(target) if args.drafter == "ngram" else None
     if args.drafter == "model-trimmed":
         make_drafter = _trimmed(target, draft, variant)
+    if args.drafter == "ngram+model":
+        make_drafter = _lookup_then_model(target, draft, variant)
     with torch.inference_mode():
         results = run_suite(
             target,
@@ -95,6 +100,19 @@ def _ngram(target: Any) -> Callable[[SamplingConfig], Drafter]:
     """A factory of n-gram drafters for the target's vocabulary."""
     vocab = int(target.config.vocab_size)
     return lambda _sampling: NgramDrafter(vocab, max_ngram=3, device=str(target.device))
+
+
+def _lookup_then_model(
+    target: Any, draft: Any, variant: Variant
+) -> Callable[[SamplingConfig], Drafter]:
+    """A factory of lookup-then-model drafters (the mutant's drafter class for the model)."""
+    vocab, device = int(target.config.vocab_size), str(target.device)
+
+    def make(sampling: SamplingConfig) -> Drafter:
+        model = variant.drafter_cls(draft, sampling, vocab, make_cache=variant.draft_cache)
+        return LookupThenModelDrafter(NgramDrafter(vocab, min_ngram=2, device=device), model)
+
+    return make
 
 
 def _trimmed(target: Any, draft: Any, variant: Variant) -> Callable[[SamplingConfig], Drafter]:

@@ -150,6 +150,9 @@ def test_verify_passes_the_real_sampler_and_rejects_a_mutant(tmp_path, capsys) -
     assert json.loads(out.read_text())["results"]
     assert main(["verify", "--settings", "quick", "--n", "200", "--mutant", "accept_all"]) == 1
     assert "REJECT" in capsys.readouterr().out
+    quick = ["verify", "--settings", "quick", "--n", "200", "--drafter", "ngram+model"]
+    assert main(quick) == 0
+    assert main([*quick, "--mutant", "accept_all"]) == 1
 
 
 def test_verify_rejects_bad_arguments(capsys) -> None:  # type: ignore[no-untyped-def]
