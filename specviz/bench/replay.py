@@ -82,7 +82,7 @@ class Replay:
 
 
 def replay(look: Lookahead, policy: GammaPolicy, costs: PassCosts) -> Replay:
-    """Decode len(look.kept) tokens with policy's gammas, as the real loop would at T = 0.
+    """Decode len(look.kept) tokens with policy's gammas, making the real loop's rounds on look.
 
     The first round's pass also scores the prompt (prompt_tokens > 0, so a CostModel does not
     take it as a cost sample); its price, like every pass's, leaves the prompt out.
