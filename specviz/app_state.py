@@ -74,18 +74,16 @@ def make_drafter(s: Settings, pair: ModelPair) -> Drafter:
     draft = draft_model(s, pair)
     if draft is None:
         return NgramDrafter(vocab, device=device)
-    return with_draft_model(s, draft, s.sampling, vocab, device)
+    return with_draft_model(s, draft, s.sampling, vocab)
 
 
-def with_draft_model(
-    s: Settings, draft: Any, sampling: SamplingConfig, vocab: int, device: str
-) -> Drafter:
+def with_draft_model(s: Settings, draft: Any, sampling: SamplingConfig, vocab: int) -> Drafter:
     """The draft model's drafter (head trimmed where asked), behind n-gram lookup for HYBRID."""
     head = load_head_tokens(draft) if s.drafter in (TRIMMED, HYBRID) else None
     model = ModelDrafter(draft, sampling, vocab, min_confidence=s.min_confidence, head_tokens=head)
     if s.drafter != HYBRID:
         return model
-    return LookupThenModelDrafter(NgramDrafter(vocab, min_ngram=2, device=device), model)
+    return LookupThenModelDrafter(model)
 
 
 def early_exit_note(k: Any) -> str:
@@ -119,7 +117,7 @@ def _lab_drafter(
     if s.drafter == NGRAM:
         return lambda _sampling: NgramDrafter(vocab, device=device)
     if s.drafter == HYBRID:
-        return lambda sampling: with_draft_model(s, pair.draft, sampling, vocab, device)
+        return lambda sampling: with_draft_model(s, pair.draft, sampling, vocab)
     return None
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from specviz import verify_cli
 from specviz.bench import cli as bench_cli
+from specviz.bench.runner import DRAFTERS, MODEL_DRAFTERS
 from specviz.checks import check_pair
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.drafters import Drafter, ModelDrafter
@@ -21,8 +22,6 @@ from specviz.ngram import NgramDrafter
 from specviz.policies import make_policy
 from specviz.shared_exit import early_exit_drafter
 from specviz.trimmed import load_head_tokens
-
-MODEL_DRAFTERS = ("model", "model-trimmed", "ngram+model", "ngram+model-trimmed")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--plain", action="store_true", help="plain target decoding (no draft)")
     gen.add_argument(
         "--drafter",
-        choices=[*MODEL_DRAFTERS, "ngram", "early-exit", "early-exit-shared"],
+        choices=DRAFTERS,
         default="model",
         help="draft model, the draft model with its head trimmed to its 8,192 top-ranked tokens, "
         "n-gram lookup, n-gram lookup where it finds a match and the (trimmed) draft model "
@@ -129,7 +128,7 @@ def make_drafter(
     head = load_head_tokens(draft) if args.drafter.endswith("model-trimmed") else None
     model = ModelDrafter(draft, sampling, vocab, min_confidence=args.confidence, head_tokens=head)
     if args.drafter.startswith("ngram+"):
-        return LookupThenModelDrafter(ngram_drafter(args, vocab, str(target.device)), model)
+        return LookupThenModelDrafter(model, ngram_drafter(args, vocab, str(target.device)))
     return model
 
 

@@ -21,10 +21,12 @@ from specviz.ngram import NgramDrafter
 class LookupThenModelDrafter:
     """N-gram lookup's continuation when there is one, else the draft model's proposal."""
 
-    def __init__(self, lookup: NgramDrafter, model: ModelDrafter) -> None:
-        """lookup: tried first each round (min_ngram >= 2 keeps chance one-token matches out)."""
-        self.lookup, self.model = lookup, model
-        self.device = model.device
+    def __init__(self, model: ModelDrafter, lookup: NgramDrafter | None = None) -> None:
+        """lookup: tried first each round; by default n from 3 down to 2 (n >= 2 keeps chance
+        one-token matches out)."""
+        device = str(model.device)
+        self.lookup = lookup or NgramDrafter(model.vocab_size, min_ngram=2, device=device)
+        self.model, self.device = model, model.device
 
     def prefill(self, prefix: list[int]) -> None:
         """Cache the prompt in the draft model (lookup needs nothing)."""

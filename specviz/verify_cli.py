@@ -106,11 +106,11 @@ def _lookup_then_model(
     target: Any, draft: Any, variant: Variant
 ) -> Callable[[SamplingConfig], Drafter]:
     """A factory of lookup-then-model drafters (the mutant's drafter class for the model)."""
-    vocab, device = int(target.config.vocab_size), str(target.device)
+    vocab = int(target.config.vocab_size)
 
     def make(sampling: SamplingConfig) -> Drafter:
         model = variant.drafter_cls(draft, sampling, vocab, make_cache=variant.draft_cache)
-        return LookupThenModelDrafter(NgramDrafter(vocab, min_ngram=2, device=device), model)
+        return LookupThenModelDrafter(model)
 
     return make
 

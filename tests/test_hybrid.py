@@ -12,7 +12,6 @@ from specviz.drafters import Draft, ModelDrafter
 from specviz.events import Proposed, RoundSummary
 from specviz.generate import autoregressive_generate, encode, speculative_generate
 from specviz.hybrid import LookupThenModelDrafter
-from specviz.ngram import NgramDrafter
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 from specviz.stats.toy import random_pair
@@ -23,8 +22,7 @@ GREEDY = SamplingConfig(temperature=0)
 
 
 def _hybrid(draft, sampling: SamplingConfig, vocab: int) -> LookupThenModelDrafter:  # type: ignore[no-untyped-def]
-    lookup = NgramDrafter(vocab, max_ngram=3, min_ngram=2)
-    return LookupThenModelDrafter(lookup, ModelDrafter(draft, sampling, vocab))
+    return LookupThenModelDrafter(ModelDrafter(draft, sampling, vocab))  # lookup: n from 3 to 2
 
 
 def test_lookup_proposes_when_the_text_repeats_and_the_model_catches_up(
@@ -110,8 +108,7 @@ class _CopiesClaimUniformQ(LookupThenModelDrafter):
 
 def _wrong_q(draft):  # type: ignore[no-untyped-def]
     def make(sampling: SamplingConfig) -> LookupThenModelDrafter:
-        lookup = NgramDrafter(6, max_ngram=3, min_ngram=2)
-        return _CopiesClaimUniformQ(lookup, ModelDrafter(draft, sampling, 6))
+        return _CopiesClaimUniformQ(ModelDrafter(draft, sampling, 6))
 
     return make
 

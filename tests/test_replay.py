@@ -113,7 +113,7 @@ def test_replay_makes_the_rounds_of_a_real_greedy_decode(
             return model
         if kind == "ngram":
             return NgramDrafter(vocab)
-        return LookupThenModelDrafter(NgramDrafter(vocab, min_ngram=2), model)
+        return LookupThenModelDrafter(model)
 
     (look,) = lookaheads(make_drafter(), target_path(plain), draws=4, seed=0)  # T = 0: one, certain
     kept = [k > 0 for k in look.kept]

@@ -405,9 +405,7 @@ draft = load_model(BUNDLED, role="draft", pack=True)  # the distilled draft of n
 json_ids = encode(tokenizer, load_requests("json")[0].prompt)  # a structured-output request
 drafters = {
     "draft model": ModelDrafter(draft, greedy, VOCAB),
-    "lookup, else draft": LookupThenModelDrafter(
-        NgramDrafter(VOCAB, min_ngram=2), ModelDrafter(draft, greedy, VOCAB)
-    ),
+    "lookup, else draft": LookupThenModelDrafter(ModelDrafter(draft, greedy, VOCAB)),
 }
 mixed_runs = {}
 for name, drafter in drafters.items():

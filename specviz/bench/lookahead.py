@@ -109,10 +109,10 @@ def lookup_then_model(lookup: Lookahead, model: Lookahead, limit: int) -> Lookah
     """
     assert lookup.offered is not None and model.offered is None
     copies = [offered > 0 for offered in lookup.offered]
-    pick = zip(copies, lookup.kept, model.kept, lookup.offered, strict=True)
+    pick = list(zip(copies, lookup.kept, model.kept, lookup.offered, strict=True))
     return Lookahead(
         kept=tuple(by_lookup if copy else by_model for copy, by_lookup, by_model, _ in pick),
-        offered=tuple(o if c else limit for c, o in zip(copies, lookup.offered, strict=True)),
+        offered=tuple(offered if copy else limit for copy, _, _, offered in pick),
         forwards=tuple(not copy for copy in copies),
     )
 

@@ -191,8 +191,7 @@ def _drafter_factory(name: str, pair: Any, sampling: SamplingConfig) -> Callable
         model = ModelDrafter(pair.draft, sampling, vocab, head_tokens=head)
         if not name.startswith("ngram+"):
             return model
-        lookup = NgramDrafter(vocab, max_ngram=3, min_ngram=2, device=device)
-        return LookupThenModelDrafter(lookup, model)
+        return LookupThenModelDrafter(model)
 
     return make
 

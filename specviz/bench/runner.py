@@ -132,8 +132,7 @@ def _drafter(
         draft, sampling, vocab, make_cache=cache, min_confidence=confidence, head_tokens=head
     )
     if setting.drafter in HYBRID_DRAFTERS:
-        lookup = NgramDrafter(vocab, max_ngram=3, min_ngram=2, device=str(target.device))
-        return LookupThenModelDrafter(lookup, model)
+        return LookupThenModelDrafter(model)
     return model
 
 
