@@ -8,13 +8,13 @@
 # (both cores): with packed weights a pass is ~25 % faster on two than on one. Run the parts
 # one after another, on an otherwise idle machine.
 #
-# Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code json-prose repeat lookup
-#        hybrid draft-size dynamic replay tables (default: all, about 130 minutes on 2 cores)
+# Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code lean-target json-prose
+#        repeat lookup hybrid draft-size dynamic replay tables (default: all, about 145 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
-PARTS="${*:-code json-prose repeat lookup hybrid draft-size dynamic replay tables}"
+PARTS="${*:-code lean-target json-prose repeat lookup hybrid draft-size dynamic replay tables}"
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
@@ -29,6 +29,10 @@ DYNAMIC="--policies fixed,heuristic,theory,confidence --start-gamma 4"
 #    generation with the same draft (same schedules where transformers has one)
 bench code --workloads code --limit 2 --temperatures 0,1 --drafters model,model-trimmed \
     --gammas 1,2,3,4,6,8 $DYNAMIC --reps 2
+# 1b. the same with the target on specviz.lean's forward (packed, fused; plain and speculative
+#     decoding alike; transformers' generation keeps its own): a cheaper multi-token pass (r)
+bench lean-target --workloads code --limit 2 --temperatures 0,1 --drafters model,model-trimmed \
+    --gammas 1,2,3,4,6,8 $DYNAMIC --reps 2 --lean-target
 # 2. structured JSON (T = 0) and open-ended prose (T = 1): fixed gammas and dynamic policies
 bench json-prose --workloads json,prose --limit 2 --drafters model,model-trimmed --gammas 2,4 \
     --policies fixed,heuristic,theory --start-gamma 4 --reps 2
@@ -74,6 +78,6 @@ case " $PARTS " in *" replay "*)
 esac
 
 case " $PARTS " in *" tables "*) ;; *) exit 0 ;; esac
-python -m specviz.bench.markdown "$OUT"/code.json "$OUT"/json-prose.json "$OUT"/repeat.json \
+python -m specviz.bench.markdown "$OUT"/code.json "$OUT"/lean-target.json "$OUT"/json-prose.json "$OUT"/repeat.json \
     "$OUT"/lookup.json "$OUT"/hybrid.json "$OUT"/draft-size.json "$OUT"/dynamic.json > "$OUT/tables.md"
 echo "wrote $OUT/*.json, *.html and tables.md"

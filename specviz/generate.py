@@ -113,11 +113,13 @@ def speculative_stream(
     stop: Collection[int] | None = None,
     drafter: Drafter | None = None,
     policy: GammaPolicy | None = None,
+    make_cache: Callable[[Any], CachedForward] | None = None,
 ) -> tuple[list[int], Iterator[Event]]:
     """Validate everything, then return the prompt ids and the lazy event stream.
 
     drafter replaces the draft model (pass draft=None), e.g. specviz.ngram.NgramDrafter;
-    policy chooses gamma per round (default: speculation.gamma every round).
+    policy chooses gamma per round (default: speculation.gamma every round);
+    make_cache: the target's cached forward (default transformers' forward with a KVCache).
     """
     prompt_ids = encode(tokenizer, prompt)
     models: tuple[Any, ...] = (target,)
@@ -139,6 +141,7 @@ def speculative_stream(
         stop_ids=stop_ids(target, tokenizer) if stop is None else frozenset(stop),
         rule=rule,
         policy=policy,
+        make_cache=make_cache,
     )
     return prompt_ids, decoder.events()
 
@@ -155,10 +158,12 @@ def speculative_generate(
     stop: Collection[int] | None = None,
     drafter: Drafter | None = None,
     policy: GammaPolicy | None = None,
+    make_cache: Callable[[Any], CachedForward] | None = None,
 ) -> GenerationResult:
     """Speculative sampling of target with draft proposing; the output law is the target's.
 
     stop: token ids that end generation (default: the tokenizer's and model's EOS ids).
+    make_cache: the target's cached forward (default transformers' forward with a KVCache).
     """
     prompt_ids, events = speculative_stream(
         target,
@@ -171,6 +176,7 @@ def speculative_generate(
         stop=stop,
         drafter=drafter,
         policy=policy,
+        make_cache=make_cache,
     )
     return collect(events, prompt_ids, tokenizer)
 

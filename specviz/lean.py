@@ -1,4 +1,4 @@
-"""A lean cached forward for small Llama-family drafts: transformers' math in fewer calls.
+"""A lean cached forward for Llama-family models: transformers' math in fewer calls.
 
 A 3-layer draft's step is mostly per-call framework overhead, not arithmetic. On the bundled
 draft with its trimmed head (2 CPU threads) a one-token step through `model(...)` costs about
@@ -11,12 +11,19 @@ snapshot: build a new LeanLlama after changing the weights (drafters are built p
 Models it does not support (see `lean_problem`) fall back to transformers' forward with
 `specviz.cache.KVCache`.
 
+A target (`lean_target_cache`, opt-in: `specviz bench --lean-target`) runs here too when its
+linears are packed for oneDNN (specviz.packed): its fused q/k/v and gate/up are packed copies
+(about 280 MB more for the bundled fp32 target). On the bundled target (2 threads) a one-token
+step then costs ~37 ms instead of ~43 ms, and a 4-token verification pass ~1.06 plain steps
+instead of ~1.12, with logits equal to transformers' (tests/test_lean.py).
+
 Exactness never depends on this module: the drafter reports the q it actually sampled from,
 and the verifier needs nothing else. tests/test_lean.py checks the logits against transformers.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -25,7 +32,7 @@ from torch import Tensor, nn
 from transformers import PretrainedConfig
 
 from specviz.cache import CachedForward, KVCache
-from specviz.packed import PackedLinear
+from specviz.packed import PackedLinear, is_packed
 
 LEAN_MODEL_TYPES = ("llama",)
 # Above about a million weights per layer the arithmetic outweighs the call overhead, and the
@@ -33,8 +40,12 @@ LEAN_MODEL_TYPES = ("llama",)
 LEAN_MAX_LAYER_PARAMS = 1_000_000
 
 
-def lean_problem(model: Any) -> str | None:
-    """Why `model` cannot run on LeanLlama, or None if it can."""
+def lean_problem(model: Any, *, wide: bool = False) -> str | None:
+    """Why `model` cannot run on LeanLlama, or None if it can.
+
+    wide=False (a draft) refuses layers of over LEAN_MAX_LAYER_PARAMS weights; wide=True (a
+    target) accepts them when their linears are packed (specviz.packed), which it then runs.
+    """
     config = getattr(model, "config", None)
     if not isinstance(config, PretrainedConfig):
         return "not a Hugging Face model"
@@ -55,10 +66,19 @@ def lean_problem(model: Any) -> str | None:
         return f"not a Llama decoder layer layout ({missing})"
     if odd:
         return f"non-standard modules {odd[:3]} (only Linear/PackedLinear without bias, RMSNorm)"
-    per_layer = sum(p.numel() for p in inner.layers.parameters()) // len(inner.layers)
-    if per_layer > LEAN_MAX_LAYER_PARAMS:
+    per_layer = _layer_params(inner)
+    if per_layer <= LEAN_MAX_LAYER_PARAMS:
+        return None
+    if not wide:
         return f"{per_layer:,} weights per layer: large enough that overhead does not dominate"
+    if not all(is_packed(module) for name, module in _parts(inner) if name.endswith("proj")):
+        return f"{per_layer:,} weights per layer on unpacked linears (see specviz.packed)"
     return None
+
+
+def _layer_params(inner: Any) -> int:
+    """Mean number of weights per decoder layer."""
+    return int(sum(p.numel() for p in inner.layers.parameters())) // len(inner.layers)
 
 
 def _parts(inner: Any) -> list[tuple[str, Any]]:
@@ -81,16 +101,47 @@ def _standard(module: Any) -> bool:
 
 
 def draft_cache(model: Any) -> CachedForward:
-    """LeanLlama for a model it supports, else transformers' forward with a KVCache."""
+    """LeanLlama for a draft it supports, else transformers' forward with a KVCache."""
     return LeanLlama(model) if lean_problem(model) is None else KVCache(model)
 
 
-def _fused_t(*linears: Any) -> Tensor:
-    """The transposed concatenation (in, out_1 + out_2 + …) of linears' weights (out_i, in).
+def lean_target_cache(model: Any) -> CachedForward:
+    """LeanLlama for a target it supports (wide packed layers too), else a KVCache."""
+    return LeanLlama(model) if lean_problem(model, wide=True) is None else KVCache(model)
 
-    A contiguous (in, out) copy: at a draft's sizes `torch.mm(x, w)` on it beats `F.linear`.
-    """
-    return torch.cat([lin.weight.detach() for lin in linears]).t().contiguous()
+
+class _Product:
+    """x (T, in) → (T, out_1 + out_2 + …): bias-free linears fused into one product."""
+
+    def __init__(self, *linears: Any, packed: bool) -> None:
+        """Fuse the weights (out_i, in): packed for oneDNN, or as one transposed copy."""
+        self.linear: Any = None
+        self.weight_t: Tensor | None = None
+        if packed and len(linears) == 1:
+            self.linear = linears[0]  # already a PackedLinear: shared, not copied
+        elif packed:
+            self.linear = PackedLinear.of(torch.cat([lin.weight.detach() for lin in linears]))
+        else:  # a contiguous (in, out) copy: at a draft's sizes torch.mm beats F.linear
+            self.weight_t = torch.cat([lin.weight.detach() for lin in linears]).t().contiguous()
+
+    def __call__(self, x: Tensor) -> Tensor:
+        """x (T, in) → (T, out)."""
+        if self.weight_t is not None:
+            return torch.mm(x, self.weight_t)
+        out: Tensor = self.linear(x)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Layer:
+    """One decoder layer's norms and fused products."""
+
+    norm_attn: Tensor
+    qkv: _Product
+    o: _Product
+    norm_mlp: Tensor
+    gate_up: _Product
+    down: _Product
 
 
 def _rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
@@ -104,7 +155,7 @@ class LeanLlama:
 
     def __init__(self, model: Any, capacity: int = 256) -> None:
         """Prepare fused weights and an empty cache for `capacity` positions (it grows)."""
-        problem = lean_problem(model)
+        problem = lean_problem(model, wide=True)
         if problem is not None:
             raise ValueError(f"LeanLlama cannot run this model: {problem}; use KVCache")
         inner, config = model.model, model.config
@@ -115,17 +166,21 @@ class LeanLlama:
         attn = inner.layers[0].self_attn
         self.n_heads, self.n_kv = int(config.num_attention_heads), int(config.num_key_value_heads)
         self.head_dim, self.scale = int(attn.head_dim), float(attn.scaling)
+        packed = _layer_params(inner) > LEAN_MAX_LAYER_PARAMS  # then lean_problem saw packing
         self.layers = [
-            {
-                "norm_attn": layer.input_layernorm.weight.detach(),
-                "qkv": _fused_t(
-                    layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj
+            _Layer(
+                norm_attn=layer.input_layernorm.weight.detach(),
+                qkv=_Product(
+                    layer.self_attn.q_proj,
+                    layer.self_attn.k_proj,
+                    layer.self_attn.v_proj,
+                    packed=packed,
                 ),
-                "o": _fused_t(layer.self_attn.o_proj),
-                "norm_mlp": layer.post_attention_layernorm.weight.detach(),
-                "gate_up": _fused_t(layer.mlp.gate_proj, layer.mlp.up_proj),
-                "down": _fused_t(layer.mlp.down_proj),
-            }
+                o=_Product(layer.self_attn.o_proj, packed=packed),
+                norm_mlp=layer.post_attention_layernorm.weight.detach(),
+                gate_up=_Product(layer.mlp.gate_proj, layer.mlp.up_proj, packed=packed),
+                down=_Product(layer.mlp.down_proj, packed=packed),
+            )
             for layer in inner.layers
         ]
         self.eps = float(inner.layers[0].input_layernorm.variance_epsilon)
@@ -182,7 +237,7 @@ class LeanLlama:
     def _layer(
         self,
         index: int,
-        w: dict[str, Tensor],
+        w: _Layer,
         x: Tensor,
         start: int,
         rope: tuple[Tensor, Tensor],
@@ -191,7 +246,7 @@ class LeanLlama:
         """One decoder layer on x (T, H), writing its keys/values at start..start+T."""
         n_new, hd, nh, nkv = x.shape[0], self.head_dim, self.n_heads, self.n_kv
         end = start + n_new
-        qkv = torch.mm(_rms_norm(x, w["norm_attn"], self.eps), w["qkv"])
+        qkv = w.qkv(_rms_norm(x, w.norm_attn, self.eps))
         qk = qkv[:, : (nh + nkv) * hd].view(n_new, nh + nkv, hd)  # (T, heads + kv_heads, hd)
         cos, sin = rope
         qk = qk * cos + torch.cat([-qk[..., hd // 2 :], qk[..., : hd // 2]], -1) * sin
@@ -200,12 +255,10 @@ class LeanLlama:
             qkv[:, (nh + nkv) * hd :].view(n_new, nkv, hd).transpose(0, 1)
         )
         keys, values = self.keys[index, :, :end], self.values[index, :, :end]  # (kv_heads, S, hd)
-        if nkv != nh:  # grouped-query attention: each kv head serves nh / nkv query heads
-            keys = keys.repeat_interleave(nh // nkv, dim=0)
-            values = values.repeat_interleave(nh // nkv, dim=0)
-        out = F.scaled_dot_product_attention(
-            qk[:, :nh].transpose(0, 1), keys, values, attn_mask=mask, scale=self.scale
-        )  # (heads, T, hd)
-        x = x + torch.mm(out.transpose(0, 1).reshape(n_new, nh * hd), w["o"])
-        gate, up = torch.mm(_rms_norm(x, w["norm_mlp"], self.eps), w["gate_up"]).chunk(2, -1)
-        return x + torch.mm(F.silu(gate) * up, w["down"])
+        queries = qk[None, :, :nh].transpose(1, 2)  # (1, heads, T, hd)
+        out = F.scaled_dot_product_attention(  # grouped-query: kv head j serves nh / nkv heads
+            queries, keys[None], values[None], attn_mask=mask, scale=self.scale, enable_gqa=True
+        )[0]  # (heads, T, hd)
+        x = x + w.o(out.transpose(0, 1).reshape(n_new, nh * hd))
+        gate, up = w.gate_up(_rms_norm(x, w.norm_mlp, self.eps)).chunk(2, -1)
+        return x + w.down(F.silu(gate) * up)

@@ -35,6 +35,13 @@ class PackedLinear(nn.Module):
         self.bias = linear.bias
         self.packed: Tensor = _reorder(linear.weight.detach())  # a plain attribute, not state
 
+    @classmethod
+    def of(cls, weight: Tensor) -> PackedLinear:
+        """A bias-free PackedLinear of weight (out, in), e.g. several linears' concatenated."""
+        linear = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device="meta")
+        linear.weight = nn.Parameter(weight, requires_grad=False)
+        return cls(linear)
+
     def forward(self, x: Tensor) -> Tensor:
         """x (..., in) → (..., out)."""
         out: Tensor = torch.ops.mkldnn._linear_pointwise(

@@ -17,6 +17,7 @@ from specviz.bench.runner import (
     hf_generate,
     plain_cache,
     run_request,
+    speculative_cache,
 )
 from specviz.bench.saved import load_result_view
 from specviz.bench.workloads import WORKLOADS, Request, load_requests
@@ -25,6 +26,7 @@ from specviz.cli import main
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.events import Finished, Prefill, RoundSummary, Sampled
 from specviz.generate import GenerationResult, encode, speculative_generate
+from specviz.lean import LeanLlama
 from specviz.shared_exit import TargetView
 from specviz.theory import speedup_bound
 from specviz.trimmed import save_ranking
@@ -354,7 +356,9 @@ def test_early_exit_drafters_run_and_the_shared_one_is_timed_against_its_own_for
     )
     for drafter, cache in (("early-exit", KVCache), ("early-exit-shared", TargetView)):
         setting = BenchSetting(drafter=drafter, gamma=2, temperature=0.0, exit_layer=1)
-        assert isinstance(plain_cache(setting)(target), cache) and not has_hf_counterpart(setting)
+        assert isinstance(plain_cache(setting, False)(target), cache) and not has_hf_counterpart(
+            setting
+        )
         (record,) = run_request(
             target, None, tokenizer, request, setting, repetitions=1, with_hf=True
         )
@@ -374,3 +378,33 @@ def test_lookup_then_model_drafter_runs_in_the_bench_without_a_transformers_coun
     (record,) = run_request(target, draft, tokenizer, request, setting, repetitions=1, with_hf=True)
     assert 0 < record.metrics.tokens <= 12 and record.metrics.proposed > 0
     assert record.hf_latency is None
+
+
+def test_lean_target_runs_plain_and_speculative_decoding_on_the_same_lean_forward(
+    pair: PairFactory, tokenizer
+) -> None:  # type: ignore[no-untyped-def]
+    target, draft = pair("llama")
+    request = Request(
+        id="c-1", category="code", prompt="the cat the cat", max_new_tokens=12, temperature=0.0
+    )
+    setting = BenchSetting(drafter="model", gamma=3, temperature=0.0)
+    assert isinstance(plain_cache(setting, True)(target), LeanLlama)
+    assert speculative_cache(setting, True) is plain_cache(setting, True)
+    shared = BenchSetting(drafter="early-exit-shared", gamma=2, temperature=0.0, exit_layer=1)
+    assert speculative_cache(shared, True) is None  # the drafter shares the target's forward
+    runs = {
+        lean_target: run_request(
+            target,
+            draft,
+            tokenizer,
+            request,
+            setting,
+            repetitions=1,
+            with_hf=True,
+            lean_target=lean_target,
+        )
+        for lean_target in (False, True)
+    }
+    (lean_record,), (hf_forward_record,) = runs[True], runs[False]
+    assert lean_record.hf_identical  # T = 0: the same tokens as transformers' generation
+    assert lean_record.metrics.tokens == hf_forward_record.metrics.tokens > 0

@@ -14,8 +14,8 @@ from specviz.cache import KVCache
 from specviz.config import SamplingConfig
 from specviz.drafters import ModelDrafter
 from specviz.early_exit import Adapter, early_exit_model
-from specviz.lean import LeanLlama, draft_cache, lean_problem
-from specviz.packed import pack_linears, packing_problem
+from specviz.lean import LeanLlama, draft_cache, lean_problem, lean_target_cache
+from specviz.packed import is_packed, pack_linears, packing_problem
 from specviz.trimmed import trim_head
 
 from .conftest import EOS, VOCAB, PairFactory, greedy_plain_and_speculative, tiny_model
@@ -95,6 +95,25 @@ def test_drafter_uses_the_lean_forward_only_where_it_applies(
     monkeypatch.setattr(lean, "LEAN_MAX_LAYER_PARAMS", 100)  # as if its layers were wide
     assert "weights per layer" in str(lean_problem(llama_draft))
     assert isinstance(draft_cache(llama_draft), KVCache)
+
+
+def test_a_wide_target_runs_lean_on_packed_products_with_transformers_logits(
+    pair: PairFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if packing_problem(nn.Linear(2, 2)) is not None:
+        pytest.skip("this PyTorch build cannot pack linears for oneDNN")
+    target = copy.deepcopy(pair("llama")[0]).to(torch.float32)
+    monkeypatch.setattr(lean, "LEAN_MAX_LAYER_PARAMS", 100)  # as if its layers were wide
+    assert "unpacked" in str(lean_problem(target, wide=True))
+    assert isinstance(lean_target_cache(target), KVCache)
+    assert pack_linears(target) > 0
+    assert "weights per layer" in str(lean_problem(target))  # still refused as a draft
+    assert lean_problem(target, wide=True) is None
+    cache = lean_target_cache(target)
+    assert isinstance(cache, LeanLlama)
+    assert is_packed(cache.layers[0].qkv.linear) and cache.layers[0].qkv.weight_t is None
+    assert cache.layers[0].o.linear is target.model.layers[0].self_attn.o_proj  # shared
+    _check_against_transformers(target, atol=1e-4)
 
 
 def test_speculative_greedy_with_the_lean_draft_equals_plain_greedy(

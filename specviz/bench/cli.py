@@ -97,6 +97,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         action="store_true",
         help="draft through transformers' forward instead of specviz.lean's (small Llama drafts)",
     )
+    b.add_argument(
+        "--lean-target",
+        action="store_true",
+        help="run the target (plain and speculative) through specviz.lean's forward where it "
+        "applies (packed Llama targets); transformers' own generation keeps its forward",
+    )
     b.add_argument("--out", default="bench.json", help="JSON results")
     b.add_argument("--html", default="bench.html", help="self-contained plotly report")
 
@@ -187,6 +193,7 @@ def run_bench(args: argparse.Namespace) -> int:
                 with_hf=not args.no_hf,
                 progress=progress_bar,
                 lean=not args.no_lean,
+                lean_target=args.lean_target,
             )
         batch = batch_step_times(pair.target, args.batch_sizes)
         packed = is_packed(pair.target.get_output_embeddings())
@@ -204,6 +211,7 @@ def run_bench(args: argparse.Namespace) -> int:
         "dtype": args.dtype,
         "packed_weights": packed,
         "draft_forward": _draft_forward(args, pair.draft),
+        "target_forward": _target_forward(args, pair.target),
         "command": shlex.join(["specviz", *sys.argv[1:]]),
     }
     payload = {
@@ -252,6 +260,14 @@ def _draft_forward(args: argparse.Namespace, draft: Any) -> str:
     if args.no_lean:
         return "transformers (--no-lean)"
     problem = lean_problem(draft)
+    return "lean (specviz.lean)" if problem is None else f"transformers ({problem})"
+
+
+def _target_forward(args: argparse.Namespace, target: Any) -> str:
+    """How the target ran in our loops: transformers' forward, or specviz.lean's."""
+    if not args.lean_target:
+        return "transformers"
+    problem = lean_problem(target, wide=True)
     return "lean (specviz.lean)" if problem is None else f"transformers ({problem})"
 
 

@@ -188,6 +188,7 @@ def render(result: dict[str, Any], title: str) -> str:
                 "dtype",
                 "packed_weights",
                 "draft_forward",
+                "target_forward",
                 "torch",
                 "transformers",
             )

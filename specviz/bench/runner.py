@@ -19,7 +19,7 @@ from specviz.decoding import clock
 from specviz.drafters import Drafter, ModelDrafter
 from specviz.generate import autoregressive_generate, encode, speculative_generate
 from specviz.hybrid import LookupThenModelDrafter
-from specviz.lean import draft_cache
+from specviz.lean import draft_cache, lean_target_cache
 from specviz.ngram import NgramDrafter
 from specviz.policies import CostModel, GammaPolicy, make_policy
 from specviz.shared_exit import SharedExit, early_exit_drafter
@@ -136,16 +136,24 @@ def _drafter(
     return model
 
 
-def plain_cache(setting: BenchSetting) -> Callable[[Any], CachedForward]:
+def plain_cache(setting: BenchSetting, lean_target: bool) -> Callable[[Any], CachedForward]:
     """The cached forward plain decoding runs on, to be compared with `setting`'s run.
 
     early-exit-shared verifies through specviz.shared_exit's own forward of the target, which
     costs less per pass than transformers' here, so its plain baseline runs on that forward
-    too (all layers, nothing shared); every other setting's target uses transformers' forward.
+    too (all layers, nothing shared); every other setting's target uses transformers' forward,
+    or with lean_target specviz.lean's (where it applies), the same as its speculative run.
     """
     if setting.drafter == "early-exit-shared":
         return lambda target: SharedExit(target, setting.exit_layer).target_view
-    return KVCache
+    return lean_target_cache if lean_target else KVCache
+
+
+def speculative_cache(
+    setting: BenchSetting, lean_target: bool
+) -> Callable[[Any], CachedForward] | None:
+    """The target's cached forward in `setting`'s speculative run (None: the drafter's share)."""
+    return None if setting.drafter == "early-exit-shared" else plain_cache(setting, lean_target)
 
 
 def _policy(setting: BenchSetting, costs: CostModel) -> GammaPolicy | None:
@@ -225,12 +233,15 @@ def run_request(
     seed: int = 0,
     costs: CostModel | None = None,
     lean: bool = True,
+    lean_target: bool = False,
 ) -> Iterator[Record]:
     """Warm up, then A (plain) B (speculative) C (transformers) interleaved, `repetitions` times.
 
     costs: the theory policy's measured costs, shared by every run of one setting (a fresh
     CostModel when None): costs belong to the hardware and drafter, not to a request.
-    lean=False drafts through transformers' forward instead of specviz.lean's.
+    lean=False drafts through transformers' forward instead of specviz.lean's; lean_target=True
+    runs the target through specviz.lean's (plain and speculative alike; transformers' own
+    generation keeps its forward).
     """
     prompt_ids = encode(tokenizer, request.prompt)
     costs = costs if costs is not None else CostModel()
@@ -238,7 +249,7 @@ def run_request(
         sampling = SamplingConfig(temperature=setting.temperature, seed=seed + max(rep, 0))
         plain = autoregressive_generate(
             target, tokenizer, prompt_ids, sampling=sampling,
-            max_new_tokens=request.max_new_tokens, make_cache=plain_cache(setting),
+            max_new_tokens=request.max_new_tokens, make_cache=plain_cache(setting, lean_target),
         )  # fmt: skip
         spec = speculative_generate(
             target,
@@ -251,6 +262,7 @@ def run_request(
             ),
             drafter=_drafter(setting, target, draft, sampling, lean),
             policy=_policy(setting, costs),
+            make_cache=speculative_cache(setting, lean_target),
         )
         hf_seconds, hf_tokens = (
             hf_generate(target, draft, prompt_ids, setting, request.max_new_tokens)
@@ -301,6 +313,7 @@ def run_all(
     with_hf: bool,
     progress: Callable[[int, int, str], None] = lambda _i, _n, _s: None,
     lean: bool = True,
+    lean_target: bool = False,
 ) -> list[Record]:
     """Every request under every setting; progress(done, total, label) after each."""
     records: list[Record] = []
@@ -324,6 +337,7 @@ def run_all(
             with_hf=with_hf,
             costs=costs[setting],
             lean=lean,
+            lean_target=lean_target,
         )
     progress(total, total, f"done in {time.perf_counter() - t0:.0f} s")
     return records
