@@ -11,12 +11,14 @@ from typing import Any
 from specviz import verify_cli
 from specviz.bench import cli as bench_cli
 from specviz.bench.runner import DRAFTERS, MODEL_DRAFTERS
+from specviz.cache import KVCache
 from specviz.checks import check_pair
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.drafters import Drafter, ModelDrafter
 from specviz.events import write_jsonl
 from specviz.generate import GenerationResult, autoregressive_generate, speculative_generate
 from specviz.hybrid import LookupThenModelDrafter
+from specviz.lean import lean_target_cache
 from specviz.models import BUNDLED, DTYPES, ModelLoadError, load_pair, parse_dtype, resolve
 from specviz.ngram import NgramDrafter
 from specviz.policies import make_policy
@@ -44,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-pack",
         action="store_true",
         help="no oneDNN weight pre-packing on CPU",
+    )
+    gen.add_argument(
+        "--lean-target",
+        action="store_true",
+        help="run the target through specviz.lean's forward (packed Llama targets; else as is)",
     )
     gen.add_argument("--plain", action="store_true", help="plain target decoding (no draft)")
     gen.add_argument(
@@ -147,6 +154,12 @@ def run_generate(args: argparse.Namespace) -> int:
     if not args.prompt.strip():
         raise ValueError("--prompt is empty: give some text to continue")
     make_policy(args.gamma_policy, speculation.gamma)  # validate before loading models
+    if args.lean_target and args.drafter == "early-exit-shared" and not args.plain:
+        raise ValueError(
+            "--lean-target does not apply to --drafter early-exit-shared, which verifies through "
+            "its own forward of the target: drop one of the two"
+        )
+    make_cache = lean_target_cache if args.lean_target else KVCache
     if args.drafter.startswith("ngram"):
         ngram_drafter(args, 2, "cpu")  # validate the n-gram range before loading anything
     if args.drafter.endswith("model-trimmed") and not args.plain:
@@ -166,6 +179,7 @@ def run_generate(args: argparse.Namespace) -> int:
             args.prompt,
             sampling=sampling,
             max_new_tokens=speculation.max_new_tokens,
+            make_cache=make_cache,
         )
     else:
         result = speculative_generate(
@@ -177,6 +191,7 @@ def run_generate(args: argparse.Namespace) -> int:
             speculation=speculation,
             drafter=make_drafter(args, pair.target, pair.draft, sampling),
             policy=make_policy(args.gamma_policy, speculation.gamma),
+            make_cache=None if args.drafter == "early-exit-shared" else make_cache,
         )
     if args.events:
         write_jsonl(result.events, args.events)

@@ -167,6 +167,8 @@ def test_verify_rejects_bad_arguments(capsys) -> None:  # type: ignore[no-untype
         ["--drafter", "model-trimmed"],
         ["--drafter", "ngram+model-trimmed", "--gamma", "3"],
         ["--gamma-policy", "heuristic", "--confidence", "0.3"],
+        ["--lean-target"],
+        ["--lean-target", "--plain"],
     ],
 )
 def test_generate_with_other_drafters_and_policies(folders, pair, tokenizer, capsys, extra) -> None:  # type: ignore[no-untyped-def]
@@ -190,6 +192,12 @@ def test_trimmed_drafter_without_a_ranking_exits_2(folders, capsys) -> None:  # 
     argv = ["generate", "--target", target_dir, "--draft", target_dir, "--prompt", "ab"]
     assert main([*argv, "--drafter", "model-trimmed"]) == 2
     assert "needs token_ranking.safetensors in the draft folder" in capsys.readouterr().err
+
+
+def test_lean_target_with_the_shared_early_exit_exits_2(folders, capsys) -> None:  # type: ignore[no-untyped-def]
+    argv = ["generate", "--target", str(folders[0]), "--draft", str(folders[1]), "--prompt", "ab"]
+    assert main([*argv, "--drafter", "early-exit-shared", "--lean-target"]) == 2
+    assert "--lean-target does not apply to --drafter early-exit-shared" in capsys.readouterr().err
 
 
 def test_bad_ngram_range_exits_2(folders, capsys) -> None:  # type: ignore[no-untyped-def]
