@@ -11,11 +11,11 @@ snapshot: build a new LeanLlama after changing the weights (drafters are built p
 Models it does not support (see `lean_problem`) fall back to transformers' forward with
 `specviz.cache.KVCache`.
 
-A target (`lean_target_cache`, opt-in: `specviz bench --lean-target`) runs here too when its
-linears are packed for oneDNN (specviz.packed): its fused q/k/v and gate/up are packed copies
-(about 280 MB more for the bundled fp32 target). On the bundled target (2 threads) a one-token
-step then costs ~36 ms instead of ~42.5 ms, and a 4-token verification pass ~1.06 plain steps
-instead of ~1.11, with logits equal to transformers' here (tests/test_lean.py).
+A target (`lean_target_cache`; opt-in: `--lean-target` in `specviz bench` and `generate`) runs
+here too when its linears are packed for oneDNN (specviz.packed): its fused q/k/v and gate/up
+are packed copies (about 280 MB more for the bundled fp32 target). On the bundled target (2
+threads) a one-token step then costs ~36 ms instead of ~42.5 ms, and a 4-token verification
+pass ~1.07 plain steps instead of ~1.11, with logits equal to transformers' (tests/test_lean.py).
 
 Exactness never depends on this module: the drafter reports the q it actually sampled from,
 and the verifier needs nothing else. tests/test_lean.py checks the logits against transformers.
