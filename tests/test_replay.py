@@ -25,10 +25,12 @@ from specviz.bench.replay import (
     replay,
     report,
 )
+from specviz.cache import CachedForward
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.drafters import Drafter, ModelDrafter
 from specviz.generate import autoregressive_generate, encode, speculative_generate
 from specviz.hybrid import LookupThenModelDrafter
+from specviz.lean import lean_target_cache
 from specviz.ngram import NgramDrafter
 from specviz.policies import FixedGamma, HeuristicGamma
 from specviz.stats.testing import two_sample
@@ -215,6 +217,15 @@ def test_measured_costs_and_the_comparison_table(pair: PairFactory, tokenizer) -
     drafter = ModelDrafter(draft, GREEDY, int(target.config.vocab_size))
     costs = measure_costs(target, drafter, encode(tokenizer, "the cat sat"), widths=4, repeats=2)
     assert len(costs.verify) == 4 and min(costs.verify) > 0 and costs.draft_step > 0
+    made: list[object] = []
+
+    def lean_forward(model: object) -> CachedForward:
+        made.append(model)
+        return lean_target_cache(model)
+
+    prompt = encode(tokenizer, "the cat sat")
+    lean = measure_costs(target, drafter, prompt, widths=3, repeats=2, make_cache=lean_forward)
+    assert made == [target] and len(lean.verify) == 3 and min(lean.verify) > 0
     looks = [
         Lookahead(kept=(1, 0) * 10, offered=None, forwards=True),
         Lookahead(kept=tuple(range(20, 0, -1)), offered=None, forwards=True),

@@ -36,11 +36,12 @@ from specviz.bench.lookahead import (
     target_paths,
 )
 from specviz.bench.workloads import load_requests
-from specviz.cache import KVCache
+from specviz.cache import CachedForward, KVCache
 from specviz.config import SamplingConfig
 from specviz.drafters import Drafter, ModelDrafter
 from specviz.events import RoundSummary
 from specviz.hybrid import LookupThenModelDrafter
+from specviz.lean import lean_target_cache
 from specviz.models import load_pair
 from specviz.ngram import NgramDrafter
 from specviz.policies import CostModel, FixedGamma, GammaPolicy, make_policy
@@ -114,14 +115,20 @@ def replay(look: Lookahead, policy: GammaPolicy, costs: PassCosts) -> Replay:
 
 @torch.no_grad()
 def measure_costs(
-    target: Any, drafter: Drafter, prompt_ids: list[int], widths: int, repeats: int = 7
+    target: Any,
+    drafter: Drafter,
+    prompt_ids: list[int],
+    widths: int,
+    repeats: int = 7,
+    make_cache: Callable[[Any], CachedForward] = KVCache,
 ) -> PassCosts:
     """Time the target's passes over 1..widths tokens, each followed by 3 draft steps.
 
     As in a real round, draft steps run right after a target pass (which has pushed the draft's
     weights out of the CPU's caches): timed alone, back to back, they would look cheaper.
+    make_cache: the target's forward (transformers' by default; specviz.lean's for a lean target).
     """
-    cache = KVCache(target)
+    cache = make_cache(target)
     cache.forward(torch.tensor(prompt_ids, device=target.device))
     held = len(cache)
     drafter.prefill(prompt_ids[:-1])
@@ -223,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--samples", type=int, default=2, help="target decodes a request (T > 0)")
     parser.add_argument("--draws", type=int, default=4, help="verdict draws a decode (T > 0)")
+    parser.add_argument(
+        "--lean-target", action="store_true", help="price the target's passes on specviz.lean's"
+    )
     args = parser.parse_args(argv)
     try:  # every bad value is reported before any model loads
         gammas = [int(g) for g in args.gammas.split(",")]
@@ -246,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad := sorted(set(policies) - {"heuristic", "theory"}):
         parser.error(f"--policies: heuristic and/or theory (fixed gammas: --gammas; got {bad})")
     pair = load_pair()  # the bundled pair, packed as in the bench
+    target_forward = lean_target_cache if args.lean_target else KVCache
     print("| workload, drafter | setting | mean speedup (min–max) | / best fixed γ |")
     print("|---|---|---|---|")
     for workload, requests in workloads.items():
@@ -260,7 +271,9 @@ def main(argv: list[str] | None = None) -> int:
             prompt = list(paths[0].prompt_ids)
             timed = make()  # a hybrid's draft steps are its model's
             timed = timed.model if isinstance(timed, LookupThenModelDrafter) else timed
-            costs = measure_costs(pair.target, timed, prompt, widths=max(gammas) + 2)
+            costs = measure_costs(
+                pair.target, timed, prompt, widths=max(gammas) + 2, make_cache=target_forward
+            )
             c = costs.draft_step / costs.target(1) if name != "ngram" else 0.0
             label = f"{workload}, {name}, T = {args.temperature:g} (c = {c:.3f}, {len(looks)} runs)"
             speedups = compare(looks, costs, gammas, policies, args.start_gamma)
