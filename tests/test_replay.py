@@ -224,6 +224,7 @@ def test_measured_costs_and_the_comparison_table(pair: PairFactory, tokenizer) -
         return lean_target_cache(model)
 
     prompt = encode(tokenizer, "the cat sat")
+    drafter = ModelDrafter(draft, GREEDY, int(target.config.vocab_size))  # a fresh draft cache
     lean = measure_costs(target, drafter, prompt, widths=3, repeats=2, make_cache=lean_forward)
     assert made == [target] and len(lean.verify) == 3 and min(lean.verify) > 0
     looks = [
