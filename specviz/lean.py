@@ -35,6 +35,10 @@ from specviz.cache import CachedForward, KVCache
 from specviz.packed import PackedLinear, is_packed
 
 LEAN_MODEL_TYPES = ("llama",)
+# RoPE variants whose frequencies do not depend on the sequence length, so one table computed for
+# the whole capacity gives every position transformers' values ("dynamic" and "longrope" rescale
+# with the length seen so far).
+STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 # Above about a million weights per layer the arithmetic outweighs the call overhead, and the
 # pre-packed oneDNN linears (specviz.packed) beat the plain products used here.
 LEAN_MAX_LAYER_PARAMS = 1_000_000
@@ -60,6 +64,9 @@ def lean_problem(model: Any, *, wide: bool = False) -> str | None:
     inner = getattr(model, "model", None)
     if inner is None or not hasattr(inner, "rotary_emb") or not hasattr(inner, "layers"):
         return "no model.layers / model.rotary_emb"
+    rope_type = getattr(inner.rotary_emb, "rope_type", "default")
+    if rope_type not in STATIC_ROPE_TYPES:
+        return f"RoPE type {rope_type!r} is not one of {STATIC_ROPE_TYPES}"
     try:
         odd = [name for name, module in _parts(inner) if not _standard(module)]
     except AttributeError as missing:

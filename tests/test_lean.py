@@ -97,6 +97,18 @@ def test_drafter_uses_the_lean_forward_only_where_it_applies(
     assert isinstance(draft_cache(llama_draft), KVCache)
 
 
+@pytest.mark.parametrize("rope_type", ["linear", "dynamic"])
+def test_only_length_independent_rope_runs_lean(rope_type: str) -> None:
+    rope = {"rope_type": rope_type, "factor": 2.0}  # max_position_embeddings is 96 here
+    model = tiny_model("llama", seed=3, scale=3.0, rope_parameters=rope)
+    if rope_type == "linear":
+        assert lean_problem(model, wide=True) is None
+        _check_against_transformers(model, atol=1e-10)
+    else:  # one table for the whole capacity would rescale every position: wrong logits
+        assert "RoPE type 'dynamic'" in str(lean_problem(model, wide=True))
+        assert isinstance(lean_target_cache(model), KVCache)
+
+
 def test_a_wide_target_runs_lean_on_packed_products_with_transformers_logits(
     pair: PairFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
