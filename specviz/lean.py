@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from transformers import PretrainedConfig
 
 from specviz.cache import CachedForward, KVCache
-from specviz.packed import PackedLinear, is_packed
+from specviz.packed import PackedLinear, is_packed, pack, packed_product
 
 LEAN_MODEL_TYPES = ("llama",)
 # RoPE variants whose frequencies do not depend on the sequence length, so one table computed for
@@ -122,19 +122,23 @@ class _Product:
 
     def __init__(self, *linears: Any, packed: bool) -> None:
         """Fuse the weights (out_i, in): packed for oneDNN, or as one transposed copy."""
-        self.linear: Any = None
-        self.weight_t: Tensor | None = None
+        self.linear: Any = None  # one PackedLinear, shared with the model
+        self.packed: Tensor | None = None  # several linears' weights, concatenated and packed
+        self.weight_t: Tensor | None = None  # (in, out): at a draft's sizes mm beats F.linear
+        weights = [lin.weight.detach() for lin in linears]
         if packed and len(linears) == 1:
-            self.linear = linears[0]  # already a PackedLinear: shared, not copied
+            self.linear = linears[0]
         elif packed:
-            self.linear = PackedLinear.of(torch.cat([lin.weight.detach() for lin in linears]))
-        else:  # a contiguous (in, out) copy: at a draft's sizes torch.mm beats F.linear
-            self.weight_t = torch.cat([lin.weight.detach() for lin in linears]).t().contiguous()
+            self.packed = pack(torch.cat(weights))  # (out, in) in oneDNN's layout; no other copy
+        else:
+            self.weight_t = torch.cat(weights).t().contiguous()
 
     def __call__(self, x: Tensor) -> Tensor:
         """x (T, in) → (T, out)."""
         if self.weight_t is not None:
             return torch.mm(x, self.weight_t)
+        if self.packed is not None:
+            return packed_product(x, self.packed)
         out: Tensor = self.linear(x)
         return out
 

@@ -33,27 +33,23 @@ class PackedLinear(nn.Module):
         self.out_features = linear.out_features
         self.weight = linear.weight
         self.bias = linear.bias
-        self.packed: Tensor = _reorder(linear.weight.detach())  # a plain attribute, not state
-
-    @classmethod
-    def of(cls, weight: Tensor) -> PackedLinear:
-        """A bias-free PackedLinear of weight (out, in), e.g. several linears' concatenated."""
-        linear = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device="meta")
-        linear.weight = nn.Parameter(weight, requires_grad=False)
-        return cls(linear)
+        self.packed: Tensor = pack(linear.weight.detach())  # a plain attribute, not state
 
     def forward(self, x: Tensor) -> Tensor:
         """x (..., in) → (..., out)."""
-        out: Tensor = torch.ops.mkldnn._linear_pointwise(
-            x.contiguous(), self.packed, self.bias, "none", [], ""
-        )
-        return out
+        return packed_product(x, self.packed, self.bias)
 
 
-def _reorder(weight: Tensor) -> Tensor:
-    """The oneDNN layout of weight (out, in)."""
+def pack(weight: Tensor) -> Tensor:
+    """The oneDNN layout of weight (out, in): a copy, for `packed_product`."""
     packed: Tensor = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS_HINT)
     return packed
+
+
+def packed_product(x: Tensor, packed: Tensor, bias: Tensor | None = None) -> Tensor:
+    """x (..., in) Wᵀ + b for W (out, in) packed by `pack` → (..., out)."""
+    out: Tensor = torch.ops.mkldnn._linear_pointwise(x.contiguous(), packed, bias, "none", [], "")
+    return out
 
 
 def packing_problem(model: Any) -> str | None:

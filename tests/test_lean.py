@@ -15,7 +15,7 @@ from specviz.config import SamplingConfig
 from specviz.drafters import ModelDrafter
 from specviz.early_exit import Adapter, early_exit_model
 from specviz.lean import LeanLlama, draft_cache, lean_problem, lean_target_cache
-from specviz.packed import is_packed, pack_linears, packing_problem
+from specviz.packed import pack_linears, packing_problem
 from specviz.trimmed import trim_head
 
 from .conftest import EOS, VOCAB, PairFactory, greedy_plain_and_speculative, tiny_model
@@ -123,7 +123,8 @@ def test_a_wide_target_runs_lean_on_packed_products_with_transformers_logits(
     assert lean_problem(target, wide=True) is None
     cache = lean_target_cache(target)
     assert isinstance(cache, LeanLlama)
-    assert is_packed(cache.layers[0].qkv.linear) and cache.layers[0].qkv.weight_t is None
+    qkv = cache.layers[0].qkv  # three linears fused: one packed weight, no other copy
+    assert qkv.packed is not None and qkv.linear is None and qkv.weight_t is None
     assert cache.layers[0].o.linear is target.model.layers[0].self_attn.o_proj  # shared
     _check_against_transformers(target, atol=1e-4)
 
