@@ -71,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--confidence", type=float, default=0.0, help="stop drafting below this top-q (model)"
     )
     gen.add_argument(
+        "--model-gamma",
+        type=int,
+        help="at most this many draft-model tokens a round; copies still run to --gamma "
+        "(ngram+model, ngram+model-trimmed)",
+    )
+    gen.add_argument(
         "--gamma-policy",
         choices=["fixed", "heuristic", "theory"],
         default="fixed",
@@ -135,7 +141,8 @@ def make_drafter(
     head = load_head_tokens(draft) if args.drafter.endswith("model-trimmed") else None
     model = ModelDrafter(draft, sampling, vocab, min_confidence=args.confidence, head_tokens=head)
     if args.drafter.startswith("ngram+"):
-        return LookupThenModelDrafter(model, ngram_drafter(args, vocab, str(target.device)))
+        lookup = ngram_drafter(args, vocab, str(target.device))
+        return LookupThenModelDrafter(model, lookup, model_gamma=args.model_gamma)
     return model
 
 
@@ -160,6 +167,10 @@ def run_generate(args: argparse.Namespace) -> int:
             "its own forward of the target: drop one of the two"
         )
     make_cache = lean_target_cache if args.lean_target else KVCache
+    if args.model_gamma is not None and (args.plain or not args.drafter.startswith("ngram+")):
+        raise ValueError("--model-gamma caps the draft model after lookup: use --drafter ngram+...")
+    if args.model_gamma is not None and args.model_gamma < 1:
+        raise ValueError(f"--model-gamma must be >= 1 (got {args.model_gamma})")
     if args.drafter.startswith("ngram"):
         ngram_drafter(args, 2, "cpu")  # validate the n-gram range before loading anything
     if args.drafter.endswith("model-trimmed") and not args.plain:

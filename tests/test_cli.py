@@ -169,6 +169,7 @@ def test_verify_rejects_bad_arguments(capsys) -> None:  # type: ignore[no-untype
         ["--gamma-policy", "heuristic", "--confidence", "0.3"],
         ["--lean-target"],
         ["--lean-target", "--plain"],
+        ["--drafter", "ngram+model", "--gamma", "6", "--model-gamma", "2"],
     ],
 )
 def test_generate_with_other_drafters_and_policies(folders, pair, tokenizer, capsys, extra) -> None:  # type: ignore[no-untyped-def]
@@ -198,6 +199,14 @@ def test_lean_target_with_the_shared_early_exit_exits_2(folders, capsys) -> None
     argv = ["generate", "--target", str(folders[0]), "--draft", str(folders[1]), "--prompt", "ab"]
     assert main([*argv, "--drafter", "early-exit-shared", "--lean-target"]) == 2
     assert "--lean-target does not apply to --drafter early-exit-shared" in capsys.readouterr().err
+
+
+def test_model_gamma_needs_a_lookup_then_model_drafter(folders, capsys) -> None:  # type: ignore[no-untyped-def]
+    argv = ["generate", "--target", str(folders[0]), "--draft", str(folders[1]), "--prompt", "ab"]
+    assert main([*argv, "--model-gamma", "2"]) == 2  # the default drafter: the model alone
+    assert "use --drafter ngram+..." in capsys.readouterr().err
+    assert main([*argv, "--drafter", "ngram+model", "--model-gamma", "0"]) == 2
+    assert "--model-gamma must be >= 1" in capsys.readouterr().err
 
 
 def test_bad_ngram_range_exits_2(folders, capsys) -> None:  # type: ignore[no-untyped-def]

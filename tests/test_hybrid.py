@@ -21,8 +21,11 @@ from .conftest import PairFactory
 GREEDY = SamplingConfig(temperature=0)
 
 
-def _hybrid(draft, sampling: SamplingConfig, vocab: int) -> LookupThenModelDrafter:  # type: ignore[no-untyped-def]
-    return LookupThenModelDrafter(ModelDrafter(draft, sampling, vocab))  # lookup: n from 3 to 2
+def _hybrid(
+    draft, sampling: SamplingConfig, vocab: int, cap: int | None = None
+) -> LookupThenModelDrafter:  # type: ignore[no-untyped-def]
+    model = ModelDrafter(draft, sampling, vocab)
+    return LookupThenModelDrafter(model, model_gamma=cap)  # lookup: n from 3 to 2
 
 
 def test_lookup_proposes_when_the_text_repeats_and_the_model_catches_up(
@@ -44,6 +47,23 @@ def test_lookup_proposes_when_the_text_repeats_and_the_model_catches_up(
     assert drafted.forward_calls == 3
     assert drafted.tokens.tolist() == expected.tokens.tolist()
     assert torch.allclose(drafted.q_draft, expected.q_draft, atol=1e-9)
+
+
+def test_model_gamma_caps_the_draft_models_share_but_not_the_copies(
+    pair: PairFactory, tokenizer
+) -> None:  # type: ignore[no-untyped-def]
+    _, draft = pair("llama")
+    vocab = int(draft.config.vocab_size)
+    ids = encode(tokenizer, "the cat sat on the mat, the cat sat on the")
+    hybrid = _hybrid(draft, GREEDY, vocab, cap=2)
+    hybrid.prefill(ids[:-1])
+    copied = hybrid.propose(ids, 6, torch.Generator(), ())
+    assert copied.forward_calls == 0 and len(copied.tokens) == 6  # " mat, ": past the cap
+    ids = [*ids, *copied.tokens.tolist(), *encode(tokenizer, " dog")]  # "og": no repeat
+    drafted = hybrid.propose(ids, 6, torch.Generator(), ())
+    assert drafted.forward_calls == len(drafted.tokens) == 2
+    with pytest.raises(ValueError, match="model_gamma must be >= 1"):
+        _hybrid(draft, GREEDY, vocab, cap=0)
 
 
 def test_greedy_output_is_the_target_greedy_with_both_kinds_of_round(
@@ -76,19 +96,26 @@ def test_greedy_output_is_the_target_greedy_with_both_kinds_of_round(
 TOY_PROMPT = [1, 2, 3, 1, 2, 3, 4, 1, 2]
 
 
-def _toy_hybrid(draft):  # type: ignore[no-untyped-def]
-    return lambda sampling: _hybrid(draft, sampling, 6)
+def _toy_hybrid(draft, cap: int | None = None):  # type: ignore[no-untyped-def]
+    return lambda sampling: _hybrid(draft, sampling, 6, cap)
 
 
-@pytest.mark.parametrize("setting_name", ["gamma=2 T=1", "gamma=4 T=0.5", "gamma=4 EOS in round"])
-def test_hybrid_passes_the_equivalence_suite(setting_name: str) -> None:
+@pytest.mark.parametrize(
+    ("setting_name", "cap"),
+    [
+        ("gamma=2 T=1", None),
+        ("gamma=4 T=0.5", None),
+        ("gamma=4 EOS in round", None),
+        ("gamma=4 T=0.5", 1),  # the draft model capped at one token a round
+    ],
+)
+def test_hybrid_passes_the_equivalence_suite(setting_name: str, cap: int | None) -> None:
     """Exact under sampling (one-hot q for copies, the model's q otherwise), family-wise 0.01."""
     target, draft = random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
     setting = {s.name: s for s in default_settings(stop_id=0)}[setting_name]
+    make = _toy_hybrid(draft, cap)
     results = family_adjusted(
-        check_setting(
-            target, None, TOY_PROMPT, setting, n=1200, alpha=0.01, make_drafter=_toy_hybrid(draft)
-        )
+        check_setting(target, None, TOY_PROMPT, setting, n=1200, alpha=0.01, make_drafter=make)
     )
     assert not any(r.reject for r in results), [(r.name, r.p_value) for r in results]
 

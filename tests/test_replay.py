@@ -97,7 +97,7 @@ def _real_and_replayed(
 
 
 @pytest.mark.parametrize("policy", ["fixed", "heuristic"])
-@pytest.mark.parametrize("kind", ["model", "ngram", "ngram+model"])
+@pytest.mark.parametrize("kind", ["model", "ngram", "ngram+model", "ngram+model, model <= 2"])
 def test_replay_makes_the_rounds_of_a_real_greedy_decode(
     kind: str, policy: str, pair: PairFactory, tokenizer
 ) -> None:  # type: ignore[no-untyped-def]
@@ -115,12 +115,12 @@ def test_replay_makes_the_rounds_of_a_real_greedy_decode(
             return model
         if kind == "ngram":
             return NgramDrafter(vocab)
-        return LookupThenModelDrafter(model)
+        return LookupThenModelDrafter(model, model_gamma=2 if "<=" in kind else None)
 
     (look,) = lookaheads(make_drafter(), target_path(plain), draws=4, seed=0)  # T = 0: one, certain
     kept = [k > 0 for k in look.kept]
     assert any(kept) and not all(kept)  # the drafter is right only sometimes: a real test
-    if kind == "ngram+model":  # both kinds of proposal occur
+    if kind.startswith("ngram+model"):  # both kinds of proposal occur
         assert len({look.model_drafts(i) for i in range(len(look.kept))}) == 2
     real, replayed = _real_and_replayed(make_drafter, look, target, tokenizer, prompt, policy)
     assert replayed == real

@@ -186,9 +186,11 @@ def report(label: str, speedups: dict[str, list[float]], gammas: Sequence[int]) 
     return rows
 
 
-def _drafter_factory(name: str, pair: Any, sampling: SamplingConfig) -> Callable[[], Drafter]:
+def _drafter_factory(
+    name: str, pair: Any, sampling: SamplingConfig, model_gamma: int | None = None
+) -> Callable[[], Drafter]:
     """Fresh drafters of one kind, as the bench builds them (n-gram: n from 3 down to 1, or to 2
-    ahead of a draft model)."""
+    ahead of a draft model, whose share of a round model_gamma caps)."""
     vocab, device = int(pair.target.config.vocab_size), str(pair.target.device)
     if name == "ngram":
         return lambda: NgramDrafter(vocab, max_ngram=3, device=device)
@@ -198,7 +200,7 @@ def _drafter_factory(name: str, pair: Any, sampling: SamplingConfig) -> Callable
         model = ModelDrafter(pair.draft, sampling, vocab, head_tokens=head)
         if not name.startswith("ngram+"):
             return model
-        return LookupThenModelDrafter(model)
+        return LookupThenModelDrafter(model, model_gamma=model_gamma)
 
     return make
 
@@ -210,7 +212,8 @@ def lookaheads(drafter: Drafter, path: TargetPath, draws: int, seed: int) -> lis
     if isinstance(drafter, LookupThenModelDrafter):
         lookup = ngram_lookahead(drafter.lookup, path, LOOKAHEAD)
         models = lookaheads(drafter.model, path, draws, seed)
-        return [lookup_then_model(lookup, model, LOOKAHEAD) for model in models]
+        limit = min(LOOKAHEAD, drafter.model_gamma or LOOKAHEAD)  # the model's share of a round
+        return [lookup_then_model(lookup, model, limit) for model in models]
     assert isinstance(drafter, ModelDrafter)
     keeps = keep_probabilities(draft_probabilities(drafter, path), path.p_tokens)
     generator = torch.Generator().manual_seed(seed)
@@ -233,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lean-target", action="store_true", help="price the target's passes on specviz.lean's"
     )
+    parser.add_argument(
+        "--model-gamma", type=int, help="cap on the draft model's tokens a round (ngram+...)"
+    )
     args = parser.parse_args(argv)
     try:  # every bad value is reported before any model loads
         gammas = [int(g) for g in args.gammas.split(",")]
@@ -251,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--gammas and --start-gamma must be >= 1, --limit >= 0")
     if args.samples < 1 or args.draws < 1:
         parser.error("--samples and --draws must be >= 1")
+    if args.model_gamma is not None and args.model_gamma < 1:
+        parser.error(f"--model-gamma must be >= 1 (got {args.model_gamma})")
     if bad := sorted(set(drafters) - set(DRAFTERS)):
         parser.error(f"--drafters: replay supports {', '.join(DRAFTERS)} (got {bad})")
     if bad := sorted(set(policies) - {"heuristic", "theory"}):
@@ -262,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     for workload, requests in workloads.items():
         paths = target_paths(pair, requests, sampling, args.samples)
         for name in drafters:
-            make = _drafter_factory(name, pair, sampling)
+            make = _drafter_factory(name, pair, sampling, args.model_gamma)
             looks = [
                 look
                 for seed, path in enumerate(paths)
@@ -275,7 +283,9 @@ def main(argv: list[str] | None = None) -> int:
                 pair.target, timed, prompt, widths=max(gammas) + 2, make_cache=target_forward
             )
             c = costs.draft_step / costs.target(1) if name != "ngram" else 0.0
-            label = f"{workload}, {name}, T = {args.temperature:g} (c = {c:.3f}, {len(looks)} runs)"
+            capped = name.startswith("ngram+") and args.model_gamma is not None
+            kind = f"{name} (model ≤ {args.model_gamma})" if capped else name
+            label = f"{workload}, {kind}, T = {args.temperature:g} (c = {c:.3f}, {len(looks)} runs)"
             speedups = compare(looks, costs, gammas, policies, args.start_gamma)
             print("\n".join(report(label, speedups, gammas)), flush=True)
     return 0
