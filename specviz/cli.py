@@ -202,7 +202,7 @@ def run_generate(args: argparse.Namespace) -> int:
             speculation=speculation,
             drafter=make_drafter(args, pair.target, pair.draft, sampling),
             policy=make_policy(args.gamma_policy, speculation.gamma),
-            make_cache=None if args.drafter == "early-exit-shared" else make_cache,
+            make_cache=make_cache if args.lean_target else None,  # None: the drafter's choice
         )
     if args.events:
         write_jsonl(result.events, args.events)

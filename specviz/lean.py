@@ -122,25 +122,22 @@ class _Product:
 
     def __init__(self, *linears: Any, packed: bool) -> None:
         """Fuse the weights (out_i, in): packed for oneDNN, or as one transposed copy."""
-        self.linear: Any = None  # one PackedLinear, shared with the model
-        self.packed: Tensor | None = None  # several linears' weights, concatenated and packed
+        self.packed: Tensor | None = None  # oneDNN layout: one PackedLinear's own, or a new one
         self.weight_t: Tensor | None = None  # (in, out): at a draft's sizes mm beats F.linear
         weights = [lin.weight.detach() for lin in linears]
         if packed and len(linears) == 1:
-            self.linear = linears[0]
+            self.packed = linears[0].packed  # shared with the model, not copied
         elif packed:
-            self.packed = pack(torch.cat(weights))  # (out, in) in oneDNN's layout; no other copy
+            self.packed = pack(torch.cat(weights))  # the concatenation is not kept
         else:
             self.weight_t = torch.cat(weights).t().contiguous()
 
     def __call__(self, x: Tensor) -> Tensor:
         """x (T, in) → (T, out)."""
-        if self.weight_t is not None:
-            return torch.mm(x, self.weight_t)
         if self.packed is not None:
             return packed_product(x, self.packed)
-        out: Tensor = self.linear(x)
-        return out
+        assert self.weight_t is not None
+        return torch.mm(x, self.weight_t)
 
 
 @dataclass(frozen=True, kw_only=True)

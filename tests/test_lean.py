@@ -124,8 +124,8 @@ def test_a_wide_target_runs_lean_on_packed_products_with_transformers_logits(
     cache = lean_target_cache(target)
     assert isinstance(cache, LeanLlama)
     qkv = cache.layers[0].qkv  # three linears fused: one packed weight, no other copy
-    assert qkv.packed is not None and qkv.linear is None and qkv.weight_t is None
-    assert cache.layers[0].o.linear is target.model.layers[0].self_attn.o_proj  # shared
+    assert qkv.packed is not None and qkv.weight_t is None
+    assert cache.layers[0].o.packed is target.model.layers[0].self_attn.o_proj.packed  # shared
     _check_against_transformers(target, atol=1e-4)
 
 
