@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import pytest
 import torch
 
+from specviz.bench.cli import _check, _settings
 from specviz.bench.markdown import render, resummarized
 from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, request_metrics, spread
-from specviz.bench.report import faster_pairs, policies_vs_best_fixed, priced_speedups, summarize
+from specviz.bench.report import (
+    faster_pairs,
+    gamma_curves,
+    policies_vs_best_fixed,
+    priced_speedups,
+    summarize,
+)
 from specviz.bench.runner import (
     BenchSetting,
     Record,
+    _drafter,
+    drafter_label,
     has_hf_counterpart,
     hf_generate,
     plain_cache,
@@ -22,10 +32,11 @@ from specviz.bench.runner import (
 from specviz.bench.saved import load_result_view
 from specviz.bench.workloads import WORKLOADS, Request, load_requests
 from specviz.cache import KVCache
-from specviz.cli import main
+from specviz.cli import build_parser, main
 from specviz.config import SamplingConfig, SpeculationConfig
 from specviz.events import Finished, Prefill, RoundSummary, Sampled
 from specviz.generate import GenerationResult, encode, speculative_generate
+from specviz.hybrid import LookupThenModelDrafter
 from specviz.lean import LeanLlama
 from specviz.shared_exit import TargetView
 from specviz.theory import speedup_bound
@@ -378,6 +389,39 @@ def test_lookup_then_model_drafter_runs_in_the_bench_without_a_transformers_coun
     (record,) = run_request(target, draft, tokenizer, request, setting, repetitions=1, with_hf=True)
     assert 0 < record.metrics.tokens <= 12 and record.metrics.proposed > 0
     assert record.hf_latency is None
+
+
+def test_the_draft_models_cap_reaches_the_hybrid_drafter_and_splits_settings_and_curves(
+    pair: PairFactory,
+) -> None:  # type: ignore[no-untyped-def]
+    argv = ["bench", "--drafters", "model,ngram+model", "--model-gamma", "none,2"]
+    args = build_parser().parse_args([*argv, "--gammas", "3,4"])
+    drafters, policies = _check(args)
+    settings = _settings(drafters, policies, args, "bundled", 0.0)
+    caps = sorted((s.drafter, s.model_gamma or 0, s.gamma) for s in settings)
+    assert caps == [("model", 0, 3), ("model", 0, 4)] + [
+        ("ngram+model", k, g) for k in (0, 2) for g in (3, 4)
+    ]
+    target, draft = pair("llama")
+    capped = next(s for s in settings if s.model_gamma == 2)
+    drafter = _drafter(capped, target, draft, SamplingConfig(temperature=0.0), lean=True)
+    assert isinstance(drafter, LookupThenModelDrafter) and drafter.model_gamma == 2
+    assert drafter_label(asdict(capped)) == "ngram+model (model ≤ 2)"
+    assert drafter_label(asdict(settings[0])) == "model"
+    rows = [
+        {"workload": "code", "setting": asdict(s), "speedup": {"median": 1.0}}
+        | {"alpha": {"median": 0.5}, "cost_ratio": {"median": 0.1}}
+        for s in settings
+    ]
+    curves = {(c["drafter"], c["model_gamma"]) for c in gamma_curves(rows)}
+    assert curves == {("model", None), ("ngram+model", None), ("ngram+model", 2)}
+
+
+def test_a_cap_without_a_hybrid_drafter_or_below_one_is_refused(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["bench", "--drafters", "model", "--model-gamma", "2"]) == 2
+    assert "--model-gamma caps the draft model after lookup: add one of" in capsys.readouterr().err
+    assert main(["bench", "--drafters", "ngram+model", "--model-gamma", "none,0"]) == 2
+    assert "--model-gamma must be integers >= 1 or 'none'" in capsys.readouterr().err
 
 
 def test_lean_target_runs_plain_and_speculative_decoding_on_the_same_lean_forward(

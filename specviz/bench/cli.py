@@ -24,6 +24,7 @@ from specviz.bench.report import (
 from specviz.bench.runner import (
     DRAFTERS,
     EXIT_DRAFTERS,
+    HYBRID_DRAFTERS,
     MODEL_DRAFTERS,
     POLICIES,
     BenchSetting,
@@ -49,6 +50,11 @@ def _floats(text: str) -> list[float]:
     return [float(x) for x in text.split(",") if x.strip()]
 
 
+def _caps(text: str) -> list[int | None]:
+    """'none,2' → [None, 2]: draft-model caps of the hybrid drafters (none: no cap)."""
+    return [None if x.strip() == "none" else int(x) for x in text.split(",") if x.strip()]
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register the bench subcommand."""
     b = sub.add_parser(
@@ -72,6 +78,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         type=_ints,
         default=[8],
         help="layers the early-exit drafter uses (comma list to compare draft sizes)",
+    )
+    b.add_argument(
+        "--model-gamma",
+        type=_caps,
+        default=[None],
+        help="hybrid drafters (ngram+...): at most this many draft-model tokens a round while "
+        "lookup copies run to gamma; comma list to compare, 'none' for no cap (default)",
     )
     b.add_argument(
         "--policies",
@@ -124,6 +137,13 @@ def _check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
         raise ValueError(f"--start-gamma must be >= 1 (got {args.start_gamma})")
     if not args.exit_layer or min(args.exit_layer) < 1:
         raise ValueError(f"--exit-layer must be integers >= 1 (got {args.exit_layer})")
+    if not args.model_gamma or min((k for k in args.model_gamma if k is not None), default=1) < 1:
+        raise ValueError(f"--model-gamma must be integers >= 1 or 'none' (got {args.model_gamma})")
+    if args.model_gamma != [None] and not any(d in HYBRID_DRAFTERS for d in drafters):
+        raise ValueError(
+            "--model-gamma caps the draft model after lookup: add one of "
+            f"{', '.join(HYBRID_DRAFTERS)} to --drafters, or drop --model-gamma"
+        )
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     if not policies or any(p not in POLICIES for p in policies):
         raise ValueError(f"--policies must list some of {POLICIES} (got {args.policies!r})")
@@ -133,7 +153,8 @@ def _check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 def _settings(
     drafters: list[str], policies: list[str], args: argparse.Namespace, draft: str, t: float
 ) -> list[BenchSetting]:
-    """Every drafter x policy x gamma (x exit layer) point; n-gram has no confidence policy.
+    """Every drafter x policy x gamma (x exit layer, x draft-model cap) point; n-gram has no
+    confidence policy.
 
     The fixed policy sweeps --gammas; each dynamic policy runs once, from --start-gamma.
     """
@@ -145,9 +166,11 @@ def _settings(
             draft_name=draft if d in MODEL_DRAFTERS else d,
             exit_layer=k,
             policy=p,
+            model_gamma=cap,
         )
         for d in drafters
         for k in (args.exit_layer if d in EXIT_DRAFTERS else args.exit_layer[:1])
+        for cap in (args.model_gamma if d in HYBRID_DRAFTERS else [None])
         for p in policies
         if not (d == "ngram" and p == "confidence")
         for g in (args.gammas if p == "fixed" else [args.start_gamma])

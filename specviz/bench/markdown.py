@@ -15,7 +15,7 @@ from typing import Any
 
 from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR
 from specviz.bench.report import gamma_curves, policies_vs_best_fixed, summarize
-from specviz.bench.runner import EXIT_DRAFTERS, Record
+from specviz.bench.runner import Record, drafter_label
 
 
 def _spread(s: dict[str, float], fmt: str = ".2f") -> str:
@@ -31,11 +31,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
 
 def _setting(s: dict[str, Any]) -> str:
     """Drafter, policy and gamma in a few words."""
-    drafter = s["drafter"]
-    if drafter in EXIT_DRAFTERS:
-        drafter += f" k={s['exit_layer']}"
-    elif drafter in ("model", "model-trimmed") and s["draft_name"] != "bundled":
-        drafter += f" ({Path(str(s['draft_name'])).name})"
+    drafter = drafter_label(s)
     policy = "" if s["policy"] == "fixed" else f" {s['policy']} from"
     return f"{drafter}{policy} γ={s['gamma']}"
 
@@ -100,7 +96,7 @@ def curves_table(curves: Sequence[dict[str, Any]]) -> list[str]:
     body = [
         [
             c["workload"],
-            c["drafter"] + (f" k={c['exit_layer']}" if c["drafter"] in EXIT_DRAFTERS else ""),
+            drafter_label(c),
             f"{c['temperature']:g}",
             f"{c['alpha']:.2f}",
             f"{c['cost_ratio']:.3f}",

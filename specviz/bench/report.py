@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from scipy import stats
 
 from specviz.bench.metrics import cost_per_1k_tokens, spread
-from specviz.bench.runner import EXIT_DRAFTERS, BenchSetting, Record
+from specviz.bench.runner import BenchSetting, Record, drafter_label
 from specviz.policies import VerifyCost
 from specviz.theory import optimal_gamma, speedup_bound
 
@@ -133,13 +133,15 @@ def _hf_ratio(r: Record) -> float:
     return (r.metrics.latency / r.metrics.tokens) / (r.hf_latency / r.hf_tokens)
 
 
-Curve = tuple[str, str, str, int, float]  # workload, drafter, draft name, exit layer, T
+# workload, drafter, draft name, exit layer, draft-model cap, T
+Curve = tuple[str, str, str, int, int | None, float]
 
 
 def _curve_key(row: dict[str, Any]) -> Curve:
     """Rows that differ only in gamma and policy share a curve."""
     s = row["setting"]
-    return row["workload"], s["drafter"], s["draft_name"], s["exit_layer"], s["temperature"]
+    cap = s.get("model_gamma")  # absent from results saved before it existed
+    return row["workload"], s["drafter"], s["draft_name"], s["exit_layer"], cap, s["temperature"]
 
 
 def gamma_curves(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -149,7 +151,7 @@ def gamma_curves(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         if row["setting"]["policy"] == "fixed":
             curves[_curve_key(row)].append(row)
     out = []
-    for (workload, drafter, draft_name, exit_layer, temperature), points in curves.items():
+    for (workload, drafter, draft_name, exit_layer, cap, temperature), points in curves.items():
         points.sort(key=lambda r: r["setting"]["gamma"])
         gammas = [p["setting"]["gamma"] for p in points]
         measured = [p["speedup"]["median"] for p in points]
@@ -162,6 +164,7 @@ def gamma_curves(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "drafter": drafter,
                 "draft_name": draft_name,
                 "exit_layer": exit_layer,
+                "model_gamma": cap,
                 "temperature": temperature,
                 "gammas": gammas,
                 "measured_speedup": measured,
@@ -202,7 +205,7 @@ def policies_vs_best_fixed(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any
             out.append(
                 {
                     "workload": row["workload"],
-                    "drafter": row["setting"]["drafter"],
+                    "drafter": drafter_label(row["setting"]),
                     "temperature": row["setting"]["temperature"],
                     "policy": row["setting"]["policy"],
                     "start_gamma": row["setting"]["gamma"],
@@ -255,11 +258,7 @@ def figures(
     )
     gamma_fig = go.Figure()
     for c in curves:
-        label = f"{c['workload']} {c['drafter']} T={c['temperature']}"
-        if c["drafter"] in EXIT_DRAFTERS:
-            label += f" k={c['exit_layer']}"
-        elif c["drafter"] in ("model", "model-trimmed") and c["draft_name"] != "bundled":
-            label += f" {c['draft_name']}"
+        label = f"{c['workload']} {drafter_label(c)} T={c['temperature']}"
         gamma_fig.add_scatter(x=c["gammas"], y=c["measured_speedup"], name=f"{label} measured")
         gamma_fig.add_scatter(
             x=c["gammas"], y=c["theory_speedup"], name=f"{label} theory", line={"dash": "dash"}

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -36,6 +37,7 @@ class BenchSetting:
     draft_name: str = "draft"
     exit_layer: int = 8
     policy: str = "fixed"  # "fixed", "heuristic", "theory" or "confidence" (see POLICIES)
+    model_gamma: int | None = None  # hybrids: at most this many draft-model tokens a round
 
 
 # gamma policies of the bench: the first three are specviz.policies; "confidence" drafts up to
@@ -47,6 +49,18 @@ MODEL_DRAFTERS = ("model", "model-trimmed", *HYBRID_DRAFTERS)  # drafters using 
 EXIT_DRAFTERS = ("early-exit", "early-exit-shared")  # the target's first k layers draft
 DRAFTERS = ("model", "model-trimmed", "ngram", *HYBRID_DRAFTERS, *EXIT_DRAFTERS)
 CONFIDENCE = 0.4
+
+
+def drafter_label(setting: Mapping[str, Any]) -> str:
+    """A setting's drafter in a few words: its exit layer, draft folder or draft-model cap."""
+    drafter = str(setting["drafter"])
+    if drafter in EXIT_DRAFTERS:
+        return f"{drafter} k={setting['exit_layer']}"
+    if drafter in ("model", "model-trimmed") and setting["draft_name"] != "bundled":
+        return f"{drafter} ({Path(str(setting['draft_name'])).name})"
+    if drafter in HYBRID_DRAFTERS and setting.get("model_gamma") is not None:
+        return f"{drafter} (model ≤ {setting['model_gamma']})"
+    return drafter
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -132,7 +146,7 @@ def _drafter(
         draft, sampling, vocab, make_cache=cache, min_confidence=confidence, head_tokens=head
     )
     if setting.drafter in HYBRID_DRAFTERS:
-        return LookupThenModelDrafter(model)
+        return LookupThenModelDrafter(model, model_gamma=setting.model_gamma)
     return model
 
 
