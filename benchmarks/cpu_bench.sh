@@ -8,13 +8,14 @@
 # (both cores): with packed weights a pass is ~25 % faster on two than on one. Run the parts
 # one after another, on an otherwise idle machine.
 #
-# Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code lean-target json-prose
-#        repeat lookup hybrid draft-size dynamic replay tables (default: all, about 145 minutes)
+# Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code lean-target code-all
+#        json-prose repeat lookup hybrid hybrid-cap draft-size dynamic replay tables
+#        (default: all, about 3 hours)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
-PARTS="${*:-code lean-target json-prose repeat lookup hybrid draft-size dynamic replay tables}"
+PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size dynamic replay tables}"
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
@@ -33,6 +34,10 @@ bench code --workloads code --limit 2 --temperatures 0,1 --drafters model,model-
 #     decoding alike; transformers' generation keeps its own): a cheaper multi-token pass (r)
 bench lean-target --workloads code --limit 2 --temperatures 0,1 --drafters model,model-trimmed \
     --gammas 1,2,3,4,6,8 $DYNAMIC --reps 2 --lean-target
+# 1c. the whole code workload (24 prompts) at the tuned gamma = 3, timed, on the lean target
+#     forward: the trimmed draft alone and after lookup
+bench code-all --workloads code --temperatures 0 --drafters model-trimmed,ngram+model-trimmed \
+    --gammas 3 --reps 2 --no-hf --lean-target
 # 2. structured JSON (T = 0) and open-ended prose (T = 1): fixed gammas and dynamic policies
 bench json-prose --workloads json,prose --limit 2 --drafters model,model-trimmed --gammas 2,4 \
     --policies fixed,heuristic,theory --start-gamma 4 --reps 2
@@ -47,6 +52,11 @@ bench lookup --workloads repeat --limit 6 --temperatures 0 --drafters ngram --ga
 #     code prompts against the trimmed draft alone (transformers has no counterpart)
 bench hybrid --workloads code --limit 4 --temperatures 0,1 \
     --drafters model-trimmed,ngram+model-trimmed --gammas 2,3,4 --reps 2 --no-hf
+# 3d. the hybrid with its draft model capped at 2 tokens a round (copies still run to gamma)
+#     against no cap and lookup alone, on repeat and JSON prompts, lean target forward
+bench hybrid-cap --workloads repeat,json --limit 6 --temperatures 0 \
+    --drafters ngram,ngram+model-trimmed --model-gamma none,2 --gammas 3,8 --reps 2 --no-hf \
+    --lean-target
 # 4. draft size: the 9M-parameter distilled draft (full and trimmed head) against early exits of
 #    the target (k layers), with a cache of their own and sharing the target's
 bench draft-size --workloads code --limit 2 --temperatures 0 \
@@ -78,6 +88,7 @@ case " $PARTS " in *" replay "*)
 esac
 
 case " $PARTS " in *" tables "*) ;; *) exit 0 ;; esac
-python -m specviz.bench.markdown "$OUT"/code.json "$OUT"/lean-target.json "$OUT"/json-prose.json "$OUT"/repeat.json \
-    "$OUT"/lookup.json "$OUT"/hybrid.json "$OUT"/draft-size.json "$OUT"/dynamic.json > "$OUT/tables.md"
+python -m specviz.bench.markdown "$OUT"/code.json "$OUT"/lean-target.json "$OUT"/code-all.json \
+    "$OUT"/json-prose.json "$OUT"/repeat.json "$OUT"/lookup.json "$OUT"/hybrid.json \
+    "$OUT"/hybrid-cap.json "$OUT"/draft-size.json "$OUT"/dynamic.json > "$OUT/tables.md"
 echo "wrote $OUT/*.json, *.html and tables.md"
