@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pytest
 import torch
 
 from specviz.bench.cli import _check, _settings
-from specviz.bench.markdown import render, resummarized
+from specviz.bench.markdown import latency_table, render, resummarized
 from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, request_metrics, spread
 from specviz.bench.report import (
     faster_pairs,
@@ -198,6 +198,21 @@ def test_priced_speedup_prices_every_pass_of_the_sweep() -> None:
     priced = priced_speedups([*fast, slow])
     assert priced[2] == pytest.approx(priced[0])
     assert priced[0] == pytest.approx(40 * 0.055 / (600 * 0.005 + 300 * 0.05))
+
+
+def test_summary_reports_each_runs_latency_and_throughput_per_request() -> None:
+    fixed = replace(_record(2, "fixed", (3,)), metrics=_metrics())  # 50 tokens: 5.0 s, 2.0 s
+    with_hf = replace(fixed, hf_latency=4.0, hf_tokens=44)
+    (row,) = summarize([fixed, with_hf], price_per_hour=1.0)
+    assert row["latency"]["median"] == 2.0 and row["plain_latency"]["median"] == 5.0
+    assert row["tokens_per_second"]["median"] == 25.0
+    assert row["plain_tokens_per_second"]["median"] == 10.0
+    assert row["hf_latency"] == {"median": 4.0, "low": 4.0, "high": 4.0}  # only the run it had
+    assert row["hf_tokens_per_second"]["median"] == 11.0
+    md = "\n".join(latency_table([row]))
+    assert "γ=2 | 50 | 5.00 (5.00–5.00) | 2.00 (2.00–2.00) | 4.00 (4.00–4.00) |" in md
+    assert "| 10.0 (10.0–10.0) | 25.0 (25.0–25.0) | 11.0 (11.0–11.0) | 1.50 | 2.50 |" in md
+    assert summarize([fixed], price_per_hour=1.0)[0]["hf_latency"] is None
 
 
 def test_faster_pairs_counts_wins_and_runs_a_one_sided_sign_test() -> None:

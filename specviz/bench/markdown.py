@@ -90,6 +90,34 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     return _table(header, body)
 
 
+def latency_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Per request: end-to-end seconds and tokens/s of each run, accepted length with and
+    without the bonus (results saved before plain and transformers' figures were kept: –)."""
+    header = ["workload", "T", "setting", "tokens", "plain s", "speculative s", "transformers s"]
+    header += ["plain tok/s", "speculative tok/s", "transformers tok/s"]
+    header += ["accepted drafts/round", "tokens/round (with bonus or resample)"]
+    body = [
+        [
+            r["workload"],
+            f"{r['setting']['temperature']:g}",
+            _setting(r["setting"]),
+            f"{r['tokens']['median']:.0f}" if r.get("tokens") else "–",
+            *(
+                _spread(r[k]) if r.get(k) else "–"
+                for k in ("plain_latency", "latency", "hf_latency")
+            ),
+            *(
+                _spread(r[k], ".1f") if r.get(k) else "–"
+                for k in ("plain_tokens_per_second", "tokens_per_second", "hf_tokens_per_second")
+            ),
+            f"{r['accepted_per_round']['median']:.2f}",
+            f"{r['tokens_per_round']['median']:.2f}",
+        ]
+        for r in rows
+    ]
+    return _table(header, body)
+
+
 def curves_table(curves: Sequence[dict[str, Any]]) -> list[str]:
     """Measured best gamma against the gamma theory predicts from the measured α and c."""
     header = ["workload", "drafter", "T", "α", "c", "γ: measured speedup", "best γ", "theory γ"]
@@ -193,6 +221,12 @@ def render(result: dict[str, Any], title: str) -> str:
         "",
     ]
     out += [*summary_table(result["summary"]), ""]
+    out += [
+        "Latency and throughput per request (medians with min–max; at T > 0 the plain run's "
+        "seconds are scaled to the speculative run's length):",
+        "",
+    ]
+    out += [*latency_table(result["summary"]), ""]
     if result.get("gamma_curves"):
         out += ["Speedup against γ, and the γ theory picks for the measured α and c:", ""]
         out += [*curves_table(result["gamma_curves"]), ""]

@@ -88,8 +88,19 @@ def summarize(records: Sequence[Record], price_per_hour: float) -> list[dict[str
                 "loop_efficiency": asdict(spread([m.loop_efficiency() for m in ms])),
                 "alpha": asdict(spread([m.alpha for m in ms if m.alpha == m.alpha] or [0.0])),
                 "cost_ratio": asdict(spread([m.cost_ratio for m in ms])),
+                "tokens": asdict(spread([m.tokens for m in ms])),
                 "tokens_per_second": asdict(spread([m.tokens_per_second for m in ms])),
                 "latency": asdict(spread([m.latency for m in ms])),
+                "plain_latency": asdict(spread([m.plain_latency for m in ms])),
+                "plain_tokens_per_second": asdict(spread([m.tokens / m.plain_latency for m in ms])),
+                "hf_latency": asdict(spread([float(r.hf_latency or 0) for r in hf]))
+                if hf
+                else None,
+                "hf_tokens_per_second": asdict(
+                    spread([float(r.hf_tokens or 0) / float(r.hf_latency or 1) for r in hf])
+                )
+                if hf
+                else None,
                 "target_calls_per_token": asdict(spread([m.target_calls_per_token for m in ms])),
                 "accepted_per_round": asdict(spread([m.accepted_per_round for m in ms])),
                 "tokens_per_round": asdict(spread([m.tokens_per_round for m in ms])),
