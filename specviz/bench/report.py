@@ -69,6 +69,7 @@ def summarize(records: Sequence[Record], price_per_hour: float) -> list[dict[str
     for (category, setting), rs in groups.items():
         ms = [r.metrics for r in rs]
         hf = [r for r in rs if r.hf_latency is not None and r.hf_tokens]
+        hf_runs = [(r.hf_latency, r.hf_tokens) for r in rs if r.hf_latency and r.hf_tokens]
         spec_s, plain_s = sum(m.latency for m in ms), sum(m.plain_latency for m in ms)
         tokens = sum(m.tokens for m in ms)
         rows.append(
@@ -93,13 +94,9 @@ def summarize(records: Sequence[Record], price_per_hour: float) -> list[dict[str
                 "latency": asdict(spread([m.latency for m in ms])),
                 "plain_latency": asdict(spread([m.plain_latency for m in ms])),
                 "plain_tokens_per_second": asdict(spread([m.tokens / m.plain_latency for m in ms])),
-                "hf_latency": asdict(spread([float(r.hf_latency or 0) for r in hf]))
-                if hf
-                else None,
-                "hf_tokens_per_second": asdict(
-                    spread([float(r.hf_tokens or 0) / float(r.hf_latency or 1) for r in hf])
-                )
-                if hf
+                "hf_latency": asdict(spread([s for s, _ in hf_runs])) if hf_runs else None,
+                "hf_tokens_per_second": asdict(spread([n / s for s, n in hf_runs]))
+                if hf_runs
                 else None,
                 "target_calls_per_token": asdict(spread([m.target_calls_per_token for m in ms])),
                 "accepted_per_round": asdict(spread([m.accepted_per_round for m in ms])),
