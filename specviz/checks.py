@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 
 def context_length(model: Any) -> int | None:
     """The model's maximum number of positions, if its config states one."""
@@ -56,3 +58,24 @@ def check_token_ids(prompt_ids: list[int], vocab: int) -> None:
     bad = [t for t in prompt_ids if not 0 <= t < vocab]
     if bad:
         raise ValueError(f"prompt token ids {bad[:5]} are outside the vocabulary [0, {vocab})")
+
+
+def check_device(device: str) -> None:
+    """Raise ValueError unless `device` names a torch device that this machine has."""
+    try:
+        parsed = torch.device(device)
+    except RuntimeError:
+        raise ValueError(
+            f"device {device!r} is not a torch device: give cpu, cuda or cuda:N"
+        ) from None
+    if parsed.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(
+                f"device {device!r}: this torch ({torch.__version__}) sees no CUDA GPU here; "
+                "use cpu, or install a CUDA build of torch on a machine with a GPU"
+            )
+        if parsed.index is not None and parsed.index >= count:
+            raise ValueError(f"device {device!r}: this machine has {count} CUDA GPU(s), cuda:0 on")
+    if parsed.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {device!r}: MPS is not available here; use cpu")

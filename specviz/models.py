@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from specviz.checks import check_device
 from specviz.packed import pack_linears
 
 BUNDLED = "bundled"
@@ -141,6 +142,7 @@ def load_pair(
     draft=None loads no draft model (for drafters that need none, such as n-gram lookup).
     pack=True runs both on pre-packed oneDNN weights on CPU (specviz.packed): inference only.
     """
+    check_device(device)
     tokenizer = load_tokenizer(target, role="target", progress=progress)
     if draft is not None:
         check_tokenizers(tokenizer, load_tokenizer(draft, role="draft", progress=progress))

@@ -30,6 +30,7 @@ from specviz.bench.runner import (
     speculative_cache,
 )
 from specviz.bench.saved import load_result_view
+from specviz.bench.saved import main as saved_main
 from specviz.bench.workloads import WORKLOADS, Request, load_requests
 from specviz.cache import KVCache
 from specviz.cli import build_parser, main
@@ -310,6 +311,10 @@ def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -
     assert again["summary"] == result["summary"] and again["gamma_curves"] == result["gamma_curves"]
     figs, tables = load_result_view(out)  # what the app's "Benchmark results" tab shows
     assert len(figs) == 5 and tables.startswith("## b")
+    rebuilt = tmp_path / "rebuilt.html"  # the report again, from the JSON alone
+    assert saved_main([str(out), str(rebuilt)]) == 0
+    divs = [f.read_text().count('class="plotly-graph-div"') for f in (html, rebuilt)]
+    assert divs == [5, 5]
     md = render(result, "tiny")
     assert result["meta"]["command"] in md and md.count("\n| code |") >= len(result["summary"])
 
@@ -323,6 +328,8 @@ def test_a_file_that_is_not_a_result_is_refused_readably(tmp_path) -> None:  # t
     (tmp_path / "y.json").write_text('{"meta": {}}')
     with pytest.raises(ValueError, match=r"not a specviz bench result \(missing summary, records"):
         load_result_view(tmp_path / "y.json")
+    assert saved_main([str(tmp_path / "y.json"), str(tmp_path / "y.html")]) == 2
+    assert saved_main([str(tmp_path / "y.json")]) == 2 and not (tmp_path / "y.html").exists()
 
 
 def test_bench_rejects_bad_flags(capsys) -> None:  # type: ignore[no-untyped-def]

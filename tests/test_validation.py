@@ -98,3 +98,24 @@ def test_plain_decoding_checks_max_new_tokens(pair: PairFactory, tokenizer) -> N
     target, _ = pair("gpt2")
     with pytest.raises(ValueError, match=r"max_new_tokens must be an integer >= 1 \(got 0\)"):
         autoregressive_generate(target, tokenizer, "abc", max_new_tokens=0)
+
+
+def test_a_device_this_machine_lacks_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from specviz.checks import check_device
+    from specviz.models import load_pair
+
+    check_device("cpu")
+    with pytest.raises(ValueError, match="'banana' is not a torch device: give cpu, cuda"):
+        check_device("banana")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="sees no CUDA GPU here; use cpu"):
+        check_device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    check_device("cuda:1")
+    with pytest.raises(ValueError, match=r"'cuda:2': this machine has 2 CUDA GPU\(s\)"):
+        check_device("cuda:2")
+    with pytest.raises(ValueError, match="not a torch device"):  # before any model is looked up
+        load_pair("/no/such/target", "/no/such/draft", device="banana")

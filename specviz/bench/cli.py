@@ -33,6 +33,7 @@ from specviz.bench.runner import (
     run_all,
 )
 from specviz.bench.workloads import WORKLOADS, load_requests
+from specviz.checks import check_device
 from specviz.console import progress_bar, say
 from specviz.lean import lean_problem
 from specviz.models import BUNDLED, DTYPES, load_pair, parse_dtype, resolve
@@ -97,7 +98,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     b.add_argument("--reps", type=int, default=3, help="timed repetitions after one warm-up")
     b.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
     b.add_argument("--batch-sizes", type=_ints, default=[1, 2, 4, 8, 16])
-    b.add_argument("--price-per-hour", type=float, default=DEFAULT_PRICE_PER_HOUR)
+    b.add_argument(
+        "--price-per-hour",
+        type=float,
+        default=DEFAULT_PRICE_PER_HOUR,
+        help="USD per device-hour for the cost per 1k tokens (default %(default)s: a small "
+        "cloud CPU instance; give your GPU's rate there)",
+    )
     b.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
     b.add_argument("--device", default="cpu")
     b.add_argument(
@@ -135,6 +142,9 @@ def _check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
         raise ValueError(f"--temperatures must be >= 0 (got {args.temperatures})")
     if args.start_gamma < 1:
         raise ValueError(f"--start-gamma must be >= 1 (got {args.start_gamma})")
+    check_device(args.device)
+    if not args.price_per_hour > 0:
+        raise ValueError(f"--price-per-hour must be > 0 USD (got {args.price_per_hour})")
     if not args.exit_layer or min(args.exit_layer) < 1:
         raise ValueError(f"--exit-layer must be integers >= 1 (got {args.exit_layer})")
     if not args.model_gamma or min((k for k in args.model_gamma if k is not None), default=1) < 1:
@@ -231,6 +241,7 @@ def run_bench(args: argparse.Namespace) -> int:
         "threads": torch.get_num_threads(),
         "cpu": cpu_name(),
         "device": args.device,
+        **gpu_meta(args.device),
         "dtype": args.dtype,
         "packed_weights": packed,
         "draft_forward": _draft_forward(args, pair.draft),
@@ -276,6 +287,13 @@ def cpu_name() -> str:
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     return platform.processor() or "unknown"
+
+
+def gpu_meta(device: str) -> dict[str, str]:
+    """The GPU's name and the CUDA version torch was built with, on a CUDA device ({} else)."""
+    if not device.startswith("cuda"):
+        return {}
+    return {"gpu": torch.cuda.get_device_name(device), "cuda": str(torch.version.cuda)}
 
 
 def _draft_forward(args: argparse.Namespace, draft: Any) -> str:

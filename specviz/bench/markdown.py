@@ -209,6 +209,8 @@ def render(result: dict[str, Any], title: str) -> str:
                 "machine",
                 "threads",
                 "device",
+                "gpu",
+                "cuda",
                 "dtype",
                 "packed_weights",
                 "draft_forward",

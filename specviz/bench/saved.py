@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import plotly.graph_objects as go
 
 from specviz.bench.markdown import render, resummarized
-from specviz.bench.report import figures
+from specviz.bench.report import figures, html_report
 from specviz.bench.runner import Record
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
@@ -42,3 +43,22 @@ def load_result_view(path: str | Path) -> tuple[list[go.Figure], str]:
     records = [Record.from_dict(r) for r in data["records"]]
     batch = [(int(b), float(t)) for b, t in data.get("batch_step_seconds", [])]
     return figures(records, result["gamma_curves"], batch), render(result, file.stem)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the self-contained HTML report of a saved result: RESULT.json OUT.html."""
+    args = argv if argv is not None else sys.argv[1:]
+    if len(args) != 2:
+        print("usage: python -m specviz.bench.saved RESULT.json OUT.html", file=sys.stderr)
+        return 2
+    try:
+        figs, _ = load_result_view(args[0])
+    except ValueError as err:
+        print(f"specviz: {err}", file=sys.stderr)
+        return 2
+    Path(args[1]).write_text(html_report(figs, "specviz benchmark"), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
