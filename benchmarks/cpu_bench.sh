@@ -9,13 +9,13 @@
 # one after another, on an otherwise idle machine.
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code lean-target code-all
-#        json-prose repeat lookup hybrid hybrid-cap draft-size dynamic replay tables
+#        json-prose repeat lookup hybrid hybrid-cap draft-size batch dynamic replay tables
 #        (default: all, about 3 hours)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
-PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size dynamic replay tables}"
+PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch dynamic replay tables}"
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
@@ -62,6 +62,10 @@ bench hybrid-cap --workloads repeat,json --limit 6 --temperatures 0 \
 bench draft-size --workloads code --limit 2 --temperatures 0 \
     --drafters model,model-trimmed,early-exit,early-exit-shared \
     --exit-layer 4,8 --gammas 1,2 --reps 2 --no-hf
+# 4b. plain decode step time against batch size, 1 to 128 rows at a context of 64 (one short
+#     speculative run on one prompt carries it): up to how many rows a step costs about one row's
+bench batch --workloads code --limit 1 --temperatures 0 --drafters model-trimmed --gammas 3 \
+    --reps 1 --no-hf --lean-target --batch-sizes 1,2,4,8,16,32,64,128
 
 # 5. dynamic gamma against the fixed gammas around the optimum, on 4 code prompts per temperature
 #    (the theory policy carries only measured costs from one request to the next)
@@ -90,5 +94,6 @@ esac
 case " $PARTS " in *" tables "*) ;; *) exit 0 ;; esac
 python -m specviz.bench.markdown "$OUT"/code.json "$OUT"/lean-target.json "$OUT"/code-all.json \
     "$OUT"/json-prose.json "$OUT"/repeat.json "$OUT"/lookup.json "$OUT"/hybrid.json \
-    "$OUT"/hybrid-cap.json "$OUT"/draft-size.json "$OUT"/dynamic.json > "$OUT/tables.md"
+    "$OUT"/hybrid-cap.json "$OUT"/draft-size.json "$OUT"/batch.json "$OUT"/dynamic.json \
+    > "$OUT/tables.md"
 echo "wrote $OUT/*.json, *.html and tables.md"
