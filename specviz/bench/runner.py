@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -301,18 +302,25 @@ def run_request(
 def batch_step_times(
     target: Any, batch_sizes: Sequence[int], context: int = 64, steps: int = 5
 ) -> list[tuple[int, float]]:
-    """Seconds per plain decode step (one new token per row) against batch size."""
+    """Seconds per plain decode step (one new token per row) against batch size.
+
+    Each size: a prompt pass of `context` tokens a row, one untimed step (a new shape builds its
+    kernels on first use), then the median of `steps` timed steps.
+    """
     out = []
     vocab = int(target.config.vocab_size)
     gen = torch.Generator().manual_seed(0)
     for b in batch_sizes:
         ids = torch.randint(vocab, (b, context), generator=gen).to(target.device)
-        kv = DynamicCache(config=target.config)
-        target(input_ids=ids, use_cache=True, **{cache_kwarg(target): kv})
-        start = clock(target.device)
+        kv = {cache_kwarg(target): DynamicCache(config=target.config)}
+        target(input_ids=ids, use_cache=True, **kv)
+        target(input_ids=ids[:, -1:], use_cache=True, **kv)
+        times = []
         for _ in range(steps):
-            target(input_ids=ids[:, -1:], use_cache=True, **{cache_kwarg(target): kv})
-        out.append((b, (clock(target.device) - start) / steps))
+            start = clock(target.device)
+            target(input_ids=ids[:, -1:], use_cache=True, **kv)
+            times.append(clock(target.device) - start)
+        out.append((b, statistics.median(times)))
     return out
 
 
