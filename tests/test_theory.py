@@ -42,6 +42,8 @@ def test_theory_imports_without_torch() -> None:  # the app's views use it and m
 
 def test_speedup_bound_and_optimal_gamma() -> None:
     assert speedup_bound(0.8, 4, 0.0) == pytest.approx(expected_tokens_per_round(0.8, 4))
+    # by hand: (1 - 0.6^4) / ((1 - 0.6)(3 * 0.05 + 1)) = 0.8704 / 0.46
+    assert speedup_bound(0.6, 3, 0.05) == pytest.approx(0.8704 / 0.46, rel=1e-12)
     best = optimal_gamma(0.8, 0.05)
     assert all(speedup_bound(0.8, best, 0.05) >= speedup_bound(0.8, g, 0.05) for g in range(1, 17))
     assert optimal_gamma(0.3, 0.5) == 1
