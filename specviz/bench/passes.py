@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
 from specviz.cache import CachedForward, KVCache
+from specviz.decoding import clock
 from specviz.lean import lean_problem, lean_target_cache
 from specviz.models import load_pair
 
@@ -42,9 +42,9 @@ def pass_seconds(
     times: dict[int, list[float]] = {k: [] for k in widths}
     for _ in range(repeats):
         for k in widths:
-            start = time.perf_counter()
+            start = clock(target.device)
             cache.forward(ids[:k])  # (k, V); the tokens' values do not change the cost
-            times[k].append(time.perf_counter() - start)
+            times[k].append(clock(target.device) - start)
             cache.crop(len(cache) - k + 1)  # keep one position: the context grows as it decodes
     return {k: statistics.median(t[WARMUP:]) for k, t in times.items()}
 

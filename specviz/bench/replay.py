@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +37,7 @@ from specviz.bench.lookahead import (
 from specviz.bench.workloads import load_requests
 from specviz.cache import CachedForward, KVCache
 from specviz.config import SamplingConfig
+from specviz.decoding import clock
 from specviz.drafters import Drafter, ModelDrafter
 from specviz.events import RoundSummary
 from specviz.hybrid import LookupThenModelDrafter
@@ -137,13 +137,13 @@ def measure_costs(
     steps: list[float] = []
     for repeat in range(repeats + 1):  # interleaved, so that drift touches every width alike
         for k, times in verify.items():
-            start = time.perf_counter()
+            start = clock(target.device)
             cache.forward(torch.tensor(prompt_ids[-1:] * k, device=target.device))
-            middle = time.perf_counter()
+            middle = clock(target.device)
             for _ in range(3):
                 drafter.propose(prompt_ids, 1, generator, ())
                 drafter.rollback(len(prompt_ids))
-            end = time.perf_counter()
+            end = clock(target.device)
             cache.crop(held)
             if repeat:  # the first round warms up every width
                 times.append(middle - start)
