@@ -51,6 +51,26 @@ def optimal_gamma(alpha: float, c: float, max_gamma: int = 16) -> int:
     return max(range(1, max_gamma + 1), key=lambda g: speedup_bound(alpha, g, c))
 
 
+def alpha_to_match(speedup: float, c: float, max_gamma: int = 16) -> float:
+    """The least alpha at which a draft of cost ratio c reaches `speedup` at its best gamma.
+
+    nan when no alpha < 1 does (with gamma <= max_gamma); how good a dearer draft must be to pay.
+    """
+
+    def best(a: float) -> float:
+        return speedup_bound(a, optimal_gamma(a, c, max_gamma), c)
+
+    if best(0.0) >= speedup:
+        return 0.0
+    if best(1.0 - 1e-12) < speedup:
+        return math.nan
+    low, high = 0.0, 1.0 - 1e-12  # best() rises with alpha: bisect
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if best(mid) < speedup else (low, mid)
+    return high
+
+
 def _check(alpha: float, gamma: float) -> None:
     """Raise ValueError for alpha outside [0, 1] or gamma < 0."""
     if not (0.0 <= alpha <= 1.0):

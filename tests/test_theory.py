@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -51,3 +52,15 @@ def test_speedup_bound_and_optimal_gamma() -> None:
         expected_tokens_per_round(1.2, 3)
     with pytest.raises(ValueError, match="cost ratio c must be"):
         speedup_bound(0.5, 3, -1.0)
+
+
+def test_alpha_to_match_inverts_the_bound_at_the_best_gamma() -> None:
+    from specviz.theory import alpha_to_match
+
+    for a, c in ((0.6, 0.037), (0.3, 0.1), (0.9, 0.25)):
+        target = speedup_bound(a, optimal_gamma(a, c), c)
+        assert alpha_to_match(target, c) == pytest.approx(a, abs=1e-9)
+    # a dearer draft needs more: the trimmed draft's 2.01x at c = 0.037 asks 0.64 at c = 0.057
+    assert 0.6 < alpha_to_match(2.011, 0.057) < alpha_to_match(2.011, 0.1) < 1
+    assert math.isnan(alpha_to_match(2.011, 0.5))  # (γ + 1) / (γ c + 1) < 2.011 for γ <= 16
+    assert alpha_to_match(0.5, 0.25) == 0.0  # any draft beats half speed
