@@ -424,25 +424,20 @@ plt.tight_layout()
 plt.show()
 
 
-def alpha_needed(target_speedup, c):
-    """Smallest alpha (to 0.001) whose optimal-gamma bound reaches target_speedup at cost c."""
-    for a in np.arange(0.0, 1.0, 0.001):
-        if theory.speedup_bound(a, theory.optimal_gamma(a, c), c) >= target_speedup:
-            return float(a)
-    return float("nan")
-
-
+# How much better must a dearer draft be? The best bound rises with α at any fixed c, so the
+# least α that reaches a given speedup is found by bisection: theory.alpha_to_match.
 m = measured["code"]
 now = theory.speedup_bound(m["alpha"], theory.optimal_gamma(m["alpha"], m["c"]), m["c"])
 print(f"code: alpha {m['alpha']:.2f}, c {m['c']:.3f} -> best bound {now:.2f}x")
 for factor in (0.5, 2, 4):
-    need = alpha_needed(now, factor * m["c"])
+    need = theory.alpha_to_match(now, factor * m["c"])
     print(
         f"a draft {factor}x as expensive (c = {factor * m['c']:.3f}) needs "
         + (f"alpha >= {need:.3f}" if need == need else "more than any alpha < 1 gives")
         + " for the same bound"
     )
-print(f"break-even (bound = 1) at c = {m['c']:.3f} needs alpha >= {alpha_needed(1.0, m['c']):.3f}")
+even = theory.alpha_to_match(1.0, m["c"])
+print(f"break-even (bound = 1) at c = {m['c']:.3f} needs alpha >= {even:.3f}")
 
 # %% [markdown]
 # ## Batch size
@@ -522,7 +517,8 @@ print(f"notebook ran in {time.perf_counter() - t_start:.1f} s")
 # ### Exercise 2
 #
 # Show that speculation can only pay if $\alpha > c$ (take $\gamma = 1$ as a hint: when does
-# $S(\alpha, 1, c) > 1$?), and check it numerically with `alpha_needed(1.0, c)` for a few $c$.
+# $S(\alpha, 1, c) > 1$?), and check it numerically with `theory.alpha_to_match(1.0, c)` for a
+# few $c$.
 
 # %% [markdown]
 # <details><summary>Solution</summary>
@@ -533,7 +529,7 @@ print(f"notebook ran in {time.perf_counter() - t_start:.1f} s")
 #
 # ```python
 # for c in (0.05, 0.1, 0.2, 0.4):
-#     print(c, alpha_needed(1.0, c))
+#     print(c, theory.alpha_to_match(1.0, c))
 # ```
 # </details>
 
