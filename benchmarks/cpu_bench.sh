@@ -9,13 +9,13 @@
 # one after another, on an otherwise idle machine.
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code lean-target code-all
-#        json-prose repeat lookup hybrid hybrid-cap draft-size batch dynamic replay tables
+#        json-prose repeat lookup hybrid hybrid-cap draft-size batch temperature dynamic replay tables
 #        (default: all, about 3 hours)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
-PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch dynamic replay tables}"
+PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch temperature dynamic replay tables}"
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
@@ -66,6 +66,10 @@ bench draft-size --workloads code --limit 2 --temperatures 0 \
 #     speculative run on one prompt carries it): up to how many rows a step costs about one row's
 bench batch --workloads code --limit 1 --temperatures 0 --drafters model-trimmed --gammas 3 \
     --reps 1 --no-hf --lean-target --batch-sizes 1,2,4,8,16,32,64,128
+# 4c. temperature: 4 code prompts at T = 0, 0.3, 0.6, 1 and 1.3, the gammas around the optimum,
+#     trimmed draft, lean target forward: how alpha and the speedup fall as sampling spreads
+bench temperature --workloads code --limit 4 --temperatures 0,0.3,0.6,1,1.3 \
+    --drafters model-trimmed --gammas 2,3,4 --reps 2 --no-hf --lean-target --batch-sizes 1
 
 # 5. dynamic gamma against the fixed gammas around the optimum, on 4 code prompts per temperature
 #    (the theory policy carries only measured costs from one request to the next)
@@ -94,6 +98,6 @@ esac
 case " $PARTS " in *" tables "*) ;; *) exit 0 ;; esac
 python -m specviz.bench.markdown "$OUT"/code.json "$OUT"/lean-target.json "$OUT"/code-all.json \
     "$OUT"/json-prose.json "$OUT"/repeat.json "$OUT"/lookup.json "$OUT"/hybrid.json \
-    "$OUT"/hybrid-cap.json "$OUT"/draft-size.json "$OUT"/batch.json "$OUT"/dynamic.json \
+    "$OUT"/hybrid-cap.json "$OUT"/draft-size.json "$OUT"/batch.json "$OUT"/temperature.json "$OUT"/dynamic.json \
     > "$OUT/tables.md"
 echo "wrote $OUT/*.json, *.html and tables.md"
