@@ -9,8 +9,8 @@
 # one after another, on an otherwise idle machine.
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code lean-target code-all
-#        json-prose repeat lookup hybrid hybrid-cap draft-size batch temperature dynamic replay tables
-#        (default: all, about 3 hours)
+#        json-prose repeat lookup hybrid hybrid-cap draft-size batch temperature dynamic replay
+#        tables (default: all, about 3 hours)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
