@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -474,3 +476,22 @@ def test_lean_target_runs_plain_and_speculative_decoding_on_the_same_lean_forwar
     (lean_record,), (hf_forward_record,) = runs[True], runs[False]
     assert lean_record.hf_identical  # T = 0: the same tokens as transformers' generation
     assert lean_record.metrics.tokens == hf_forward_record.metrics.tokens > 0
+
+
+def test_the_committed_tables_are_what_the_saved_results_render_to() -> None:
+    """benchmarks/results/tables.md, and the tables in RESULTS.md, come from the saved JSON."""
+    from specviz.bench.saved import RESULTS_DIR, saved_results
+
+    tables = (RESULTS_DIR / "tables.md").read_text(encoding="utf-8")
+    names = re.findall(r"^## (\S+)$", tables, flags=re.M)
+    assert set(names) == {Path(p).stem for p in saved_results()}  # every saved result is shown
+    rendered = "".join(
+        render(resummarized(json.loads((RESULTS_DIR / f"{n}.json").read_text())), n) + "\n"
+        for n in names
+    )
+    assert rendered == tables
+    results = (RESULTS_DIR.parent / "RESULTS.md").read_text(encoding="utf-8")
+    assert re.sub(r"^## ", "### ", tables, flags=re.M).rstrip("\n") in results
+    for name in names[:2]:  # what the app's "Benchmark results" tab shows for them
+        figs, _ = load_result_view(RESULTS_DIR / f"{name}.json")
+        assert len(figs) == 5
