@@ -76,6 +76,9 @@ def check_device(device: str) -> None:
                 "use cpu, or install a CUDA build of torch on a machine with a GPU"
             )
         if parsed.index is not None and parsed.index >= count:
-            raise ValueError(f"device {device!r}: this machine has {count} CUDA GPU(s), cuda:0 on")
+            raise ValueError(
+                f"device {device!r}: this machine has {count} CUDA GPU(s), "
+                f"cuda:0 to cuda:{count - 1}"
+            )
     if parsed.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"device {device!r}: MPS is not available here; use cpu")

@@ -115,7 +115,9 @@ def test_a_device_this_machine_lacks_is_a_clear_error(monkeypatch: pytest.Monkey
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     check_device("cuda:1")
-    with pytest.raises(ValueError, match=r"'cuda:2': this machine has 2 CUDA GPU\(s\)"):
+    with pytest.raises(
+        ValueError, match=r"'cuda:2': this machine has 2 CUDA GPU\(s\), cuda:0 to cuda:1"
+    ):
         check_device("cuda:2")
     with pytest.raises(ValueError, match="not a torch device"):  # before any model is looked up
         load_pair("/no/such/target", "/no/such/draft", device="banana")
