@@ -30,7 +30,7 @@ DYNAMIC="--policies fixed,heuristic,theory,confidence --start-gamma 4"
 #    generation with the same draft (same schedules where transformers has one)
 bench code --workloads code --limit 2 --temperatures 0,1 --drafters model,model-trimmed \
     --gammas 1,2,3,4,6,8 $DYNAMIC --reps 2
-# 1b. the same with the target on specviz.lean's forward (packed, fused; plain and speculative
+# 1b. the same with the target on specviz.fast.lean's forward (packed, fused; plain and speculative
 #     decoding alike; transformers' generation keeps its own): a cheaper multi-token pass (r)
 bench lean-target --workloads code --limit 2 --temperatures 0,1 --drafters model,model-trimmed \
     --gammas 1,2,3,4,6,8 $DYNAMIC --reps 2 --lean-target

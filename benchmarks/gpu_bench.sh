@@ -40,7 +40,7 @@ if [[ "$DEVICE" == cuda* ]]; then
 fi
 python3 -c "import platform, torch, transformers; print('python', platform.python_version(), \
 'torch', torch.__version__, 'transformers', transformers.__version__)" | tee -a "$OUT/gpu.txt"
-python3 -c "from specviz.bundled import ensure_bundled_target; ensure_bundled_target(print)"
+python3 -c "from specviz.models.bundled import ensure_bundled_target; ensure_bundled_target(print)"
 
 SMALL=()
 [[ -n "${SMOKE:-}" ]] && SMALL=(--limit 1 --gammas 2 --reps 1 --batch-sizes 1,2)

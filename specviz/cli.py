@@ -8,22 +8,23 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from specviz import verify_cli
 from specviz.bench import cli as bench_cli
 from specviz.bench.runner import DRAFTERS, MODEL_DRAFTERS
-from specviz.cache import KVCache
-from specviz.checks import check_pair
-from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.drafters import Drafter, ModelDrafter
-from specviz.events import write_jsonl
-from specviz.generate import GenerationResult, autoregressive_generate, speculative_generate
-from specviz.hybrid import LookupThenModelDrafter
-from specviz.lean import lean_target_cache
-from specviz.models import BUNDLED, DTYPES, ModelLoadError, load_pair, parse_dtype, resolve
-from specviz.ngram import NgramDrafter
-from specviz.policies import make_policy
-from specviz.shared_exit import early_exit_drafter
-from specviz.trimmed import load_head_tokens
+from specviz.core.cache import KVCache
+from specviz.core.checks import check_pair
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.drafter import Drafter
+from specviz.core.events import write_jsonl
+from specviz.core.generate import GenerationResult, autoregressive_generate, speculative_generate
+from specviz.drafters.hybrid import LookupThenModelDrafter
+from specviz.drafters.model import ModelDrafter
+from specviz.drafters.ngram import NgramDrafter
+from specviz.drafters.shared_exit import early_exit_drafter
+from specviz.drafters.trimmed import load_head_tokens
+from specviz.fast.lean import lean_target_cache
+from specviz.gamma.policies import make_policy
+from specviz.models.loading import BUNDLED, DTYPES, ModelLoadError, load_pair, parse_dtype, resolve
+from specviz.stats import cli as verify_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--lean-target",
         action="store_true",
-        help="run the target through specviz.lean's forward (packed Llama targets; else as is)",
+        help="run the target through specviz.fast.lean's forward (packed Llama targets; else as is)",
     )
     gen.add_argument("--plain", action="store_true", help="plain target decoding (no draft)")
     gen.add_argument(

@@ -7,7 +7,7 @@ from collections import defaultdict
 import pytest
 import torch
 
-from specviz.acceptance import EXACT, acceptance_prob, residual, verify
+from specviz.core.acceptance import EXACT, acceptance_prob, residual, verify
 
 
 def test_acceptance_prob_is_min_one_ratio() -> None:
@@ -101,7 +101,7 @@ def test_one_round_emits_exactly_p(gamma: int) -> None:
 
 def test_enumeration_detects_a_wrong_residual() -> None:
     """Negative control for the enumeration itself: a residual of p breaks the law."""
-    import specviz.acceptance as acc
+    import specviz.core.acceptance as acc
 
     broken = acc.AcceptanceRule(residual=lambda p, q: p)
     gen = torch.Generator().manual_seed(0)

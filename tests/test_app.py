@@ -11,26 +11,15 @@ from html import unescape
 from pathlib import Path
 from typing import Any
 
+import specviz.app.main as specviz_app
 import gradio as gr
 import pytest
 import torch
+from specviz.app.main import SpecVizApp
 
-import app as specviz_app
-from app import SpecVizApp
-from specviz import early_exit
-from specviz.app_state import PairCache, early_exit_note
-from specviz.bench.metrics import RequestMetrics
-from specviz.bench.report import summarize
-from specviz.bench.runner import BenchSetting, Record
-from specviz.drafters import ModelDrafter
-from specviz.events import read_jsonl
-from specviz.lab import MODELS, REAL, TOY, LabRequest, equivalence_tests, samplers, toy_pair
-from specviz.models import ModelLoadError
-from specviz.stats.laws import draw
-from specviz.stats.mutants import MUTANTS
-from specviz.stats.testing import estimated_power
-from specviz.trimmed import save_ranking
-from specviz.views.form import (
+from specviz.app.lab import MODELS, REAL, TOY, LabRequest, equivalence_tests, samplers, toy_pair
+from specviz.app.state import PairCache, early_exit_note
+from specviz.app.views.form import (
     EARLY_EXIT,
     EARLY_EXIT_SHARED,
     HYBRID,
@@ -39,6 +28,17 @@ from specviz.views.form import (
     TRIMMED,
     Settings,
 )
+from specviz.bench.metrics import RequestMetrics
+from specviz.bench.report import summarize
+from specviz.bench.runner import BenchSetting, Record
+from specviz.core.events import read_jsonl
+from specviz.drafters import early_exit
+from specviz.drafters.model import ModelDrafter
+from specviz.drafters.trimmed import save_ranking
+from specviz.models.loading import ModelLoadError
+from specviz.stats.laws import draw
+from specviz.stats.mutants import MUTANTS
+from specviz.stats.testing import estimated_power
 
 from .conftest import VOCAB, char_tokenizer, perturbed_copy, tiny_model
 

@@ -34,16 +34,16 @@ from specviz.bench.runner import (
 from specviz.bench.saved import load_result_view
 from specviz.bench.saved import main as saved_main
 from specviz.bench.workloads import WORKLOADS, Request, load_requests
-from specviz.cache import KVCache
 from specviz.cli import build_parser, main
-from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.events import Finished, Prefill, RoundSummary, Sampled
-from specviz.generate import GenerationResult, encode, speculative_generate
-from specviz.hybrid import LookupThenModelDrafter
-from specviz.lean import LeanLlama
-from specviz.shared_exit import TargetView
-from specviz.theory import speedup_bound
-from specviz.trimmed import save_ranking
+from specviz.core.cache import KVCache
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.events import Finished, Prefill, RoundSummary, Sampled
+from specviz.core.generate import GenerationResult, encode, speculative_generate
+from specviz.drafters.hybrid import LookupThenModelDrafter
+from specviz.drafters.shared_exit import TargetView
+from specviz.drafters.trimmed import save_ranking
+from specviz.fast.lean import LeanLlama
+from specviz.gamma.theory import speedup_bound
 
 from .conftest import VOCAB, PairFactory
 

@@ -1,4 +1,4 @@
-"""Tests for specviz.bundled: cache location, download/verify/convert flow, corruption handling."""
+"""Tests for specviz.models.bundled: cache location, download/verify/convert flow, corruption handling."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from specviz import bundled
+from specviz.models import bundled
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -28,7 +28,9 @@ def test_cache_dir_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
 
 
 def test_draft_dir_is_inside_package() -> None:
-    assert bundled.bundled_draft_dir().parent.parent == Path(bundled.__file__).resolve().parent
+    assert (
+        bundled.bundled_draft_dir().parent.parent == Path(bundled.__file__).resolve().parent.parent
+    )
 
 
 def test_missing_bundled_draft_is_a_clear_error(tmp_path: Path) -> None:

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from specviz.cli import main
-from specviz.config import SamplingConfig
-from specviz.events import Accepted, read_jsonl
-from specviz.generate import autoregressive_generate
-from specviz.trimmed import save_ranking
+from specviz.core.config import SamplingConfig
+from specviz.core.events import Accepted, read_jsonl
+from specviz.core.generate import autoregressive_generate
+from specviz.drafters.trimmed import save_ranking
 
 from .conftest import VOCAB, PairFactory
 

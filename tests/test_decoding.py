@@ -7,10 +7,9 @@ import dataclasses
 import pytest
 import torch
 
-from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.decoding import SpeculativeDecoder
-from specviz.drafters import ModelDrafter
-from specviz.events import (
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.decoding import SpeculativeDecoder
+from specviz.core.events import (
     EMITTING,
     Accepted,
     Bonus,
@@ -23,7 +22,8 @@ from specviz.events import (
     read_jsonl,
     write_jsonl,
 )
-from specviz.generate import autoregressive_generate, speculative_generate
+from specviz.core.generate import autoregressive_generate, speculative_generate
+from specviz.drafters.model import ModelDrafter
 
 from .conftest import EOS, PairFactory
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from specviz import bundled
+from specviz.models import bundled
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 DRAFT = bundled.bundled_draft_dir()

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.drafters import ModelDrafter
-from specviz.early_exit import Adapter, early_exit_model
-from specviz.generate import autoregressive_generate, speculative_generate
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.generate import autoregressive_generate, speculative_generate
+from specviz.drafters.early_exit import Adapter, early_exit_model
+from specviz.drafters.model import ModelDrafter
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 
@@ -74,8 +74,8 @@ def test_self_speculation_passes_the_equivalence_suite(tokenizer) -> None:  # ty
 
 
 def test_adapter_training_lowers_the_kl(tokenizer) -> None:  # type: ignore[no-untyped-def]
-    from specviz.early_exit_train import Adapter as A
-    from specviz.early_exit_train import kl_loss
+    from specviz.train.early_exit import Adapter as A
+    from specviz.train.early_exit import kl_loss
 
     target = tiny_model("llama", seed=3, scale=3.0, num_hidden_layers=4)
     target.requires_grad_(False)

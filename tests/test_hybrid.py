@@ -7,11 +7,12 @@ from collections.abc import Collection
 import pytest
 import torch
 
-from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.drafters import Draft, ModelDrafter
-from specviz.events import Proposed, RoundSummary
-from specviz.generate import autoregressive_generate, encode, speculative_generate
-from specviz.hybrid import LookupThenModelDrafter
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.drafter import Draft
+from specviz.core.events import Proposed, RoundSummary
+from specviz.core.generate import autoregressive_generate, encode, speculative_generate
+from specviz.drafters.hybrid import LookupThenModelDrafter
+from specviz.drafters.model import ModelDrafter
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 from specviz.stats.toy import random_pair

@@ -9,14 +9,14 @@ import pytest
 import torch
 from torch import nn
 
-from specviz import lean
-from specviz.cache import KVCache
-from specviz.config import SamplingConfig
-from specviz.drafters import ModelDrafter
-from specviz.early_exit import Adapter, early_exit_model
-from specviz.lean import LeanLlama, draft_cache, lean_problem, lean_target_cache
-from specviz.packed import pack_linears, packing_problem
-from specviz.trimmed import trim_head
+from specviz.core.cache import KVCache
+from specviz.core.config import SamplingConfig
+from specviz.drafters.early_exit import Adapter, early_exit_model
+from specviz.drafters.model import ModelDrafter
+from specviz.drafters.trimmed import trim_head
+from specviz.fast import lean
+from specviz.fast.lean import LeanLlama, draft_cache, lean_problem, lean_target_cache
+from specviz.fast.packed import pack_linears, packing_problem
 
 from .conftest import EOS, VOCAB, PairFactory, greedy_plain_and_speculative, tiny_model
 

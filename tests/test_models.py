@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from specviz.models import ModelLoadError, load_pair, parse_dtype
+from specviz.models.loading import ModelLoadError, load_pair, parse_dtype
 
 from .conftest import PairFactory
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.decoding import SpeculativeDecoder
-from specviz.events import EMITTING
-from specviz.generate import autoregressive_generate
-from specviz.ngram import NgramDrafter, lookup
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.decoding import SpeculativeDecoder
+from specviz.core.events import EMITTING
+from specviz.core.generate import autoregressive_generate
+from specviz.drafters.ngram import NgramDrafter, lookup
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 from specviz.stats.toy import random_pair

@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from specviz.packed import PackedLinear, is_packed, pack_linears, packing_problem
-from specviz.trimmed import trim_head
+from specviz.drafters.trimmed import trim_head
+from specviz.fast.packed import PackedLinear, is_packed, pack_linears, packing_problem
 
 from .conftest import EOS, VOCAB, PairFactory, greedy_plain_and_speculative
 

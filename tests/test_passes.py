@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from specviz.bench.passes import main, pass_seconds, table
-from specviz.cache import KVCache
-from specviz.lean import lean_target_cache
+from specviz.core.cache import KVCache
+from specviz.fast.lean import lean_target_cache
 
 from .conftest import PairFactory
 
@@ -34,7 +34,7 @@ def test_main_prints_both_forwards(pair: PairFactory, tokenizer, tmp_path, capsy
     tokenizer.save_pretrained(tmp_path / "t")
     assert main(["--target", str(tmp_path / "t"), "--widths", "2,30", "--repeats", "4"]) == 0
     out = capsys.readouterr().out
-    assert "| tokens | transformers: ms (r) | specviz.lean: ms (r) |" in out
+    assert "| tokens | transformers: ms (r) | specviz.fast.lean: ms (r) |" in out
     assert "| 1 | " in out and "| 30 | " in out  # the 1-token step is always measured
     with pytest.raises(SystemExit):
         main(["--target", str(tmp_path / "t"), "--widths", "x"])

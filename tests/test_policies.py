@@ -8,24 +8,18 @@ import math
 
 import pytest
 
-from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.drafters import ModelDrafter
-from specviz.events import RoundSummary
-from specviz.generate import autoregressive_generate, speculative_generate
-from specviz.ngram import NgramDrafter
-from specviz.policies import (
-    CostModel,
-    FixedGamma,
-    HeuristicGamma,
-    TheoryGamma,
-    VerifyCost,
-    make_policy,
-)
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.events import RoundSummary
+from specviz.core.generate import autoregressive_generate, speculative_generate
+from specviz.core.policy import FixedGamma
+from specviz.drafters.model import ModelDrafter
+from specviz.drafters.ngram import NgramDrafter
+from specviz.gamma.policies import CostModel, HeuristicGamma, TheoryGamma, VerifyCost, make_policy
+from specviz.gamma.theory import expected_tokens_per_round
 from specviz.stats.laws import EXACT_VARIANT
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 from specviz.stats.toy import random_pair
-from specviz.theory import expected_tokens_per_round
 
 from .conftest import PairFactory
 

@@ -25,14 +25,16 @@ from specviz.bench.replay import (
     replay,
     report,
 )
-from specviz.cache import CachedForward
-from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.drafters import Drafter, ModelDrafter
-from specviz.generate import autoregressive_generate, encode, speculative_generate
-from specviz.hybrid import LookupThenModelDrafter
-from specviz.lean import lean_target_cache
-from specviz.ngram import NgramDrafter
-from specviz.policies import FixedGamma, HeuristicGamma
+from specviz.core.cache import CachedForward
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.drafter import Drafter
+from specviz.core.generate import autoregressive_generate, encode, speculative_generate
+from specviz.core.policy import FixedGamma
+from specviz.drafters.hybrid import LookupThenModelDrafter
+from specviz.drafters.model import ModelDrafter
+from specviz.drafters.ngram import NgramDrafter
+from specviz.fast.lean import lean_target_cache
+from specviz.gamma.policies import HeuristicGamma
 from specviz.stats.testing import two_sample
 
 from .conftest import PairFactory

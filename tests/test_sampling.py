@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from specviz.config import SamplingConfig
-from specviz.sampling import logits_to_probs, sample
+from specviz.core.config import SamplingConfig
+from specviz.core.sampling import logits_to_probs, sample
 from specviz.stats.testing import goodness_of_fit
 
 LOGITS = torch.tensor([2.0, 1.0, 0.5, -1.0, -3.0], dtype=torch.float64)

@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 import torch
 
-from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.decoding import SpeculativeDecoder
-from specviz.early_exit import early_exit_model
-from specviz.generate import autoregressive_generate, speculative_generate
-from specviz.policies import TheoryGamma
-from specviz.shared_exit import SharedExit, SharedExitDrafter, shared_exit_problem
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.decoding import SpeculativeDecoder
+from specviz.core.generate import autoregressive_generate, speculative_generate
+from specviz.drafters.early_exit import early_exit_model
+from specviz.drafters.shared_exit import SharedExit, SharedExitDrafter, shared_exit_problem
+from specviz.gamma.policies import TheoryGamma
 from specviz.stats.mutants import MUTANTS, SkipLastDraftSharedExit
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 

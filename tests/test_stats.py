@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.decoding import SpeculativeDecoder
-from specviz.drafters import ModelDrafter
-from specviz.events import Event, RoundSummary
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.decoding import SpeculativeDecoder
+from specviz.core.events import Event, RoundSummary
+from specviz.drafters.model import ModelDrafter
 from specviz.stats.laws import EXACT_VARIANT, Variant, exact_law
 from specviz.stats.mutants import MUTANTS, SHOWS_IN
 from specviz.stats.suite import (

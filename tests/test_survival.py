@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from specviz.survival import KeptByPosition
-from specviz.theory import expected_tokens_per_round
+from specviz.gamma.survival import KeptByPosition
+from specviz.gamma.theory import expected_tokens_per_round
 
 
 def test_counts_each_position_reached_and_kept() -> None:

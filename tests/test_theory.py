@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from specviz.theory import (
+from specviz.gamma.theory import (
     accepted_length_pmf,
     alpha,
     expected_accepted_per_round,
@@ -37,7 +37,7 @@ def test_expected_tokens_is_a_geometric_sum(a: float, gamma: int) -> None:
 
 
 def test_theory_imports_without_torch() -> None:  # the app's views use it and must stay light
-    code = "import specviz.theory, sys; assert 'torch' not in sys.modules"
+    code = "import specviz.gamma.theory, sys; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -55,7 +55,7 @@ def test_speedup_bound_and_optimal_gamma() -> None:
 
 
 def test_alpha_to_match_inverts_the_bound_at_the_best_gamma() -> None:
-    from specviz.theory import alpha_to_match
+    from specviz.gamma.theory import alpha_to_match
 
     for a, c in ((0.6, 0.037), (0.3, 0.1), (0.9, 0.25)):
         target = speedup_bound(a, optimal_gamma(a, c), c)

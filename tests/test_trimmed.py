@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from specviz.bundled import bundled_draft_dir
-from specviz.config import SamplingConfig
-from specviz.drafters import ModelDrafter
+from specviz.core.config import SamplingConfig
+from specviz.drafters.model import ModelDrafter
+from specviz.drafters.trimmed import load_head_tokens, save_ranking, trim_head
+from specviz.models.bundled import bundled_draft_dir
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
-from specviz.trimmed import load_head_tokens, save_ranking, trim_head
 
 from .conftest import EOS, VOCAB, PairFactory, greedy_plain_and_speculative
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.generate import autoregressive_generate, speculative_generate
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.generate import autoregressive_generate, speculative_generate
 
 from .conftest import PairFactory, tiny_model
 
@@ -103,8 +103,7 @@ def test_plain_decoding_checks_max_new_tokens(pair: PairFactory, tokenizer) -> N
 def test_a_device_this_machine_lacks_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from specviz.checks import check_device
-    from specviz.models import load_pair
+    from specviz.models.loading import check_device, load_pair
 
     check_device("cpu")
     with pytest.raises(ValueError, match="'banana' is not a torch device: give cpu, cuda"):

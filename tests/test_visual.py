@@ -11,9 +11,10 @@ import sys
 import plotly.graph_objects as go
 import pytest
 
-from specviz import theory, views
-from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.events import (
+from specviz.app import views
+from specviz.app.views import metrics, tokens
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.events import (
     Accepted,
     Bonus,
     Event,
@@ -25,8 +26,8 @@ from specviz.events import (
     RoundSummary,
     Sampled,
 )
-from specviz.generate import speculative_generate
-from specviz.views import metrics, tokens
+from specviz.core.generate import speculative_generate
+from specviz.gamma import theory
 
 from .conftest import PairFactory
 
@@ -64,7 +65,7 @@ def sample_log() -> list[Event]:
 
 
 def test_views_never_import_torch() -> None:
-    code = "import specviz.views, specviz.views.form, specviz.views.lab, specviz.views.page, sys"
+    code = "import specviz.app.views, specviz.app.views.form, specviz.app.views.lab, specviz.app.views.page, sys"
     code += "; assert 'torch' not in sys.modules and 'scipy' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -211,7 +212,7 @@ def test_panels() -> None:
 
 
 def test_lab_view_plots_both_samples_and_the_exact_law_and_marks_rejections() -> None:
-    from specviz.views.lab import OTHER, LabView
+    from specviz.app.views.lab import OTHER, LabView
 
     spec = [(1, 2)] * 6 + [(3,)] * 3 + [(9, 9)]
     plain = [(1, 2)] * 5 + [(3,)] * 5

@@ -26,13 +26,13 @@ import numpy as np
 import torch
 from transformers.utils import logging as hf_logging
 
-from specviz import theory
-from specviz.cache import KVCache
-from specviz.config import SamplingConfig
-from specviz.events import Sampled
-from specviz.generate import autoregressive_generate
-from specviz.lean import draft_cache, lean_target_cache
-from specviz.models import load_pair
+from specviz.gamma import theory
+from specviz.core.cache import KVCache
+from specviz.core.config import SamplingConfig
+from specviz.core.events import Sampled
+from specviz.core.generate import autoregressive_generate
+from specviz.fast.lean import draft_cache, lean_target_cache
+from specviz.models.loading import load_pair
 
 hf_logging.disable_progress_bar()  # no weight-loading bars in the notebook
 pair = load_pair()  # bundled target + draft, float32 on the CPU
@@ -91,7 +91,7 @@ print(f"median {statistics.median(step_ms):.0f} ms per generated token")
 # `KVCache.crop` after each pass so every measurement starts from the same state. The sizes are
 # interleaved within each repeat, so a burst of load from another process hits all of them
 # alike, and we keep the fastest of four repeats. The draft runs the way the drafter runs it:
-# through `specviz.lean`'s forward (`draft_cache`), explained at the end of the next section.
+# through `specviz.fast.lean`'s forward (`draft_cache`), explained at the end of the next section.
 
 # %%
 SIZES = [1, 2, 4, 8, 16]
@@ -226,7 +226,7 @@ print(
 # alternate the two forwards so that machine load hits both alike.
 
 # %%
-forwards = {"transformers": KVCache, "specviz.lean": lean_target_cache}
+forwards = {"transformers": KVCache, "specviz.fast.lean": lean_target_cache}
 t_fw = {name: {1: [], 4: []} for name in forwards}
 for _ in range(2):
     for name, make in forwards.items():

@@ -10,7 +10,7 @@
 # $\min\!\big(1, p(x)/q(x)\big)$; if it is rejected, draw a replacement from the **residual**
 # $\operatorname{norm}\big(\max(0, p - q)\big)$. This notebook derives that rule, checks it
 # exactly on toy distributions, and then checks the real implementation
-# (`specviz.acceptance`) by Monte Carlo. No model is loaded: everything here is a few vectors.
+# (`specviz.core.acceptance`) by Monte Carlo. No model is loaded: everything here is a few vectors.
 
 # %%
 import warnings
@@ -21,10 +21,10 @@ import matplotlib.pyplot as plt
 import torch
 from scipy import stats
 
-from specviz import theory
-from specviz.acceptance import acceptance_prob, residual, verify
-from specviz.config import SamplingConfig
-from specviz.sampling import logits_to_probs, sample
+from specviz.gamma import theory
+from specviz.core.acceptance import acceptance_prob, residual, verify
+from specviz.core.config import SamplingConfig
+from specviz.core.sampling import logits_to_probs, sample
 
 torch.set_printoptions(precision=4, sci_mode=False)
 
@@ -96,7 +96,7 @@ plt.show()
 # minus the total variation distance between draft and target: the closer the draft, the more
 # drafts survive. And $\beta = 1 - \alpha$, the mass of the residual before normalising.
 #
-# ## The pieces, computed by `specviz.acceptance`
+# ## The pieces, computed by `specviz.core.acceptance`
 
 # %%
 accept = acceptance_prob(p, q)  # min(1, p/q) for every token
@@ -152,7 +152,7 @@ plt.show()
 # %% [markdown]
 # ## Monte Carlo with the real `verify`
 #
-# The algebra is about the formulas; the decoder runs `specviz.acceptance.verify`. Here it is
+# The algebra is about the formulas; the decoder runs `specviz.core.acceptance.verify`. Here it is
 # on a one-token draft ($\gamma = 1$): `verify` takes the target's distributions at the draft
 # position and at the position after it (shape $(\gamma + 1, V)$), the draft's distributions
 # (shape $(\gamma, V)$), the drafted tokens and a `torch.Generator`. If the draft is kept,

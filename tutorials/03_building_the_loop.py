@@ -24,14 +24,14 @@ import torch
 from matplotlib.patches import Patch
 from transformers.utils import logging as hf_logging
 
-from specviz import theory
-from specviz.acceptance import verify
-from specviz.cache import KVCache
-from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.events import Accepted, Bonus, Proposed, Rejected, Resampled, RoundSummary
-from specviz.generate import speculative_generate
-from specviz.models import load_pair
-from specviz.sampling import logits_to_probs, sample
+from specviz.gamma import theory
+from specviz.core.acceptance import verify
+from specviz.core.cache import KVCache
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.events import Accepted, Bonus, Proposed, Rejected, Resampled, RoundSummary
+from specviz.core.generate import speculative_generate
+from specviz.models.loading import load_pair
+from specviz.core.sampling import logits_to_probs, sample
 
 hf_logging.disable_progress_bar()  # no weight-loading bars in the notebook
 pair = load_pair()
@@ -377,7 +377,7 @@ print("same most likely next token:", same_top)
 # <details><summary>Solution</summary>
 #
 # ```python
-# from specviz.generate import autoregressive_generate
+# from specviz.core.generate import autoregressive_generate
 #
 # greedy = SamplingConfig(temperature=0.0, seed=0)
 # spec = speculative_generate(target, draft, tokenizer, prompt_ids, sampling=greedy,

@@ -384,7 +384,7 @@ print(f"notebook ran in {time.perf_counter() - t_start:.1f} s")
 # <details><summary>Solution</summary>
 #
 # ```python
-# from specviz.acceptance import AcceptanceRule, acceptance_prob
+# from specviz.core.acceptance import AcceptanceRule, acceptance_prob
 # from specviz.stats.laws import Variant
 #
 # generous = Variant(

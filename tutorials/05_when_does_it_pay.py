@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from transformers.utils import logging as hf_logging
 
-from specviz import theory
+from specviz.gamma import theory
 from specviz.bench.lookahead import (
     draft_probabilities,
     keep_probabilities,
@@ -36,14 +36,15 @@ from specviz.bench.metrics import request_metrics
 from specviz.bench.replay import PassCosts, replay
 from specviz.bench.runner import batch_step_times
 from specviz.bench.workloads import load_requests
-from specviz.cache import KVCache
-from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.drafters import ModelDrafter
-from specviz.generate import autoregressive_generate, encode, speculative_generate
-from specviz.lean import draft_cache
-from specviz.models import load_pair
-from specviz.policies import FixedGamma, TheoryGamma
-from specviz.sampling import logits_to_probs
+from specviz.core.cache import KVCache
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.drafters.model import ModelDrafter
+from specviz.core.generate import autoregressive_generate, encode, speculative_generate
+from specviz.fast.lean import draft_cache
+from specviz.models.loading import load_pair
+from specviz.core.policy import FixedGamma
+from specviz.gamma.policies import TheoryGamma
+from specviz.core.sampling import logits_to_probs
 
 # One thread: the timings below compare forward passes with each other, and a second thread on
 # a shared 2-core machine mostly adds noise.

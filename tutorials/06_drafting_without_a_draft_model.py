@@ -24,20 +24,21 @@ import matplotlib.pyplot as plt
 import torch
 from transformers.utils import logging as hf_logging
 
-from specviz import theory
+from specviz.gamma import theory
 from specviz.bench.workloads import load_requests
-from specviz.cache import KVCache
-from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.drafters import ModelDrafter
-from specviz.early_exit import ADAPTERS, build_early_exit
-from specviz.events import Proposed, RoundSummary
-from specviz.generate import autoregressive_generate, encode, speculative_generate
-from specviz.hybrid import LookupThenModelDrafter
-from specviz.models import BUNDLED, load_model, load_pair
-from specviz.ngram import NgramDrafter, lookup
-from specviz.policies import FixedGamma, HeuristicGamma, TheoryGamma
-from specviz.sampling import logits_to_probs
-from specviz.shared_exit import early_exit_drafter
+from specviz.core.cache import KVCache
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.drafters.model import ModelDrafter
+from specviz.drafters.early_exit import ADAPTERS, build_early_exit
+from specviz.core.events import Proposed, RoundSummary
+from specviz.core.generate import autoregressive_generate, encode, speculative_generate
+from specviz.drafters.hybrid import LookupThenModelDrafter
+from specviz.models.loading import BUNDLED, load_model, load_pair
+from specviz.drafters.ngram import NgramDrafter, lookup
+from specviz.core.policy import FixedGamma
+from specviz.gamma.policies import HeuristicGamma, TheoryGamma
+from specviz.core.sampling import logits_to_probs
+from specviz.drafters.shared_exit import early_exit_drafter
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 from specviz.stats.toy import random_pair
 
@@ -208,7 +209,7 @@ for r in family_adjusted(results):
 # and the tokenizer with the target; its cost per step is roughly $c \approx k/L$ of a target
 # step for an $L$-layer target. The catch is $\alpha$: intermediate layers were never trained
 # to be read out, so an *untrained* early exit can be a poor predictor. A small adapter trained
-# to match the target's output (`python -m specviz.early_exit_train`) fixes part of that.
+# to match the target's output (`python -m specviz.train.early_exit`) fixes part of that.
 # `build_early_exit` uses an adapter shipped for exit $k$ when there is one and the plain exit
 # otherwise; the first line of output says which. We measure whatever we get, as it is.
 
@@ -322,7 +323,7 @@ print(f"identical to plain greedy: {self_spec.tokens == plain_12}")
 # verification pass runs all $L$ layers again, the first $k$ included, over tokens the draft
 # has just run through those very layers. But the draft's first $k$ layers *are* the target's:
 # for the same token at the same position they write the same keys and values and reach the
-# same hidden state. `specviz.shared_exit` keeps one cache for all $L$ layers with two views of
+# same hidden state. `specviz.drafters.shared_exit` keeps one cache for all $L$ layers with two views of
 # it: the drafter fills layers $[0, k)$, and the verifier starts each pass at layer $k$ from the
 # hidden states the drafter left, running the first $k$ layers itself only for positions the
 # drafter never fed (the prompt, the round's last draft, which is proposed but not fed back).
@@ -477,7 +478,7 @@ print("identical greedy output:", capped_runs[None].tokens == capped_runs[2].tok
 # With a free drafter, how many tokens should we draft? Notebook 5's bound says: more when
 # $\alpha$ is high, and a copy-heavy request alternates between stretches where everything is
 # accepted and stretches where nothing is. A **policy** picks $\gamma$ before each round from
-# what it has seen (`specviz.policies`):
+# what it has seen (`specviz.gamma.policies`):
 #
 # - `FixedGamma(g)`: always $g$.
 # - `HeuristicGamma(start)`: transformers' schedule, $\gamma + 2$ after a round whose drafts were
@@ -501,7 +502,7 @@ print("identical greedy output:", capped_runs[None].tokens == capped_runs[2].tok
 #   independently with the same $\alpha$. Agreement comes in stretches (a verbatim copy is
 #   kept whole or fails at its first token; a draft model that got the first token of a round
 #   right is more often right about the second), so $a_j$ is measured per position in the round:
-#   the fraction of rounds that reached draft $j$ and kept it (`specviz.survival`), each shrunk
+#   the fraction of rounds that reached draft $j$ and kept it (`specviz.gamma.survival`), each shrunk
 #   toward $a_{j-1}$ so that a position with no data yet inherits the one before. With
 #   independent verdicts every $a_j$ is $\alpha$ and the numerator is notebook 5's
 #   $(1 - \alpha^{\gamma+1})/(1 - \alpha)$. $\gamma = 0$ is a plain target step, chosen when
@@ -655,13 +656,13 @@ print(f"notebook ran in {time.perf_counter() - t_start:.1f} s")
 # Check the exactness argument numerically for one position: take $p$ = the target's next-token
 # distribution after the repeat prompt at $T = 1$, a proposed token $x$, and compute
 # $p(x)\cdot 1 + (1 - p(x))\,\operatorname{residual}(p, \mathbb{1}_x)$ with
-# `specviz.acceptance.residual`. It should equal $p$.
+# `specviz.core.acceptance.residual`. It should equal $p$.
 
 # %% [markdown]
 # <details><summary>Solution</summary>
 #
 # ```python
-# from specviz.acceptance import residual
+# from specviz.core.acceptance import residual
 #
 # with torch.no_grad():
 #     p = logits_to_probs(target(input_ids=torch.tensor([repeat_ids])).logits[0, -1],

@@ -33,12 +33,11 @@ from specviz.bench.runner import (
     run_all,
 )
 from specviz.bench.workloads import WORKLOADS, load_requests
-from specviz.checks import check_device
 from specviz.console import progress_bar, say
-from specviz.lean import lean_problem
-from specviz.models import BUNDLED, DTYPES, load_pair, parse_dtype, resolve
-from specviz.packed import is_packed
-from specviz.trimmed import load_head_tokens
+from specviz.drafters.trimmed import load_head_tokens
+from specviz.fast.lean import lean_problem
+from specviz.fast.packed import is_packed
+from specviz.models.loading import BUNDLED, DTYPES, check_device, load_pair, parse_dtype, resolve
 
 
 def _ints(text: str) -> list[int]:
@@ -115,12 +114,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     b.add_argument(
         "--no-lean",
         action="store_true",
-        help="draft through transformers' forward instead of specviz.lean's (small Llama drafts)",
+        help="draft through transformers' forward instead of specviz.fast.lean's (small Llama drafts)",
     )
     b.add_argument(
         "--lean-target",
         action="store_true",
-        help="run the target (plain and speculative) through specviz.lean's forward where it "
+        help="run the target (plain and speculative) through specviz.fast.lean's forward where it "
         "applies (packed Llama targets); transformers' own generation keeps its forward",
     )
     b.add_argument("--out", default="bench.json", help="JSON results")
@@ -297,19 +296,19 @@ def gpu_meta(device: str) -> dict[str, str]:
 
 
 def _draft_forward(args: argparse.Namespace, draft: Any) -> str:
-    """How the draft model ran: specviz.lean's forward, or transformers' (and why)."""
+    """How the draft model ran: specviz.fast.lean's forward, or transformers' (and why)."""
     if args.no_lean:
         return "transformers (--no-lean)"
     problem = lean_problem(draft)
-    return "lean (specviz.lean)" if problem is None else f"transformers ({problem})"
+    return "lean (specviz.fast.lean)" if problem is None else f"transformers ({problem})"
 
 
 def _target_forward(args: argparse.Namespace, target: Any) -> str:
-    """How the target ran in our loops: transformers' forward, or specviz.lean's."""
+    """How the target ran in our loops: transformers' forward, or specviz.fast.lean's."""
     if not args.lean_target:
         return "transformers"
     problem = lean_problem(target, wide=True)
-    return "lean (specviz.lean)" if problem is None else f"transformers ({problem})"
+    return "lean (specviz.fast.lean)" if problem is None else f"transformers ({problem})"
 
 
 def _limit(requests: list, n: int) -> list:  # type: ignore[type-arg]

@@ -20,11 +20,11 @@ from typing import Any
 import torch
 
 from specviz.bench.workloads import Request
-from specviz.config import SamplingConfig
-from specviz.drafters import ModelDrafter
-from specviz.events import Sampled
-from specviz.generate import GenerationResult, autoregressive_generate, encode
-from specviz.ngram import NgramDrafter
+from specviz.core.config import SamplingConfig
+from specviz.core.events import Sampled
+from specviz.core.generate import GenerationResult, autoregressive_generate, encode
+from specviz.drafters.model import ModelDrafter
+from specviz.drafters.ngram import NgramDrafter
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,7 +102,7 @@ def model_lookahead(keeps: Sequence[float], generator: torch.Generator) -> Looka
 
 
 def lookup_then_model(lookup: Lookahead, model: Lookahead, limit: int) -> Lookahead:
-    """The lookup's proposal wherever it has one, the model's elsewhere (specviz.hybrid).
+    """The lookup's proposal wherever it has one, the model's elsewhere (specviz.drafters.hybrid).
 
     Leaves out the draft model's catch-up over tokens copied while it idled (one forward of a
     few tokens at its next round, about one draft step).

@@ -1,4 +1,4 @@
-"""What a target pass over k new tokens costs, through transformers' forward and specviz.lean's.
+"""What a target pass over k new tokens costs, through transformers' forward and specviz.fast.lean's.
 
 The verification ratio r (seconds per pass of γ + 1 tokens / seconds per 1-token step) is what
 the Leviathan bound assumes to be 1. This measures it for both forwards of the same loaded
@@ -17,10 +17,10 @@ from typing import Any
 
 import torch
 
-from specviz.cache import CachedForward, KVCache
-from specviz.decoding import clock
-from specviz.lean import lean_problem, lean_target_cache
-from specviz.models import load_pair
+from specviz.core.cache import CachedForward, KVCache
+from specviz.core.decoding import clock
+from specviz.fast.lean import lean_problem, lean_target_cache
+from specviz.models.loading import load_pair
 
 PROMPT = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'
 WARMUP = 3
@@ -91,14 +91,14 @@ def main(argv: list[str] | None = None) -> int:
     forwards: dict[str, Callable[[Any], CachedForward]] = {"transformers": KVCache}
     problem = lean_problem(pair.target, wide=True)
     if problem is None:
-        forwards["specviz.lean"] = lean_target_cache
+        forwards["specviz.fast.lean"] = lean_target_cache
     results = {
         name: pass_seconds(make, pair.target, prompt_ids, widths, args.repeats)
         for name, make in forwards.items()
     }
     print(f"threads: {torch.get_num_threads()}, target: {args.target}")
     if problem is not None:
-        print(f"specviz.lean does not apply: {problem}")
+        print(f"specviz.fast.lean does not apply: {problem}")
     print("\n".join(table(results)))
     return 0
 

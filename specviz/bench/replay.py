@@ -35,21 +35,23 @@ from specviz.bench.lookahead import (
     target_paths,
 )
 from specviz.bench.workloads import load_requests
-from specviz.cache import CachedForward, KVCache
-from specviz.config import SamplingConfig
-from specviz.decoding import clock
-from specviz.drafters import Drafter, ModelDrafter
-from specviz.events import RoundSummary
-from specviz.hybrid import LookupThenModelDrafter
-from specviz.lean import lean_target_cache
-from specviz.models import load_pair
-from specviz.ngram import NgramDrafter
-from specviz.policies import CostModel, FixedGamma, GammaPolicy, make_policy
-from specviz.trimmed import load_head_tokens
+from specviz.core.cache import CachedForward, KVCache
+from specviz.core.config import SamplingConfig
+from specviz.core.decoding import clock
+from specviz.core.drafter import Drafter
+from specviz.core.events import RoundSummary
+from specviz.core.policy import FixedGamma, GammaPolicy
+from specviz.drafters.hybrid import LookupThenModelDrafter
+from specviz.drafters.model import ModelDrafter
+from specviz.drafters.ngram import NgramDrafter
+from specviz.drafters.trimmed import load_head_tokens
+from specviz.fast.lean import lean_target_cache
+from specviz.gamma.policies import CostModel, make_policy
+from specviz.models.loading import load_pair
 
 GREEDY = SamplingConfig(temperature=0.0)
 DRAFTERS = ("model", "model-trimmed", "ngram", "ngram+model", "ngram+model-trimmed")
-LOOKAHEAD = 16  # the most tokens a policy drafts (specviz.policies' max_gamma)
+LOOKAHEAD = 16  # the most tokens a policy drafts (specviz.gamma.policies' max_gamma)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -126,7 +128,7 @@ def measure_costs(
 
     As in a real round, draft steps run right after a target pass (which has pushed the draft's
     weights out of the CPU's caches): timed alone, back to back, they would look cheaper.
-    make_cache: the target's forward (transformers' by default; specviz.lean's for a lean target).
+    make_cache: the target's forward (transformers' by default; specviz.fast.lean's for a lean target).
     """
     cache = make_cache(target)
     cache.forward(torch.tensor(prompt_ids, device=target.device))
@@ -234,7 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=2, help="target decodes a request (T > 0)")
     parser.add_argument("--draws", type=int, default=4, help="verdict draws a decode (T > 0)")
     parser.add_argument(
-        "--lean-target", action="store_true", help="price the target's passes on specviz.lean's"
+        "--lean-target",
+        action="store_true",
+        help="price the target's passes on specviz.fast.lean's",
     )
     parser.add_argument(
         "--model-gamma", type=int, help="cap on the draft model's tokens a round (ngram+...)"

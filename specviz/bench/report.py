@@ -13,8 +13,8 @@ from scipy import stats
 
 from specviz.bench.metrics import cost_per_1k_tokens, spread
 from specviz.bench.runner import BenchSetting, Record, drafter_label
-from specviz.policies import VerifyCost
-from specviz.theory import optimal_gamma, speedup_bound
+from specviz.gamma.policies import VerifyCost
+from specviz.gamma.theory import optimal_gamma, speedup_bound
 
 
 def _key(r: Record) -> tuple[str, BenchSetting]:

@@ -15,17 +15,19 @@ from transformers import DynamicCache
 
 from specviz.bench.metrics import RequestMetrics, request_metrics
 from specviz.bench.workloads import Request
-from specviz.cache import CachedForward, KVCache, cache_kwarg
-from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.decoding import clock
-from specviz.drafters import Drafter, ModelDrafter
-from specviz.generate import autoregressive_generate, encode, speculative_generate
-from specviz.hybrid import LookupThenModelDrafter
-from specviz.lean import draft_cache, lean_target_cache
-from specviz.ngram import NgramDrafter
-from specviz.policies import CostModel, GammaPolicy, make_policy
-from specviz.shared_exit import SharedExit, early_exit_drafter
-from specviz.trimmed import load_head_tokens
+from specviz.core.cache import CachedForward, KVCache, cache_kwarg
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.decoding import clock
+from specviz.core.drafter import Drafter
+from specviz.core.generate import autoregressive_generate, encode, speculative_generate
+from specviz.core.policy import GammaPolicy
+from specviz.drafters.hybrid import LookupThenModelDrafter
+from specviz.drafters.model import ModelDrafter
+from specviz.drafters.ngram import NgramDrafter
+from specviz.drafters.shared_exit import SharedExit, early_exit_drafter
+from specviz.drafters.trimmed import load_head_tokens
+from specviz.fast.lean import draft_cache, lean_target_cache
+from specviz.gamma.policies import CostModel, make_policy
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,7 +43,7 @@ class BenchSetting:
     model_gamma: int | None = None  # hybrids: at most this many draft-model tokens a round
 
 
-# gamma policies of the bench: the first three are specviz.policies; "confidence" drafts up to
+# gamma policies of the bench: the first three are specviz.gamma.policies; "confidence" drafts up to
 # gamma tokens but stops after one whose draft top probability is below CONFIDENCE (the same
 # rule and default as transformers' assistant_confidence_threshold).
 POLICIES = ("fixed", "heuristic", "theory", "confidence")
@@ -154,10 +156,10 @@ def _drafter(
 def plain_cache(setting: BenchSetting, lean_target: bool) -> Callable[[Any], CachedForward]:
     """The cached forward plain decoding runs on, to be compared with `setting`'s run.
 
-    early-exit-shared verifies through specviz.shared_exit's own forward of the target, which
+    early-exit-shared verifies through specviz.drafters.shared_exit's own forward of the target, which
     costs less per pass than transformers' here, so its plain baseline runs on that forward
     too (all layers, nothing shared); every other setting's target uses transformers' forward,
-    or with lean_target specviz.lean's (where it applies), the same as its speculative run.
+    or with lean_target specviz.fast.lean's (where it applies), the same as its speculative run.
     """
     if setting.drafter == "early-exit-shared":
         return lambda target: SharedExit(target, setting.exit_layer).target_view
@@ -254,8 +256,8 @@ def run_request(
 
     costs: the theory policy's measured costs, shared by every run of one setting (a fresh
     CostModel when None): costs belong to the hardware and drafter, not to a request.
-    lean=False drafts through transformers' forward instead of specviz.lean's; lean_target=True
-    runs the target through specviz.lean's (plain and speculative alike; transformers' own
+    lean=False drafts through transformers' forward instead of specviz.fast.lean's; lean_target=True
+    runs the target through specviz.fast.lean's (plain and speculative alike; transformers' own
     generation keeps its forward).
     """
     prompt_ids = encode(tokenizer, request.prompt)

@@ -12,15 +12,16 @@ from typing import Any
 
 import torch
 
-from specviz.acceptance import EXACT, AcceptanceRule
-from specviz.cache import CachedForward
-from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.decoding import SpeculativeDecoder, autoregressive_events
-from specviz.drafters import Drafter, ModelDrafter
-from specviz.events import EMITTING, Event
-from specviz.lean import draft_cache
-from specviz.policies import GammaPolicy
-from specviz.sampling import logits_to_probs
+from specviz.core.acceptance import EXACT, AcceptanceRule
+from specviz.core.cache import CachedForward
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.decoding import SpeculativeDecoder, autoregressive_events
+from specviz.core.drafter import Drafter
+from specviz.core.events import EMITTING, Event
+from specviz.core.policy import GammaPolicy
+from specviz.core.sampling import logits_to_probs
+from specviz.drafters.model import ModelDrafter
+from specviz.fast.lean import draft_cache
 
 Outcome = tuple[int, ...]
 Sampler = Callable[[int], Outcome]  # seed → outcome

@@ -8,13 +8,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from specviz.acceptance import AcceptanceRule, Verdict, verify
-from specviz.cache import KVCache
-from specviz.config import SamplingConfig
-from specviz.decoding import SpeculativeDecoder
-from specviz.drafters import Draft, ModelDrafter
-from specviz.sampling import logits_to_probs, sample, uniform
-from specviz.shared_exit import SharedExit
+from specviz.core.acceptance import AcceptanceRule, Verdict, verify
+from specviz.core.cache import KVCache
+from specviz.core.config import SamplingConfig
+from specviz.core.decoding import SpeculativeDecoder
+from specviz.core.drafter import Draft
+from specviz.core.sampling import logits_to_probs, sample, uniform
+from specviz.drafters.model import ModelDrafter
+from specviz.drafters.shared_exit import SharedExit
 from specviz.stats.laws import Variant
 
 

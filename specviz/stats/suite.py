@@ -12,11 +12,12 @@ import numpy as np
 import torch
 from scipy import stats
 
-from specviz.config import SamplingConfig, SpeculationConfig
-from specviz.drafters import Drafter
-from specviz.events import Accepted, Event, Rejected, RoundSummary
-from specviz.policies import GammaPolicy
-from specviz.sampling import logits_to_probs
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.drafter import Drafter
+from specviz.core.events import Accepted, Event, Rejected, RoundSummary
+from specviz.core.policy import GammaPolicy
+from specviz.core.sampling import logits_to_probs
+from specviz.gamma.theory import expected_tokens_per_round
 from specviz.stats.laws import (
     EXACT_VARIANT,
     Law,
@@ -35,7 +36,6 @@ from specviz.stats.testing import (
     marginals,
     two_sample,
 )
-from specviz.theory import expected_tokens_per_round
 
 MAX_ENUMERATED = 50_000  # cells of the exact law we are willing to enumerate
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from specviz.bundled import cache_dir, ensure_bundled_target
+from specviz.models.bundled import cache_dir, ensure_bundled_target
 
 LOG = logging.getLogger("specviz.train")
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
+from specviz.drafters.trimmed import load_head_tokens, ranking_path, trim_head
 from specviz.train.common import load_target, save_atomic, work_dir, write_json_atomic
 from specviz.train.teacher import chat_ids, sample_batch
-from specviz.trimmed import load_head_tokens, ranking_path, trim_head
 
 LOG = logging.getLogger("specviz.train.evaluate")
 HELD_OUT_CODE = (

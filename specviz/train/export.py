@@ -9,11 +9,11 @@ from typing import Any
 
 import torch
 
-from specviz.bundled import bundled_draft_dir, ensure_bundled_target
+from specviz.drafters.trimmed import save_ranking
+from specviz.models.bundled import bundled_draft_dir, ensure_bundled_target
 from specviz.train.common import work_dir, write_json_atomic
 from specviz.train.evaluate import load_draft
 from specviz.train.student import student_dir
-from specviz.trimmed import save_ranking
 
 VOCAB = 49_152  # SmolLM2's vocabulary
 
@@ -37,7 +37,7 @@ def token_ranking() -> torch.Tensor:
     """Every token id (V,), by the target's total probability over the training shards' top-32.
 
     Held-out shards (index % 20 == 1) are left out; ties (tokens never in any top-32) keep id
-    order. This is the ranking the trimmed-head drafter keeps the start of (specviz.trimmed).
+    order. This is the ranking the trimmed-head drafter keeps the start of (specviz.drafters.trimmed).
     """
     from specviz.train.teacher import shard_dir
 

@@ -1,0 +1,246 @@
+"""The app's equivalence lab: speculative vs plain samples of the first k tokens, tested with the
+statistical suite's library (specviz.stats), optionally with one of its broken samplers swapped in.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from specviz.app.views.form import as_float, as_int
+from specviz.app.views.lab import LabView
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.drafter import Drafter
+from specviz.core.policy import GammaPolicy
+from specviz.drafters.model import ModelDrafter
+from specviz.stats.laws import (
+    EXACT_VARIANT,
+    Law,
+    Outcome,
+    Sampler,
+    Variant,
+    exact_law,
+    plain_sampler,
+    speculative_sampler,
+)
+from specviz.stats.mutants import MUTANTS
+from specviz.stats.report import rows
+from specviz.stats.suite import MAX_ENUMERATED, family_adjusted, law_size, outcome_logprobs
+from specviz.stats.testing import (
+    TestResult,
+    goodness_of_fit,
+    ks_two_sample,
+    marginal_laws,
+    marginals,
+    pool,
+    two_sample,
+)
+from specviz.stats.toy import random_pair
+
+TOY, MODELS = "toy pair (exact law known)", "selected model pair"
+PAIRS = [TOY, MODELS]
+REAL = "none (real sampler)"
+N_RANGE, K_RANGE = (20, 5000), (1, 4)
+DEFAULT_N = {TOY: 1500, MODELS: 75}  # about a minute each on 2 CPU cores (measured)
+PLAIN_SEED_OFFSET = 1_000_003  # plain draws use other seeds than speculative ones (as the suite)
+
+
+def mutant_choices() -> list[tuple[str, str]]:
+    """Dropdown (label, value) pairs: the real sampler, then every mutant with its description."""
+    return [(REAL, REAL), *((f"{m.name}: {m.description}", m.name) for m in MUTANTS)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LabRequest:
+    """Validated lab inputs: which pair, which sampler, N draws per sampler, k tokens, level."""
+
+    pair: str
+    variant: Variant
+    n: int
+    k: int
+    alpha: float
+
+    @classmethod
+    def parse(cls, pair: Any, mutant: Any, n: Any, k: Any, alpha: Any) -> LabRequest:
+        """From widget values; ValueError with a readable message when one is out of range."""
+        if pair not in PAIRS:
+            raise ValueError(f"pair must be one of {PAIRS} (got {pair!r})")
+        names = {m.name: m for m in MUTANTS}
+        if mutant not in (REAL, *names):
+            raise ValueError(f"mutant must be {REAL!r} or one of {sorted(names)} (got {mutant!r})")
+        values = {"N": as_int("N", n), "k": as_int("k", k)}
+        for (name, value), (lo, hi) in zip(values.items(), (N_RANGE, K_RANGE), strict=True):
+            if not lo <= value <= hi:
+                raise ValueError(f"{name} must be between {lo} and {hi} (got {value})")
+        if not 0 < (level := as_float("α", alpha)) < 0.5:
+            raise ValueError(f"α must be between 0 and 0.5 (got {level})")
+        variant = names.get(mutant, EXACT_VARIANT)
+        return cls(pair=pair, variant=variant, n=values["N"], k=values["k"], alpha=level)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LabPair:
+    """What the samplers run on: target, draft model (None: n-gram drafter), context, decoding."""
+
+    target: Any
+    draft: Any
+    prompt_ids: list[int]
+    stop_ids: frozenset[int]
+    decode: Callable[[int], str]
+    make_drafter: Callable[[SamplingConfig], Drafter] | None = None  # else the draft model's
+    min_confidence: float = 0.0
+    head_tokens: Tensor | None = (
+        None  # the trimmed-head drafter's tokens (specviz.drafters.trimmed)
+    )
+
+
+def toy_pair() -> LabPair:
+    """The suite's toy pair (vocabulary of 6, exact law enumerable), as `specviz verify` uses."""
+    target, draft = random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
+    return LabPair(
+        target=target, draft=draft, prompt_ids=[1, 2], stop_ids=frozenset(),
+        decode=lambda t: f"t{t}",
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LabProgress:
+    """How far the draws have come."""
+
+    text: str
+    fraction: float
+
+
+def samplers(
+    pair: LabPair,
+    req: LabRequest,
+    sampling: SamplingConfig,
+    gamma: int,
+    make_policy: Callable[[], GammaPolicy] | None,
+) -> tuple[Sampler, Sampler]:
+    """The speculative sampler (real or mutant) and the plain target sampler of k tokens."""
+    variant, vocab = req.variant, int(pair.target.config.vocab_size)
+    own_drafter = pair.draft is None or pair.make_drafter is not None
+    if own_drafter and variant.drafter_cls is not ModelDrafter:
+        raise ValueError(
+            f"mutant {variant.name} changes the draft model's drafter: pick the draft model or "
+            "early-exit drafter (n-gram lookup has no model to break, and lookup-then-model "
+            "builds its own drafter)"
+        )
+
+    def model_drafter(s: SamplingConfig) -> Drafter:
+        cls, cache = variant.drafter_cls, variant.draft_cache
+        return cls(
+            pair.draft, s, vocab, make_cache=cache, min_confidence=pair.min_confidence,
+            head_tokens=pair.head_tokens,
+        )  # fmt: skip
+
+    spec = speculative_sampler(
+        pair.target, pair.draft, pair.prompt_ids, sampling=sampling,
+        speculation=SpeculationConfig(gamma=gamma, max_new_tokens=max(req.k, gamma + 1)),
+        k=req.k, stop_ids=pair.stop_ids, variant=variant,
+        make_drafter=pair.make_drafter or model_drafter, make_policy=make_policy,
+    )  # fmt: skip
+    plain = plain_sampler(
+        pair.target, pair.prompt_ids, sampling=sampling, max_new_tokens=req.k, k=req.k,
+        stop_ids=pair.stop_ids,
+    )  # fmt: skip
+    return spec, plain
+
+
+def draw_with_progress(
+    sampler: Sampler, n: int, first_seed: int, label: str, done: list[Outcome], every: int
+) -> Iterator[LabProgress]:
+    """Append n draws (seeds first_seed, first_seed + 1, ...) to done, reporting every few."""
+    start = time.perf_counter()
+    for i in range(n):
+        done.append(sampler(first_seed + i))
+        if (i + 1) % every == 0 or i + 1 == n:
+            rate = (i + 1) / max(time.perf_counter() - start, 1e-9)
+            yield LabProgress(f"{label}: {i + 1}/{n} ({rate:.0f}/s)", (i + 1) / n)
+
+
+def normalized(law: Law) -> Law:
+    """The law rescaled to sum to 1 in float64 (a float32 model's probabilities miss by ~1e-7,
+    more than scipy's goodness-of-fit tolerates)."""
+    total = math.fsum(law.values())
+    return {o: pr / total for o, pr in law.items()}
+
+
+def comparable(a: list[Outcome], b: list[Outcome]) -> bool:
+    """Whether two samples pool (as two_sample pools them) into at least two cells; at T = 0,
+    for one, every draw is the same outcome and there is nothing to compare."""
+    counts = Counter(a) + Counter(b)
+    probs = np.array(list(counts.values()), dtype=float) / (len(a) + len(b))
+    return len(pool(probs * min(len(a), len(b)))) >= 2
+
+
+def equivalence_tests(
+    pair: LabPair,
+    req: LabRequest,
+    sampling: SamplingConfig,
+    spec: list[Outcome],
+    plain: list[Outcome],
+) -> tuple[list[TestResult], Law | None, Law]:
+    """The tests, Holm-adjusted as one family; the exact joint law (if enumerable); the first
+    token's exact law."""
+    a, t = req.alpha, pair.target
+    law = None
+    results: list[TestResult] = []
+    if law_size(int(t.config.vocab_size), req.k) <= MAX_ENUMERATED:
+        law = normalized(exact_law(t, pair.prompt_ids, req.k, sampling, pair.stop_ids))
+        results.append(goodness_of_fit(spec, law, alpha=a, name="joint vs exact law (G-test)"))
+        results += marginals(spec, law, req.k, alpha=a) if req.k > 1 else []
+        first_law = marginal_laws(law, req.k)[0]
+    else:  # the first token's exact law takes one forward pass
+        first_law = normalized(exact_law(t, pair.prompt_ids, 1, sampling, pair.stop_ids))
+        first = [o[:1] for o in spec]
+        results.append(goodness_of_fit(first, first_law, alpha=a, name="first token vs exact law"))
+    pairs = {"joint vs plain samples (chi2)": (spec, plain)}
+    if req.k > 1:
+        pairs["first token vs plain (chi2)"] = ([o[:1] for o in spec], [o[:1] for o in plain])
+    results += [
+        two_sample(x, y, alpha=a, name=name) for name, (x, y) in pairs.items() if comparable(x, y)
+    ]
+    logp = outcome_logprobs(t, pair.prompt_ids, spec + plain, sampling)
+    ks = ks_two_sample(logp[: len(spec)], logp[len(spec) :], alpha=a, name="target log-prob (KS)")
+    return family_adjusted([*results, ks]), law, first_law
+
+
+def run_lab(
+    pair: LabPair,
+    req: LabRequest,
+    sampling: SamplingConfig,
+    gamma: int,
+    make_policy: Callable[[], GammaPolicy] | None = None,
+    every: int = 10,
+) -> Iterator[LabProgress | LabView]:
+    """Draw N speculative then N plain samples (progress as they come), test, return the view."""
+    spec_sampler, plain_sampler_ = samplers(pair, req, sampling, gamma, make_policy)
+    spec: list[Outcome] = []
+    plain: list[Outcome] = []
+    seed, start, v = sampling.seed, time.perf_counter(), req.variant
+    with torch.inference_mode():
+        sampler_name = "speculative" if req.variant is EXACT_VARIANT else req.variant.name
+        for step in draw_with_progress(spec_sampler, req.n, seed, sampler_name, spec, every):
+            yield replace(step, fraction=step.fraction / 2)
+        offset = seed + PLAIN_SEED_OFFSET
+        for step in draw_with_progress(plain_sampler_, req.n, offset, "plain", plain, every):
+            yield replace(step, fraction=0.5 + step.fraction / 2)
+        yield LabProgress("testing…", 1.0)
+        results, law, first_law = equivalence_tests(pair, req, sampling, spec, plain)
+    yield LabView(
+        spec=spec, plain=plain, exact=law, exact_first=first_law, decode=pair.decode,
+        sampler=REAL if req.variant is EXACT_VARIANT else f"{v.name} ({v.description})",
+        alpha=req.alpha,
+        rows=rows(results), rejected=sum(r.reject for r in results),
+        seconds=time.perf_counter() - start,
+    )  # fmt: skip

@@ -1,0 +1,43 @@
+"""Views of a decode for the app: token HTML, inspector, plots and summaries, built from events.
+
+Nothing here imports torch: views take events and a token-to-text function only.
+"""
+
+from specviz.app.views.cells import OUTCOMES, Cell, Decode, cells_from_events, emitted_text
+from specviz.app.views.metrics import cost_ratio, summarize
+from specviz.app.views.panels import race_html, status_html, summary_html
+from specviz.app.views.plots import (
+    acceptance_figure,
+    accepted_histogram,
+    accepted_length_figure,
+    pq_figure,
+    residual_figure,
+)
+from specviz.app.views.run import Run
+from specviz.app.views.style import COLORS, CSS, LABELS
+from specviz.app.views.tokens import inspector_html, legend_html, stream_html
+
+__all__ = [
+    "COLORS",
+    "CSS",
+    "LABELS",
+    "OUTCOMES",
+    "Cell",
+    "Decode",
+    "Run",
+    "acceptance_figure",
+    "accepted_histogram",
+    "accepted_length_figure",
+    "cells_from_events",
+    "cost_ratio",
+    "emitted_text",
+    "inspector_html",
+    "legend_html",
+    "pq_figure",
+    "race_html",
+    "residual_figure",
+    "status_html",
+    "stream_html",
+    "summarize",
+    "summary_html",
+]

@@ -1,0 +1,106 @@
+"""Token cells: one per emitted or rejected token, flattened from an event log for display."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from specviz.core.events import Accepted, Bonus, Event, Rejected, Resampled, RoundSummary, Sampled
+
+Decode = Callable[[int], str]  # token id -> its text
+OUTCOMES = ("accepted", "rejected", "resampled", "bonus", "sampled")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    """One token as shown in the stream: its outcome and the numbers behind the verdict."""
+
+    index: int
+    kind: str
+    round: int | None
+    position: int
+    in_round: int | None
+    token: int
+    text: str
+    p_x: float
+    q_x: float | None = None
+    u: float | None = None
+    accept_prob: float | None = None
+    residual_x: float | None = None
+    residual_mass: float | None = None
+    top: tuple[tuple[int, float, float, float], ...] = ()
+
+    @property
+    def emitted(self) -> bool:
+        """True when the token is part of the output (everything but a rejected draft)."""
+        return self.kind != "rejected"
+
+
+def cells_from_events(events: Iterable[Event], decode: Decode) -> list[Cell]:
+    """Every accepted, rejected, resampled, bonus and sampled token, in the order they happened."""
+    cells: list[Cell] = []
+    round_start: dict[int, int] = {}
+    for event in events:
+        if isinstance(event, Sampled):
+            cells.append(_sampled(len(cells), event, decode))
+        elif isinstance(event, Accepted | Rejected | Resampled | Bonus):
+            start = round_start.setdefault(event.round, event.position)
+            cells.append(_speculative(len(cells), event, event.position - start, decode))
+    return cells
+
+
+def _sampled(index: int, event: Sampled, decode: Decode) -> Cell:
+    """A plain-decoding token."""
+    return Cell(
+        index=index,
+        kind="sampled",
+        round=None,
+        position=event.position,
+        in_round=None,
+        token=event.token,
+        text=decode(event.token),
+        p_x=event.p_x,
+    )
+
+
+def _speculative(
+    index: int, event: Accepted | Rejected | Resampled | Bonus, in_round: int, decode: Decode
+) -> Cell:
+    """A token decided inside a speculative round."""
+    q_x = u = accept_prob = residual_x = residual_mass = None
+    top: tuple[tuple[int, float, float, float], ...] = ()
+    if isinstance(event, Accepted | Rejected):
+        q_x, u, accept_prob = event.q_x, event.u, event.accept_prob
+    elif isinstance(event, Resampled):
+        q_x, residual_x, residual_mass, top = (
+            event.q_x,
+            event.residual_x,
+            event.residual_mass,
+            event.top,
+        )
+    return Cell(
+        index=index,
+        kind=event.kind,
+        round=event.round,
+        position=event.position,
+        in_round=in_round,
+        token=event.token,
+        text=decode(event.token),
+        p_x=event.p_x,
+        q_x=q_x,
+        u=u,
+        accept_prob=accept_prob,
+        residual_x=residual_x,
+        residual_mass=residual_mass,
+        top=top,
+    )
+
+
+def rounds_of(events: Iterable[Event]) -> list[RoundSummary]:
+    """The round summaries in an event log."""
+    return [e for e in events if isinstance(e, RoundSummary)]
+
+
+def emitted_text(cells: Sequence[Cell]) -> str:
+    """The generated text: the emitted cells' text joined."""
+    return "".join(c.text for c in cells if c.emitted)

@@ -1,0 +1,84 @@
+"""Summary numbers of a decode, next to specviz.gamma.theory's closed forms (no torch needed)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from specviz.core.events import EMITTING, Event, Finished, RoundSummary, Sampled
+from specviz.gamma.theory import expected_tokens_per_round, speedup_bound
+
+
+def cost_ratio(rounds: Sequence[RoundSummary]) -> float:
+    """c = mean draft seconds per draft call / mean target seconds per round (nan if none)."""
+    calls = sum(r.draft_forward_calls for r in rounds)
+    target = sum(r.target_seconds for r in rounds)
+    if not rounds or target <= 0:
+        return math.nan
+    if not calls:
+        return 0.0  # a drafter without a model (n-gram lookup) makes no forward passes
+    return (sum(r.draft_seconds for r in rounds) / calls) / (target / len(rounds))
+
+
+def summarize(
+    events: Sequence[Event], plain_tokens_per_second: float | None = None
+) -> dict[str, Any]:
+    """The headline numbers of a (possibly unfinished) decode, JSON-ready (nan becomes None)."""
+    rounds = [e for e in events if isinstance(e, RoundSummary)]
+    tokens = sum(isinstance(e, EMITTING) for e in events)
+    finished = next((e for e in events if isinstance(e, Finished)), None)
+    target_calls = len(rounds) + sum(isinstance(e, Sampled) for e in events)
+    out: dict[str, Any] = {
+        "new_tokens": tokens,
+        "finish_reason": finished.reason if finished else None,
+        **_round_numbers(rounds),
+        "target_calls": target_calls,
+        "target_calls_per_token": target_calls / tokens if tokens else math.nan,
+        **_speed(tokens, finished, plain_tokens_per_second),
+    }
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+
+
+def _round_numbers(rounds: Sequence[RoundSummary]) -> dict[str, float]:
+    """Acceptance, per-round lengths (with and without bonus), c and the Leviathan bound."""
+    proposed, accepted = sum(r.proposed for r in rounds), sum(r.accepted for r in rounds)
+    alpha = accepted / proposed if proposed else math.nan
+    gamma = max((r.gamma for r in rounds), default=0)
+    c = cost_ratio(rounds)
+    return {
+        "rounds": len(rounds),
+        "gamma": gamma,
+        "proposed": proposed,
+        "accepted": accepted,
+        "alpha": alpha,
+        "mean_accepted_per_round_without_bonus": _mean([r.accepted for r in rounds]),
+        "mean_tokens_per_round_with_bonus": _mean([r.emitted for r in rounds]),
+        "expected_tokens_per_round": expected_tokens_per_round(alpha, gamma)
+        if _finite(alpha)
+        else math.nan,
+        "cost_ratio_c": c,
+        "speedup_bound": speedup_bound(alpha, gamma, c) if _finite(alpha, c) else math.nan,
+    }
+
+
+def _speed(tokens: int, finished: Finished | None, plain_tps: float | None) -> dict[str, Any]:
+    """Wall-clock seconds, tokens/s and, given plain decoding's tokens/s, the measured speedup."""
+    seconds = finished.seconds if finished else math.nan
+    tps = tokens / seconds if finished and seconds > 0 else math.nan
+    return {
+        "seconds": seconds,
+        "tokens_per_second": tps,
+        "plain_tokens_per_second": plain_tps,
+        "measured_speedup": tps / plain_tps if plain_tps and _finite(tps) else math.nan,
+    }
+
+
+def _mean(values: Sequence[float]) -> float:
+    """Arithmetic mean, nan for no values."""
+    return sum(values) / len(values) if values else math.nan
+
+
+def _finite(*values: float) -> bool:
+    """True when every value is a finite number."""
+    return all(math.isfinite(v) for v in values)

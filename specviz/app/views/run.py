@@ -1,0 +1,82 @@
+"""A decode in progress: the lazy event stream, what it has produced, advanced a round at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from specviz.app.views.cells import Cell, Decode, cells_from_events
+from specviz.app.views.metrics import summarize
+from specviz.core.events import Event, Finished, RoundSummary, Sampled
+
+STEP_ENDS = (RoundSummary, Sampled, Finished)  # a step stops after one of these
+
+
+@dataclass(kw_only=True)
+class Run:
+    """One decode's lazy events and the log so far; lives in a per-session gr.State."""
+
+    stream: Iterator[Event]
+    decode: Decode
+    prompt: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    log: list[Event] = field(default_factory=list)
+    done: bool = False
+    plain_tokens_per_second: float | None = None
+    _texts: dict[int, str] = field(default_factory=dict, repr=False)
+
+    def step(self) -> bool:
+        """Consume events through the next round (or plain token, or finish); False once done."""
+        if self.done:
+            return False
+        for event in self.stream:
+            self.log.append(event)
+            if isinstance(event, Finished):
+                self.done = True
+            if isinstance(event, STEP_ENDS):
+                return True
+        self.done = True
+        return False
+
+    def run_to_end(self) -> Iterator[Run]:
+        """Step until finished, yielding self after each step (for streaming views)."""
+        while self.step():
+            yield self
+
+    def finish(self) -> dict[str, Any]:
+        """Run to the end with nothing in between (honest timing) and describe the result."""
+        for _ in self.run_to_end():
+            pass
+        tokens = [c.token for c in self.cells() if c.emitted]
+        text = "".join(self.text_of(t) for t in tokens)
+        return {**self.summary(), "tokens": tokens, "text": text, "done": True}
+
+    def text_of(self, token: int) -> str:
+        """The token's text, decoded once and remembered."""
+        if token not in self._texts:
+            self._texts[token] = self.decode(token)
+        return self._texts[token]
+
+    def cells(self) -> list[Cell]:
+        """The token cells of the log so far."""
+        return cells_from_events(self.log, self.text_of)
+
+    def cell(self, index: int) -> Cell | None:
+        """The cell at index, or None when there is no such token yet."""
+        cells = self.cells()
+        return cells[index] if 0 <= index < len(cells) else None
+
+    @property
+    def rounds(self) -> list[RoundSummary]:
+        """The round summaries so far."""
+        return [e for e in self.log if isinstance(e, RoundSummary)]
+
+    @property
+    def finished(self) -> Finished | None:
+        """The Finished event, once the decode has ended."""
+        return next((e for e in reversed(self.log) if isinstance(e, Finished)), None)
+
+    def summary(self) -> dict[str, Any]:
+        """Headline numbers (see metrics.summarize) plus the settings that produced them."""
+        return {**summarize(self.log, self.plain_tokens_per_second), "settings": self.settings}

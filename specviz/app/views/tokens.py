@@ -1,0 +1,109 @@
+"""HTML for the coloured token stream, its legend and the token inspector."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+
+from specviz.app.views.cells import Cell
+from specviz.app.views.style import CUES, LABELS
+
+SPECULATIVE = ("accepted", "rejected", "resampled", "bonus")
+
+
+def fmt(x: float | None) -> str:
+    """A probability or draw for display: 4 significant digits, '—' when absent."""
+    return "—" if x is None else f"{x:.4g}"
+
+
+def visible(text: str) -> str:
+    """Token text with newlines, tabs and empty tokens made visible (not yet escaped)."""
+    if not text:
+        return "∅"
+    return text.replace("\n", "↵\n").replace("\t", "→\t")
+
+
+def legend_html(kinds: Sequence[str] = SPECULATIVE) -> str:
+    """A legend: one swatch per outcome, with its colour-free cue spelled out."""
+    items = "".join(
+        f'<span class="sv-legend-item" data-kind="{k}">'
+        f'<span class="sv-tok sv-{k}" style="color:#000">{escape(LABELS[k])}</span>'
+        f" <small>({escape(CUES[k])})</small></span>"
+        for k in kinds
+    )
+    rounds = '<span class="sv-legend-item"><span class="sv-round">n</span> round n starts</span>'
+    return f'<div class="sv-legend" role="group" aria-label="legend">{items}{rounds}</div>'
+
+
+def verdict(cell: Cell) -> str:
+    """One line saying why the token was kept, discarded or drawn."""
+    if cell.kind == "accepted":
+        return f"accepted: u = {fmt(cell.u)} < min(1, p/q) = {fmt(cell.accept_prob)}"
+    if cell.kind == "rejected":
+        return f"rejected: u = {fmt(cell.u)} ≥ min(1, p/q) = {fmt(cell.accept_prob)}"
+    if cell.kind == "resampled":
+        return "resampled: drawn from norm(max(0, p − q)) after the draft here was rejected"
+    if cell.kind == "bonus":
+        return "bonus: every draft of the round was accepted, so one more token is drawn from p"
+    return "sampled from p by plain decoding"
+
+
+def rows(cell: Cell) -> list[tuple[str, str]]:
+    """(label, value) pairs describing a token: where it is and the numbers behind it."""
+    out = [
+        ("token", f"{visible(cell.text)!r} (id {cell.token})"),
+        ("outcome", cell.kind),
+        ("round", "—" if cell.round is None else str(cell.round)),
+        ("position in round", "—" if cell.in_round is None else str(cell.in_round)),
+        ("position in output", str(cell.position)),
+        ("p(x) target", fmt(cell.p_x)),
+        ("q(x) draft", fmt(cell.q_x)),
+    ]
+    if cell.kind in ("accepted", "rejected"):
+        out += [("min(1, p/q)", fmt(cell.accept_prob)), ("u ~ U(0, 1)", fmt(cell.u))]
+    if cell.kind == "resampled":
+        out += [
+            ("residual(x)", fmt(cell.residual_x)),
+            ("residual mass Σ max(0, p − q)", fmt(cell.residual_mass)),
+        ]
+    return [*out, ("verdict", verdict(cell))]
+
+
+def title(cell: Cell) -> str:
+    """Hover text for a token (plain text, one fact per line)."""
+    return "\n".join(f"{k}: {v}" for k, v in rows(cell))
+
+
+def token_span(cell: Cell) -> str:
+    """One token as a coloured, clickable span carrying its numbers as data attributes."""
+    data = (
+        f'data-idx="{cell.index}" data-kind="{cell.kind}" data-p="{fmt(cell.p_x)}" '
+        f'data-q="{fmt(cell.q_x)}"'
+    )
+    return (
+        f'<span class="sv-tok sv-{cell.kind}" {data} tabindex="0" '
+        f'title="{escape(title(cell))}">{escape(visible(cell.text))}</span>'
+    )
+
+
+def stream_html(cells: Sequence[Cell], prompt: str = "", note: str = "") -> str:
+    """The prompt, then every token coloured by outcome, with a marker where each round starts."""
+    parts = [f'<span class="sv-prompt">{escape(prompt)}</span>'] if prompt else []
+    current: int | None = None
+    for cell in cells:
+        if cell.round is not None and cell.round != current:
+            current = cell.round
+            parts.append(f'<span class="sv-round" title="round {current}">{current}</span>')
+        parts.append(token_span(cell))
+    tail = f'<div class="sv-note">{escape(note)}</div>' if note else ""
+    return f'<div class="sv-stream" aria-live="polite">{"".join(parts)}</div>{tail}'
+
+
+def inspector_html(cell: Cell | None) -> str:
+    """The inspector panel for one token, or a hint when none is selected."""
+    if cell is None:
+        return '<div class="sv-inspector"><em>Click a token (or hover it) to inspect it.</em></div>'
+    body = "".join(f"<tr><td>{escape(k)}</td><td>{escape(v)}</td></tr>" for k, v in rows(cell))
+    swatch = f'<span class="sv-tok sv-{cell.kind}">{escape(visible(cell.text))}</span>'
+    head = f"<div>token #{cell.index} {swatch}</div>"
+    return f'<div class="sv-inspector" data-idx="{cell.index}">{head}<table>{body}</table></div>'

@@ -1,0 +1,85 @@
+"""The acceptance rule of speculative sampling (Leviathan et al. 2023, Chen et al. 2023).
+
+A draft token x drawn from q_draft is kept with probability min(1, p(x)/q(x)); the first
+rejected one is replaced by a draw from norm(max(0, p - q)); if all gamma are kept, a bonus
+token is drawn from the target's next distribution. The emitted tokens then follow p exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from specviz.core.sampling import sample, uniform
+
+
+def acceptance_prob(p_x: Tensor, q_x: Tensor) -> Tensor:
+    """min(1, p(x)/q(x)) elementwise (gamma,); a token q could not draw (q = 0) counts as 1."""
+    safe_q = torch.where(q_x > 0, q_x, torch.ones_like(q_x))
+    return torch.where(q_x > 0, torch.clamp(p_x / safe_q, max=1.0), torch.ones_like(p_x))
+
+
+def residual(p_target: Tensor, q_draft: Tensor) -> Tensor:
+    """norm(max(0, p - q)) over the vocabulary (V,); falls back to p when p == q (no NaN)."""
+    excess = torch.clamp(p_target - q_draft, min=0.0)  # (V,)
+    mass = excess.sum()
+    return excess / mass if mass > 0 else p_target
+
+
+@dataclass(frozen=True, kw_only=True)
+class AcceptanceRule:
+    """The swappable pieces of verification; EXACT is the only correct one (mutants swap one)."""
+
+    acceptance_prob: Callable[[Tensor, Tensor], Tensor] = acceptance_prob
+    residual: Callable[[Tensor, Tensor], Tensor] = residual
+    uniforms: Callable[[int, torch.Generator, Tensor], Tensor] = uniform
+
+
+EXACT = AcceptanceRule()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """Outcome of one round: how many drafts were kept and the token that follows them."""
+
+    n_accepted: int
+    next_token: int
+    is_bonus: bool
+    p_x: tuple[float, ...]  # p(x_i) for each draft token
+    q_x: tuple[float, ...]  # q(x_i) for each draft token
+    accept_prob: tuple[float, ...]  # min(1, p/q) per draft token
+    u: tuple[float, ...]  # the uniform draw compared against accept_prob
+    next_dist: Tensor  # (V,) the distribution next_token was drawn from (residual or p)
+
+
+def verify(
+    p_target: Tensor,
+    q_draft: Tensor,
+    draft_tokens: Tensor,
+    generator: torch.Generator,
+    rule: AcceptanceRule = EXACT,
+) -> Verdict:
+    """Verify draft_tokens (gamma,) given p_target (gamma+1, V) and q_draft (gamma, V)."""
+    gamma = draft_tokens.shape[0]
+    rows = torch.arange(gamma, device=draft_tokens.device)
+    p_x = p_target[rows, draft_tokens]  # (gamma,)
+    q_x = q_draft[rows, draft_tokens]  # (gamma,)
+    accept = rule.acceptance_prob(p_x, q_x)  # (gamma,)
+    u = rule.uniforms(gamma, generator, accept)  # (gamma,)
+    rejected = (u >= accept).nonzero()
+    n = int(rejected[0].item()) if rejected.numel() else gamma
+    is_bonus = n == gamma
+    next_dist = p_target[gamma] if is_bonus else rule.residual(p_target[n], q_draft[n])
+    return Verdict(
+        n_accepted=n,
+        next_token=sample(next_dist, generator),
+        is_bonus=is_bonus,
+        p_x=tuple(p_x.tolist()),
+        q_x=tuple(q_x.tolist()),
+        accept_prob=tuple(accept.tolist()),
+        u=tuple(u.tolist()),
+        next_dist=next_dist,
+    )

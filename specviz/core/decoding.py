@@ -1,0 +1,265 @@
+"""Plain and speculative decoding as generators of events, sharing one KV-cached forward path."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Generator, Iterator
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from specviz.core.acceptance import EXACT, AcceptanceRule, Verdict, verify
+from specviz.core.cache import CachedForward, KVCache
+from specviz.core.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
+from specviz.core.drafter import Draft, Drafter, SharesTargetCache
+from specviz.core.events import (
+    Accepted,
+    Bonus,
+    Event,
+    Finished,
+    Prefill,
+    Proposed,
+    Rejected,
+    Resampled,
+    RoundSummary,
+    Sampled,
+)
+from specviz.core.policy import FixedGamma, GammaPolicy
+from specviz.core.sampling import logits_to_probs, sample
+
+RESIDUAL_TOP = 5  # candidates of the residual distribution recorded per resample
+
+
+def clock(device: torch.device) -> float:
+    """Wall-clock seconds, after waiting for queued CUDA work on device."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+def make_generator(sampling: SamplingConfig, device: torch.device) -> torch.Generator:
+    """A fresh generator on device, seeded from the sampling config (never the global RNG)."""
+    return torch.Generator(device=device).manual_seed(sampling.seed)
+
+
+def autoregressive_events(
+    target: Any,
+    prompt_ids: list[int],
+    *,
+    sampling: SamplingConfig,
+    max_new_tokens: int,
+    stop_ids: Collection[int] = (),
+    make_cache: Callable[[Any], CachedForward] = KVCache,
+) -> Iterator[Event]:
+    """Plain target sampling, one forward pass per token: the speed baseline and reference law.
+
+    make_cache: the target's cached forward (a benchmark runs plain decoding through the same
+    forward as the speculative run it is compared with).
+    """
+    check_max_new_tokens(max_new_tokens)
+    device = target.device
+    cache, generator, ids = make_cache(target), make_generator(sampling, device), list(prompt_ids)
+    start = clock(device)
+    yield Prefill(prompt_tokens=len(ids), target_seconds=0.0, draft_seconds=0.0)  # no pass yet
+    reason = "max_new_tokens"
+    for position in range(max_new_tokens):
+        t0 = clock(device)  # the first step scores the whole prompt: no separate prompt pass
+        logits = cache.forward(torch.tensor(ids[len(cache) :], device=device), keep=1)[-1]  # (V,)
+        p = logits_to_probs(logits, sampling)
+        token = sample(p, generator)
+        yield Sampled(
+            position=position,
+            token=token,
+            p_x=float(p[token]),
+            target_seconds=clock(device) - t0,
+        )
+        ids.append(token)
+        if token in stop_ids:
+            reason = "eos"
+            break
+    yield Finished(
+        reason=reason, new_tokens=len(ids) - len(prompt_ids), seconds=clock(device) - start
+    )
+
+
+def target_cache(
+    target: Any, drafter: Drafter, make_cache: Callable[[Any], CachedForward] | None
+) -> CachedForward:
+    """The target's cached forward: the drafter's share of it, make_cache's, or a KVCache."""
+    if isinstance(drafter, SharesTargetCache):
+        if make_cache is not None:
+            raise ValueError(
+                f"{type(drafter).__name__} shares the target's cache; do not pass make_cache"
+            )
+        return drafter.target_cache(target)
+    return (make_cache or KVCache)(target)
+
+
+class SpeculativeDecoder:
+    """Speculative sampling state: the committed ids, the target's cache and the drafter."""
+
+    def __init__(
+        self,
+        target: Any,
+        drafter: Drafter,
+        prompt_ids: list[int],
+        *,
+        sampling: SamplingConfig,
+        speculation: SpeculationConfig,
+        stop_ids: Collection[int] = (),
+        rule: AcceptanceRule = EXACT,
+        make_cache: Callable[[Any], CachedForward] | None = None,
+        policy: GammaPolicy | None = None,
+    ) -> None:
+        """Set up a decode of prompt_ids; nothing runs until events() is iterated.
+
+        make_cache: the target's cached forward (default KVCache); a drafter that shares the
+        target's cache (SharesTargetCache) provides it instead.
+        """
+        self.policy = policy or FixedGamma(speculation.gamma)
+        self.target, self.drafter, self.rule = target, drafter, rule
+        self.sampling, self.speculation, self.stop_ids = sampling, speculation, stop_ids
+        self.device = target.device
+        self.ids = list(prompt_ids)
+        self.prompt_len = len(prompt_ids)
+        self.target_cache = target_cache(target, drafter, make_cache)
+        self.generator = make_generator(sampling, self.device)
+
+    def events(self) -> Iterator[Event]:
+        """Run to EOS or max_new_tokens, yielding every event as it happens."""
+        start = clock(self.device)
+        yield self._prefill()
+        round_index, reason = 0, "max_new_tokens"
+        while (remaining := self.speculation.max_new_tokens - self.new_tokens) > 0:
+            yield from self._round(round_index, gamma=min(self.policy.next_gamma(), remaining - 1))
+            round_index += 1
+            if self.ids[-1] in self.stop_ids:
+                reason = "eos"
+                break
+        yield Finished(
+            reason=reason, new_tokens=self.new_tokens, seconds=clock(self.device) - start
+        )
+
+    @property
+    def new_tokens(self) -> int:
+        """Tokens emitted so far."""
+        return len(self.ids) - self.prompt_len
+
+    def _prefill(self) -> Prefill:
+        """Cache all prompt tokens but the last in the drafter.
+
+        The target gets no prompt pass of its own: its first verification pass scores the
+        prompt together with the first drafts (one target call fewer, as in transformers).
+        """
+        t0 = clock(self.device)
+        self.drafter.prefill(self.ids[:-1])
+        return Prefill(
+            prompt_tokens=len(self.ids), target_seconds=0.0, draft_seconds=clock(self.device) - t0
+        )
+
+    def _round(self, round_index: int, gamma: int) -> Iterator[Event]:
+        """Draft, score all drafts in one target pass, verify, emit, roll both caches back."""
+        t0 = clock(self.device)
+        draft = self._draft(gamma)
+        t1 = clock(self.device)
+        carried = len(self.ids) - 1 - len(self.target_cache)  # prompt tokens in the first pass
+        p_target = self._score(draft.tokens)  # (k+1, V)
+        t2 = clock(self.device)
+        first = self.new_tokens
+        for i, token in enumerate(draft.tokens.tolist()):
+            q_x = float(draft.q_draft[i, token])
+            yield Proposed(
+                round=round_index, position=first + i, draft_index=i, token=token, q_x=q_x
+            )
+        verdict = self._verify(p_target, draft)
+        emitted = yield from self._emit(round_index, draft, verdict, p_target)
+        self.target_cache.crop(len(self.ids) - 1)
+        self.drafter.rollback(len(self.ids))
+        summary = RoundSummary(
+            round=round_index,
+            gamma=gamma,
+            proposed=len(draft.tokens),
+            accepted=verdict.n_accepted,
+            emitted=emitted,
+            draft_seconds=t1 - t0,
+            target_seconds=t2 - t1,
+            draft_forward_calls=draft.forward_calls,
+            prompt_tokens=carried,
+        )
+        self.policy.update(summary)
+        yield summary
+
+    def _draft(self, gamma: int) -> Draft:
+        """Ask the drafter for up to gamma tokens (none when gamma is 0)."""
+        if gamma == 0:
+            empty = torch.empty(0, dtype=torch.long, device=self.device)
+            return Draft(tokens=empty, q_draft=torch.empty(0, 0), forward_calls=0)
+        return self.drafter.propose(self.ids, gamma, self.generator, self.stop_ids)
+
+    def _score(self, draft_tokens: Tensor) -> Tensor:
+        """p_target (k+1, V) for each draft position and the bonus position, in one pass."""
+        fresh = torch.tensor(self.ids[len(self.target_cache) :], device=self.device)
+        k = draft_tokens.shape[0]
+        tokens = torch.cat([fresh, draft_tokens.to(self.device)])
+        return self.warp_target(self.target_cache.forward(tokens, keep=k + 1))  # (k+1, V)
+
+    def warp_target(self, logits: Tensor) -> Tensor:
+        """Target logits (..., V) → p_target with the same warping the drafter used."""
+        return logits_to_probs(logits, self.sampling)
+
+    def _verify(self, p_target: Tensor, draft: Draft) -> Verdict:
+        """Apply the acceptance rule to this round's drafts."""
+        q_draft, tokens = draft.q_draft.to(p_target), draft.tokens.to(self.device)
+        return verify(p_target, q_draft, tokens, self.generator, self.rule)
+
+    def _emit(
+        self, round_index: int, draft: Draft, verdict: Verdict, p_target: Tensor
+    ) -> Generator[Event, None, int]:
+        """Yield accept/reject/resample/bonus events, commit tokens; returns how many emitted."""
+        first, n = self.new_tokens, verdict.n_accepted
+        tokens = draft.tokens.tolist()
+        for i in range(n if verdict.is_bonus else n + 1):
+            verdict_cls = Rejected if i == n else Accepted
+            yield verdict_cls(
+                round=round_index,
+                position=first + i,
+                draft_index=i,
+                token=tokens[i],
+                p_x=verdict.p_x[i],
+                q_x=verdict.q_x[i],
+                u=verdict.u[i],
+                accept_prob=verdict.accept_prob[i],
+            )
+            if i == n:
+                break
+            self.ids.append(tokens[i])
+            if tokens[i] in self.stop_ids:
+                return i + 1  # an accepted stop token ends the round (and the decode)
+        yield self._next_event(round_index, first + n, draft, verdict, p_target)
+        self.ids.append(verdict.next_token)
+        return n + 1
+
+    def _next_event(
+        self, round_index: int, position: int, draft: Draft, verdict: Verdict, p_target: Tensor
+    ) -> Resampled | Bonus:
+        """The event for the token that follows the accepted drafts."""
+        n, token = verdict.n_accepted, verdict.next_token
+        p = p_target[n]  # (V,)
+        if verdict.is_bonus:
+            return Bonus(round=round_index, position=position, token=token, p_x=float(p[token]))
+        q = draft.q_draft[n].to(p)  # (V,)
+        top = verdict.next_dist.topk(min(RESIDUAL_TOP, p.shape[0]))
+        return Resampled(
+            round=round_index,
+            position=position,
+            token=token,
+            p_x=float(p[token]),
+            q_x=float(q[token]),
+            residual_x=float(verdict.next_dist[token]),
+            residual_mass=float(torch.clamp(p - q, min=0.0).sum()),
+            top=tuple(
+                (int(t), float(r), float(p[t]), float(q[t]))
+                for r, t in zip(top.values.tolist(), top.indices.tolist(), strict=True)
+            ),
+        )

@@ -1,0 +1,49 @@
+"""The drafter protocol: what the verifier needs from any drafter, and the Draft it returns."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+from specviz.core.cache import CachedForward
+
+
+@dataclass(frozen=True, kw_only=True)
+class Draft:
+    """Proposed tokens (k,) and the distributions q_draft (k, V) they came from; k <= gamma."""
+
+    tokens: Tensor
+    q_draft: Tensor
+    forward_calls: int
+
+
+class Drafter(Protocol):
+    """What the verifier needs from any drafter (draft model, n-gram lookup, ...)."""
+
+    def prefill(self, prefix: list[int]) -> None:
+        """Process a prompt prefix before the first round (may be a no-op)."""
+
+    def propose(
+        self,
+        ids: list[int],
+        gamma: int,
+        generator: torch.Generator,
+        stop_ids: Collection[int],
+    ) -> Draft:
+        """Propose up to gamma tokens to follow ids; stop early after a stop token."""
+
+    def rollback(self, committed: int) -> None:
+        """Forget everything past the first `committed` tokens of the sequence."""
+
+
+@runtime_checkable
+class SharesTargetCache(Protocol):
+    """A drafter whose cache is part of the target's (specviz.drafters.shared_exit): the decoder takes
+    the target's cached forward from it instead of making its own."""
+
+    def target_cache(self, target: Any) -> CachedForward:
+        """The target's cached forward, sharing state with this drafter's."""

@@ -1,0 +1,272 @@
+"""A lean cached forward for Llama-family models: transformers' math in fewer calls.
+
+A 3-layer draft's step is mostly per-call framework overhead, not arithmetic. On the bundled
+draft with its trimmed head (2 CPU threads) a one-token step through `model(...)` costs about
+2.6–3.0 ms and the same math written out here about 1.0–1.3 ms; in the benchmark the draft
+cost ratio c falls from 0.06–0.08 to 0.03–0.05 (with the full head, whose output product
+stays, by ~30 %). It reads the Hugging Face model's weights (q/k/v and gate/up are fused once
+into transposed copies; a small draft makes that cheap), keeps keys and values in two
+preallocated tensors, and rolls back by moving a length pointer. The fused copies are a
+snapshot: build a new LeanLlama after changing the weights (drafters are built per request).
+Models it does not support (see `lean_problem`) fall back to transformers' forward with
+`specviz.core.cache.KVCache`.
+
+A target (`lean_target_cache`; opt-in: `--lean-target` in `specviz bench` and `generate`) runs
+here too when its linears are packed for oneDNN (specviz.fast.packed): its fused q/k/v and gate/up
+are packed copies (about 280 MB more for the bundled fp32 target). On the bundled target (2
+threads) a one-token step then costs ~36 ms instead of ~42.5 ms, and a 4-token verification
+pass ~1.07 plain steps instead of ~1.11, with logits equal to transformers' (tests/test_lean.py).
+
+Exactness never depends on this module: the drafter reports the q it actually sampled from,
+and the verifier needs nothing else. tests/test_lean.py checks the logits against transformers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from transformers import PretrainedConfig
+
+from specviz.core.cache import CachedForward, KVCache
+from specviz.fast.packed import PackedLinear, is_packed, pack, packed_product
+
+LEAN_MODEL_TYPES = ("llama",)
+# RoPE variants whose frequencies do not depend on the sequence length, so one table computed for
+# the whole capacity gives every position transformers' values ("dynamic" and "longrope" rescale
+# with the length seen so far).
+STATIC_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
+# Above about a million weights per layer the arithmetic outweighs the call overhead, and the
+# pre-packed oneDNN linears (specviz.fast.packed) beat the plain products used here.
+LEAN_MAX_LAYER_PARAMS = 1_000_000
+
+
+def lean_problem(model: Any, *, wide: bool = False) -> str | None:
+    """Why `model` cannot run on LeanLlama, or None if it can.
+
+    wide=False (a draft) refuses layers of over LEAN_MAX_LAYER_PARAMS weights; wide=True (a
+    target) accepts them when their linears are packed (specviz.fast.packed), which it then runs.
+    """
+    config = getattr(model, "config", None)
+    if not isinstance(config, PretrainedConfig):
+        return "not a Hugging Face model"
+    if config.model_type not in LEAN_MODEL_TYPES:
+        return f"model type {config.model_type!r} is not one of {LEAN_MODEL_TYPES}"
+    if getattr(config, "attention_bias", False) or getattr(config, "mlp_bias", False):
+        return "the model has attention or MLP biases"
+    if getattr(config, "hidden_act", None) != "silu":
+        return f"activation {getattr(config, 'hidden_act', None)!r} is not silu"
+    if getattr(config, "pretraining_tp", 1) != 1:
+        return "pretraining_tp != 1"
+    inner = getattr(model, "model", None)
+    if inner is None or not hasattr(inner, "rotary_emb") or not hasattr(inner, "layers"):
+        return "no model.layers / model.rotary_emb"
+    rope_type = getattr(inner.rotary_emb, "rope_type", "default")
+    if rope_type not in STATIC_ROPE_TYPES:
+        return f"RoPE type {rope_type!r} is not one of {STATIC_ROPE_TYPES}"
+    try:
+        odd = [name for name, module in _parts(inner) if not _standard(module)]
+    except AttributeError as missing:
+        return f"not a Llama decoder layer layout ({missing})"
+    if odd:
+        return f"non-standard modules {odd[:3]} (only Linear/PackedLinear without bias, RMSNorm)"
+    per_layer = _layer_params(inner)
+    if per_layer <= LEAN_MAX_LAYER_PARAMS:
+        return None
+    if not wide:
+        return f"{per_layer:,} weights per layer: large enough that overhead does not dominate"
+    if not all(is_packed(module) for name, module in _parts(inner) if name.endswith("proj")):
+        return f"{per_layer:,} weights per layer on unpacked linears (see specviz.fast.packed)"
+    return None
+
+
+def _layer_params(inner: Any) -> int:
+    """Mean number of weights per decoder layer."""
+    return int(sum(p.numel() for p in inner.layers.parameters())) // len(inner.layers)
+
+
+def _parts(inner: Any) -> list[tuple[str, Any]]:
+    """(name, module) of every projection and norm the lean forward reimplements."""
+    attention = [f"self_attn.{x}_proj" for x in "qkvo"]
+    names = [*attention, "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
+    names += ["input_layernorm", "post_attention_layernorm"]
+    return [
+        (f"layers.{i}.{name}", layer.get_submodule(name))
+        for i, layer in enumerate(inner.layers)
+        for name in names
+    ]
+
+
+def _standard(module: Any) -> bool:
+    """A bias-free Linear/PackedLinear or an RMSNorm (weight, variance_epsilon), nothing else."""
+    if type(module) in (nn.Linear, PackedLinear):
+        return module.bias is None
+    return hasattr(module, "variance_epsilon") and isinstance(module.weight, Tensor)
+
+
+def draft_cache(model: Any) -> CachedForward:
+    """LeanLlama for a draft it supports, else transformers' forward with a KVCache."""
+    return LeanLlama(model) if lean_problem(model) is None else KVCache(model)
+
+
+def lean_target_cache(model: Any) -> CachedForward:
+    """LeanLlama for a target it supports (wide packed layers too), else a KVCache."""
+    return LeanLlama(model) if lean_problem(model, wide=True) is None else KVCache(model)
+
+
+class _Product:
+    """x (T, in) → (T, out_1 + out_2 + …): bias-free linears fused into one product."""
+
+    def __init__(self, *linears: Any, packed: bool) -> None:
+        """Fuse the weights (out_i, in): packed for oneDNN, or as one transposed copy."""
+        self.packed: Tensor | None = None  # oneDNN layout: one PackedLinear's own, or a new one
+        self.weight_t: Tensor | None = None  # (in, out): at a draft's sizes mm beats F.linear
+        weights = [lin.weight.detach() for lin in linears]
+        if packed and len(linears) == 1:
+            self.packed = linears[0].packed  # shared with the model, not copied
+        elif packed:
+            self.packed = pack(torch.cat(weights))  # the concatenation is not kept
+        else:
+            self.weight_t = torch.cat(weights).t().contiguous()
+
+    def __call__(self, x: Tensor) -> Tensor:
+        """x (T, in) → (T, out)."""
+        if self.packed is not None:
+            return packed_product(x, self.packed)
+        assert self.weight_t is not None
+        return torch.mm(x, self.weight_t)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Layer:
+    """One decoder layer's norms and fused products."""
+
+    norm_attn: Tensor
+    qkv: _Product
+    o: _Product
+    norm_mlp: Tensor
+    gate_up: _Product
+    down: _Product
+
+
+def _rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
+    """Llama's RMSNorm of x (T, H) as transformers computes it: normalised in float32."""
+    normed = F.rms_norm(x.float(), x.shape[-1:], eps=eps)
+    return weight * normed.to(x.dtype)
+
+
+class LeanLlama:
+    """A Llama causal LM's forward with its own KV cache; shares the model's weights and head."""
+
+    def __init__(self, model: Any, capacity: int = 256) -> None:
+        """Prepare fused weights and an empty cache for `capacity` positions (it grows)."""
+        problem = lean_problem(model, wide=True)
+        if problem is not None:
+            raise ValueError(f"LeanLlama cannot run this model: {problem}; use KVCache")
+        inner, config = model.model, model.config
+        self.embed: Tensor = inner.embed_tokens.weight.detach()  # (V, H)
+        self.rotary = inner.rotary_emb
+        self.head = model.get_output_embeddings()  # full, trimmed or packed: called as is
+        self.final_norm = inner.norm  # called as is (early exit may put an adapter before it)
+        attn = inner.layers[0].self_attn
+        self.n_heads, self.n_kv = int(config.num_attention_heads), int(config.num_key_value_heads)
+        self.head_dim, self.scale = int(attn.head_dim), float(attn.scaling)
+        packed = _layer_params(inner) > LEAN_MAX_LAYER_PARAMS  # then lean_problem saw packing
+        self.layers = [
+            _Layer(
+                norm_attn=layer.input_layernorm.weight.detach(),
+                qkv=_Product(
+                    layer.self_attn.q_proj,
+                    layer.self_attn.k_proj,
+                    layer.self_attn.v_proj,
+                    packed=packed,
+                ),
+                o=_Product(layer.self_attn.o_proj, packed=packed),
+                norm_mlp=layer.post_attention_layernorm.weight.detach(),
+                gate_up=_Product(layer.mlp.gate_proj, layer.mlp.up_proj, packed=packed),
+                down=_Product(layer.mlp.down_proj, packed=packed),
+            )
+            for layer in inner.layers
+        ]
+        self.eps = float(inner.layers[0].input_layernorm.variance_epsilon)
+        self.length = 0
+        shape = (len(self.layers), self.n_kv, 0, self.head_dim)
+        self.keys = self.embed.new_zeros(shape)  # (L, kv_heads, capacity, head_dim)
+        self.values = self.embed.new_zeros(shape)
+        self.cos = self.sin = self.embed.new_zeros(0, self.head_dim)  # (capacity, head_dim)
+        self._reserve(capacity)
+
+    def __len__(self) -> int:
+        """Number of token positions currently cached."""
+        return self.length
+
+    def crop(self, length: int) -> None:
+        """Roll back to the first `length` positions (no-op if it holds no more than that)."""
+        self.length = min(self.length, max(0, length))
+
+    def _reserve(self, needed: int) -> None:
+        """Grow the cache and the rotary tables to hold at least `needed` positions."""
+        capacity = self.keys.shape[2]
+        if needed <= capacity:
+            return
+        capacity = max(needed, 2 * capacity)
+
+        def grow(old: Tensor) -> Tensor:
+            new = old.new_zeros(*old.shape[:2], capacity, self.head_dim)
+            new[:, :, : self.length] = old[:, :, : self.length]
+            return new
+
+        self.keys, self.values = grow(self.keys), grow(self.values)
+        positions = torch.arange(capacity, device=self.embed.device)[None]  # (1, capacity)
+        cos, sin = self.rotary(self.embed[:1], positions)  # (1, capacity, head_dim) each
+        self.cos, self.sin = cos[0], sin[0]
+
+    @torch.no_grad()
+    def forward(self, input_ids: Tensor, keep: int = 0) -> Tensor:
+        """Feed new tokens (T,) after the cached ones; logits (T, V), or (keep, V) for the last."""
+        start, n_new = self.length, int(input_ids.shape[0])
+        end = start + n_new
+        self._reserve(end)
+        rope = (self.cos[start:end, None], self.sin[start:end, None])  # (T, 1, head_dim) each
+        mask = None
+        if n_new > 1:  # row i sees cached positions and new ones up to itself
+            mask = torch.ones(n_new, end, dtype=torch.bool, device=input_ids.device).tril(start)
+        x = self.embed[input_ids]  # (T, H)
+        for index, weights in enumerate(self.layers):
+            x = self._layer(index, weights, x, start, rope, mask)
+        self.length = end
+        x = x[-keep:] if keep else x
+        logits: Tensor = self.head(self.final_norm(x))
+        return logits  # (T or keep, V)
+
+    def _layer(
+        self,
+        index: int,
+        w: _Layer,
+        x: Tensor,
+        start: int,
+        rope: tuple[Tensor, Tensor],
+        mask: Tensor | None,
+    ) -> Tensor:
+        """One decoder layer on x (T, H), writing its keys/values at start..start+T."""
+        n_new, hd, nh, nkv = x.shape[0], self.head_dim, self.n_heads, self.n_kv
+        end = start + n_new
+        qkv = w.qkv(_rms_norm(x, w.norm_attn, self.eps))
+        qk = qkv[:, : (nh + nkv) * hd].view(n_new, nh + nkv, hd)  # (T, heads + kv_heads, hd)
+        cos, sin = rope
+        qk = qk * cos + torch.cat([-qk[..., hd // 2 :], qk[..., : hd // 2]], -1) * sin
+        self.keys[index, :, start:end] = qk[:, nh:].transpose(0, 1)  # (kv_heads, T, hd)
+        self.values[index, :, start:end] = (
+            qkv[:, (nh + nkv) * hd :].view(n_new, nkv, hd).transpose(0, 1)
+        )
+        keys, values = self.keys[index, :, :end], self.values[index, :, :end]  # (kv_heads, S, hd)
+        queries = qk[None, :, :nh].transpose(1, 2)  # (1, heads, T, hd)
+        out = F.scaled_dot_product_attention(  # grouped-query: kv head j serves nh / nkv heads
+            queries, keys[None], values[None], attn_mask=mask, scale=self.scale, enable_gqa=True
+        )[0]  # (heads, T, hd)
+        x = x + w.o(out.transpose(0, 1).reshape(n_new, nh * hd))
+        gate, up = w.gate_up(_rms_norm(x, w.norm_mlp, self.eps)).chunk(2, -1)
+        return x + w.down(F.silu(gate) * up)

