@@ -1,1 +1,84 @@
-"""specviz: exact speculative decoding, made visible."""
+"""specviz: exact speculative decoding, made visible.
+
+The public API, imported on first use (importing specviz loads nothing heavy):
+speculative_generate, autoregressive_generate, SamplingConfig, SpeculationConfig, load_pair,
+build_drafter, DrafterOptions, the drafter protocol (Drafter, Draft) and the event types.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from specviz.api import speculative_generate
+    from specviz.core.config import SamplingConfig, SpeculationConfig
+    from specviz.core.drafter import Draft, Drafter
+    from specviz.core.events import (
+        Accepted,
+        Bonus,
+        Event,
+        Finished,
+        Prefill,
+        Proposed,
+        Rejected,
+        Resampled,
+        RoundSummary,
+        Sampled,
+        read_jsonl,
+        write_jsonl,
+    )
+    from specviz.core.generate import GenerationResult, autoregressive_generate
+    from specviz.drafters.registry import DRAFTER_NAMES, DrafterOptions, build_drafter
+    from specviz.models.loading import ModelPair, load_pair
+
+_EVENTS = "Accepted Bonus Event Finished Prefill Proposed Rejected Resampled RoundSummary Sampled"
+_WHERE = {
+    "speculative_generate": "specviz.api",
+    "autoregressive_generate": "specviz.core.generate",
+    "GenerationResult": "specviz.core.generate",
+    "SamplingConfig": "specviz.core.config",
+    "SpeculationConfig": "specviz.core.config",
+    "Draft": "specviz.core.drafter",
+    "Drafter": "specviz.core.drafter",
+    "build_drafter": "specviz.drafters.registry",
+    "DrafterOptions": "specviz.drafters.registry",
+    "DRAFTER_NAMES": "specviz.drafters.registry",
+    "load_pair": "specviz.models.loading",
+    "ModelPair": "specviz.models.loading",
+    "read_jsonl": "specviz.core.events",
+    "write_jsonl": "specviz.core.events",
+} | dict.fromkeys(_EVENTS.split(), "specviz.core.events")
+__all__ = [
+    "DRAFTER_NAMES",
+    "Accepted",
+    "Bonus",
+    "Draft",
+    "Drafter",
+    "DrafterOptions",
+    "Event",
+    "Finished",
+    "GenerationResult",
+    "ModelPair",
+    "Prefill",
+    "Proposed",
+    "Rejected",
+    "Resampled",
+    "RoundSummary",
+    "Sampled",
+    "SamplingConfig",
+    "SpeculationConfig",
+    "autoregressive_generate",
+    "build_drafter",
+    "load_pair",
+    "read_jsonl",
+    "speculative_generate",
+    "write_jsonl",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module that defines `name` on first access."""
+    if name not in _WHERE:
+        raise AttributeError(f"module 'specviz' has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name]), name)

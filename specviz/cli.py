@@ -6,20 +6,20 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
 
+from specviz.api import speculative_generate
 from specviz.bench import cli as bench_cli
-from specviz.bench.runner import DRAFTERS, MODEL_DRAFTERS
 from specviz.core.cache import KVCache
-from specviz.core.checks import check_pair
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.drafter import Drafter
 from specviz.core.events import write_jsonl
-from specviz.core.generate import GenerationResult, autoregressive_generate, speculative_generate
-from specviz.drafters.hybrid import LookupThenModelDrafter
-from specviz.drafters.model import ModelDrafter
-from specviz.drafters.ngram import NgramDrafter
-from specviz.drafters.shared_exit import early_exit_drafter
+from specviz.core.generate import GenerationResult, autoregressive_generate
+from specviz.drafters.registry import (
+    DRAFTER_NAMES,
+    REGISTRY,
+    DrafterOptions,
+    build_drafter,
+    drafter_spec,
+)
 from specviz.drafters.trimmed import load_head_tokens
 from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import make_policy
@@ -51,17 +51,15 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--lean-target",
         action="store_true",
-        help="run the target through specviz.fast.lean's forward (packed Llama targets; else as is)",
+        help="run the target through specviz.fast.lean's forward (packed Llama targets; "
+        "else as is)",
     )
     gen.add_argument("--plain", action="store_true", help="plain target decoding (no draft)")
     gen.add_argument(
         "--drafter",
-        choices=DRAFTERS,
+        choices=DRAFTER_NAMES,
         default="model",
-        help="draft model, the draft model with its head trimmed to its 8,192 top-ranked tokens, "
-        "n-gram lookup, n-gram lookup where it finds a match and the (trimmed) draft model "
-        "elsewhere, or the target's first --exit-layer layers (early-exit-shared: writing "
-        "the target's own KV cache for those layers, so verification starts at that layer)",
+        help="; ".join(f"{s.name}: {s.description}" for s in REGISTRY.values()),
     )
     gen.add_argument("--exit-layer", type=int, default=8, help="layers used by early-exit")
     gen.add_argument("--ngram-max", type=int, default=3, help="longest n-gram to match (ngram)")
@@ -126,31 +124,15 @@ def render_text(result: GenerationResult) -> str:
     return "\n".join(lines)
 
 
-def make_drafter(
-    args: argparse.Namespace, target: Any, draft: Any, sampling: SamplingConfig
-) -> Drafter:
-    """The drafter the flags ask for."""
-    vocab = int(target.config.vocab_size)
-    if args.drafter == "ngram":
-        return ngram_drafter(args, vocab, str(target.device))
-    if args.drafter in ("early-exit", "early-exit-shared"):
-        share = args.drafter == "early-exit-shared"
-        return early_exit_drafter(
-            target, args.exit_layer, sampling, vocab, share=share, min_confidence=args.confidence
-        )
-    check_pair(target, draft)
-    head = load_head_tokens(draft) if args.drafter.endswith("model-trimmed") else None
-    model = ModelDrafter(draft, sampling, vocab, min_confidence=args.confidence, head_tokens=head)
-    if args.drafter.startswith("ngram+"):
-        lookup = ngram_drafter(args, vocab, str(target.device))
-        return LookupThenModelDrafter(model, lookup, model_gamma=args.model_gamma)
-    return model
-
-
-def ngram_drafter(args: argparse.Namespace, vocab: int, device: str) -> NgramDrafter:
-    """N-gram lookup as the flags set it (shortest n-gram: 1 alone, 2 before a draft model)."""
-    shortest = args.ngram_min or (2 if args.drafter.startswith("ngram+") else 1)
-    return NgramDrafter(vocab, max_ngram=args.ngram_max, min_ngram=shortest, device=device)
+def drafter_options(args: argparse.Namespace) -> DrafterOptions:
+    """The registry's drafter options as the flags set them."""
+    return DrafterOptions(
+        exit_layer=args.exit_layer,
+        ngram_max=args.ngram_max,
+        ngram_min=args.ngram_min,
+        min_confidence=args.confidence,
+        model_gamma=args.model_gamma,
+    )
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -172,13 +154,12 @@ def run_generate(args: argparse.Namespace) -> int:
         raise ValueError("--model-gamma caps the draft model after lookup: use --drafter ngram+...")
     if args.model_gamma is not None and args.model_gamma < 1:
         raise ValueError(f"--model-gamma must be >= 1 (got {args.model_gamma})")
-    if args.drafter.startswith("ngram"):
-        ngram_drafter(args, 2, "cpu")  # validate the n-gram range before loading anything
+    options = drafter_options(args)  # validated before loading anything
     if args.drafter.endswith("model-trimmed") and not args.plain:
         load_head_tokens(resolve(args.draft, "draft", lambda _m: None))  # before loading weights
     pair = load_pair(
         args.target,
-        args.draft if args.drafter in MODEL_DRAFTERS and not args.plain else None,
+        args.draft if drafter_spec(args.drafter).uses_draft_model and not args.plain else None,
         dtype=parse_dtype(args.dtype),
         device=args.device,
         pack=not args.no_pack,
@@ -196,14 +177,19 @@ def run_generate(args: argparse.Namespace) -> int:
     else:
         result = speculative_generate(
             pair.target,
-            pair.draft,
+            build_drafter(
+                args.drafter,
+                target=pair.target,
+                draft=pair.draft,
+                sampling=sampling,
+                options=options,
+            ),
             pair.tokenizer,
             args.prompt,
             sampling=sampling,
             speculation=speculation,
-            drafter=make_drafter(args, pair.target, pair.draft, sampling),
             policy=make_policy(args.gamma_policy, speculation.gamma),
-            make_cache=make_cache if args.lean_target else None,  # None: the drafter's choice
+            make_cache=make_cache if args.lean_target else None,
         )
     if args.events:
         write_jsonl(result.events, args.events)

@@ -120,8 +120,9 @@ def greedy_plain_and_speculative(
 
     The speculative run verifies with target and drafts with draft, its head trimmed to head.
     """
+    from specviz.api import speculative_generate
     from specviz.core.config import SamplingConfig, SpeculationConfig
-    from specviz.core.generate import autoregressive_generate, speculative_generate
+    from specviz.core.generate import autoregressive_generate
     from specviz.drafters.model import ModelDrafter
 
     greedy = SamplingConfig(temperature=0)
@@ -130,12 +131,11 @@ def greedy_plain_and_speculative(
     )
     spec = speculative_generate(
         target,
-        None,
+        ModelDrafter(draft, greedy, VOCAB, head_tokens=head),
         tokenizer,
         prompt,
         sampling=greedy,
         speculation=SpeculationConfig(gamma=4, max_new_tokens=30),
         stop=(),
-        drafter=ModelDrafter(draft, greedy, VOCAB, head_tokens=head),
     )
     return list(plain.tokens), list(spec.tokens), spec.accepted

@@ -11,13 +11,13 @@ from html import unescape
 from pathlib import Path
 from typing import Any
 
-import specviz.app.main as specviz_app
 import gradio as gr
 import pytest
 import torch
-from specviz.app.main import SpecVizApp
 
+import specviz.app.main as specviz_app
 from specviz.app.lab import MODELS, REAL, TOY, LabRequest, equivalence_tests, samplers, toy_pair
+from specviz.app.main import SpecVizApp
 from specviz.app.state import PairCache, early_exit_note
 from specviz.app.views.form import (
     EARLY_EXIT,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from specviz.app.main import SpecVizApp
 
 from .test_app import MAX_NEW, PROMPT, SEED, inputs, model_dirs, served

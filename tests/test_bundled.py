@@ -1,4 +1,4 @@
-"""Tests for specviz.models.bundled: cache location, download/verify/convert flow, corruption handling."""
+"""specviz.models.bundled: cache location, download/verify/convert flow, corruption handling."""
 
 from __future__ import annotations
 

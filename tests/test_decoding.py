@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 import torch
 
+from specviz.api import speculative_generate
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import SpeculativeDecoder
 from specviz.core.events import (
@@ -22,7 +23,7 @@ from specviz.core.events import (
     read_jsonl,
     write_jsonl,
 )
-from specviz.core.generate import autoregressive_generate, speculative_generate
+from specviz.core.generate import autoregressive_generate
 from specviz.drafters.model import ModelDrafter
 
 from .conftest import EOS, PairFactory

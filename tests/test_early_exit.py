@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from specviz.api import speculative_generate
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.generate import autoregressive_generate, speculative_generate
+from specviz.core.generate import autoregressive_generate
 from specviz.drafters.early_exit import Adapter, early_exit_model
 from specviz.drafters.model import ModelDrafter
 from specviz.stats.mutants import MUTANTS
@@ -37,13 +38,12 @@ def test_self_speculation_is_exact_in_greedy(arch: str, tokenizer) -> None:  # t
     drafter = ModelDrafter(early_exit_model(target, 3), greedy, target.config.vocab_size)
     spec = speculative_generate(
         target,
-        None,
+        drafter,
         tokenizer,
         "the cat",
         sampling=greedy,
         speculation=SpeculationConfig(gamma=3, max_new_tokens=30),
         stop=(),
-        drafter=drafter,
     )
     assert spec.tokens == plain.tokens and spec.accepted > 0
 

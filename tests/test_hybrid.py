@@ -7,10 +7,11 @@ from collections.abc import Collection
 import pytest
 import torch
 
+from specviz.api import speculative_generate
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.drafter import Draft
 from specviz.core.events import Proposed, RoundSummary
-from specviz.core.generate import autoregressive_generate, encode, speculative_generate
+from specviz.core.generate import autoregressive_generate, encode
 from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.model import ModelDrafter
 from specviz.stats.mutants import MUTANTS
@@ -78,13 +79,12 @@ def test_greedy_output_is_the_target_greedy_with_both_kinds_of_round(
     )
     run = speculative_generate(
         target,
-        None,
+        _hybrid(draft, GREEDY, vocab),
         tokenizer,
         prompt,
         sampling=GREEDY,
         speculation=SpeculationConfig(gamma=4, max_new_tokens=40),
         stop=(),
-        drafter=_hybrid(draft, GREEDY, vocab),
     )
     assert run.tokens == plain.tokens
     rounds = [e for e in run.events if isinstance(e, RoundSummary)]

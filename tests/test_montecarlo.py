@@ -12,9 +12,9 @@ import numpy as np
 import torch
 from scipy import stats
 
+from specviz.api import speculative_generate
 from specviz.core.acceptance import EXACT, AcceptanceRule
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.generate import speculative_generate
 from specviz.core.sampling import logits_to_probs
 
 from .conftest import PairFactory

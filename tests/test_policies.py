@@ -8,9 +8,10 @@ import math
 
 import pytest
 
+from specviz.api import speculative_generate
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import RoundSummary
-from specviz.core.generate import autoregressive_generate, speculative_generate
+from specviz.core.generate import autoregressive_generate
 from specviz.core.policy import FixedGamma
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
@@ -261,25 +262,23 @@ def test_confidence_threshold_drafts_less_and_stays_exact(pair: PairFactory, tok
     confident = ModelDrafter(draft, sampling, target.config.vocab_size, min_confidence=0.6)
     spec = speculative_generate(
         target,
-        None,
+        confident,
         tokenizer,
         "abc",
         sampling=sampling,
         speculation=SpeculationConfig(gamma=6, max_new_tokens=30),
         stop=(),
-        drafter=confident,
     )
     assert any(r.proposed < r.gamma for r in spec.rounds)
     greedy_drafter = ModelDrafter(draft, greedy, target.config.vocab_size, min_confidence=0.6)
     same = speculative_generate(
         target,
-        None,
+        greedy_drafter,
         tokenizer,
         "abc",
         sampling=greedy,
         speculation=SpeculationConfig(gamma=6, max_new_tokens=30),
         stop=(),
-        drafter=greedy_drafter,
     )
     assert same.tokens == plain.tokens
 
@@ -351,13 +350,12 @@ def test_ngram_drafter_through_the_public_api(pair: PairFactory, tokenizer) -> N
     )
     spec = speculative_generate(
         target,
-        None,
+        NgramDrafter(target.config.vocab_size),
         tokenizer,
         prompt,
         sampling=SamplingConfig(temperature=0),
         speculation=SpeculationConfig(gamma=4, max_new_tokens=20),
         stop=(),
-        drafter=NgramDrafter(target.config.vocab_size),
     )
     assert spec.tokens == plain.tokens and spec.proposed > 0
     with pytest.raises(ValueError, match="no draft model given"):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import specviz.bench.replay as replay_module
+from specviz.api import speculative_generate
 from specviz.bench.lookahead import (
     Lookahead,
     draft_probabilities,
@@ -28,7 +29,7 @@ from specviz.bench.replay import (
 from specviz.core.cache import CachedForward
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.drafter import Drafter
-from specviz.core.generate import autoregressive_generate, encode, speculative_generate
+from specviz.core.generate import autoregressive_generate, encode
 from specviz.core.policy import FixedGamma
 from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.model import ModelDrafter
@@ -81,13 +82,12 @@ def _real_and_replayed(
 
     real = speculative_generate(
         target,
-        None,
+        make_drafter(),
         tokenizer,
         prompt,
         sampling=GREEDY,
         speculation=SpeculationConfig(gamma=3, max_new_tokens=40),
         stop=(),
-        drafter=make_drafter(),
         policy=make_policy(),
     )
     fields = ("gamma", "proposed", "accepted", "emitted")
@@ -180,13 +180,12 @@ def test_replay_at_t1_makes_rounds_with_the_law_of_real_ones(pair: PairFactory, 
         sampling = SamplingConfig(temperature=1.0, seed=seed)
         result = speculative_generate(
             target,
-            None,
+            ModelDrafter(draft, sampling, vocab),
             tokenizer,
             prompt,
             sampling=sampling,
             speculation=SpeculationConfig(gamma=3, max_new_tokens=new_tokens),
             stop=(),
-            drafter=ModelDrafter(draft, sampling, vocab),
             policy=HeuristicGamma(start=3),
         )
         real.append(_first_two_rounds(result.rounds))

@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 import torch
 
+from specviz.api import speculative_generate
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import SpeculativeDecoder
-from specviz.core.generate import autoregressive_generate, speculative_generate
+from specviz.core.generate import autoregressive_generate
 from specviz.drafters.early_exit import early_exit_model
 from specviz.drafters.shared_exit import SharedExit, SharedExitDrafter, shared_exit_problem
 from specviz.gamma.policies import TheoryGamma
@@ -79,13 +80,12 @@ def test_shared_self_speculation_is_exact_in_greedy(policy: str, tokenizer) -> N
     )
     spec = speculative_generate(
         target,
-        None,
+        SharedExitDrafter(target, 3, greedy, target.config.vocab_size),
         tokenizer,
         "the cat",
         sampling=greedy,
         speculation=SpeculationConfig(gamma=3, max_new_tokens=40),
         stop=(),
-        drafter=SharedExitDrafter(target, 3, greedy, target.config.vocab_size),
         policy=TheoryGamma(start=3, probe_every=2) if policy == "theory" else None,
     )
     assert spec.tokens == plain.tokens and spec.accepted > 0

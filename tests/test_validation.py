@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from specviz.api import speculative_generate
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.generate import autoregressive_generate, speculative_generate
+from specviz.core.generate import autoregressive_generate
 
 from .conftest import PairFactory, tiny_model
 

@@ -26,12 +26,12 @@ import numpy as np
 import torch
 from transformers.utils import logging as hf_logging
 
-from specviz.gamma import theory
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig
 from specviz.core.events import Sampled
 from specviz.core.generate import autoregressive_generate
 from specviz.fast.lean import draft_cache, lean_target_cache
+from specviz.gamma import theory
 from specviz.models.loading import load_pair
 
 hf_logging.disable_progress_bar()  # no weight-loading bars in the notebook

@@ -21,10 +21,10 @@ import matplotlib.pyplot as plt
 import torch
 from scipy import stats
 
-from specviz.gamma import theory
 from specviz.core.acceptance import acceptance_prob, residual, verify
 from specviz.core.config import SamplingConfig
 from specviz.core.sampling import logits_to_probs, sample
+from specviz.gamma import theory
 
 torch.set_printoptions(precision=4, sci_mode=False)
 

@@ -24,14 +24,14 @@ import torch
 from matplotlib.patches import Patch
 from transformers.utils import logging as hf_logging
 
-from specviz.gamma import theory
+from specviz.api import speculative_generate
 from specviz.core.acceptance import verify
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import Accepted, Bonus, Proposed, Rejected, Resampled, RoundSummary
-from specviz.core.generate import speculative_generate
-from specviz.models.loading import load_pair
 from specviz.core.sampling import logits_to_probs, sample
+from specviz.gamma import theory
+from specviz.models.loading import load_pair
 
 hf_logging.disable_progress_bar()  # no weight-loading bars in the notebook
 pair = load_pair()

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from transformers.utils import logging as hf_logging
 
-from specviz.gamma import theory
+from specviz.api import speculative_generate
 from specviz.bench.lookahead import (
     draft_probabilities,
     keep_probabilities,
@@ -38,13 +38,14 @@ from specviz.bench.runner import batch_step_times
 from specviz.bench.workloads import load_requests
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.drafters.model import ModelDrafter
-from specviz.core.generate import autoregressive_generate, encode, speculative_generate
-from specviz.fast.lean import draft_cache
-from specviz.models.loading import load_pair
+from specviz.core.generate import autoregressive_generate, encode
 from specviz.core.policy import FixedGamma
-from specviz.gamma.policies import TheoryGamma
 from specviz.core.sampling import logits_to_probs
+from specviz.drafters.model import ModelDrafter
+from specviz.fast.lean import draft_cache
+from specviz.gamma import theory
+from specviz.gamma.policies import TheoryGamma
+from specviz.models.loading import load_pair
 
 # One thread: the timings below compare forward passes with each other, and a second thread on
 # a shared 2-core machine mostly adds noise.

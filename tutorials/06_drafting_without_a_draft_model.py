@@ -24,21 +24,22 @@ import matplotlib.pyplot as plt
 import torch
 from transformers.utils import logging as hf_logging
 
-from specviz.gamma import theory
+from specviz.api import speculative_generate
 from specviz.bench.workloads import load_requests
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.drafters.model import ModelDrafter
-from specviz.drafters.early_exit import ADAPTERS, build_early_exit
 from specviz.core.events import Proposed, RoundSummary
-from specviz.core.generate import autoregressive_generate, encode, speculative_generate
-from specviz.drafters.hybrid import LookupThenModelDrafter
-from specviz.models.loading import BUNDLED, load_model, load_pair
-from specviz.drafters.ngram import NgramDrafter, lookup
+from specviz.core.generate import autoregressive_generate, encode
 from specviz.core.policy import FixedGamma
-from specviz.gamma.policies import HeuristicGamma, TheoryGamma
 from specviz.core.sampling import logits_to_probs
+from specviz.drafters.early_exit import ADAPTERS, build_early_exit
+from specviz.drafters.hybrid import LookupThenModelDrafter
+from specviz.drafters.model import ModelDrafter
+from specviz.drafters.ngram import NgramDrafter, lookup
 from specviz.drafters.shared_exit import early_exit_drafter
+from specviz.gamma import theory
+from specviz.gamma.policies import HeuristicGamma, TheoryGamma
+from specviz.models.loading import BUNDLED, load_model, load_pair
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 from specviz.stats.toy import random_pair
 
@@ -78,12 +79,11 @@ autoregressive_generate(target, tokenizer, repeat_ids[:8], max_new_tokens=2)  # 
 
 ngram_run = speculative_generate(
     target,
-    None,
+    NgramDrafter(VOCAB, max_ngram=3),
     tokenizer,
     repeat_ids,
     sampling=greedy,
     speculation=SpeculationConfig(gamma=6, max_new_tokens=NEW),
-    drafter=NgramDrafter(VOCAB, max_ngram=3),
 )
 plain_run = autoregressive_generate(
     target, tokenizer, repeat_ids, sampling=greedy, max_new_tokens=NEW
@@ -151,12 +151,11 @@ for workload in ("code", "prose"):
     req = load_requests(workload)[0]
     run = speculative_generate(
         target,
-        None,
+        NgramDrafter(VOCAB, max_ngram=3),
         tokenizer,
         req.prompt,
         sampling=SamplingConfig(temperature=req.temperature, seed=0),
         speculation=SpeculationConfig(gamma=6, max_new_tokens=24),
-        drafter=NgramDrafter(VOCAB, max_ngram=3),
     )
     print(
         f"{workload:6s} T={req.temperature:g}: proposed {run.proposed:3d}, accepted "
@@ -299,12 +298,11 @@ best_k = max(
 )
 self_spec = speculative_generate(
     target,
-    None,
+    ModelDrafter(build_early_exit(target, best_k)[0], greedy, VOCAB),
     tokenizer,
     code_ids,
     sampling=greedy,
     speculation=SpeculationConfig(gamma=exit_stats[best_k]["gamma"], max_new_tokens=12),
-    drafter=ModelDrafter(build_early_exit(target, best_k)[0], greedy, VOCAB),
 )
 plain_12 = code_plain.tokens[:12]
 print(
@@ -323,10 +321,10 @@ print(f"identical to plain greedy: {self_spec.tokens == plain_12}")
 # verification pass runs all $L$ layers again, the first $k$ included, over tokens the draft
 # has just run through those very layers. But the draft's first $k$ layers *are* the target's:
 # for the same token at the same position they write the same keys and values and reach the
-# same hidden state. `specviz.drafters.shared_exit` keeps one cache for all $L$ layers with two views of
-# it: the drafter fills layers $[0, k)$, and the verifier starts each pass at layer $k$ from the
-# hidden states the drafter left, running the first $k$ layers itself only for positions the
-# drafter never fed (the prompt, the round's last draft, which is proposed but not fed back).
+# same hidden state. `specviz.drafters.shared_exit` keeps one cache for all $L$ layers with two
+# views of it: the drafter fills layers $[0, k)$, and the verifier starts each pass at layer $k$
+# from the hidden states the drafter left, running the first $k$ layers itself only for positions
+# the drafter never fed (the prompt, the round's last draft, which is proposed but not fed back).
 # The verifier still computes its own $p$ for every position, so the acceptance rule and the
 # output law are untouched; the equivalence suite runs this drafter too, with a mutant that
 # reuses one position too many.
@@ -359,12 +357,11 @@ def self_speculate(share):
     speculation = SpeculationConfig(gamma=exit_stats[best_k]["gamma"], max_new_tokens=12)
     return speculative_generate(
         target,
-        None,
+        drafter,
         tokenizer,
         code_ids,
         sampling=greedy,
         speculation=speculation,
-        drafter=drafter,
     )
 
 
@@ -412,12 +409,11 @@ mixed_runs = {}
 for name, drafter in drafters.items():
     mixed_runs[name] = run = speculative_generate(
         target,
-        None,
+        drafter,
         tokenizer,
         json_ids,
         sampling=greedy,
         speculation=SpeculationConfig(gamma=3, max_new_tokens=48),
-        drafter=drafter,
     )
     copied = sum(1 for r in run.rounds if r.proposed and not r.draft_forward_calls)
     print(
@@ -450,12 +446,11 @@ for cap in (None, 2):
     capped = LookupThenModelDrafter(ModelDrafter(draft, greedy, VOCAB), model_gamma=cap)
     capped_runs[cap] = run = speculative_generate(
         target,
-        None,
+        capped,
         tokenizer,
         repeat_ids,
         sampling=greedy,
         speculation=SpeculationConfig(gamma=8, max_new_tokens=64),
-        drafter=capped,
     )
     print(
         f"model_gamma={cap}: {len(run.rounds)} rounds, {run.accepted}/{run.proposed} drafts kept, "
@@ -502,8 +497,8 @@ print("identical greedy output:", capped_runs[None].tokens == capped_runs[2].tok
 #   independently with the same $\alpha$. Agreement comes in stretches (a verbatim copy is
 #   kept whole or fails at its first token; a draft model that got the first token of a round
 #   right is more often right about the second), so $a_j$ is measured per position in the round:
-#   the fraction of rounds that reached draft $j$ and kept it (`specviz.gamma.survival`), each shrunk
-#   toward $a_{j-1}$ so that a position with no data yet inherits the one before. With
+#   the fraction of rounds that reached draft $j$ and kept it (`specviz.gamma.survival`), each
+#   shrunk toward $a_{j-1}$ so that a position with no data yet inherits the one before. With
 #   independent verdicts every $a_j$ is $\alpha$ and the numerator is notebook 5's
 #   $(1 - \alpha^{\gamma+1})/(1 - \alpha)$. $\gamma = 0$ is a plain target step, chosen when
 #   not even the best draft length is predicted to pay with every $a_j$ raised by one standard
@@ -530,12 +525,11 @@ policy_runs = {}
 for name, policy in policies.items():
     policy_runs[name] = speculative_generate(
         target,
-        None,
+        NgramDrafter(VOCAB, max_ngram=3),
         tokenizer,
         repeat_ids,
         sampling=greedy,
         speculation=SpeculationConfig(gamma=4, max_new_tokens=NEW),
-        drafter=NgramDrafter(VOCAB, max_ngram=3),
         policy=policy,
     )
 

@@ -68,8 +68,8 @@ class SpecVizApp:
             )
         else:
             _, stream = speculative_stream(
-                p.target, None, p.tokenizer, s.prompt, sampling=s.sampling,
-                speculation=s.speculation, drafter=make_drafter(s, p),
+                p.target, make_drafter(s, p), p.tokenizer, s.prompt, sampling=s.sampling,
+                speculation=s.speculation,
                 policy=make_policy(s.policy, s.speculation.gamma, self.cost_model(s)),
             )  # fmt: skip
         return views.Run(

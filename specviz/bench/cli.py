@@ -114,7 +114,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     b.add_argument(
         "--no-lean",
         action="store_true",
-        help="draft through transformers' forward instead of specviz.fast.lean's (small Llama drafts)",
+        help="draft through transformers' forward instead of specviz.fast.lean's "
+        "(small Llama drafts)",
     )
     b.add_argument(
         "--lean-target",

@@ -1,4 +1,4 @@
-"""What a target pass over k new tokens costs, through transformers' forward and specviz.fast.lean's.
+"""What a target pass over k new tokens costs: transformers' forward and specviz.fast.lean's.
 
 The verification ratio r (seconds per pass of γ + 1 tokens / seconds per 1-token step) is what
 the Leviathan bound assumes to be 1. This measures it for both forwards of the same loaded

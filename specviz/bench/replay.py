@@ -44,13 +44,13 @@ from specviz.core.policy import FixedGamma, GammaPolicy
 from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
-from specviz.drafters.trimmed import load_head_tokens
+from specviz.drafters.registry import DRAFTER_NAMES, DrafterOptions, build_drafter
 from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import CostModel, make_policy
 from specviz.models.loading import load_pair
 
 GREEDY = SamplingConfig(temperature=0.0)
-DRAFTERS = ("model", "model-trimmed", "ngram", "ngram+model", "ngram+model-trimmed")
+DRAFTERS = tuple(n for n in DRAFTER_NAMES if n != "early-exit-shared")  # a cache of their own
 LOOKAHEAD = 16  # the most tokens a policy drafts (specviz.gamma.policies' max_gamma)
 
 
@@ -128,7 +128,8 @@ def measure_costs(
 
     As in a real round, draft steps run right after a target pass (which has pushed the draft's
     weights out of the CPU's caches): timed alone, back to back, they would look cheaper.
-    make_cache: the target's forward (transformers' by default; specviz.fast.lean's for a lean target).
+    make_cache: the target's forward (transformers' by default; specviz.fast.lean's for a lean
+    target).
     """
     cache = make_cache(target)
     cache.forward(torch.tensor(prompt_ids, device=target.device))
@@ -191,20 +192,12 @@ def report(label: str, speedups: dict[str, list[float]], gammas: Sequence[int]) 
 def _drafter_factory(
     name: str, pair: Any, sampling: SamplingConfig, model_gamma: int | None = None
 ) -> Callable[[], Drafter]:
-    """Fresh drafters of one kind, as the bench builds them (n-gram: n from 3 down to 1, or to 2
-    ahead of a draft model, whose share of a round model_gamma caps)."""
-    vocab, device = int(pair.target.config.vocab_size), str(pair.target.device)
-    if name == "ngram":
-        return lambda: NgramDrafter(vocab, max_ngram=3, device=device)
-    head = load_head_tokens(pair.draft) if name.endswith("model-trimmed") else None
-
-    def make() -> Drafter:
-        model = ModelDrafter(pair.draft, sampling, vocab, head_tokens=head)
-        if not name.startswith("ngram+"):
-            return model
-        return LookupThenModelDrafter(model, model_gamma=model_gamma)
-
-    return make
+    """Fresh drafters of one registered kind, as the bench builds them (model_gamma: the draft
+    model's share of a round ahead of lookup)."""
+    options = DrafterOptions(model_gamma=model_gamma if name.startswith("ngram+") else None)
+    return lambda: build_drafter(
+        name, target=pair.target, draft=pair.draft, sampling=sampling, options=options
+    )
 
 
 def lookaheads(drafter: Drafter, path: TargetPath, draws: int, seed: int) -> list[Lookahead]:

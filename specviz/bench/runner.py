@@ -13,20 +13,18 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
+from specviz.api import speculative_generate
 from specviz.bench.metrics import RequestMetrics, request_metrics
 from specviz.bench.workloads import Request
 from specviz.core.cache import CachedForward, KVCache, cache_kwarg
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import clock
 from specviz.core.drafter import Drafter
-from specviz.core.generate import autoregressive_generate, encode, speculative_generate
+from specviz.core.generate import autoregressive_generate, encode
 from specviz.core.policy import GammaPolicy
-from specviz.drafters.hybrid import LookupThenModelDrafter
-from specviz.drafters.model import ModelDrafter
-from specviz.drafters.ngram import NgramDrafter
-from specviz.drafters.shared_exit import SharedExit, early_exit_drafter
-from specviz.drafters.trimmed import load_head_tokens
-from specviz.fast.lean import draft_cache, lean_target_cache
+from specviz.drafters.registry import DRAFTER_NAMES, REGISTRY, DrafterOptions, build_drafter
+from specviz.drafters.shared_exit import SharedExit
+from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import CostModel, make_policy
 
 
@@ -48,9 +46,9 @@ class BenchSetting:
 # rule and default as transformers' assistant_confidence_threshold).
 POLICIES = ("fixed", "heuristic", "theory", "confidence")
 HYBRID_DRAFTERS = ("ngram+model", "ngram+model-trimmed")  # lookup first, else the draft model
-MODEL_DRAFTERS = ("model", "model-trimmed", *HYBRID_DRAFTERS)  # drafters using the draft model
+MODEL_DRAFTERS = tuple(n for n, s in REGISTRY.items() if s.uses_draft_model)
 EXIT_DRAFTERS = ("early-exit", "early-exit-shared")  # the target's first k layers draft
-DRAFTERS = ("model", "model-trimmed", "ngram", *HYBRID_DRAFTERS, *EXIT_DRAFTERS)
+DRAFTERS = DRAFTER_NAMES
 CONFIDENCE = 0.4
 
 
@@ -132,34 +130,25 @@ def _drafter(
     setting: BenchSetting, target: Any, draft: Any, sampling: SamplingConfig, lean: bool
 ) -> Drafter:
     """A fresh drafter for one run; lean=False drafts through transformers' forward."""
-    vocab = int(target.config.vocab_size)
-    if setting.drafter == "ngram":
-        return NgramDrafter(vocab, max_ngram=3, device=str(target.device))
-    confidence = CONFIDENCE if setting.policy == "confidence" else 0.0
-    cache = draft_cache if lean else KVCache
-    if setting.drafter in EXIT_DRAFTERS:  # with the adapter shipped for k, if any
-        share = setting.drafter == "early-exit-shared"
-        return early_exit_drafter(
-            target, setting.exit_layer, sampling, vocab, share=share, make_cache=cache,
-            min_confidence=confidence,
-        )  # fmt: skip
-    trimmed = setting.drafter.endswith("model-trimmed")
-    head = load_head_tokens(draft) if trimmed else None
-    model = ModelDrafter(
-        draft, sampling, vocab, make_cache=cache, min_confidence=confidence, head_tokens=head
+    options = DrafterOptions(
+        exit_layer=setting.exit_layer,  # with the adapter shipped for k, if any
+        min_confidence=CONFIDENCE if setting.policy == "confidence" else 0.0,
+        model_gamma=setting.model_gamma if setting.drafter in HYBRID_DRAFTERS else None,
+        make_cache=None if lean else KVCache,
     )
-    if setting.drafter in HYBRID_DRAFTERS:
-        return LookupThenModelDrafter(model, model_gamma=setting.model_gamma)
-    return model
+    return build_drafter(
+        setting.drafter, target=target, draft=draft, sampling=sampling, options=options
+    )
 
 
 def plain_cache(setting: BenchSetting, lean_target: bool) -> Callable[[Any], CachedForward]:
     """The cached forward plain decoding runs on, to be compared with `setting`'s run.
 
-    early-exit-shared verifies through specviz.drafters.shared_exit's own forward of the target, which
-    costs less per pass than transformers' here, so its plain baseline runs on that forward
-    too (all layers, nothing shared); every other setting's target uses transformers' forward,
-    or with lean_target specviz.fast.lean's (where it applies), the same as its speculative run.
+    early-exit-shared verifies through specviz.drafters.shared_exit's own forward of the target,
+    which costs less per pass than transformers' here, so its plain baseline runs on that
+    forward too (all layers, nothing shared); every other setting's target uses transformers'
+    forward, or with lean_target specviz.fast.lean's (where it applies), the same as its
+    speculative run.
     """
     if setting.drafter == "early-exit-shared":
         return lambda target: SharedExit(target, setting.exit_layer).target_view
@@ -270,14 +259,13 @@ def run_request(
         )  # fmt: skip
         spec = speculative_generate(
             target,
-            draft if setting.drafter in MODEL_DRAFTERS else None,
+            _drafter(setting, target, draft, sampling, lean),
             tokenizer,
             prompt_ids,
             sampling=sampling,
             speculation=SpeculationConfig(
                 gamma=setting.gamma, max_new_tokens=request.max_new_tokens
             ),
-            drafter=_drafter(setting, target, draft, sampling, lean),
             policy=_policy(setting, costs),
             make_cache=speculative_cache(setting, lean_target),
         )

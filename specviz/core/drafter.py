@@ -21,6 +21,7 @@ class Draft:
     forward_calls: int
 
 
+@runtime_checkable
 class Drafter(Protocol):
     """What the verifier needs from any drafter (draft model, n-gram lookup, ...)."""
 
@@ -42,8 +43,8 @@ class Drafter(Protocol):
 
 @runtime_checkable
 class SharesTargetCache(Protocol):
-    """A drafter whose cache is part of the target's (specviz.drafters.shared_exit): the decoder takes
-    the target's cached forward from it instead of making its own."""
+    """A drafter whose cache is part of the target's (specviz.drafters.shared_exit): the
+    decoder takes the target's cached forward from it instead of making its own."""
 
     def target_cache(self, target: Any) -> CachedForward:
         """The target's cached forward, sharing state with this drafter's."""

@@ -1,4 +1,4 @@
-"""One-call generation: validate inputs, run a decoder, collect its events into a result."""
+"""Validated entry points: check inputs, start a decoder, collect its events into a result."""
 
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ from typing import Any
 
 from specviz.core.acceptance import EXACT, AcceptanceRule
 from specviz.core.cache import CachedForward, KVCache
-from specviz.core.checks import check_pair, check_prompt, check_token_ids, vocab_size
+from specviz.core.checks import check_prompt, check_token_ids, vocab_size
 from specviz.core.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
 from specviz.core.decoding import SpeculativeDecoder, autoregressive_events
 from specviz.core.drafter import Drafter
 from specviz.core.events import EMITTING, Event, Finished, Prefill, RoundSummary, Sampled
 from specviz.core.policy import GammaPolicy
-from specviz.drafters.model import ModelDrafter
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,7 +103,7 @@ def _generation_eos(model: Any) -> object:
 
 def speculative_stream(
     target: Any,
-    draft: Any,
+    drafter: Drafter,
     tokenizer: Any,
     prompt: str | list[int],
     *,
@@ -112,27 +111,24 @@ def speculative_stream(
     speculation: SpeculationConfig,
     rule: AcceptanceRule = EXACT,
     stop: Collection[int] | None = None,
-    drafter: Drafter | None = None,
     policy: GammaPolicy | None = None,
     make_cache: Callable[[Any], CachedForward] | None = None,
 ) -> tuple[list[int], Iterator[Event]]:
     """Validate everything, then return the prompt ids and the lazy event stream.
 
-    drafter replaces the draft model (pass draft=None), e.g. specviz.drafters.ngram.NgramDrafter;
-    policy chooses gamma per round (default: speculation.gamma every round);
-    make_cache: the target's cached forward (default transformers' forward with a KVCache).
+    drafter: any Drafter (specviz.build_drafter makes the registered ones; specviz's
+    speculative_generate also takes a draft model); policy chooses gamma per round (default:
+    speculation.gamma every round); make_cache: the target's cached forward (default a KVCache).
     """
+    if not isinstance(drafter, Drafter):
+        raise ValueError(
+            f"drafter must be a Drafter (prefill, propose, rollback), got {type(drafter).__name__}:"
+            " build one with specviz.build_drafter, or pass a draft model to "
+            "specviz.speculative_generate"
+        )
     prompt_ids = encode(tokenizer, prompt)
-    models: tuple[Any, ...] = (target,)
-    if drafter is None:
-        if draft is None:
-            raise ValueError("no draft model given: pass a draft model or a drafter")
-        check_pair(target, draft)
-        models = (target, draft)
-    check_prompt(prompt_ids, speculation.max_new_tokens, *models)
+    check_prompt(prompt_ids, speculation.max_new_tokens, target)
     check_token_ids(prompt_ids, vocab_size(target))
-    if drafter is None:
-        drafter = ModelDrafter(draft, sampling, vocab_size(target))
     decoder = SpeculativeDecoder(
         target,
         drafter,
@@ -145,41 +141,6 @@ def speculative_stream(
         make_cache=make_cache,
     )
     return prompt_ids, decoder.events()
-
-
-def speculative_generate(
-    target: Any,
-    draft: Any,
-    tokenizer: Any,
-    prompt: str | list[int],
-    *,
-    sampling: SamplingConfig | None = None,
-    speculation: SpeculationConfig | None = None,
-    rule: AcceptanceRule = EXACT,
-    stop: Collection[int] | None = None,
-    drafter: Drafter | None = None,
-    policy: GammaPolicy | None = None,
-    make_cache: Callable[[Any], CachedForward] | None = None,
-) -> GenerationResult:
-    """Speculative sampling of target with draft proposing; the output law is the target's.
-
-    stop: token ids that end generation (default: the tokenizer's and model's EOS ids).
-    make_cache: the target's cached forward (default transformers' forward with a KVCache).
-    """
-    prompt_ids, events = speculative_stream(
-        target,
-        draft,
-        tokenizer,
-        prompt,
-        sampling=sampling or SamplingConfig(),
-        speculation=speculation or SpeculationConfig(),
-        rule=rule,
-        stop=stop,
-        drafter=drafter,
-        policy=policy,
-        make_cache=make_cache,
-    )
-    return collect(events, prompt_ids, tokenizer)
 
 
 def autoregressive_stream(

@@ -32,7 +32,7 @@ class ModelDrafter:
 
         make_cache: the cached forward; by default specviz.fast.lean's for small Llama drafts.
         min_confidence: stop drafting after a token whose q has top probability below it.
-        head_tokens (S,): draft only among these ids (q = 0 elsewhere; see specviz.drafters.trimmed).
+        head_tokens (S,): draft only among these ids (q = 0 elsewhere; specviz.drafters.trimmed).
         """
         if not 0.0 <= min_confidence <= 1.0:
             raise ValueError(f"min_confidence must be in [0, 1] (got {min_confidence})")

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -13,16 +11,20 @@ from specviz.console import progress_bar, say
 from specviz.core.config import SamplingConfig
 from specviz.core.drafter import Drafter
 from specviz.core.generate import encode
-from specviz.drafters.hybrid import LookupThenModelDrafter
-from specviz.drafters.ngram import NgramDrafter
-from specviz.drafters.trimmed import load_head_tokens
+from specviz.drafters.registry import DRAFTER_NAMES, DrafterOptions, build_drafter, drafter_spec
 from specviz.models.loading import BUNDLED, load_pair
-from specviz.stats.laws import EXACT_VARIANT, Variant
+from specviz.stats.laws import EXACT_VARIANT
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.report import table, to_json
 from specviz.stats.suite import Setting, default_settings, run_suite
 from specviz.stats.toy import random_pair
 
+TOY_UNSUPPORTED = {  # drafters that need a real transformer, and what the toy pair lacks
+    "model-trimmed": "no output head to trim",
+    "ngram+model-trimmed": "no output head to trim",
+    "early-exit": "no layers to exit from",
+    "early-exit-shared": "no layers to exit from",
+}
 QUICK = ("gamma=1 T=1", "gamma=4 T=1", "gamma=4 T=0.5", "gamma=2 T=0.7 top_p=0.8")
 
 
@@ -41,7 +43,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     ver.add_argument("--alpha", type=float, default=0.01, help="family-wise significance level")
     ver.add_argument("--settings", choices=["quick", "full"], default="full")
     ver.add_argument(
-        "--drafter", choices=["model", "model-trimmed", "ngram", "ngram+model"], default="model"
+        "--drafter",
+        choices=DRAFTER_NAMES,
+        default="model",
+        help="the registered drafter to verify (default: %(default)s)",
+    )
+    ver.add_argument(
+        "--exit-layer",
+        type=int,
+        default=8,
+        help="early-exit drafters: the target's layers that draft",
     )
     ver.add_argument("--mutant", choices=[m.name for m in MUTANTS], help="swap in a known bug")
     ver.add_argument("--json", metavar="FILE", help="also write the results as JSON")
@@ -58,22 +69,36 @@ def run_verify(args: argparse.Namespace) -> int:
         raise ValueError(f"--n must be at least 10 samples (got {args.n})")
     if not 0 < args.alpha < 1:
         raise ValueError(f"--alpha must be in (0, 1) (got {args.alpha})")
-    if args.pair == "toy" and args.drafter == "model-trimmed":
-        raise ValueError("the toy pair has no output head to trim: use --pair models")
+    if args.pair == "toy" and args.drafter in TOY_UNSUPPORTED:
+        raise ValueError(
+            f"the toy pair has {TOY_UNSUPPORTED[args.drafter]}: use --pair models for "
+            f"--drafter {args.drafter}"
+        )
+    variant = next((m for m in MUTANTS if m.name == args.mutant), EXACT_VARIANT)
+    swaps_drafter = variant.drafter_cls is not EXACT_VARIANT.drafter_cls or variant.make_cache
+    if args.drafter == "early-exit-shared" and swaps_drafter:
+        raise ValueError(
+            f"mutant {variant.name} swaps the draft model's drafter or cache, which "
+            "early-exit-shared does not use: verify it with --drafter early-exit"
+        )
+    options = DrafterOptions(
+        exit_layer=args.exit_layer, model_cls=variant.drafter_cls, make_cache=variant.make_cache
+    )
     if args.pair == "toy":
         target, draft = random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
         prompt_ids = [1, 2]
     else:
-        draft_spec = None if args.drafter == "ngram" else args.draft
+        spec = drafter_spec(args.drafter)
+        draft_spec = args.draft if spec.uses_draft_model else None
         pair = load_pair(args.target, draft_spec, dtype=torch.float32, progress=say)
         target, draft = pair.target, pair.draft
         prompt_ids = encode(pair.tokenizer, args.prompt)
-    variant = next((m for m in MUTANTS if m.name == args.mutant), EXACT_VARIANT)
-    make_drafter = _ngram(target) if args.drafter == "ngram" else None
-    if args.drafter == "model-trimmed":
-        make_drafter = _trimmed(target, draft, variant)
-    if args.drafter == "ngram+model":
-        make_drafter = _lookup_then_model(target, draft, variant)
+
+    def make_drafter(sampling: SamplingConfig) -> Drafter:
+        return build_drafter(
+            args.drafter, target=target, draft=draft, sampling=sampling, options=options
+        )
+
     with torch.inference_mode():
         results = run_suite(
             target,
@@ -94,30 +119,3 @@ def run_verify(args: argparse.Namespace) -> int:
         meta = {"pair": args.pair, "variant": variant.name, "n": args.n, "alpha": args.alpha}
         Path(args.json).write_text(to_json(results, meta), encoding="utf-8")
     return 1 if rejected else 0
-
-
-def _ngram(target: Any) -> Callable[[SamplingConfig], Drafter]:
-    """A factory of n-gram drafters for the target's vocabulary."""
-    vocab = int(target.config.vocab_size)
-    return lambda _sampling: NgramDrafter(vocab, max_ngram=3, device=str(target.device))
-
-
-def _lookup_then_model(
-    target: Any, draft: Any, variant: Variant
-) -> Callable[[SamplingConfig], Drafter]:
-    """A factory of lookup-then-model drafters (the mutant's drafter class for the model)."""
-    vocab = int(target.config.vocab_size)
-
-    def make(sampling: SamplingConfig) -> Drafter:
-        model = variant.drafter_cls(draft, sampling, vocab, make_cache=variant.draft_cache)
-        return LookupThenModelDrafter(model)
-
-    return make
-
-
-def _trimmed(target: Any, draft: Any, variant: Variant) -> Callable[[SamplingConfig], Drafter]:
-    """A factory of trimmed-head draft-model drafters (the mutant's drafter class, if any)."""
-    vocab, head = int(target.config.vocab_size), load_head_tokens(draft)
-    return lambda sampling: variant.drafter_cls(
-        draft, sampling, vocab, make_cache=variant.draft_cache, head_tokens=head
-    )

@@ -37,7 +37,8 @@ def token_ranking() -> torch.Tensor:
     """Every token id (V,), by the target's total probability over the training shards' top-32.
 
     Held-out shards (index % 20 == 1) are left out; ties (tokens never in any top-32) keep id
-    order. This is the ranking the trimmed-head drafter keeps the start of (specviz.drafters.trimmed).
+    order. This is the ranking the trimmed-head drafter keeps the start of
+    (specviz.drafters.trimmed).
     """
     from specviz.train.teacher import shard_dir
 

@@ -1,0 +1,223 @@
+"""Every drafter by name: one place maps a name to its factory, menu label and description.
+
+The command line (generate, verify, bench, replay), the app and the tutorials all build drafters
+through `build_drafter`, so a name means the same drafter everywhere. The fast paths plug in
+here: a model drafter drafts through specviz.fast.lean's forward unless options say otherwise.
+Each factory imports its drafter when called, so the names and labels load without torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from specviz.core.checks import check_pair, vocab_size
+from specviz.core.config import SamplingConfig
+
+if TYPE_CHECKING:
+    from specviz.core.cache import CachedForward
+    from specviz.core.drafter import Drafter
+    from specviz.drafters.model import ModelDrafter
+    from specviz.drafters.ngram import NgramDrafter
+
+
+@dataclass(frozen=True, kw_only=True)
+class DrafterOptions:
+    """The knobs a drafter may read; each factory uses the ones that apply to it.
+
+    ngram_min None: 1 for n-gram lookup alone, 2 in front of a draft model (keeps chance
+    one-token matches out). model_cls and make_cache swap the draft-model drafter's class and
+    cached forward (the statistical suite's mutants; transformers' forward for a benchmark).
+    """
+
+    exit_layer: int = 8
+    ngram_max: int = 3
+    ngram_min: int | None = None
+    min_confidence: float = 0.0
+    model_gamma: int | None = None
+    model_cls: type[ModelDrafter] | None = None  # None: ModelDrafter
+    make_cache: Callable[[Any], CachedForward] | None = None  # None: the fast one where it applies
+
+    def __post_init__(self) -> None:
+        if self.exit_layer < 1:
+            raise ValueError(f"exit_layer must be >= 1 (got {self.exit_layer})")
+        if self.model_gamma is not None and self.model_gamma < 1:
+            raise ValueError(f"model_gamma must be >= 1 or None (got {self.model_gamma})")
+        if not 0.0 <= self.min_confidence <= 1.0:
+            raise ValueError(f"min_confidence must be in [0, 1] (got {self.min_confidence})")
+        lowest = 1 if self.ngram_min is None else self.ngram_min
+        if lowest < 1 or self.ngram_max < lowest:
+            raise ValueError(
+                "n-gram sizes must satisfy 1 <= min_ngram <= max_ngram "
+                f"(got min_ngram={self.ngram_min}, max_ngram={self.ngram_max})"
+            )
+
+
+Factory = Callable[[Any, Any, SamplingConfig, DrafterOptions], "Drafter"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DrafterSpec:
+    """A registered drafter: its factory(target, draft, sampling, options) and how to show it."""
+
+    name: str
+    label: str  # the app's menu label
+    description: str  # one line, for --help and the docs
+    uses_draft_model: bool  # False: drafts without a separate draft model
+    build: Factory
+
+
+def _model_drafter(o: DrafterOptions) -> tuple[type[ModelDrafter], Callable[[Any], CachedForward]]:
+    """The draft-model drafter's class and cached forward: the options', else the defaults."""
+    from specviz.drafters.model import ModelDrafter
+    from specviz.fast.lean import draft_cache
+
+    return o.model_cls or ModelDrafter, o.make_cache or draft_cache
+
+
+def _model(trimmed: bool) -> Factory:
+    """The draft model drafting alone (its head trimmed to its top-ranked tokens if trimmed)."""
+
+    def build(target: Any, draft: Any, sampling: SamplingConfig, o: DrafterOptions) -> Drafter:
+        if draft is None:
+            raise ValueError("this drafter needs a draft model: pass draft=...")
+        from specviz.drafters.trimmed import load_head_tokens
+
+        check_pair(target, draft)
+        head = load_head_tokens(draft) if trimmed else None
+        cls, make_cache = _model_drafter(o)
+        return cls(
+            draft, sampling, vocab_size(target), make_cache=make_cache,
+            min_confidence=o.min_confidence, head_tokens=head,
+        )  # fmt: skip
+
+    return build
+
+
+def _lookup(target: Any, o: DrafterOptions, shortest: int) -> NgramDrafter:
+    """N-gram lookup over the committed text (shortest n-gram: options' or `shortest`)."""
+    from specviz.drafters.ngram import NgramDrafter
+
+    return NgramDrafter(
+        vocab_size(target), max_ngram=o.ngram_max, min_ngram=o.ngram_min or shortest,
+        device=str(target.device),
+    )  # fmt: skip
+
+
+def _ngram(target: Any, _draft: Any, _sampling: SamplingConfig, o: DrafterOptions) -> Drafter:
+    return _lookup(target, o, shortest=1)
+
+
+def _hybrid(trimmed: bool) -> Factory:
+    """Lookup where the text repeats, the (trimmed) draft model elsewhere."""
+    model = _model(trimmed)
+
+    def build(target: Any, draft: Any, sampling: SamplingConfig, o: DrafterOptions) -> Drafter:
+        from specviz.drafters.hybrid import LookupThenModelDrafter
+        from specviz.drafters.model import ModelDrafter
+
+        drafter = model(target, draft, sampling, o)
+        assert isinstance(drafter, ModelDrafter)
+        lookup = _lookup(target, o, shortest=2)
+        return LookupThenModelDrafter(drafter, lookup, model_gamma=o.model_gamma)
+
+    return build
+
+
+def _early_exit(share: bool) -> Factory:
+    """The target's first exit_layer layers (own cache, or sharing the target's)."""
+
+    def build(target: Any, _draft: Any, sampling: SamplingConfig, o: DrafterOptions) -> Drafter:
+        from specviz.drafters.early_exit import build_early_exit
+        from specviz.drafters.shared_exit import early_exit_drafter
+
+        if share:
+            return early_exit_drafter(
+                target, o.exit_layer, sampling, vocab_size(target), share=True,
+                min_confidence=o.min_confidence,
+            )  # fmt: skip
+        model, _adapter = build_early_exit(target, o.exit_layer)
+        cls, make_cache = _model_drafter(o)
+        return cls(
+            model, sampling, vocab_size(target), make_cache=make_cache,
+            min_confidence=o.min_confidence,
+        )  # fmt: skip
+
+    return build
+
+
+SPECS = (
+    DrafterSpec(
+        name="model",
+        label="draft model",
+        description="a small causal LM drafts gamma tokens",
+        uses_draft_model=True,
+        build=_model(trimmed=False),
+    ),
+    DrafterSpec(
+        name="model-trimmed",
+        label="draft model, head trimmed to its top tokens",
+        description="the draft model scoring only its top-ranked tokens (q = 0 elsewhere)",
+        uses_draft_model=True,
+        build=_model(trimmed=True),
+    ),
+    DrafterSpec(
+        name="ngram",
+        label="n-gram lookup (no model)",
+        description="copy what followed the last n tokens earlier in the text",
+        uses_draft_model=False,
+        build=_ngram,
+    ),
+    DrafterSpec(
+        name="ngram+model",
+        label="n-gram lookup, else draft model",
+        description="n-gram lookup where it finds a match, the draft model elsewhere",
+        uses_draft_model=True,
+        build=_hybrid(trimmed=False),
+    ),
+    DrafterSpec(
+        name="ngram+model-trimmed",
+        label="n-gram lookup, else draft model (trimmed head)",
+        description="n-gram lookup where it finds a match, the trimmed draft model elsewhere",
+        uses_draft_model=True,
+        build=_hybrid(trimmed=True),
+    ),
+    DrafterSpec(
+        name="early-exit",
+        label="early exit (self-speculation)",
+        description="the target's first exit_layer layers draft, with a cache of their own",
+        uses_draft_model=False,
+        build=_early_exit(share=False),
+    ),
+    DrafterSpec(
+        name="early-exit-shared",
+        label="early exit, sharing the target's KV cache",
+        description="the target's first exit_layer layers draft into the target's own cache",
+        uses_draft_model=False,
+        build=_early_exit(share=True),
+    ),
+)
+REGISTRY: Mapping[str, DrafterSpec] = MappingProxyType({s.name: s for s in SPECS})
+DRAFTER_NAMES = tuple(REGISTRY)
+
+
+def drafter_spec(name: str) -> DrafterSpec:
+    """The registered drafter called name, or a ValueError listing the names."""
+    if name not in REGISTRY:
+        raise ValueError(f"unknown drafter {name!r}: choose one of {', '.join(DRAFTER_NAMES)}")
+    return REGISTRY[name]
+
+
+def build_drafter(
+    name: str,
+    *,
+    target: Any,
+    draft: Any = None,
+    sampling: SamplingConfig,
+    options: DrafterOptions | None = None,
+) -> Drafter:
+    """A fresh drafter called name for target (draft: the draft model, where one is used)."""
+    spec = drafter_spec(name)
+    return spec.build(target, draft, sampling, options or DrafterOptions())
