@@ -37,6 +37,7 @@ from specviz.drafters.early_exit import (
     load_adapter,
 )
 from specviz.drafters.model import ModelDrafter
+from specviz.fast.attention import KVBuffers, apply_rope, causal_mask, grow
 from specviz.fast.lean import draft_cache
 
 SHARED_MODEL_TYPES = ("llama", "qwen2")
@@ -91,31 +92,18 @@ class SharedExit:
         self.exit_len = 0  # positions through layers [0, k)
         self.full_len = 0  # positions through all layers
         self.tokens: list[int] = []  # the token at each of the exit_len positions
-        shape = (len(self.layers), self.n_kv, 0, self.head_dim)
-        self.keys = self.embed.new_zeros(shape)  # (L, kv_heads, capacity, head_dim)
-        self.values = self.embed.new_zeros(shape)
-        self.hidden = self.embed.new_zeros(0, self.embed.shape[1])  # (capacity, H) at layer k
-        self.cos = self.sin = self.embed.new_zeros(0, self.head_dim)  # (capacity, head_dim)
-        self._reserve(capacity)
+        self.kv = KVBuffers(
+            len(self.layers), self.n_kv, self.head_dim, self.rotary, self.embed, capacity
+        )
+        hidden_shape = (self.kv.capacity, self.embed.shape[1])
+        self.hidden = self.embed.new_zeros(hidden_shape)  # (capacity, H) at layer k
         self.exit_view, self.target_view = ExitView(self), TargetView(self)
 
     def _reserve(self, needed: int) -> None:
-        """Grow the cache, the hidden states and the rotary tables to `needed` positions."""
-        capacity = self.keys.shape[2]
-        if needed <= capacity:
-            return
-        capacity, held = max(needed, 2 * capacity), max(self.exit_len, self.full_len)
-
-        def grow(old: Tensor, dim: int) -> Tensor:
-            new = old.new_zeros(*old.shape[:dim], capacity, *old.shape[dim + 1 :])
-            new.narrow(dim, 0, held).copy_(old.narrow(dim, 0, held))
-            return new
-
-        self.keys, self.values = grow(self.keys, 2), grow(self.values, 2)
-        self.hidden = grow(self.hidden, 0)
-        positions = torch.arange(capacity, device=self.embed.device)[None]  # (1, capacity)
-        cos, sin = self.rotary(self.embed[:1], positions)  # (1, capacity, head_dim) each
-        self.cos, self.sin = cos[0], sin[0]
+        """Grow the cache, the layer-k hidden states and the RoPE tables to `needed` positions."""
+        held = max(self.exit_len, self.full_len)
+        if self.kv.reserve(needed, held):
+            self.hidden = grow(self.hidden, self.kv.capacity, held, dim=0)
 
     @torch.no_grad()
     def exit_forward(self, input_ids: Tensor, keep: int = 0) -> Tensor:
@@ -173,10 +161,8 @@ class SharedExit:
         """Decoder layers `layers` on hidden states x (T, H) at positions start..start+T."""
         n_new = x.shape[0]
         end = start + n_new
-        rope = (self.cos[start:end, None], self.sin[start:end, None])  # (T, 1, head_dim) each
-        mask = None
-        if n_new > 1:  # row i sees cached positions and new ones up to itself
-            mask = torch.ones(n_new, end, dtype=torch.bool, device=x.device).tril(start)
+        rope = self.kv.rope(start, end)  # cos, sin (T, 1, head_dim)
+        mask = causal_mask(start, n_new, x.device)  # (T, S) or None for one token
         for index in layers:
             x = self._layer(index, x, start, rope, mask)
         return x
@@ -192,13 +178,13 @@ class SharedExit:
             self.n_heads,
             self.n_kv,
         )
-        attn, end = layer.self_attn, start + n_new
+        attn = layer.self_attn
         h = layer.input_layernorm(x)
-        q = _rotate(attn.q_proj(h).view(n_new, nh, hd), rope)  # (T, heads, hd)
-        k = _rotate(attn.k_proj(h).view(n_new, nkv, hd), rope)  # (T, kv_heads, hd)
-        self.keys[index, :, start:end] = k.transpose(0, 1)  # (kv_heads, T, hd)
-        self.values[index, :, start:end] = attn.v_proj(h).view(n_new, nkv, hd).transpose(0, 1)
-        keys, values = self.keys[index, :, :end], self.values[index, :, :end]  # (kv_heads, S, hd)
+        q = apply_rope(attn.q_proj(h).view(n_new, nh, hd), *rope)  # (T, heads, hd)
+        k = apply_rope(attn.k_proj(h).view(n_new, nkv, hd), *rope)  # (T, kv_heads, hd)
+        keys, values = self.kv.write(  # (kv_heads, S, hd) each
+            index, start, k.transpose(0, 1), attn.v_proj(h).view(n_new, nkv, hd).transpose(0, 1)
+        )
         if nkv != nh:  # grouped-query attention: each kv head serves nh / nkv query heads
             keys = keys.repeat_interleave(nh // nkv, dim=0)
             values = values.repeat_interleave(nh // nkv, dim=0)
@@ -208,13 +194,6 @@ class SharedExit:
         x = x + attn.o_proj(out.transpose(0, 1).reshape(n_new, nh * hd))
         out_mlp: Tensor = x + layer.mlp(layer.post_attention_layernorm(x))
         return out_mlp
-
-
-def _rotate(x: Tensor, rope: tuple[Tensor, Tensor]) -> Tensor:
-    """Rotary position embedding of x (T, heads, hd) with cos, sin (T, 1, hd)."""
-    cos, sin = rope
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat([-x[..., half:], x[..., :half]], -1) * sin
 
 
 class ExitView:

@@ -1,21 +1,20 @@
 """A lean cached forward for Llama-family models: transformers' math in fewer calls.
 
-A 3-layer draft's step is mostly per-call framework overhead, not arithmetic. On the bundled
-draft with its trimmed head (2 CPU threads) a one-token step through `model(...)` costs about
-2.6–3.0 ms and the same math written out here about 1.0–1.3 ms; in the benchmark the draft
-cost ratio c falls from 0.06–0.08 to 0.03–0.05 (with the full head, whose output product
-stays, by ~30 %). It reads the Hugging Face model's weights (q/k/v and gate/up are fused once
-into transposed copies; a small draft makes that cheap), keeps keys and values in two
-preallocated tensors, and rolls back by moving a length pointer. The fused copies are a
-snapshot: build a new LeanLlama after changing the weights (drafters are built per request).
-Models it does not support (see `lean_problem`) fall back to transformers' forward with
-`specviz.core.cache.KVCache`.
+A 3-layer draft's step is mostly per-call framework overhead, not arithmetic, so writing the
+same math out in a few tensor calls makes it markedly cheaper (the measured draft cost ratio c
+on and off this forward: benchmarks/RESULTS.md, "What limits the bundled pair on this CPU").
+It reads the Hugging Face model's weights (q/k/v and gate/up are fused once into transposed
+copies; a small draft makes that cheap), keeps keys and values in preallocated buffers that
+grow (specviz.fast.attention, with the mask and RoPE), and rolls back by moving a length
+pointer. The fused copies are a snapshot: build a new LeanLlama after changing the weights
+(drafters are built per request). Models it does not support (see `lean_problem`) fall back to
+transformers' forward with `specviz.core.cache.KVCache`.
 
 A target (`lean_target_cache`; opt-in: `--lean-target` in `specviz bench` and `generate`) runs
 here too when its linears are packed for oneDNN (specviz.fast.packed): its fused q/k/v and gate/up
-are packed copies (about 280 MB more for the bundled fp32 target). On the bundled target (2
-threads) a one-token step then costs ~36 ms instead of ~42.5 ms, and a 4-token verification
-pass ~1.07 plain steps instead of ~1.11, with logits equal to transformers' (tests/test_lean.py).
+are packed copies (about 280 MB more for the bundled fp32 target). Its passes are cheaper than
+through transformers' forward, with logits equal to transformers' (tests/test_lean.py); the
+timings per pass width are in benchmarks/RESULTS.md, "The target on specviz.fast.lean's forward".
 
 Exactness never depends on this module: the drafter reports the q it actually sampled from,
 and the verifier needs nothing else. tests/test_lean.py checks the logits against transformers.
@@ -32,6 +31,7 @@ from torch import Tensor, nn
 from transformers import PretrainedConfig
 
 from specviz.core.cache import CachedForward, KVCache
+from specviz.fast.attention import KVBuffers, apply_rope, causal_mask
 from specviz.fast.packed import PackedLinear, is_packed, pack, packed_product
 
 LEAN_MODEL_TYPES = ("llama",)
@@ -193,11 +193,9 @@ class LeanLlama:
         ]
         self.eps = float(inner.layers[0].input_layernorm.variance_epsilon)
         self.length = 0
-        shape = (len(self.layers), self.n_kv, 0, self.head_dim)
-        self.keys = self.embed.new_zeros(shape)  # (L, kv_heads, capacity, head_dim)
-        self.values = self.embed.new_zeros(shape)
-        self.cos = self.sin = self.embed.new_zeros(0, self.head_dim)  # (capacity, head_dim)
-        self._reserve(capacity)
+        self.kv = KVBuffers(
+            len(self.layers), self.n_kv, self.head_dim, self.rotary, self.embed, capacity
+        )
 
     def __len__(self) -> int:
         """Number of token positions currently cached."""
@@ -207,33 +205,14 @@ class LeanLlama:
         """Roll back to the first `length` positions (no-op if it holds no more than that)."""
         self.length = min(self.length, max(0, length))
 
-    def _reserve(self, needed: int) -> None:
-        """Grow the cache and the rotary tables to hold at least `needed` positions."""
-        capacity = self.keys.shape[2]
-        if needed <= capacity:
-            return
-        capacity = max(needed, 2 * capacity)
-
-        def grow(old: Tensor) -> Tensor:
-            new = old.new_zeros(*old.shape[:2], capacity, self.head_dim)
-            new[:, :, : self.length] = old[:, :, : self.length]
-            return new
-
-        self.keys, self.values = grow(self.keys), grow(self.values)
-        positions = torch.arange(capacity, device=self.embed.device)[None]  # (1, capacity)
-        cos, sin = self.rotary(self.embed[:1], positions)  # (1, capacity, head_dim) each
-        self.cos, self.sin = cos[0], sin[0]
-
     @torch.no_grad()
     def forward(self, input_ids: Tensor, keep: int = 0) -> Tensor:
         """Feed new tokens (T,) after the cached ones; logits (T, V), or (keep, V) for the last."""
         start, n_new = self.length, int(input_ids.shape[0])
         end = start + n_new
-        self._reserve(end)
-        rope = (self.cos[start:end, None], self.sin[start:end, None])  # (T, 1, head_dim) each
-        mask = None
-        if n_new > 1:  # row i sees cached positions and new ones up to itself
-            mask = torch.ones(n_new, end, dtype=torch.bool, device=input_ids.device).tril(start)
+        self.kv.reserve(end, held=start)
+        rope = self.kv.rope(start, end)  # cos, sin (T, 1, head_dim)
+        mask = causal_mask(start, n_new, input_ids.device)  # (T, S) or None for one token
         x = self.embed[input_ids]  # (T, H)
         for index, weights in enumerate(self.layers):
             x = self._layer(index, weights, x, start, rope, mask)
@@ -253,16 +232,15 @@ class LeanLlama:
     ) -> Tensor:
         """One decoder layer on x (T, H), writing its keys/values at start..start+T."""
         n_new, hd, nh, nkv = x.shape[0], self.head_dim, self.n_heads, self.n_kv
-        end = start + n_new
         qkv = w.qkv(_rms_norm(x, w.norm_attn, self.eps))
         qk = qkv[:, : (nh + nkv) * hd].view(n_new, nh + nkv, hd)  # (T, heads + kv_heads, hd)
-        cos, sin = rope
-        qk = qk * cos + torch.cat([-qk[..., hd // 2 :], qk[..., : hd // 2]], -1) * sin
-        self.keys[index, :, start:end] = qk[:, nh:].transpose(0, 1)  # (kv_heads, T, hd)
-        self.values[index, :, start:end] = (
-            qkv[:, (nh + nkv) * hd :].view(n_new, nkv, hd).transpose(0, 1)
+        qk = apply_rope(qk, *rope)  # queries and keys rotated in one call
+        keys, values = self.kv.write(  # (kv_heads, S, hd) each
+            index,
+            start,
+            qk[:, nh:].transpose(0, 1),  # (kv_heads, T, hd)
+            qkv[:, (nh + nkv) * hd :].view(n_new, nkv, hd).transpose(0, 1),
         )
-        keys, values = self.keys[index, :, :end], self.values[index, :, :end]  # (kv_heads, S, hd)
         queries = qk[None, :, :nh].transpose(1, 2)  # (1, heads, T, hd)
         out = F.scaled_dot_product_attention(  # grouped-query: kv head j serves nh / nkv heads
             queries, keys[None], values[None], attn_mask=mask, scale=self.scale, enable_gqa=True

@@ -1,12 +1,13 @@
 """CPU fast path: every nn.Linear of an inference model runs on a pre-packed oneDNN weight.
 
-On CPU, PyTorch's default fp32 GEMM (MKL) costs almost as much per extra row as for the first
-when there are only 2–8 rows: a 5-token target pass cost 1.5–2× a 1-token one here, and that
-ratio r is what speculative decoding pays for verifying γ + 1 tokens at once. A weight
-re-laid-out once for oneDNN (what torch.compile's CPU freezing does) makes a 1-token pass
-~25 % cheaper and a 2–10-token pass cost about the same as a 1-token one (r ≈ 1.05), as the
-method assumes. The arithmetic is the same product in a different order: logits agree with the
-unpacked model to ~1e-4.
+On CPU, PyTorch's default fp32 GEMM (MKL) re-packs the weight on every call, so with only a
+few rows each extra row costs almost as much as the first: a pass over several tokens costs
+well over a 1-token one, and that ratio r is what speculative decoding pays for verifying
+γ + 1 tokens at once. A weight re-laid-out once for oneDNN (what torch.compile's CPU freezing
+does) makes a 1-token pass cheaper and a pass over a few tokens cost about the same as a
+1-token one, as the method assumes (r measured both ways: benchmarks/RESULTS.md, "What limits
+the bundled pair on this CPU"). The arithmetic is the same product in a different order:
+logits agree with the unpacked model to ~1e-4.
 
 Inference only (no gradient), CPU only, fp32 / bf16 only; elsewhere `pack_linears` is a no-op.
 The private oneDNN ops are probed once per call on a small example and skipped if missing.
