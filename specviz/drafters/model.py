@@ -8,12 +8,11 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from specviz.core.cache import CachedForward
+from specviz.core.cache import CachedForward, KVCache
 from specviz.core.config import SamplingConfig
 from specviz.core.drafter import Draft
 from specviz.core.sampling import logits_to_probs, sample
 from specviz.drafters.trimmed import spread, trim_head
-from specviz.fast.lean import draft_cache
 
 
 class ModelDrafter:
@@ -24,13 +23,14 @@ class ModelDrafter:
         model: Any,
         sampling: SamplingConfig,
         vocab_size: int,
-        make_cache: Callable[[Any], CachedForward] = draft_cache,
+        make_cache: Callable[[Any], CachedForward] = KVCache,
         min_confidence: float = 0.0,
         head_tokens: Tensor | None = None,
     ) -> None:
         """Wrap model; its distributions are warped by the same sampling config as the target's.
 
-        make_cache: the cached forward; by default specviz.fast.lean's for small Llama drafts.
+        make_cache: the cached forward (default transformers' forward with a KVCache; the
+            registry passes specviz.fast.lean's for small Llama drafts).
         min_confidence: stop drafting after a token whose q has top probability below it.
         head_tokens (S,): draft only among these ids (q = 0 elsewhere; specviz.drafters.trimmed).
         """
