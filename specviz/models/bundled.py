@@ -300,14 +300,3 @@ def ensure_bundled_target(progress: Progress = _quiet) -> Path:
         raise BundledModelError(f"the freshly built target in {final} is invalid: {problem}")
     progress(f"specviz: bundled target ready in {final}.")
     return final
-
-
-def resolve_model_ref(ref: str, progress: Progress = _quiet) -> str:
-    """Map ``bundled-target`` / ``bundled-draft`` (and the hub id when offline) to local folders."""
-    if ref in ("bundled", "bundled-target"):
-        return str(ensure_bundled_target(progress))
-    if ref == "bundled-draft":
-        return str(bundled_draft_dir())
-    if ref == BUNDLED_TARGET_ID and os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0"):
-        return str(ensure_bundled_target(progress))
-    return ref
