@@ -1,0 +1,159 @@
+"""README.md and benchmarks/RESULTS.md: short, and every table in them rendered from saved JSON."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from specviz.bench.headline import (
+    DOCUMENTS,
+    TABLES,
+    main,
+    marked_tables,
+    parts_in_order,
+    refreshed,
+    render_table,
+)
+from specviz.bench.saved import RESULTS_DIR, saved_results
+
+ROOT = Path(__file__).resolve().parents[1]
+README, RESULTS = ROOT / "README.md", ROOT / "benchmarks" / "RESULTS.md"
+PAGES = [README, RESULTS, *sorted((ROOT / "docs").glob("*.md"))]
+
+# The README's two set-up commands for a fresh machine, exactly as a reader copies them.
+SETUP_APP = (
+    "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && "
+    "pip install -e . && python app.py"
+)
+SETUP_TESTS = (
+    "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && "
+    'pip install -e ".[dev]" && HF_HUB_OFFLINE=1 python -m pytest'
+)
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def _without_code(text: str) -> str:
+    """The text with fenced code blocks removed."""
+    return re.sub(r"^```.*?^```\n", "", text, flags=re.M | re.S)
+
+
+def test_readme_and_results_are_short() -> None:
+    assert len(_text(README).splitlines()) <= 200
+    assert len(_text(RESULTS).splitlines()) <= 300
+
+
+def test_the_headline_table_is_in_both_documents() -> None:
+    for path in DOCUMENTS:
+        assert "headline" in dict(marked_tables(_text(path))), path.name
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: p.name)
+def test_each_marked_table_is_what_the_saved_json_renders_to(path: Path) -> None:
+    tables = marked_tables(_text(path))
+    assert tables, f"{path.name} has no marked table"
+    for name, body in tables:
+        assert body == render_table(name), f"{path.name}: table {name!r} is stale"
+    assert refreshed(_text(path)) == _text(path)
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: p.name)
+def test_every_table_line_sits_between_markers(path: Path) -> None:
+    """No table typed in by hand: outside code, every '|' line belongs to a marked table."""
+    text = _without_code(_text(path))
+    for _, body in marked_tables(text):
+        text = text.replace(body, "", 1)
+    stray = [line for line in text.splitlines() if line.startswith("|")]
+    assert not stray, f"{path.name}: table lines outside markers: {stray[:3]}"
+
+
+@pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: p.name)
+def test_every_figure_in_the_prose_is_one_a_rendered_table_shows(path: Path) -> None:
+    """A measured-looking number (a decimal, or a number with × or %) in the prose must appear in
+    one of the document's rendered tables, so prose cannot drift from the saved results."""
+    text = _text(path)
+    rendered = "\n".join(render_table(name) for name, _ in marked_tables(text))
+    prose = _without_code(text)
+    for _, body in marked_tables(prose):
+        prose = prose.replace(body, "", 1)
+    prose = re.sub(r"`[^`]*`|\]\([^)]*\)|<!--.*?-->|https?://\S+", " ", prose)
+    prose = re.sub(r"(?:Python|torch|transformers)\s*(?:≥|>=|==)\s*[\d.]+", " ", prose)
+    figures = re.findall(r"\d+(?:\.\d+)?\s?(?:×|%)|\d+\.\d+", prose)
+    missing = [f for f in figures if re.sub(r"\s?[×%]$", "", f) not in rendered]
+    assert not missing, f"{path.name}: figures in the prose that no table shows: {missing}"
+
+
+def test_every_saved_result_is_among_the_parts_and_in_tables_md() -> None:
+    saved = {Path(p).stem for p in saved_results()}
+    assert set(parts_in_order()) == saved
+    parts = render_table("parts")
+    assert all(f"| {name} |" in parts for name in saved)
+
+
+def test_each_reproduce_command_names_parts_of_cpu_bench() -> None:
+    script = _text(ROOT / "benchmarks" / "cpu_bench.sh")
+    default = re.search(r'PARTS="\$\{\*:-([^}]*)\}"', script)
+    assert default, "cpu_bench.sh no longer lists its parts"
+    known = set(default[1].split())
+    command = r"bash benchmarks/cpu_bench\.sh benchmarks/results ([\w -]+)"
+    commands = re.findall(command, _text(RESULTS))
+    assert commands
+    for parts in commands:
+        assert set(parts.split()) <= known, parts
+
+
+def test_the_readme_set_up_commands_are_the_ones_ci_runs() -> None:
+    section = _text(README).split("## Set up", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```bash\n(.*?)\n```", section, flags=re.S)
+    assert commands == [SETUP_APP, SETUP_TESTS]
+    assert (ROOT / "app.py").is_file()
+    ci = _text(ROOT / ".ci" / "run")
+    line = ci.split("# The README's test command", 1)[1].splitlines()[1]
+    venv = "python3 -m venv .venv && . .venv/bin/activate && "
+    env = "HF_HUB_OFFLINE=1 "
+    assert SETUP_TESTS.removeprefix(venv).replace(env, "") == line  # CI has its own venv
+    assert re.search(r"^export [^\n]*\bHF_HUB_OFFLINE=1\b", ci, flags=re.M)
+    assert shlex.split(SETUP_APP)[:14] == shlex.split(SETUP_TESTS)[:14]  # the same install
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_relative_links_point_at_files_that_exist(page: Path) -> None:
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", _without_code(_text(page)))
+    local = [t for t in targets if not re.match(r"[a-z]+:", t)]
+    broken = [t for t in local if not (page.parent / t).exists()]
+    assert not broken, f"{page.name}: broken links {broken}"
+
+
+def test_a_stale_table_is_found_and_rewritten(tmp_path: Path) -> None:
+    fresh = (
+        "intro\n<!-- table: batch-fit -->\n<!-- /table -->\nkept between\n"
+        "<!-- table: batch-fit -->\n| stale |\n<!-- /table -->\nend\n"
+    )
+    doc = tmp_path / "doc.md"
+    doc.write_text(fresh, encoding="utf-8")
+    assert main(["--check", str(doc)]) == 1
+    assert _text(doc) == fresh  # --check changes nothing
+    assert main([str(doc)]) == 0
+    text = _text(doc)
+    assert "kept between\n" in text and text.endswith("end\n")  # empty blocks swallow nothing
+    assert [b for _, b in marked_tables(text)] == [render_table("batch-fit")] * 2
+    assert main(["--check", str(doc)]) == 0
+
+
+def test_every_renderer_gives_a_markdown_table() -> None:
+    for name in TABLES:
+        lines = render_table(name).splitlines()
+        assert len(lines) >= 3 and all(line.startswith("| ") for line in lines[:1]), name
+        assert lines[1].startswith("|---"), name
+    with pytest.raises(KeyError):
+        render_table("no-such-table")
+
+
+def test_results_dir_holds_the_saved_json() -> None:
+    assert RESULTS_DIR == ROOT / "benchmarks" / "results"
+    assert saved_results()
