@@ -3,8 +3,9 @@
 A small draft's output head is most of its cost: the bundled draft's 49,152 x 160 head holds
 7.9 M of its 9.1 M parameters. Restricting it to the tokens that carry most of the target's
 probability (ranked once from the teacher's distributions, shipped as TOKEN_RANKING next to the
-weights) makes a draft step about twice as cheap. Sampling stays exact: q is the distribution the
-token was actually drawn from, zero outside S, and the verifier needs nothing else.
+weights) makes a draft step much cheaper (benchmarks/RESULTS.md, section Draft size: c of
+model against model-trimmed). Sampling stays exact: q is the distribution the token was actually
+drawn from, zero outside S, and the verifier needs nothing else.
 """
 
 from __future__ import annotations

@@ -39,9 +39,10 @@ class HeuristicGamma:
 class VerifyCost:
     """Seconds of a target pass over k tokens: a line a + b k, corrected per k as passes come in.
 
-    Timings are noisy (±10-25 % here from one pass to the next; the first pass at a new width
-    can pay a one-off kernel setup), and a policy that trusted one unlucky pass would never try
-    that width again. So each width is summarised by its median, a least-squares line is fitted
+    Timings are noisy from one pass to the next on a busy CPU (benchmarks/RESULTS.md, section
+    Machine and parts), the first pass at a new width can pay a one-off kernel setup, and a
+    policy that trusted one unlucky pass would never try that width again. So each width is
+    summarised by its median, a least-squares line is fitted
     through the medians (weighted by passes; slope >= 0), and a width's estimate moves from the
     line to its own median as its passes accumulate: n / (n + trust) of the way. Uneven costs
     (on some CPUs a 2- or 3-token pass costs more than a 5-token one) are still learned, from a

@@ -2,8 +2,8 @@
 
 Leviathan et al.'s E = (1 - alpha^(gamma+1)) / (1 - alpha) assumes every draft is kept
 independently with the same alpha. Real drafts are not: agreement comes in stretches, so a round
-that kept its first draft is more likely to keep its second (on one code prompt of the bundled
-pair at T = 0: 28 % of first drafts kept, 73 % of the second drafts reached). A per-token alpha
+that kept its first draft is more likely to keep its second (on the bundled pair's code prompts,
+a second draft, once reached, is kept far more often than a first). A per-token alpha
 measured while drafting little then undervalues drafting more, and a policy that has shrunk
 gamma measures only first drafts, so it stays small.
 

@@ -93,7 +93,7 @@ def init_student(cfg: StudentConfig) -> Any:
         student.get_input_embeddings().weight.copy_(
             pca_embeddings(target.get_input_embeddings().weight.float(), cfg.hidden)
         )
-        student.model.norm.weight.fill_(0.15)  # keeps the initial logits soft (KL ~7 not ~20)
+        student.model.norm.weight.fill_(0.15)  # keeps the initial logits soft (a small initial KL)
     student.tie_weights()
     return student
 
