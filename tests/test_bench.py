@@ -479,7 +479,7 @@ def test_lean_target_runs_plain_and_speculative_decoding_on_the_same_lean_forwar
 
 
 def test_the_committed_tables_are_what_the_saved_results_render_to() -> None:
-    """benchmarks/results/tables.md, and the tables in RESULTS.md, come from the saved JSON."""
+    """benchmarks/results/tables.md comes from the saved JSON (RESULTS.md's tables: test_docs)."""
     from specviz.bench.saved import RESULTS_DIR, saved_results
 
     tables = (RESULTS_DIR / "tables.md").read_text(encoding="utf-8")
@@ -490,8 +490,6 @@ def test_the_committed_tables_are_what_the_saved_results_render_to() -> None:
         for n in names
     )
     assert rendered == tables
-    results = (RESULTS_DIR.parent / "RESULTS.md").read_text(encoding="utf-8")
-    assert re.sub(r"^## ", "### ", tables, flags=re.M).rstrip("\n") in results
     for name in names[:2]:  # what the app's "Benchmark results" tab shows for them
         figs, _ = load_result_view(RESULTS_DIR / f"{name}.json")
         assert len(figs) == 5

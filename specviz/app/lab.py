@@ -49,7 +49,7 @@ TOY, MODELS = "toy pair (exact law known)", "selected model pair"
 PAIRS = [TOY, MODELS]
 REAL = "none (real sampler)"
 N_RANGE, K_RANGE = (20, 5000), (1, 4)
-DEFAULT_N = {TOY: 1500, MODELS: 75}  # about a minute each on 2 CPU cores (measured)
+DEFAULT_N = {TOY: 1500, MODELS: 75}  # sized for a short wait on a small CPU
 PLAIN_SEED_OFFSET = 1_000_003  # plain draws use other seeds than speculative ones (as the suite)
 
 

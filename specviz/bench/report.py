@@ -34,7 +34,8 @@ def priced_speedups(records: Sequence[Record]) -> list[float]:
     A record's work is its draft steps and its verification passes by width, and its paired
     plain run's decode steps; each is priced at the median measured over every record of the
     same workload, drafter and temperature (passes by width as the theory policy prices them:
-    VerifyCost). Timing noise, which here moves identical runs by 25 %, is gone; what is left
+    VerifyCost). Timing noise, which moves identical runs apart on a busy machine
+    (benchmarks/RESULTS.md, section Machine and parts), is gone; what is left
     compares the policies' choices. nan where per-pass timings were not recorded.
     """
     groups: dict[tuple[str, str, str, int, float], list[int]] = defaultdict(list)
