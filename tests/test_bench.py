@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from specviz.api import speculative_generate
 from specviz.bench.cli import _check, _settings
 from specviz.bench.markdown import latency_table, render, resummarized
 from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, request_metrics, spread
@@ -38,7 +39,7 @@ from specviz.cli import build_parser, main
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import Finished, Prefill, RoundSummary, Sampled
-from specviz.core.generate import GenerationResult, encode, speculative_generate
+from specviz.core.generate import GenerationResult, encode
 from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.shared_exit import TargetView
 from specviz.drafters.trimmed import save_ranking
@@ -307,7 +308,8 @@ def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -
         assert d["ratio"] == pytest.approx(d["speedup"] / d["best_fixed_speedup"])
         priced = d["priced_speedup"] / d["best_fixed_priced_speedup"]
         assert d["priced_ratio"] == pytest.approx(priced)
-    assert [b for b, _ in result["batch_step_seconds"]] == [1, 2]
+    assert result["schema"] == 3 and list(result["drafts"]) == [str(tmp_path / "d")]
+    assert [b for b, _ in result["drafts"][str(tmp_path / "d")]["batch_step_seconds"]] == [1, 2]
     assert "plotly" in html.read_text()[:5_000_000] and "speedup" in capsys.readouterr().out
     again = resummarized(result)  # the raw records alone rebuild every summary
     assert again["summary"] == result["summary"] and again["gamma_curves"] == result["gamma_curves"]

@@ -7,6 +7,7 @@ import json
 import platform
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from specviz.bench.runner import (
     batch_step_times,
     run_all,
 )
+from specviz.bench.schema import SCHEMA, batch_steps, validate
 from specviz.bench.workloads import WORKLOADS, load_requests
 from specviz.console import progress_bar, say
 from specviz.drafters.trimmed import load_head_tokens
@@ -154,6 +156,9 @@ def _check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
             "--model-gamma caps the draft model after lookup: add one of "
             f"{', '.join(HYBRID_DRAFTERS)} to --drafters, or drop --model-gamma"
         )
+    twice = sorted({d for d in args.draft or [] if args.draft.count(d) > 1})
+    if twice:
+        raise ValueError(f"--draft names {', '.join(twice)} more than once: give each draft once")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     if not policies or any(p not in POLICIES for p in policies):
         raise ValueError(f"--policies must list some of {POLICIES} (got {args.policies!r})")
@@ -192,8 +197,8 @@ def run_bench(args: argparse.Namespace) -> int:
     drafters, policies = _check(args)
     requests = [r for w in args.workloads.split(",") for r in _limit(load_requests(w), args.limit)]
     records: list[Record] = []
-    batch: list[tuple[int, float]] = []
-    packed = False
+    drafts: dict[str, dict[str, Any]] = {}  # what was measured with each --draft loaded
+    packed, target_forward = False, ""
     if any(d.endswith("model-trimmed") for d in drafters):  # ranking first, before any model
         for draft_spec in args.draft or [BUNDLED]:
             load_head_tokens(resolve(draft_spec, "draft", say))
@@ -228,11 +233,13 @@ def run_bench(args: argparse.Namespace) -> int:
                 lean=not args.no_lean,
                 lean_target=args.lean_target,
             )
-        batch = batch_step_times(pair.target, args.batch_sizes)
-        packed = is_packed(pair.target.get_output_embeddings())
-    rows = summarize(records, args.price_per_hour)
-    curves = gamma_curves(rows)
-    dynamic = policies_vs_best_fixed(rows)
+        steps = batch_step_times(pair.target, args.batch_sizes)
+        drafts[draft_spec] = {
+            "draft_forward": _draft_forward(args, pair.draft),
+            "batch_step_seconds": [[b, t] for b, t in steps],
+        }
+        packed = is_packed(pair.target.get_output_embeddings())  # the target's: the same each time
+        target_forward = _target_forward(args, pair.target)
     meta = {
         "torch": torch.__version__,
         "transformers": transformers.__version__,
@@ -244,22 +251,15 @@ def run_bench(args: argparse.Namespace) -> int:
         **gpu_meta(args.device),
         "dtype": args.dtype,
         "packed_weights": packed,
-        "draft_forward": _draft_forward(args, pair.draft),
-        "target_forward": _target_forward(args, pair.target),
+        "target_forward": target_forward,
+        "price_per_hour": args.price_per_hour,
         "command": shlex.join(["specviz", *sys.argv[1:]]),
     }
-    payload = {
-        "meta": meta,
-        "summary": rows,
-        "gamma_curves": curves,
-        "policies_vs_best_fixed": dynamic,
-        "batch_step_seconds": batch,
-        "records": [r.to_dict() for r in records],
-    }
+    payload = saved_result(meta, drafts, records)
+    rows, dynamic = payload["summary"], payload["policies_vs_best_fixed"]
     Path(args.out).write_text(json.dumps(payload, indent=2), encoding="utf-8")
-    Path(args.html).write_text(
-        html_report(figures(records, curves, batch), "specviz benchmark"), encoding="utf-8"
-    )
+    report = figures(records, payload["gamma_curves"], batch_steps(payload))
+    Path(args.html).write_text(html_report(report, "specviz benchmark"), encoding="utf-8")
     for row in rows:
         s = row["setting"]
         print(
@@ -277,6 +277,29 @@ def run_bench(args: argparse.Namespace) -> int:
         )
     print(f"wrote {args.out} and {args.html}")
     return 0
+
+
+def saved_result(
+    meta: dict[str, Any], drafts: dict[str, dict[str, Any]], records: Sequence[Record]
+) -> dict[str, Any]:
+    """What `specviz bench --out` writes (specviz.bench.schema, version SCHEMA).
+
+    meta: what is common to the run, its price_per_hour among it; drafts: each --draft's own
+    draft_forward and batch_step_seconds; the summary, γ curves and policy table are the
+    records' at that price.
+    """
+    rows = summarize(records, meta["price_per_hour"])
+    payload = {
+        "schema": SCHEMA,
+        "meta": meta,
+        "drafts": drafts,
+        "summary": rows,
+        "gamma_curves": gamma_curves(rows),
+        "policies_vs_best_fixed": policies_vs_best_fixed(rows),
+        "records": [r.to_dict() for r in records],
+    }
+    validate(payload)
+    return payload
 
 
 def cpu_name() -> str:

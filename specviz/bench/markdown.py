@@ -6,16 +6,15 @@ Every number comes from the JSON files; nothing is typed in by hand.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR
 from specviz.bench.report import gamma_curves, policies_vs_best_fixed, summarize
 from specviz.bench.runner import Record, drafter_label
+from specviz.bench.schema import batch_steps, flat_meta, migrate, read_result
 
 
 def _spread(s: dict[str, float], fmt: str = ".2f") -> str:
@@ -63,7 +62,7 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     for r in rows:
         hf = r["ours_over_transformers_time_per_token"]
         same = r["identical_to_transformers"]
-        wins = r.get("ours_faster_than_transformers")  # absent from summaries written before it
+        wins = r["ours_faster_than_transformers"]
         body.append(
             [
                 r["workload"],
@@ -73,8 +72,8 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> list[str]:
                 _spread(r["speedup"]),
                 f"{r['bound']['median']:.2f}",
                 _spread(r["efficiency"]),
-                _spread(r["decode_speedup"]) if r.get("decode_speedup") else "–",
-                _spread(r["decode_efficiency"]) if r.get("decode_efficiency") else "–",
+                _spread(r["decode_speedup"]) if r["decode_speedup"] else "–",
+                _spread(r["decode_efficiency"]) if r["decode_efficiency"] else "–",
                 _spread(r["alpha"]),
                 f"{r['cost_ratio']['median']:.3f}",
                 f"{r['verify_ratio']['median']:.2f}",
@@ -92,7 +91,7 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 def latency_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Per request: end-to-end seconds and tokens/s of each run, accepted length with and
-    without the bonus (results saved before plain and transformers' figures were kept: –)."""
+    without the bonus (– where transformers did not run)."""
     header = ["workload", "T", "setting", "tokens", "plain s", "speculative s", "transformers s"]
     header += ["plain tok/s", "speculative tok/s", "transformers tok/s"]
     header += ["accepted drafts/round", "tokens/round (with bonus or resample)"]
@@ -101,13 +100,10 @@ def latency_table(rows: Sequence[dict[str, Any]]) -> list[str]:
             r["workload"],
             f"{r['setting']['temperature']:g}",
             _setting(r["setting"]),
-            f"{r['tokens']['median']:.0f}" if r.get("tokens") else "–",
+            f"{r['tokens']['median']:.0f}",
+            *(_spread(r[k]) if r[k] else "–" for k in ("plain_latency", "latency", "hf_latency")),
             *(
-                _spread(r[k]) if r.get(k) else "–"
-                for k in ("plain_latency", "latency", "hf_latency")
-            ),
-            *(
-                _spread(r[k], ".1f") if r.get(k) else "–"
+                _spread(r[k], ".1f") if r[k] else "–"
                 for k in ("plain_tokens_per_second", "tokens_per_second", "hf_tokens_per_second")
             ),
             f"{r['accepted_per_round']['median']:.2f}",
@@ -158,7 +154,7 @@ def policies_table(dynamic: Sequence[dict[str, Any]]) -> list[str]:
                     f"{d['best_fixed_priced_gamma']} ({d['best_fixed_priced_speedup']:.2f})",
                     f"{d['priced_ratio']:.2f}",
                 ]
-                if d.get("priced_ratio") is not None
+                if d["priced_ratio"] is not None
                 else ["–"] * 3
             ),
         ]
@@ -185,10 +181,11 @@ def cost_table(rows: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def resummarized(result: dict[str, Any]) -> dict[str, Any]:
-    """The result with its summary, curves and policy table recomputed from the raw records."""
+    """The result (any schema version) migrated, with its summary, curves and policy table
+    recomputed from the raw records."""
+    result = migrate(result)
     records = [Record.from_dict(r) for r in result["records"]]
-    price = result["summary"][0]["cost_per_1k_tokens"]["price_per_hour"] if result["summary"] else 0
-    rows = summarize(records, price or DEFAULT_PRICE_PER_HOUR)
+    rows = summarize(records, result["meta"]["price_per_hour"])
     return result | {
         "summary": rows,
         "gamma_curves": gamma_curves(rows),
@@ -197,8 +194,8 @@ def resummarized(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def render(result: dict[str, Any], title: str) -> str:
-    """One run as a Markdown section."""
-    meta = result["meta"]
+    """One run (of the current schema: resummarized or schema.migrate) as a Markdown section."""
+    meta = flat_meta(result)
     command = re.sub(r"^\S*(__main__\.py|specviz)\s", "specviz ", meta["command"])
     out = [f"## {title}", "", f"```bash\n{command}\n```", ""]
     out += [
@@ -229,10 +226,10 @@ def render(result: dict[str, Any], title: str) -> str:
         "",
     ]
     out += [*latency_table(result["summary"]), ""]
-    if result.get("gamma_curves"):
+    if result["gamma_curves"]:
         out += ["Speedup against γ, and the γ theory picks for the measured α and c:", ""]
         out += [*curves_table(result["gamma_curves"]), ""]
-    if result.get("policies_vs_best_fixed"):
+    if result["policies_vs_best_fixed"]:
         out += [
             "Dynamic γ against the best fixed γ (ratio of median speedups; priced: every run's "
             "work at the sweep's median costs, free of timing noise):",
@@ -240,10 +237,12 @@ def render(result: dict[str, Any], title: str) -> str:
         ]
         out += [*policies_table(result["policies_vs_best_fixed"]), ""]
     out += ["Cost per 1k generated tokens:", "", *cost_table(result["summary"]), ""]
-    batch = result.get("batch_step_seconds") or []
-    if batch:
+    for name, batch in batch_steps(result).items():
+        if not batch:
+            continue
         base = batch[0][1]
-        out += ["Plain decode step time against batch size (one new token per row):", ""]
+        loaded = f", loaded with draft {name}" if len(result["drafts"]) > 1 else ""
+        out += [f"Plain decode step time against batch size (one new token per row{loaded}):", ""]
         out += _table(
             ["batch", "ms per step", "ms per row", "step time / batch-1 step"],
             [[str(b), f"{t * 1e3:.1f}", f"{t * 1e3 / b:.1f}", f"{t / base:.2f}"] for b, t in batch],
@@ -259,7 +258,11 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m specviz.bench.markdown RESULT.json [...]", file=sys.stderr)
         return 2
     for path in paths:
-        result = resummarized(json.loads(Path(path).read_text(encoding="utf-8")))
+        try:
+            result = resummarized(read_result(path))
+        except ValueError as err:
+            print(f"specviz: {err}", file=sys.stderr)
+            return 2
         print(render(result, Path(path).stem))
     return 0
 

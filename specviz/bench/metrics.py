@@ -27,7 +27,8 @@ class RequestMetrics:
     draft_seconds: float
     draft_calls: int
     target_seconds: float
-    # Recorded since the decode-phase metrics (results saved before have the defaults):
+    # The decode-phase split; 0.0 and () where it was not recorded (schema-1 results, see
+    # specviz.bench.schema): then the ratios below fall back on the whole plain run.
     prefill_seconds: float = 0.0  # the speculative run's prompt time (drafter and target share)
     plain_decode_seconds: float = 0.0  # the plain run less its prompt time, scaled to `tokens`
     widths: tuple[int, ...] = ()  # tokens verified by each pass (gamma + 1), round by round
@@ -62,7 +63,7 @@ class RequestMetrics:
     @property
     def step_seconds(self) -> float:
         """Seconds per plain decode step: the paired plain run after its prompt pass."""
-        plain = self.plain_decode_seconds or self.plain_latency  # older results: prompt included
+        plain = self.plain_decode_seconds or self.plain_latency  # no split: prompt included
         return plain / self.tokens
 
     @property
@@ -87,7 +88,7 @@ class RequestMetrics:
         """The same less each run's prompt time: the decode loop the bound describes.
 
         The prompt costs both runs about the same, so it pulls the end-to-end speedup toward 1
-        on short outputs. nan for results saved before it was recorded.
+        on short outputs. nan where the split was not recorded.
         """
         if not self.plain_decode_seconds:
             return float("nan")
@@ -127,7 +128,7 @@ class RequestMetrics:
     def loop_efficiency(self) -> float:
         """Decode speedup / refined_bound: what is left is the loop's own overhead.
 
-        Results saved before the prompt pass was recorded use the end-to-end speedup.
+        Where the split was not recorded, the end-to-end speedup stands in.
         """
         decode = self.decode_speedup
         return (decode if decode == decode else self.speedup) / self.refined_bound()

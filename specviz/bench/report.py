@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -149,7 +149,7 @@ Curve = tuple[str, str, str, int, int | None, float]
 def _curve_key(row: dict[str, Any]) -> Curve:
     """Rows that differ only in gamma and policy share a curve."""
     s = row["setting"]
-    cap = s.get("model_gamma")  # absent from results saved before it existed
+    cap = s["model_gamma"]
     return row["workload"], s["drafter"], s["draft_name"], s["exit_layer"], cap, s["temperature"]
 
 
@@ -191,7 +191,7 @@ def _best_fixed(rows: Sequence[dict[str, Any]], metric: str) -> dict[Curve, tupl
     """Per curve: the best fixed gamma's median `metric` and that gamma."""
     best: dict[Curve, tuple[float, int]] = {}
     for row in rows:
-        if row["setting"]["policy"] == "fixed" and row.get(metric):
+        if row["setting"]["policy"] == "fixed" and row[metric]:
             key, speed = _curve_key(row), row[metric]["median"]
             if key not in best or speed > best[key][0]:
                 best[key] = (speed, row["setting"]["gamma"])
@@ -210,7 +210,7 @@ def policies_vs_best_fixed(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any
         key = _curve_key(row)
         if row["setting"]["policy"] != "fixed" and key in best:
             speed = row["speedup"]["median"]
-            priced, versus = row.get("priced_speedup"), best_priced.get(key)
+            priced, versus = row["priced_speedup"], best_priced.get(key)
             out.append(
                 {
                     "workload": row["workload"],
@@ -250,9 +250,14 @@ def _priced_versus(
 
 
 def figures(
-    records: Sequence[Record], curves: Sequence[dict[str, Any]], batch: Sequence[tuple[int, float]]
+    records: Sequence[Record],
+    curves: Sequence[dict[str, Any]],
+    batch: Mapping[str, Sequence[tuple[int, float]]],
 ) -> list[go.Figure]:
-    """Speedup by workload, gamma curves, alpha distribution, latency CDF, batch step times."""
+    """Speedup by workload, gamma curves, alpha distribution, latency CDF, batch step times.
+
+    batch: each draft's (batch size, seconds per plain step) points, by its --draft.
+    """
     by_work = go.Figure(
         [
             go.Box(
@@ -287,7 +292,12 @@ def figures(
             cdf.add_scatter(x=xs, y=[(i + 1) / len(xs) for i in range(len(xs))], name=name)
     cdf.update_layout(title="End-to-end latency CDF", xaxis_title="seconds per request")
     batch_fig = go.Figure(
-        [go.Scatter(x=[b for b, _ in batch], y=[t for _, t in batch], mode="lines+markers")]
+        [
+            go.Scatter(
+                x=[b for b, _ in steps], y=[t for _, t in steps], mode="lines+markers", name=name
+            )
+            for name, steps in batch.items()
+        ]
     )
     batch_fig.update_layout(title="Plain decode step time against batch size", xaxis_title="batch")
     return [by_work, gamma_fig, alpha_fig, cdf, batch_fig]

@@ -59,7 +59,7 @@ def drafter_label(setting: Mapping[str, Any]) -> str:
         return f"{drafter} k={setting['exit_layer']}"
     if drafter in ("model", "model-trimmed") and setting["draft_name"] != "bundled":
         return f"{drafter} ({Path(str(setting['draft_name'])).name})"
-    if drafter in HYBRID_DRAFTERS and setting.get("model_gamma") is not None:
+    if drafter in HYBRID_DRAFTERS and setting["model_gamma"] is not None:
         return f"{drafter} (model ≤ {setting['model_gamma']})"
     return drafter
 
@@ -110,10 +110,13 @@ class Record:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Record:
-        """Inverse of to_dict (derived metrics are recomputed, not read back)."""
-        saved = data["metrics"]  # fields added later are absent from older results
-        raw = {f.name: saved[f.name] for f in fields(RequestMetrics) if f.name in saved}
-        raw.update({k: tuple(raw[k]) for k in ("widths", "pass_seconds") if k in raw})
+        """Inverse of to_dict (derived metrics are recomputed, not read back).
+
+        data: a record of the current schema; specviz.bench.schema.migrate brings older ones.
+        """
+        saved = data["metrics"]
+        raw = {f.name: saved[f.name] for f in fields(RequestMetrics)}
+        raw.update({k: tuple(raw[k]) for k in ("widths", "pass_seconds")})
         return cls(
             request_id=data["request_id"],
             category=data["category"],

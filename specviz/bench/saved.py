@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import plotly.graph_objects as go
 from specviz.bench.markdown import render, resummarized
 from specviz.bench.report import figures, html_report
 from specviz.bench.runner import Record
+from specviz.bench.schema import batch_steps, read_result
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 
@@ -21,28 +21,14 @@ def saved_results(folder: Path = RESULTS_DIR) -> list[str]:
 
 
 def load_result_view(path: str | Path) -> tuple[list[go.Figure], str]:
-    """The five report figures and the Markdown tables of one saved result.
+    """The five report figures and the Markdown tables of one saved result (any schema version).
 
-    Raises ValueError with what is wrong when path is not a bench result.
+    Raises ValueError with what is wrong when path is not a bench result this specviz reads.
     """
-    file = Path(path)
-    if not file.is_file():
-        raise ValueError(f"no such file: {file} (choose a JSON written by `specviz bench --out`)")
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{file.name} is not JSON: {err}") from None
-    missing = [
-        k for k in ("meta", "summary", "records") if not isinstance(data, dict) or k not in data
-    ]
-    if missing:
-        raise ValueError(
-            f"{file.name} is not a specviz bench result (missing {', '.join(missing)})"
-        )
-    result = resummarized(data)
-    records = [Record.from_dict(r) for r in data["records"]]
-    batch = [(int(b), float(t)) for b, t in data.get("batch_step_seconds", [])]
-    return figures(records, result["gamma_curves"], batch), render(result, file.stem)
+    result = resummarized(read_result(path))
+    records = [Record.from_dict(r) for r in result["records"]]
+    figs = figures(records, result["gamma_curves"], batch_steps(result))
+    return figs, render(result, Path(path).stem)
 
 
 def main(argv: list[str] | None = None) -> int:
