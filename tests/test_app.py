@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
+import shutil
 import socket
 from collections.abc import Iterator
 from html import unescape
@@ -16,28 +18,39 @@ import pytest
 import torch
 
 import specviz.app.main as specviz_app
-from specviz.app.lab import MODELS, REAL, TOY, LabRequest, equivalence_tests, samplers, toy_pair
-from specviz.app.main import SpecVizApp
-from specviz.app.state import PairCache, early_exit_note
+from specviz.app.lab import (
+    LAB_FIELDS,
+    MODELS,
+    REAL,
+    TOY,
+    LabRequest,
+    equivalence_tests,
+    lab_drafter,
+    model_part,
+    samplers,
+    toy_pair,
+)
+from specviz.app.main import NO_PROGRESS, SpecVizApp
+from specviz.app.state import PairCache, early_exit_note, lab_pair
 from specviz.app.views.form import (
-    EARLY_EXIT,
-    EARLY_EXIT_SHARED,
-    HYBRID,
-    MODEL,
-    NGRAM,
-    TRIMMED,
+    DEFAULTS,
+    EXIT_DRAFTERS,
+    FIELDS,
+    UNCONFIDENT_DRAFTERS,
     Settings,
+    drafter_choices,
 )
 from specviz.bench.metrics import RequestMetrics
-from specviz.bench.report import summarize
+from specviz.bench.report import gamma_curves, policies_vs_best_fixed, summarize
 from specviz.bench.runner import BenchSetting, Record
 from specviz.core.events import read_jsonl
 from specviz.drafters import early_exit
 from specviz.drafters.model import ModelDrafter
+from specviz.drafters.registry import DRAFTER_NAMES, REGISTRY
 from specviz.drafters.trimmed import save_ranking
 from specviz.models.loading import ModelLoadError
 from specviz.stats.laws import draw
-from specviz.stats.mutants import MUTANTS
+from specviz.stats.mutants import MUTANTS, OffByOneCache
 from specviz.stats.testing import estimated_power
 
 from .conftest import VOCAB, char_tokenizer, perturbed_copy, tiny_model
@@ -49,6 +62,9 @@ pytestmark = [  # gradio's queue calls pandas in ways pandas 3 deprecates: not o
 # With these settings the tiny pair shows every outcome: accepted, rejected, resampled, bonus
 # (seed 3 found by trying seeds 1-29 after the sampler's random stream changed).
 PROMPT, GAMMA, TEMPERATURE, MAX_NEW, SEED = "the cat sat", 4, 1.0, 24, 3
+TEST_FORM: dict[str, Any] = {"dtype": "float32", "drafter": "model", "policy": "fixed"}
+TEST_FORM |= {"prompt": PROMPT, "gamma": GAMMA, "temperature": TEMPERATURE, "top_k": 0}
+TEST_FORM |= {"top_p": 1.0, "max_new": MAX_NEW, "seed": SEED, "exit_layer": 1, "confidence": 0.0}
 
 
 @pytest.fixture(scope="session")
@@ -63,13 +79,34 @@ def model_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     return str(root / "target"), str(root / "draft")
 
 
-def inputs(dirs: tuple[str, str], **overrides: Any) -> list[Any]:
-    """Widget values in the order the handlers take them."""
-    values = dict(dtype="float32", drafter=MODEL, policy="fixed", prompt=PROMPT, gamma=GAMMA)
-    values |= dict(temperature=TEMPERATURE, top_k=0, top_p=1.0, max_new=MAX_NEW, seed=SEED)
-    values |= dict(exit_layer=1, confidence=0.0) | overrides
-    names = ("dtype", "drafter", "policy", "prompt", "gamma", "temperature", "top_k", "top_p")
-    return [*dirs, *(values[k] for k in (*names, "max_new", "seed", "exit_layer", "confidence"))]
+@pytest.fixture(scope="session")
+def ranked_dirs(
+    model_dirs: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, str]:
+    """The same pair, its draft folder with a token ranking (the trimmed head's drafters)."""
+    draft = tmp_path_factory.mktemp("ranked") / "draft"
+    shutil.copytree(model_dirs[1], draft)
+    save_ranking(torch.arange(VOCAB).flip(0), draft)
+    return model_dirs[0], str(draft)
+
+
+def form(dirs: tuple[str, str], **overrides: Any) -> dict[str, Any]:
+    """The form's values by field name: the tiny pair and the test settings, then overrides."""
+    return {"target": dirs[0], "draft": dirs[1], **TEST_FORM, **overrides}
+
+
+def settings(dirs: tuple[str, str], **overrides: Any) -> Settings:
+    """The test settings on dirs, validated (overrides by field name)."""
+    return Settings.parse(form(dirs, **overrides))
+
+
+def lab_form(pair: str, mutant: str, n: int, **overrides: Any) -> dict[str, Any]:
+    """The lab's values by field name: pair, sampler and N, k = 2 and α = 0.01 unless overridden."""
+    return dict(pair=pair, mutant=mutant, n=n, k=2, alpha=0.01) | overrides
+
+
+def lab_request(pair: str, mutant: str, n: int, **overrides: Any) -> LabRequest:
+    return LabRequest.parse(lab_form(pair, mutant, n, **overrides))
 
 
 def free_port() -> int:
@@ -116,7 +153,45 @@ def app(model_dirs: tuple[str, str]) -> SpecVizApp:
 )
 def test_settings_reject_bad_values_readably(field: str, value: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("]", r"\]")):
-        Settings.parse(*inputs(("t", "d"), **{field: value}))
+        Settings.parse(form(("t", "d"), **{field: value}))
+
+
+def test_settings_name_every_field_and_no_other() -> None:
+    assert set(form(("t", "d"))) == set(FIELDS) and set(DEFAULTS) <= set(FIELDS)
+    values = form(("t", "d"))
+    with pytest.raises(TypeError, match=r"missing: \['seed'\]"):
+        Settings.parse({k: v for k, v in values.items() if k != "seed"})
+    with pytest.raises(TypeError, match=r"unknown: \['temprature'\]"):
+        Settings.parse(values | {"temprature": 0})
+    with pytest.raises(TypeError, match=r"unknown: \['gamma'\]"):
+        LabRequest.parse(lab_form(TOY, REAL, 100, gamma=2))
+
+
+def test_menu_lists_every_registered_drafter_by_its_registry_label(app: SpecVizApp) -> None:
+    expected = [(REGISTRY[name].label, name) for name in DRAFTER_NAMES]
+    assert drafter_choices() == expected
+    assert (EXIT_DRAFTERS | UNCONFIDENT_DRAFTERS).issubset(REGISTRY)
+    [menu] = [b for b in app.build().blocks.values() if isinstance(b, gr.Dropdown)
+              and b.elem_id == "sv-drafter"]  # fmt: skip
+    assert [tuple(choice) for choice in menu.choices] == expected
+    assert menu.value == DEFAULTS["drafter"] == "model"  # the default drafter: the draft model
+    assert settings(("t", "d")).draft == "d"
+    assert [settings(("t", "d"), drafter=name).draft for name in ("ngram", *EXIT_DRAFTERS)] == [
+        None
+    ] * 3  # these draft without a separate draft model
+
+
+@pytest.mark.parametrize("drafter", DRAFTER_NAMES)
+def test_every_registered_drafter_decodes_in_the_app(
+    app: SpecVizApp, ranked_dirs: tuple[str, str], drafter: str
+) -> None:
+    s = settings(ranked_dirs, drafter=drafter, temperature=0, max_new=12, prompt="abc abc abc")
+    outs = list(app.generate(s))
+    run = outs[-1][0]
+    assert "finished" in outs[-1][2] and run.done and run.settings["drafter"] == drafter
+    assert sum(r.proposed for r in run.rounds) > 0
+    plain = app.start(s, NO_PROGRESS, plain=True).finish()
+    assert [c.token for c in run.cells() if c.emitted] == plain["tokens"]  # T = 0: greedy text
 
 
 def test_pair_cache_loads_each_pair_once(model_dirs: tuple[str, str]) -> None:
@@ -132,7 +207,7 @@ def test_pair_cache_loads_each_pair_once(model_dirs: tuple[str, str]) -> None:
 def test_generate_streams_every_round_and_shows_each_outcome(
     app: SpecVizApp, model_dirs: tuple[str, str]
 ) -> None:
-    outs = list(app.generate(*inputs(model_dirs)))
+    outs = list(app.generate(settings(model_dirs)))
     run = outs[-1][0]
     assert len(outs) == len(run.rounds) + 1 > 2 and "running" in outs[0][2]  # streamed
     assert "finished" in outs[-1][2] and len(outs[-1]) == 8
@@ -143,18 +218,18 @@ def test_generate_streams_every_round_and_shows_each_outcome(
 
 
 def test_step_advances_one_round_per_click(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
-    run = app.step(None, *inputs(model_dirs))[0]
+    run = app.step(None, settings(model_dirs))[0]
     assert len(run.rounds) == 1
-    assert app.step(run, *inputs(model_dirs))[0] is run and len(run.rounds) == 2
-    fresh = app.step(run, *inputs(model_dirs, seed=SEED + 1))[0]  # changed controls: new run
+    assert app.step(run, settings(model_dirs))[0] is run and len(run.rounds) == 2
+    fresh = app.step(run, settings(model_dirs, seed=SEED + 1))[0]  # changed controls: new run
     assert fresh is not run and len(fresh.rounds) == 1
 
 
 def test_ngram_drafter_needs_no_draft_model(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
     dirs = (model_dirs[0], "/ignored/for/ngram")
     prompt = "abc abc abc abc abc"
-    run = list(app.generate(*inputs(dirs, drafter=NGRAM, prompt=prompt, temperature=0)))[-1][0]
-    assert run.done and run.settings["drafter"] == NGRAM and run.settings["draft"] is None
+    run = list(app.generate(settings(dirs, drafter="ngram", prompt=prompt, temperature=0)))[-1][0]
+    assert run.done and run.settings["drafter"] == "ngram" and run.settings["draft"] is None
     assert run.rounds and sum(r.draft_forward_calls for r in run.rounds) == 0
     assert run.summary()["cost_ratio_c"] == 0.0
 
@@ -163,11 +238,11 @@ def test_early_exit_drafts_with_the_targets_own_layers(
     app: SpecVizApp, model_dirs: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dirs = (model_dirs[0], "/ignored/for/early-exit")
-    for drafter in (EARLY_EXIT, EARLY_EXIT_SHARED):
-        run = list(app.generate(*inputs(dirs, drafter=drafter, max_new=8)))[-1][0]
+    for drafter in ("early-exit", "early-exit-shared"):
+        run = list(app.generate(settings(dirs, drafter=drafter, max_new=8)))[-1][0]
         assert run.done and run.settings["drafter"] == drafter
         assert run.settings["exit_layer"] == 1 and sum(r.draft_forward_calls for r in run.rounds)
-        bad = list(app.generate(*inputs(dirs, drafter=drafter, exit_layer=2)))[-1][2]
+        bad = list(app.generate(settings(dirs, drafter=drafter, exit_layer=2)))[-1][2]
         assert "exit layer k must be in [1, 1]" in unescape(bad)
     assert "uses the trained adapter `adapter_k8.safetensors`" in early_exit_note(8)  # shipped
     monkeypatch.setattr(early_exit, "ADAPTERS", tmp_path)  # no adapters, then one appears
@@ -181,7 +256,7 @@ def test_early_exit_drafts_with_the_targets_own_layers(
 def test_confidence_threshold_cuts_drafts_short(
     app: SpecVizApp, model_dirs: tuple[str, str]
 ) -> None:
-    run = list(app.generate(*inputs(model_dirs, confidence=1.0, max_new=8)))[-1][0]
+    run = list(app.generate(settings(model_dirs, confidence=1.0, max_new=8)))[-1][0]
     drafted = {r.proposed for r in run.rounds if r.gamma > 0}  # gamma 0: the last token only
     assert run.settings["min_confidence"] == 1.0 and drafted == {1}
 
@@ -189,7 +264,7 @@ def test_confidence_threshold_cuts_drafts_short(
 def test_gamma_policies_change_gamma_between_rounds(
     app: SpecVizApp, model_dirs: tuple[str, str]
 ) -> None:
-    run = list(app.generate(*inputs(model_dirs, policy="heuristic")))[-1][0]
+    run = list(app.generate(settings(model_dirs, policy="heuristic")))[-1][0]
     assert run.settings["gamma_policy"] == "heuristic"
     assert len({r.gamma for r in run.rounds}) > 1
 
@@ -198,7 +273,7 @@ def test_theory_policy_reuses_costs_from_earlier_runs_of_the_same_setup(
     model_dirs: tuple[str, str],
 ) -> None:
     fresh = SpecVizApp(*model_dirs)
-    first = list(fresh.generate(*inputs(model_dirs, policy="theory")))[-1][0]
+    first = list(fresh.generate(settings(model_dirs, policy="theory")))[-1][0]
     [costs] = fresh.costs.values()
     assert [r.gamma for r in first.rounds][:2] == [GAMMA, 0]  # start, then measure a 1-token pass
 
@@ -206,14 +281,14 @@ def test_theory_policy_reuses_costs_from_earlier_runs_of_the_same_setup(
         return sum(costs.verify.passes(k) for k in costs.verify.by_k)
 
     assert passes() == len(first.rounds) - 1  # not the first pass: it also scored the prompt
-    second = list(fresh.generate(*inputs(model_dirs, policy="theory")))[-1][0]
+    second = list(fresh.generate(settings(model_dirs, policy="theory")))[-1][0]
     assert len(fresh.costs) == 1 and passes() == len(first.rounds) + len(second.rounds) - 2
-    list(fresh.generate(*inputs(model_dirs, policy="theory", drafter=NGRAM)))
+    list(fresh.generate(settings(model_dirs, policy="theory", drafter="ngram")))
     assert len(fresh.costs) == 2  # another drafter has its own costs
 
 
 def test_race_at_greedy_gives_identical_texts(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
-    outs = list(app.race(*inputs(model_dirs, temperature=0, max_new=12)))
+    outs = list(app.race(settings(model_dirs, temperature=0, max_new=12)))
     assert "identical" in outs[-1][-1] and "speedup" in outs[-1][-1]
     assert "measured speedup" in outs[-1][7] and outs[-1][0].plain_tokens_per_second > 0
 
@@ -230,10 +305,23 @@ def test_race_at_greedy_gives_identical_texts(app: SpecVizApp, model_dirs: tuple
 def test_bad_settings_show_an_error_in_the_status_box(
     app: SpecVizApp, model_dirs: tuple[str, str], overrides: dict[str, Any], message: str
 ) -> None:
-    for outs in (list(app.generate(*inputs(model_dirs, **overrides)))[-1],
-                 app.step(None, *inputs(model_dirs, **overrides))):  # fmt: skip
+    on, values = app.callbacks(), form(model_dirs, **overrides)  # the Gradio callbacks
+    for outs in (list(on["generate"](**values))[-1], on["step"](run=None, **values),
+                 list(on["race"](**values))[-1]):  # fmt: skip
         assert "sv-status-error" in outs[2] and message in unescape(outs[2])
-        assert all(o is not None for o in outs)
+        assert all(o is not None for o in outs) and len(outs) in (8, 9)
+    loaded = on["load"](**values)
+    assert "sv-status-error" in loaded and message in unescape(loaded)
+
+
+def test_callbacks_take_the_form_by_field_name(app: SpecVizApp) -> None:
+    on = app.callbacks()
+    for event in ("generate", "race", "load"):
+        assert list(inspect.signature(on[event]).parameters) == [*FIELDS, "progress"]
+    assert list(inspect.signature(on["step"]).parameters) == ["run", *FIELDS, "progress"]
+    assert list(inspect.signature(on["lab"]).parameters) == [*FIELDS, *LAB_FIELDS, "progress"]
+    with pytest.raises(gr.Error, match="N must be between"):
+        list(on["lab"](**form(("t", "d")), **lab_form(TOY, REAL, 1)))
 
 
 @pytest.mark.parametrize(
@@ -247,16 +335,16 @@ def test_bad_model_pairs_show_an_error_in_the_status_box(
     app: SpecVizApp, model_dirs: tuple[str, str], draft: str, message: str
 ) -> None:
     dirs = (model_dirs[0], draft)
-    status = list(app.generate(*inputs(dirs)))[-1][2]
+    status = list(app.generate(settings(dirs)))[-1][2]
     assert "sv-status-error" in status and message in unescape(status)
-    assert message in unescape(app.check(*dirs, "float32"))
-    assert "ready" in app.check(*model_dirs, "float32")
+    assert message in unescape(app.check(settings(dirs)))
+    assert "ready" in app.check(settings(model_dirs))
 
 
 def test_export_writes_the_events_and_the_summary(
     app: SpecVizApp, model_dirs: tuple[str, str]
 ) -> None:
-    run = list(app.generate(*inputs(model_dirs)))[-1][0]
+    run = list(app.generate(settings(model_dirs)))[-1][0]
     events_path, summary_path = app.export(run)
     assert list(read_jsonl(events_path)) == run.log
     summary = json.loads(Path(summary_path).read_text())
@@ -301,7 +389,7 @@ def test_launch_queues_bounded_and_never_shares(app: SpecVizApp) -> None:
 def test_clicking_a_token_fills_the_inspector(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
     import gradio as gr
 
-    run = list(app.generate(*inputs(model_dirs)))[-1][0]
+    run = list(app.generate(settings(model_dirs)))[-1][0]
     index, html, _residual = app.click(run, gr.EventData(None, {"idx": 1}))
     assert index == 1 and 'data-idx="1"' in html and "p(x) target" in html
     assert "Click a token" in app.click(run, gr.EventData(None, {}))[1]
@@ -316,30 +404,28 @@ def test_api_through_gradio_client(
 
     url = served[1]
     client = Client(url, verbose=False)
-    stream, status, *_plots, summary = client.predict(*inputs(model_dirs), api_name="/generate")
+    stream, status, *_plots, summary = client.predict(**form(model_dirs), api_name="/generate")
     assert "finished" in status and "sv-accepted" in stream and "acceptance rate" in summary
     inspector, _residual = client.predict(2, api_name="/inspect")
     assert 'data-idx="2"' in inspector and "q(x) draft" in inspector
     files = client.predict(api_name="/export")
     assert sorted(Path(f).name for f in files) == ["events.jsonl", "summary.json"]
-    bad = client.predict(*inputs(model_dirs, top_k=-1), api_name="/generate")
+    bad = client.predict(**form(model_dirs, top_k=-1), api_name="/generate")
     assert "sv-status-error" in bad[1] and "top_k must be an integer >= 0" in unescape(bad[1])
+    ngram = client.predict(**form(model_dirs, drafter="ngram"), api_name="/generate")
+    assert "finished" in ngram[1]  # the menu's values are the registry's names
+    assert "ready: target" in client.predict(**form(model_dirs), api_name="/load")
     status, _first, _joint, table = client.predict(
-        *lab_values(model_dirs, TOY, "accept_all", 200), api_name="/lab"
+        **form(model_dirs), **lab_form(TOY, "accept_all", 200), api_name="/lab"
     )
     assert "caught" in status and "REJECT" in table
     with pytest.raises(Exception, match="N must be between 20 and 5000"):
-        client.predict(*lab_values(model_dirs, TOY, REAL, 1), api_name="/lab")
-
-
-def lab_values(dirs: tuple[str, str], pair: str, mutant: str, n: int, **kw: Any) -> list[Any]:
-    """Main controls, then the lab's pair, sampler, N, k and alpha."""
-    return [*inputs(dirs, **kw), pair, mutant, n, 2, 0.01]
+        client.predict(**form(model_dirs), **lab_form(TOY, REAL, 1), api_name="/lab")
 
 
 @pytest.mark.parametrize(("mutant", "rejects"), [(REAL, False), ("accept_all", True)])
 def test_equivalence_lab_on_the_toy_pair(app: SpecVizApp, mutant: str, rejects: bool) -> None:
-    outs = list(app.lab(*lab_values(("t", "d"), TOY, mutant, 300)))
+    outs = list(app.lab(settings(("t", "d")), lab_request(TOY, mutant, 300)))
     assert "1/300" not in outs[0][0] and len(outs) > 3  # progress streamed as draws come
     status, first, joint, table = outs[-1]
     assert ("caught" in status) is rejects and ("all 6 pass" in status) is not rejects
@@ -348,9 +434,8 @@ def test_equivalence_lab_on_the_toy_pair(app: SpecVizApp, mutant: str, rejects: 
 
 
 def test_lab_mutant_is_rejected_with_power_to_spare() -> None:
-    req = LabRequest.parse(TOY, "residual_is_p", 600, 2, 0.01)
-    settings = Settings.parse(*inputs(("t", "d")))
-    toy, sampling = toy_pair(), settings.sampling
+    req = lab_request(TOY, "residual_is_p", 600)
+    toy, sampling = toy_pair(), settings(("t", "d")).sampling
     spec, plain = samplers(toy, req, sampling, GAMMA, None)
     results, law, _ = equivalence_tests(toy, req, sampling, draw(spec, 600), draw(plain, 600))
     exact = results[0]
@@ -358,38 +443,76 @@ def test_lab_mutant_is_rejected_with_power_to_spare() -> None:
 
 
 def test_lab_at_greedy_has_one_outcome_and_no_false_alarm(app: SpecVizApp) -> None:
-    greedy = lab_values(("t", "d"), TOY, REAL, 20, temperature=0)
-    status, *_figs, table = list(app.lab(*greedy))[-1]
+    greedy = settings(("t", "d"), temperature=0)
+    status, *_figs, table = list(app.lab(greedy, lab_request(TOY, REAL, 20)))[-1]
     assert "no test rejects" in status and "vs plain" not in table  # one cell: nothing to compare
-    status = list(app.lab(*greedy[:-4], "accept_all", *greedy[-3:]))[-1][0]
+    status = list(app.lab(greedy, lab_request(TOY, "accept_all", 20)))[-1][0]
     assert "caught" in status  # greedy, but accepting the draft's argmax is still wrong
 
 
 @pytest.mark.parametrize(
-    ("values", "message"),
+    ("overrides", "message"),
     [
-        ((TOY, REAL, 5, 2, 0.01), "N must be between 20 and 5000 (got 5)"),
-        ((TOY, REAL, 100, 9, 0.01), "k must be between 1 and 4"),
-        ((TOY, REAL, "x", 2, 0.01), "N must be a number"),
-        ((TOY, REAL, 100, 2, 0.7), "α must be between 0 and 0.5"),
-        ((TOY, "oops", 100, 2, 0.01), "mutant must be"),
+        ({"n": 5}, "N must be between 20 and 5000 (got 5)"),
+        ({"k": 9}, "k must be between 1 and 4"),
+        ({"n": "x"}, "N must be a number"),
+        ({"alpha": 0.7}, "α must be between 0 and 0.5"),
+        ({"mutant": "oops"}, "mutant must be"),
+        ({"pair": "mine"}, "pair must be one of"),
     ],
 )
-def test_lab_rejects_bad_inputs_readably(values: tuple[Any, ...], message: str) -> None:
+def test_lab_rejects_bad_inputs_readably(overrides: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
-        LabRequest.parse(*values)
+        LabRequest.parse(lab_form(TOY, REAL, 100) | overrides)
 
 
 def test_lab_on_the_model_pair_and_its_errors(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
     import gradio as gr
 
-    status, *_figs, table = list(app.lab(*lab_values(model_dirs, MODELS, REAL, 20)))[-1]
+    s = settings(model_dirs)
+    status, *_figs, table = list(app.lab(s, lab_request(MODELS, REAL, 20)))[-1]
     assert "sampler: none (real sampler)" in status and "first token vs plain" in table
     with pytest.raises(gr.Error, match="N must be between"):
-        list(app.lab(*lab_values(model_dirs, MODELS, REAL, 10**6)))
-    ngram = lab_values(model_dirs, MODELS, MUTANTS[0].name, 20, drafter=NGRAM)
-    with pytest.raises(gr.Error, match="n-gram lookup has no model to break"):
-        list(app.lab(*ngram))
+        list(app.callbacks()["lab"](**form(model_dirs), **lab_form(MODELS, REAL, 10**6)))
+    ngram = settings(model_dirs, drafter="ngram")
+    with pytest.raises(gr.Error, match="drafts without a model"):
+        list(app.lab(ngram, lab_request(MODELS, MUTANTS[0].name, 20)))
+
+
+@pytest.mark.parametrize("drafter", DRAFTER_NAMES)
+def test_lab_runs_every_registered_drafter(
+    app: SpecVizApp, ranked_dirs: tuple[str, str], drafter: str
+) -> None:
+    s = settings(ranked_dirs, drafter=drafter)
+    status, *_figs, table = list(app.lab(s, lab_request(MODELS, REAL, 20)))[-1]
+    assert "sampler: none (real sampler)" in status and "first token vs plain" in table
+
+
+DRAFTER_MUTANT = next(m for m in MUTANTS if m.drafter_cls is not ModelDrafter)
+CACHE_MUTANT = next(m for m in MUTANTS if m.make_cache is not None)
+REFUSED = {  # (drafter, mutant): the drafter has no such piece to swap
+    ("ngram", DRAFTER_MUTANT.name): "drafts without a model",
+    ("early-exit-shared", DRAFTER_MUTANT.name): "builds a drafter of its own",
+    ("early-exit-shared", CACHE_MUTANT.name): "shares with the target",
+}
+
+
+@pytest.mark.parametrize("drafter", DRAFTER_NAMES)
+@pytest.mark.parametrize("mutant", [DRAFTER_MUTANT, CACHE_MUTANT], ids=lambda m: m.name)
+def test_lab_swaps_a_mutant_into_every_drafter_that_has_its_piece(
+    app: SpecVizApp, ranked_dirs: tuple[str, str], drafter: str, mutant: Any
+) -> None:
+    s = settings(ranked_dirs, drafter=drafter)
+    pair = lab_pair(s, app.pair(s, NO_PROGRESS))
+    if (drafter, mutant.name) in REFUSED:
+        with pytest.raises(ValueError, match=REFUSED[drafter, mutant.name]):
+            lab_drafter(pair, mutant)
+        return
+    model = model_part(lab_drafter(pair, mutant)(s.sampling))
+    if mutant is DRAFTER_MUTANT:
+        assert type(model) is mutant.drafter_cls
+    elif model is not None:  # n-gram lookup: the mutant breaks the target's cache alone
+        assert isinstance(model.cache, OffByOneCache)
 
 
 def test_benchmark_tab_shows_a_saved_result_and_refuses_bad_files(
@@ -413,7 +536,12 @@ def test_benchmark_tab_shows_a_saved_result_and_refuses_bad_files(
         )
     ]
     saved = tmp_path / "run.json"
-    payload = {"meta": {"command": "specviz bench"}, "summary": summarize(records, 0.1)}
+    rows = summarize(records, 0.1)  # the lists `specviz bench --out` writes
+    payload: dict[str, Any] = {"meta": {"command": "specviz bench"}, "summary": rows}
+    payload |= {
+        "gamma_curves": gamma_curves(rows),
+        "policies_vs_best_fixed": policies_vs_best_fixed(rows),
+    }
     payload |= {"records": [r.to_dict() for r in records], "batch_step_seconds": [[1, 0.05]]}
     saved.write_text(json.dumps(payload))
     shown = app.bench_result(None, str(saved))
@@ -425,34 +553,34 @@ def test_benchmark_tab_shows_a_saved_result_and_refuses_bad_files(
         app.bench_result(str(tmp_path / "bad.json"), None)
 
 
-def test_trimmed_head_drafter_in_the_app(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
-    status = list(app.generate(*inputs(model_dirs, drafter=TRIMMED)))[-1][2]
+def test_trimmed_head_drafter_in_the_app(
+    app: SpecVizApp, model_dirs: tuple[str, str], ranked_dirs: tuple[str, str]
+) -> None:
+    status = list(app.generate(settings(model_dirs, drafter="model-trimmed")))[-1][2]
     assert "needs token_ranking.safetensors in the draft folder" in unescape(status)
-    save_ranking(torch.arange(VOCAB).flip(0), model_dirs[1])
-    outs = list(app.generate(*inputs(model_dirs, drafter=TRIMMED, temperature=0)))
+    outs = list(app.generate(settings(ranked_dirs, drafter="model-trimmed", temperature=0)))
     run = outs[-1][0]
-    assert "finished" in outs[-1][2] and run.settings["drafter"] == TRIMMED
-    plain = list(app.generate(*inputs(model_dirs, temperature=0)))[-1][0]
+    assert "finished" in outs[-1][2] and run.settings["drafter"] == "model-trimmed"
+    plain = list(app.generate(settings(model_dirs, temperature=0)))[-1][0]
     assert [c.token for c in run.cells() if c.emitted] == [
         c.token for c in plain.cells() if c.emitted
     ]  # T = 0: the same greedy text as the full-head draft gives
 
 
 def test_lookup_then_model_drafter_in_the_app_and_its_lab(
-    app: SpecVizApp, model_dirs: tuple[str, str]
+    app: SpecVizApp, model_dirs: tuple[str, str], ranked_dirs: tuple[str, str]
 ) -> None:
-    save_ranking(torch.arange(VOCAB).flip(0), model_dirs[1])  # its model drafts on a trimmed head
-    prompt = "abc abc abc abc abc"
-    outs = list(app.generate(*inputs(model_dirs, drafter=HYBRID, prompt=prompt, temperature=0)))
+    prompt, hybrid = "abc abc abc abc abc", "ngram+model-trimmed"  # its model: a trimmed head
+    outs = list(app.generate(settings(ranked_dirs, drafter=hybrid, prompt=prompt, temperature=0)))
     run = outs[-1][0]
-    assert "finished" in outs[-1][2] and run.settings["drafter"] == HYBRID
+    assert "finished" in outs[-1][2] and run.settings["drafter"] == hybrid
     assert any(r.proposed and r.draft_forward_calls == 0 for r in run.rounds)  # lookup rounds
-    plain = list(app.generate(*inputs(model_dirs, prompt=prompt, temperature=0)))[-1][0]
+    plain = list(app.generate(settings(model_dirs, prompt=prompt, temperature=0)))[-1][0]
     assert [c.token for c in run.cells() if c.emitted] == [
         c.token for c in plain.cells() if c.emitted
     ]  # T = 0: the target's greedy text whichever drafter proposes
-    status = list(app.lab(*lab_values(model_dirs, MODELS, REAL, 20, drafter=HYBRID)))[-1][0]
+    s = settings(ranked_dirs, drafter=hybrid, prompt=prompt)
+    status = list(app.lab(s, lab_request(MODELS, REAL, 20)))[-1][0]
     assert "sampler: none (real sampler)" in status
-    broken = next(m.name for m in MUTANTS if m.drafter_cls is not ModelDrafter)
-    with pytest.raises(gr.Error, match="builds its own drafter"):
-        list(app.lab(*lab_values(model_dirs, MODELS, broken, 20, drafter=HYBRID)))
+    status = list(app.lab(s, lab_request(MODELS, DRAFTER_MUTANT.name, 20)))[-1][0]
+    assert f"sampler: {DRAFTER_MUTANT.name}" in status  # its model's drafter swapped for the bug

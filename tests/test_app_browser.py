@@ -16,7 +16,7 @@ import pytest
 
 from specviz.app.main import SpecVizApp
 
-from .test_app import MAX_NEW, PROMPT, SEED, inputs, model_dirs, served
+from .test_app import MAX_NEW, PROMPT, SEED, model_dirs, served, settings
 
 __all__ = ["model_dirs", "served"]  # session fixtures shared with test_app
 
@@ -71,7 +71,7 @@ def page(served: tuple[SpecVizApp, str]) -> Iterator[Any]:
 
 def expected_outcomes(app: SpecVizApp, dirs: tuple[str, str]) -> Counter[str]:
     """How many tokens of each outcome the same settings give without the browser."""
-    run = list(app.generate(*inputs(dirs)))[-1][0]
+    run = list(app.generate(settings(dirs)))[-1][0]
     return Counter(c.kind for c in run.cells())
 
 

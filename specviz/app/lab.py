@@ -7,20 +7,21 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor
 
-from specviz.app.views.form import as_float, as_int
+from specviz.app.views.form import as_float, as_int, fields_of
 from specviz.app.views.lab import LabView
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.drafter import Drafter
+from specviz.core.drafter import Drafter, SharesTargetCache
 from specviz.core.policy import GammaPolicy
+from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.model import ModelDrafter
+from specviz.drafters.registry import REGISTRY, DrafterOptions, build_drafter
 from specviz.stats.laws import (
     EXACT_VARIANT,
     Law,
@@ -47,6 +48,7 @@ from specviz.stats.toy import random_pair
 
 TOY, MODELS = "toy pair (exact law known)", "selected model pair"
 PAIRS = [TOY, MODELS]
+LAB_FIELDS = ("pair", "mutant", "n", "k", "alpha")  # the lab's own controls, after the form's
 REAL = "none (real sampler)"
 N_RANGE, K_RANGE = (20, 5000), (1, 4)
 DEFAULT_N = {TOY: 1500, MODELS: 75}  # sized for a short wait on a small CPU
@@ -69,37 +71,36 @@ class LabRequest:
     alpha: float
 
     @classmethod
-    def parse(cls, pair: Any, mutant: Any, n: Any, k: Any, alpha: Any) -> LabRequest:
-        """From widget values; ValueError with a readable message when one is out of range."""
-        if pair not in PAIRS:
-            raise ValueError(f"pair must be one of {PAIRS} (got {pair!r})")
+    def parse(cls, values: Mapping[str, Any]) -> LabRequest:
+        """From the LAB_FIELDS by name; ValueError with a readable message when one is bad."""
+        v = fields_of(values, LAB_FIELDS)
+        if v["pair"] not in PAIRS:
+            raise ValueError(f"pair must be one of {PAIRS} (got {v['pair']!r})")
         names = {m.name: m for m in MUTANTS}
-        if mutant not in (REAL, *names):
+        if (mutant := v["mutant"]) not in (REAL, *names):
             raise ValueError(f"mutant must be {REAL!r} or one of {sorted(names)} (got {mutant!r})")
-        values = {"N": as_int("N", n), "k": as_int("k", k)}
-        for (name, value), (lo, hi) in zip(values.items(), (N_RANGE, K_RANGE), strict=True):
+        sizes = {"N": as_int("N", v["n"]), "k": as_int("k", v["k"])}
+        for (name, value), (lo, hi) in zip(sizes.items(), (N_RANGE, K_RANGE), strict=True):
             if not lo <= value <= hi:
                 raise ValueError(f"{name} must be between {lo} and {hi} (got {value})")
-        if not 0 < (level := as_float("α", alpha)) < 0.5:
+        if not 0 < (level := as_float("α", v["alpha"])) < 0.5:
             raise ValueError(f"α must be between 0 and 0.5 (got {level})")
         variant = names.get(mutant, EXACT_VARIANT)
-        return cls(pair=pair, variant=variant, n=values["N"], k=values["k"], alpha=level)
+        return cls(pair=v["pair"], variant=variant, n=sizes["N"], k=sizes["k"], alpha=level)
 
 
 @dataclass(frozen=True, kw_only=True)
 class LabPair:
-    """What the samplers run on: target, draft model (None: n-gram drafter), context, decoding."""
+    """What the samplers run on: target, draft model (None where the drafter needs none), the
+    registered drafter and its options, the context and how to show tokens."""
 
     target: Any
     draft: Any
     prompt_ids: list[int]
     stop_ids: frozenset[int]
     decode: Callable[[int], str]
-    make_drafter: Callable[[SamplingConfig], Drafter] | None = None  # else the draft model's
-    min_confidence: float = 0.0
-    head_tokens: Tensor | None = (
-        None  # the trimmed-head drafter's tokens (specviz.drafters.trimmed)
-    )
+    drafter: str = "model"  # a name in specviz.drafters.registry.REGISTRY
+    options: DrafterOptions = field(default_factory=DrafterOptions)
 
 
 def toy_pair() -> LabPair:
@@ -109,6 +110,44 @@ def toy_pair() -> LabPair:
         target=target, draft=draft, prompt_ids=[1, 2], stop_ids=frozenset(),
         decode=lambda t: f"t{t}",
     )  # fmt: skip
+
+
+def model_part(drafter: Drafter) -> ModelDrafter | None:
+    """The drafter's draft-model drafter: itself, a lookup-then-model's model, else None."""
+    if isinstance(drafter, LookupThenModelDrafter):
+        return drafter.model
+    return drafter if isinstance(drafter, ModelDrafter) else None
+
+
+def lab_drafter(pair: LabPair, variant: Variant) -> Callable[[SamplingConfig], Drafter]:
+    """sampling → a fresh drafter of the pair's kind (built by the registry) with the variant's
+    drafter class and draft cache swapped in; ValueError where that drafter has no such piece
+    (a mutant that would otherwise be silently left out)."""
+    options = replace(pair.options, model_cls=variant.drafter_cls, make_cache=variant.make_cache)
+
+    def make(sampling: SamplingConfig) -> Drafter:
+        return build_drafter(
+            pair.drafter, target=pair.target, draft=pair.draft, sampling=sampling, options=options
+        )
+
+    swaps_drafter = variant.drafter_cls is not ModelDrafter
+    if not swaps_drafter and variant.make_cache is None:
+        return make  # the variant changes the sampler only, whichever drafter drafts
+    probe, label = make(SamplingConfig()), REGISTRY[pair.drafter].label
+    model = model_part(probe)
+    if swaps_drafter and type(model) is not variant.drafter_cls:
+        why = "drafts without a model" if model is None else "builds a drafter of its own"
+        raise ValueError(
+            f"mutant {variant.name} changes the draft model's drafter, and the {label!r} "
+            f"drafter {why}: pick a drafter with a draft model, or the early exit with a cache "
+            "of its own"
+        )
+    if variant.make_cache is not None and isinstance(probe, SharesTargetCache):
+        raise ValueError(
+            f"mutant {variant.name} changes the KV cache, which the {label!r} drafter shares "
+            "with the target: pick the early exit with a cache of its own to test it"
+        )
+    return make
 
 
 @dataclass(frozen=True)
@@ -127,27 +166,12 @@ def samplers(
     make_policy: Callable[[], GammaPolicy] | None,
 ) -> tuple[Sampler, Sampler]:
     """The speculative sampler (real or mutant) and the plain target sampler of k tokens."""
-    variant, vocab = req.variant, int(pair.target.config.vocab_size)
-    own_drafter = pair.draft is None or pair.make_drafter is not None
-    if own_drafter and variant.drafter_cls is not ModelDrafter:
-        raise ValueError(
-            f"mutant {variant.name} changes the draft model's drafter: pick the draft model or "
-            "early-exit drafter (n-gram lookup has no model to break, and lookup-then-model "
-            "builds its own drafter)"
-        )
-
-    def model_drafter(s: SamplingConfig) -> Drafter:
-        cls, cache = variant.drafter_cls, variant.draft_cache
-        return cls(
-            pair.draft, s, vocab, make_cache=cache, min_confidence=pair.min_confidence,
-            head_tokens=pair.head_tokens,
-        )  # fmt: skip
-
+    variant = req.variant
     spec = speculative_sampler(
         pair.target, pair.draft, pair.prompt_ids, sampling=sampling,
         speculation=SpeculationConfig(gamma=gamma, max_new_tokens=max(req.k, gamma + 1)),
         k=req.k, stop_ids=pair.stop_ids, variant=variant,
-        make_drafter=pair.make_drafter or model_drafter, make_policy=make_policy,
+        make_drafter=lab_drafter(pair, variant), make_policy=make_policy,
     )  # fmt: skip
     plain = plain_sampler(
         pair.target, pair.prompt_ids, sampling=sampling, max_new_tokens=req.k, k=req.k,

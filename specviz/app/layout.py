@@ -1,4 +1,8 @@
-"""The app's layout: input widgets and output panels, keyed by name (app.py wires them)."""
+"""The app's layout: input widgets and output panels, keyed by name (specviz.app.main wires them).
+
+The form's controls are keyed by their names in specviz.app.views.form.FIELDS, the lab's as
+`lab_` + their names in specviz.app.lab.LAB_FIELDS.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import gradio as gr
 from specviz.app import views
 from specviz.app.lab import DEFAULT_N, PAIRS, REAL, TOY, mutant_choices
 from specviz.app.state import early_exit_note
-from specviz.app.views.form import DEFAULTS, DRAFTERS, MODEL, POLICIES
+from specviz.app.views.form import DEFAULTS, POLICIES, drafter_choices
 from specviz.app.views.page import CLICK_JS, LAB_INTRO, MUTANT_NOTE
 from specviz.bench.saved import saved_results
 from specviz.models.loading import DTYPES
@@ -25,7 +29,9 @@ def controls(d: dict[str, str], prompts: dict[str, str]) -> dict[str, Any]:
             "draft": gr.Textbox(d["draft"], label="draft: 'bundled', folder or hub id"),
             "dtype": gr.Dropdown(sorted(DTYPES), value=d["dtype"], label="dtype"),
         }
-        c["drafter"] = gr.Dropdown(DRAFTERS, value=MODEL, label="drafter", elem_id="sv-drafter")
+        c["drafter"] = gr.Dropdown(
+            drafter_choices(), value=DEFAULTS["drafter"], label="drafter", elem_id="sv-drafter"
+        )
         c["exit_layer"] = gr.Number(
             DEFAULTS["exit_layer"], precision=0, label="early exit: layers that draft"
         )
@@ -35,7 +41,7 @@ def controls(d: dict[str, str], prompts: dict[str, str]) -> dict[str, Any]:
             label="confidence threshold: stop drafting after a token with top q below (0 = off)",
         )  # fmt: skip
         c["load"] = gr.Button("Load / check pair", size="sm")
-    c["policy"] = gr.Dropdown(POLICIES, value="fixed", label="γ policy (per round)")
+    c["policy"] = gr.Dropdown(POLICIES, value=DEFAULTS["policy"], label="γ policy (per round)")
     first = next(iter(prompts))
     c["workload"] = gr.Dropdown(
         list(prompts), value=first, label="example prompt", elem_id="sv-workload"
@@ -112,7 +118,7 @@ def lab_panel(o: dict[str, Any]) -> None:
     gr.Markdown(LAB_INTRO)
     with gr.Row():
         o["lab_pair"] = gr.Radio(PAIRS, value=TOY, label="pair", elem_id="sv-lab-pair")
-        o["mutant"] = gr.Dropdown(
+        o["lab_mutant"] = gr.Dropdown(
             mutant_choices(), value=REAL, label="sampler", elem_id="sv-lab-mutant"
         )
     gr.Markdown(MUTANT_NOTE)

@@ -6,19 +6,20 @@ Gradio wiring only: decoding comes from specviz.core.generate, every view from s
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import logging
 import os
 import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
 from specviz.app import layout, views
-from specviz.app.lab import DEFAULT_N, MODELS, LabProgress, LabRequest, run_lab
+from specviz.app.lab import DEFAULT_N, LAB_FIELDS, MODELS, LabProgress, LabRequest, run_lab
 from specviz.app.state import (
     PairCache,
     decoder,
@@ -27,7 +28,7 @@ from specviz.app.state import (
     make_drafter,
     parameter_counts,
 )
-from specviz.app.views.form import FIELDS, MODEL, Settings, as_int, examples
+from specviz.app.views.form import FIELDS, Settings, as_int, examples, settings_from
 from specviz.app.views.page import INTRO, MONO, SANS
 from specviz.bench.saved import load_result_view
 from specviz.core.events import write_jsonl
@@ -37,6 +38,63 @@ from specviz.models.loading import BUNDLED, DTYPES, ModelPair
 
 log = logging.getLogger("specviz.app")
 PLOT_EVERY = 4  # while streaming a full decode, redraw the plots every this many rounds
+MAIN_OUTPUTS = 8  # state, stream, status, 4 plots, summary
+NO_PROGRESS = gr.Progress()  # progress outside a Gradio event: reports go nowhere
+
+
+def callback(
+    handler: Callable[..., Any],
+    names: Sequence[str],
+    read: Callable[[dict[str, Any]], tuple[Any, ...]],
+    bad: Callable[[ValueError], Any],
+) -> Callable[..., Any]:
+    """A Gradio callback taking the widget values called names (its inputs, in that order) and
+    progress: read turns them, by name, into the handler's arguments (a ValueError: bad(error)
+    is the output instead), and the handler gets those and progress.
+
+    The callback's signature lists the names, so Gradio's API takes the values by them too.
+    """
+    params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names]
+    params.append(
+        inspect.Parameter("progress", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=NO_PROGRESS)
+    )
+    signature = inspect.Signature(params)
+
+    def arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], Any]:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        values = dict(bound.arguments)
+        progress = values.pop("progress")
+        return read(values), progress
+
+    if inspect.isgeneratorfunction(handler):
+
+        def stream(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            try:
+                parsed, progress = arguments(args, kwargs)
+            except ValueError as err:
+                yield bad(err)
+                return
+            yield from handler(*parsed, progress=progress)
+
+        fn: Callable[..., Any] = stream
+    else:
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                parsed, progress = arguments(args, kwargs)
+            except ValueError as err:
+                return bad(err)
+            return handler(*parsed, progress=progress)
+
+        fn = call
+    fn.__signature__ = signature  # type: ignore[attr-defined]
+    return fn
+
+
+def form_only(values: Mapping[str, Any]) -> tuple[Settings]:
+    """The handler arguments of an event that reads the form alone: its Settings."""
+    return (settings_from(values),)
 
 
 class SpecVizApp:
@@ -105,61 +163,43 @@ class SpecVizApp:
             n_outputs - 3
         )
 
-    def generate(
-        self, target: str, draft: str, dtype: str, drafter: str, policy: str, prompt: str,
-        gamma: float, temperature: float, top_k: float, top_p: float, max_new: float, seed: float,
-        exit_layer: float, confidence: float, progress: gr.Progress = gr.Progress(),  # noqa: B008
-    ) -> Iterator[list[Any]]:  # fmt: skip
+    def generate(self, s: Settings, progress: gr.Progress = NO_PROGRESS) -> Iterator[list[Any]]:
         """Decode to the end, streaming the token view after every round."""
-        nums = (gamma, temperature, top_k, top_p, max_new, seed, exit_layer, confidence)
         try:
-            run = self.start(
-                Settings.parse(target, draft, dtype, drafter, policy, prompt, *nums), progress
-            )
+            run = self.start(s, progress)
             for r in run.run_to_end():
                 yield self.render(r, plots=r.done or len(r.rounds) % PLOT_EVERY == 1)
         except Exception as err:  # shown in the UI, never as a stack trace
-            yield self.fail(err, 8)
+            yield self.fail(err, MAIN_OUTPUTS)
 
     def step(
-        self, run: views.Run | None, target: str, draft: str, dtype: str, drafter: str,
-        policy: str, prompt: str, gamma: float, temperature: float, top_k: float, top_p: float,
-        max_new: float, seed: float, exit_layer: float, confidence: float,
-        progress: gr.Progress = gr.Progress(),  # noqa: B008
-    ) -> list[Any]:  # fmt: skip
+        self, run: views.Run | None, s: Settings, progress: gr.Progress = NO_PROGRESS
+    ) -> list[Any]:
         """Advance the session's run by one round; start a new one if none, done or changed."""
-        nums = (gamma, temperature, top_k, top_p, max_new, seed, exit_layer, confidence)
         try:
-            settings = Settings.parse(target, draft, dtype, drafter, policy, prompt, *nums)
-            if run is None or run.done or run.settings != settings.describe():
-                run = self.start(settings, progress)  # a fresh run when the controls changed
+            if run is None or run.done or run.settings != s.describe():
+                run = self.start(s, progress)  # a fresh run when the controls changed
             run.step()
             return self.render(run)
         except Exception as err:
-            return self.fail(err, 8)
+            return self.fail(err, MAIN_OUTPUTS)
 
-    def race(
-        self, target: str, draft: str, dtype: str, drafter: str, policy: str, prompt: str,
-        gamma: float, temperature: float, top_k: float, top_p: float, max_new: float, seed: float,
-        exit_layer: float, confidence: float, progress: gr.Progress = gr.Progress(),  # noqa: B008
-    ) -> Iterator[list[Any]]:  # fmt: skip
+    def race(self, s: Settings, progress: gr.Progress = NO_PROGRESS) -> Iterator[list[Any]]:
         """Plain then speculative decoding of the same prompt, timed without redraws between."""
-        nums = (gamma, temperature, top_k, top_p, max_new, seed, exit_layer, confidence)
         try:
-            settings = Settings.parse(target, draft, dtype, drafter, policy, prompt, *nums)
-            plain = self.start(settings, progress, plain=True)
+            plain = self.start(s, progress, plain=True)
             yield self.race_update("race: plain decoding…", views.race_html({}, {}, False))
             plain_side = plain.finish()
             yield self.race_update(
                 "race: speculative decoding…", views.race_html(plain_side, {}, False)
             )
-            spec = self.start(settings, progress)
+            spec = self.start(s, progress)
             spec_side = spec.finish()
             spec.plain_tokens_per_second = plain_side["tokens_per_second"]
-            race = views.race_html(plain_side, spec_side, settings.sampling.greedy)
+            race = views.race_html(plain_side, spec_side, s.sampling.greedy)
             yield [*self.render(spec), race]
         except Exception as err:
-            yield [*self.fail(err, 8), gr.skip()]
+            yield self.fail(err, MAIN_OUTPUTS + 1)
 
     @staticmethod
     def race_update(message: str, race: str) -> list[Any]:
@@ -191,32 +231,19 @@ class SpecVizApp:
         (folder / "summary.json").write_text(json.dumps(run.summary(), indent=2) + "\n")
         return [str(folder / "events.jsonl"), str(folder / "summary.json")]
 
-    def check(
-        self,
-        target: str,
-        draft: str,
-        dtype: str,
-        progress: gr.Progress = gr.Progress(),  # noqa: B008
-    ) -> str:
-        """Load (or find cached) the pair and say what it is."""
+    def check(self, s: Settings, progress: gr.Progress = NO_PROGRESS) -> str:
+        """Load (or find cached) the pair the settings decode with and say what it is."""
         try:
-            s = Settings.parse(target, draft, dtype, MODEL, "fixed", "x", 1, 0, 0, 1, 1, 0, 1, 0)
             p = self.pair(s, progress)
         except Exception as err:
             return views.status_html(str(err), error=True)
         return views.status_html(f"ready: {parameter_counts(p)}")
 
     def lab(
-        self, target: str, draft: str, dtype: str, drafter: str, policy: str, prompt: str,
-        gamma: float, temperature: float, top_k: float, top_p: float, max_new: float, seed: float,
-        exit_layer: float, confidence: float, pair: str, mutant: str, n: float, k: float,
-        level: float, progress: gr.Progress = gr.Progress(),  # noqa: B008
-    ) -> Iterator[list[Any]]:  # fmt: skip
+        self, s: Settings, req: LabRequest, progress: gr.Progress = NO_PROGRESS
+    ) -> Iterator[list[Any]]:
         """Equivalence lab: draw with progress, then both distributions and the table of tests."""
-        nums = (gamma, temperature, top_k, top_p, max_new, seed, exit_layer, confidence)
         try:
-            s = Settings.parse(target, draft, dtype, drafter, policy, prompt, *nums)
-            req = LabRequest.parse(pair, mutant, n, k, level)
             models = self.pair(s, progress) if req.pair == MODELS else None
             g = s.speculation.gamma
             for step in run_lab(lab_pair(s, models), req, s.sampling, g,
@@ -257,24 +284,55 @@ class SpecVizApp:
         blocks: gr.Blocks = demo
         return blocks
 
+    def callbacks(self) -> dict[str, Callable[..., Any]]:
+        """The Gradio callbacks of the form's events, by API name. Each takes the form's values
+        by the names in FIELDS (then its own: the run, or the lab's LAB_FIELDS) and passes its
+        handler one validated Settings; bad values show an error as the handler's own would."""
+
+        def shown(n_outputs: int) -> Callable[[ValueError], Any]:
+            return lambda err: self.fail(err, n_outputs)
+
+        def in_status(err: ValueError) -> str:
+            return views.status_html(str(err), error=True)
+
+        def refused(err: ValueError) -> Any:
+            raise gr.Error(str(err))
+
+        def with_run(values: Mapping[str, Any]) -> tuple[Any, Settings]:
+            return values["run"], settings_from(values)
+
+        def with_lab(values: Mapping[str, Any]) -> tuple[Settings, LabRequest]:
+            lab = {name: values[name] for name in LAB_FIELDS}
+            return settings_from(values), LabRequest.parse(lab)
+
+        lab_names = (*FIELDS, *LAB_FIELDS)
+        return {
+            "generate": callback(self.generate, FIELDS, form_only, shown(MAIN_OUTPUTS)),
+            "step": callback(self.step, ("run", *FIELDS), with_run, shown(MAIN_OUTPUTS)),
+            "race": callback(self.race, FIELDS, form_only, shown(MAIN_OUTPUTS + 1)),
+            "load": callback(self.check, FIELDS, form_only, in_status),
+            "lab": callback(self.lab, lab_names, with_lab, refused),
+        }
+
     def wire(self, state: gr.State, c: dict[str, Any], o: dict[str, Any]) -> None:
         """Connect buttons and panels to the handlers."""
-        inputs = [c[k] for k in FIELDS]
+        form = [c[name] for name in FIELDS]  # in FIELDS order, as every callback takes them
+        lab_form = [*form, *(o[f"lab_{name}"] for name in LAB_FIELDS)]
         main = [state, o["stream"], o["status"], o["acceptance"], o["lengths"], o["histogram"]]
         main += [o["pq"], o["summary"]]
+        on = self.callbacks()
         one = {"concurrency_id": "decode", "concurrency_limit": 1}  # one decode at a time
-        c["generate"].click(self.generate, inputs, main, api_name="generate", **one)
-        c["step"].click(self.step, [state, *inputs], main, api_name="step", **one)
-        c["race"].click(self.race, inputs, [*main, o["race"]], api_name="race", **one)
-        c["load"].click(self.check, inputs[:3], o["status"], api_name="load")
+        c["generate"].click(on["generate"], form, main, api_name="generate", **one)
+        c["step"].click(on["step"], [state, *form], main, api_name="step", **one)
+        c["race"].click(on["race"], form, [*main, o["race"]], api_name="race", **one)
+        c["load"].click(on["load"], form, o["status"], api_name="load")
         c["workload"].change(self.examples.get, c["workload"], c["prompt"], api_name=False)
         panel = [o["inspector"], o["residual"]]
         o["stream"].click(self.click, state, [o["index"], *panel], api_name=False)
         o["index"].submit(self.inspect, [state, o["index"]], panel, api_name="inspect")
         o["export"].click(self.export, state, o["files"], api_name="export")
-        lab_in = [*inputs, *(o[k] for k in ("lab_pair", "mutant", "lab_n", "lab_k", "lab_alpha"))]
         lab_out = [o[k] for k in ("lab_status", "lab_first", "lab_joint", "lab_table")]
-        o["lab_run"].click(self.lab, lab_in, lab_out, api_name="lab", **one)
+        o["lab_run"].click(on["lab"], lab_form, lab_out, api_name="lab", **one)
         o["lab_pair"].change(DEFAULT_N.get, o["lab_pair"], o["lab_n"], api_name=False)
         c["exit_layer"].change(early_exit_note, c["exit_layer"], c["exit_note"], api_name=False)
         bench_in, bench_out = [o["bench_path"], o["bench_upload"]], [*o["bench_plots"]]
