@@ -18,9 +18,7 @@ from typing import Any, ClassVar
 class Prefill:
     """The prompt was handed to the models: the drafter cached it (draft_seconds).
 
-    The target scores the prompt in its first pass (the first plain step or verification
-    pass), as transformers does; target_seconds is 0 then (events saved before folding kept
-    a separate target prompt pass here).
+    The target scores the prompt in its first pass, as transformers does: target_seconds is 0.
     """
 
     kind: ClassVar[str] = "prefill"
@@ -140,20 +138,8 @@ Event = (
     Prefill | Proposed | Accepted | Rejected | Resampled | Bonus | Sampled | RoundSummary | Finished
 )
 EMITTING = (Accepted, Resampled, Bonus, Sampled)  # each emitted token comes from one of these
-_KINDS: dict[str, type[Any]] = {
-    cls.kind: cls
-    for cls in (
-        Prefill,
-        Proposed,
-        Accepted,
-        Rejected,
-        Resampled,
-        Bonus,
-        Sampled,
-        RoundSummary,
-        Finished,
-    )
-}
+_ALL = (Prefill, Proposed, Accepted, Rejected, Resampled, Bonus, Sampled, RoundSummary, Finished)
+_KINDS: dict[str, type[Any]] = {cls.kind: cls for cls in _ALL}
 
 
 def to_json(event: Event) -> str:

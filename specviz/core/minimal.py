@@ -30,10 +30,11 @@ def speculative_sample(
     *,
     gamma: int = 4,
     max_new_tokens: int = 64,
-    sampling: SamplingConfig = SamplingConfig(),
+    sampling: SamplingConfig | None = None,
     stop_ids: frozenset[int] = frozenset(),
 ) -> list[int]:
     """Speculative sampling of target with draft proposing; returns the new token ids."""
+    sampling = sampling or SamplingConfig()
     generator = torch.Generator(device=target.device).manual_seed(sampling.seed)
     target_kv, draft_kv, ids = KVCache(target), KVCache(draft), list(prompt_ids)
     vocab = int(target.config.vocab_size)
