@@ -3,7 +3,7 @@
 # 3-layer distilled draft), 2 cores, every ratio measured side by side (plain / speculative /
 # transformers interleaved per repetition, after a warm-up). Run it on an otherwise idle machine.
 #
-# Weights are pre-packed for oneDNN (specviz/packed.py, the default; --no-pack turns it off):
+# Weights are pre-packed for oneDNN (specviz/fast/packed.py, the default; --no-pack turns it off):
 # a 2-10-token target pass then costs about what a 1-token pass costs. Two intra-op threads
 # (both cores): with packed weights a pass is ~25 % faster on two than on one. Run the parts
 # one after another, on an otherwise idle machine.
@@ -48,7 +48,7 @@ bench repeat --workloads repeat --limit 3 --temperatures 0 --drafters ngram \
 #     which is faster per token: the two make the same target passes
 bench lookup --workloads repeat --limit 6 --temperatures 0 --drafters ngram --gammas 4,8 \
     --policies fixed,heuristic --start-gamma 4 --reps 5
-# 3c. n-gram lookup where the text repeats, the trimmed draft elsewhere (specviz/hybrid.py), on 4
+# 3c. n-gram lookup where the text repeats, the trimmed draft elsewhere (specviz/drafters/hybrid.py), on 4
 #     code prompts against the trimmed draft alone (transformers has no counterpart)
 bench hybrid --workloads code --limit 4 --temperatures 0,1 \
     --drafters model-trimmed,ngram+model-trimmed --gammas 2,3,4 --reps 2 --no-hf

@@ -11,7 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from specviz.api import speculative_generate
+    from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
     from specviz.core.config import SamplingConfig, SpeculationConfig
     from specviz.core.drafter import Draft, Drafter
     from specviz.core.events import (
@@ -28,15 +28,14 @@ if TYPE_CHECKING:
         read_jsonl,
         write_jsonl,
     )
-    from specviz.core.generate import GenerationResult, autoregressive_generate
     from specviz.drafters.registry import DRAFTER_NAMES, DrafterOptions, build_drafter
     from specviz.models.loading import ModelPair, load_pair
 
 _EVENTS = "Accepted Bonus Event Finished Prefill Proposed Rejected Resampled RoundSummary Sampled"
 _WHERE = {
     "speculative_generate": "specviz.api",
-    "autoregressive_generate": "specviz.core.generate",
-    "GenerationResult": "specviz.core.generate",
+    "autoregressive_generate": "specviz.api",
+    "GenerationResult": "specviz.api",
     "SamplingConfig": "specviz.core.config",
     "SpeculationConfig": "specviz.core.config",
     "Draft": "specviz.core.drafter",

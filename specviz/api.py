@@ -1,18 +1,151 @@
-"""The one-call API: speculative_generate takes any drafter, or a draft model as a shorthand."""
+"""The one-call API: validate inputs, run a decoder, collect its events into a result.
+
+speculative_generate takes any drafter, or a draft model as a shorthand for the registered
+"model" drafter; the streams hand back the lazy event generator instead of a result.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from specviz.core.acceptance import EXACT, AcceptanceRule
-from specviz.core.cache import CachedForward
-from specviz.core.checks import check_prompt
-from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.cache import CachedForward, KVCache
+from specviz.core.checks import check_prompt, check_token_ids, vocab_size
+from specviz.core.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
+from specviz.core.decoding import SpeculativeDecoder, autoregressive_events
 from specviz.core.drafter import Drafter
-from specviz.core.generate import GenerationResult, collect, encode, speculative_stream
+from specviz.core.events import EMITTING, Event, Finished, Prefill, RoundSummary, Sampled
 from specviz.core.policy import GammaPolicy
 from specviz.drafters.registry import build_drafter
+
+
+@dataclass(frozen=True, kw_only=True)
+class GenerationResult:
+    """Everything one decode produced: new tokens, their text, every event, and totals."""
+
+    prompt_ids: tuple[int, ...]
+    tokens: tuple[int, ...]
+    text: str
+    events: tuple[Event, ...]
+    finish_reason: str
+    seconds: float
+
+    @property
+    def rounds(self) -> tuple[RoundSummary, ...]:
+        """Round summaries of a speculative decode (empty for plain decoding)."""
+        return tuple(e for e in self.events if isinstance(e, RoundSummary))
+
+    @property
+    def proposed(self) -> int:
+        """Draft tokens proposed."""
+        return sum(r.proposed for r in self.rounds)
+
+    @property
+    def accepted(self) -> int:
+        """Draft tokens accepted."""
+        return sum(r.accepted for r in self.rounds)
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Accepted / proposed draft tokens (nan when nothing was proposed)."""
+        return self.accepted / self.proposed if self.proposed else float("nan")
+
+    @property
+    def target_calls(self) -> int:
+        """Target forward passes: one per round, or one per token when plain (the first of
+        them also scores the prompt)."""
+        plain = sum(isinstance(e, Sampled) for e in self.events)
+        return len(self.rounds) + plain
+
+    @property
+    def prefill(self) -> Prefill:
+        """The prefill event."""
+        return next(e for e in self.events if isinstance(e, Prefill))
+
+
+def collect(events: Iterable[Event], prompt_ids: list[int], tokenizer: Any) -> GenerationResult:
+    """Drain an event stream into a GenerationResult."""
+    log = tuple(events)
+    tokens = tuple(e.token for e in log if isinstance(e, EMITTING))
+    finished = next(e for e in log if isinstance(e, Finished))
+    return GenerationResult(
+        prompt_ids=tuple(prompt_ids),
+        tokens=tokens,
+        text=tokenizer.decode(list(tokens)) if tokenizer is not None else "",
+        events=log,
+        finish_reason=finished.reason,
+        seconds=finished.seconds,
+    )
+
+
+def encode(tokenizer: Any, prompt: str | list[int]) -> list[int]:
+    """Prompt text (or ids) → token ids, with a clear error for an empty prompt."""
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise ValueError("prompt is empty: give some text to continue")
+        return list(tokenizer(prompt)["input_ids"])
+    return list(prompt)
+
+
+def stop_ids(target: Any, tokenizer: Any) -> frozenset[int]:
+    """End-of-sequence ids from the tokenizer and the model's generation config."""
+    found: set[int] = set()
+    for source in (getattr(tokenizer, "eos_token_id", None), _generation_eos(target)):
+        if isinstance(source, int):
+            found.add(source)
+        elif isinstance(source, list | tuple):
+            found.update(int(t) for t in source)
+    return frozenset(found)
+
+
+def _generation_eos(model: Any) -> object:
+    """generation_config.eos_token_id if the model has one."""
+    config = getattr(model, "generation_config", None)
+    return getattr(config, "eos_token_id", None)
+
+
+def speculative_stream(
+    target: Any,
+    drafter: Drafter,
+    tokenizer: Any,
+    prompt: str | list[int],
+    *,
+    sampling: SamplingConfig,
+    speculation: SpeculationConfig,
+    rule: AcceptanceRule = EXACT,
+    stop: Collection[int] | None = None,
+    policy: GammaPolicy | None = None,
+    make_cache: Callable[[Any], CachedForward] | None = None,
+) -> tuple[list[int], Iterator[Event]]:
+    """Validate everything, then return the prompt ids and the lazy event stream.
+
+    drafter: any Drafter (specviz.build_drafter makes the registered ones; specviz's
+    speculative_generate also takes a draft model); policy chooses gamma per round (default:
+    speculation.gamma every round); make_cache: the target's cached forward (default a KVCache).
+    """
+    if not isinstance(drafter, Drafter):
+        raise ValueError(
+            f"drafter must be a Drafter (prefill, propose, rollback), got {type(drafter).__name__}:"
+            " build one with specviz.build_drafter, or pass a draft model to "
+            "specviz.speculative_generate"
+        )
+    prompt_ids = encode(tokenizer, prompt)
+    check_prompt(prompt_ids, speculation.max_new_tokens, target)
+    check_token_ids(prompt_ids, vocab_size(target))
+    decoder = SpeculativeDecoder(
+        target,
+        drafter,
+        prompt_ids,
+        sampling=sampling,
+        speculation=speculation,
+        stop_ids=stop_ids(target, tokenizer) if stop is None else frozenset(stop),
+        rule=rule,
+        policy=policy,
+        make_cache=make_cache,
+    )
+    return prompt_ids, decoder.events()
 
 
 def speculative_generate(
@@ -50,6 +183,58 @@ def speculative_generate(
         rule=rule,
         stop=stop,
         policy=policy,
+        make_cache=make_cache,
+    )
+    return collect(events, prompt_ids, tokenizer)
+
+
+def autoregressive_stream(
+    target: Any,
+    tokenizer: Any,
+    prompt: str | list[int],
+    *,
+    sampling: SamplingConfig,
+    max_new_tokens: int,
+    stop: Collection[int] | None = None,
+    make_cache: Callable[[Any], CachedForward] = KVCache,
+) -> tuple[list[int], Iterator[Event]]:
+    """Validate everything, then return the prompt ids and the lazy plain-decoding stream."""
+    check_max_new_tokens(max_new_tokens)
+    prompt_ids = encode(tokenizer, prompt)
+    check_prompt(prompt_ids, max_new_tokens, target)
+    check_token_ids(prompt_ids, vocab_size(target))
+    events = autoregressive_events(
+        target,
+        prompt_ids,
+        sampling=sampling,
+        max_new_tokens=max_new_tokens,
+        stop_ids=stop_ids(target, tokenizer) if stop is None else frozenset(stop),
+        make_cache=make_cache,
+    )
+    return prompt_ids, events
+
+
+def autoregressive_generate(
+    target: Any,
+    tokenizer: Any,
+    prompt: str | list[int],
+    *,
+    sampling: SamplingConfig | None = None,
+    max_new_tokens: int = 64,
+    stop: Collection[int] | None = None,
+    make_cache: Callable[[Any], CachedForward] = KVCache,
+) -> GenerationResult:
+    """Plain target sampling with the same warping and KV-cached path as the speculative loop.
+
+    make_cache: the target's cached forward (default transformers' forward with a KVCache).
+    """
+    prompt_ids, events = autoregressive_stream(
+        target,
+        tokenizer,
+        prompt,
+        sampling=sampling or SamplingConfig(),
+        max_new_tokens=max_new_tokens,
+        stop=stop,
         make_cache=make_cache,
     )
     return collect(events, prompt_ids, tokenizer)

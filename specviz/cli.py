@@ -7,12 +7,11 @@ import json
 import sys
 from collections.abc import Sequence
 
-from specviz.api import speculative_generate
+from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
 from specviz.bench import cli as bench_cli
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import write_jsonl
-from specviz.core.generate import GenerationResult, autoregressive_generate
 from specviz.drafters.registry import (
     DRAFTER_NAMES,
     REGISTRY,

@@ -120,9 +120,8 @@ def greedy_plain_and_speculative(
 
     The speculative run verifies with target and drafts with draft, its head trimmed to head.
     """
-    from specviz.api import speculative_generate
+    from specviz.api import autoregressive_generate, speculative_generate
     from specviz.core.config import SamplingConfig, SpeculationConfig
-    from specviz.core.generate import autoregressive_generate
     from specviz.drafters.model import ModelDrafter
 
     greedy = SamplingConfig(temperature=0)

@@ -11,17 +11,17 @@ from pathlib import Path
 import pytest
 import torch
 
+from specviz.api import autoregressive_generate
 from specviz.cli import main
 from specviz.core.config import SamplingConfig
 from specviz.core.events import Accepted, read_jsonl
-from specviz.core.generate import autoregressive_generate
 from specviz.drafters.trimmed import save_ranking
 
 from .conftest import VOCAB, PairFactory
 
 
 @pytest.fixture(scope="module")
-def folders(pair: PairFactory, tokenizer, tmp_path_factory) -> tuple[Path, Path]:  # type: ignore[no-untyped-def]
+def folders(pair: PairFactory, tokenizer, tmp_path_factory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("models")
     target, draft = pair("llama")
     for name, model in (("target", target), ("draft", draft)):
@@ -33,7 +33,7 @@ def folders(pair: PairFactory, tokenizer, tmp_path_factory) -> tuple[Path, Path]
 
 def test_generate_prints_json_summary_and_writes_events(
     folders, pair, tokenizer, tmp_path, capsys
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     target_dir, draft_dir = folders
     events = tmp_path / "events.jsonl"
     argv = [
@@ -63,7 +63,7 @@ def test_generate_prints_json_summary_and_writes_events(
     )
 
 
-def test_generate_text_report(folders, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_generate_text_report(folders, capsys) -> None:
     target_dir, draft_dir = folders
     argv = ["generate", "--target", str(target_dir), "--draft", str(draft_dir), "--prompt", "hello"]
     assert (
@@ -85,7 +85,7 @@ def test_generate_text_report(folders, capsys) -> None:  # type: ignore[no-untyp
 )
 def test_bad_arguments_exit_2_with_a_message(
     folders, capsys, extra: list[str], message: str
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     target_dir, draft_dir = folders
     argv = [
         "generate",
@@ -102,7 +102,7 @@ def test_bad_arguments_exit_2_with_a_message(
     assert message in err and "Traceback" not in err
 
 
-def test_unknown_hub_id_fails_fast_offline(folders, capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_hub_id_fails_fast_offline(folders, capsys, monkeypatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     argv = [
         "generate",
@@ -120,14 +120,14 @@ def test_unknown_hub_id_fails_fast_offline(folders, capsys, monkeypatch) -> None
     )
 
 
-def test_missing_folder_and_non_model_folder(folders, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_missing_folder_and_non_model_folder(folders, tmp_path, capsys) -> None:
     assert main(["generate", "--target", "./nope/not/here", "--prompt", "hi"]) == 2
     assert "neither an existing folder nor a hub id" in capsys.readouterr().err
     assert main(["generate", "--target", str(tmp_path), "--prompt", "hi"]) == 2
     assert "has no config.json" in capsys.readouterr().err
 
 
-def test_python_dash_m_entry_point(folders) -> None:  # type: ignore[no-untyped-def]
+def test_python_dash_m_entry_point(folders) -> None:
     target_dir, draft_dir = folders
     argv = ["generate", "--target", str(target_dir), "--draft", str(draft_dir), "--prompt", "ab"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
@@ -142,7 +142,7 @@ def test_python_dash_m_entry_point(folders) -> None:  # type: ignore[no-untyped-
     assert json.loads(done.stdout)["new_tokens"] <= 5
 
 
-def test_verify_passes_the_real_sampler_and_rejects_a_mutant(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_verify_passes_the_real_sampler_and_rejects_a_mutant(tmp_path, capsys) -> None:
     out = tmp_path / "verify.json"
     assert main(["verify", "--settings", "quick", "--n", "200", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -155,7 +155,7 @@ def test_verify_passes_the_real_sampler_and_rejects_a_mutant(tmp_path, capsys) -
     assert main([*quick, "--mutant", "accept_all"]) == 1
 
 
-def test_verify_rejects_bad_arguments(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_verify_rejects_bad_arguments(capsys) -> None:
     assert main(["verify", "--n", "3"]) == 2
     assert "--n must be at least 10" in capsys.readouterr().err
 
@@ -172,7 +172,7 @@ def test_verify_rejects_bad_arguments(capsys) -> None:  # type: ignore[no-untype
         ["--drafter", "ngram+model", "--gamma", "6", "--model-gamma", "2"],
     ],
 )
-def test_generate_with_other_drafters_and_policies(folders, pair, tokenizer, capsys, extra) -> None:  # type: ignore[no-untyped-def]
+def test_generate_with_other_drafters_and_policies(folders, pair, tokenizer, capsys, extra) -> None:
     target_dir, draft_dir = folders
     argv = ["generate", "--target", str(target_dir), "--draft", str(draft_dir), "--prompt", "abab"]
     argv += ["--temperature", "0", "--max-new-tokens", "12", "--dtype", "float64", "--json", *extra]
@@ -188,20 +188,20 @@ def test_generate_with_other_drafters_and_policies(folders, pair, tokenizer, cap
     assert summary["tokens"] == list(plain.tokens)
 
 
-def test_trimmed_drafter_without_a_ranking_exits_2(folders, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_trimmed_drafter_without_a_ranking_exits_2(folders, capsys) -> None:
     target_dir = str(folders[0])  # a folder with a model but no token ranking
     argv = ["generate", "--target", target_dir, "--draft", target_dir, "--prompt", "ab"]
     assert main([*argv, "--drafter", "model-trimmed"]) == 2
     assert "needs token_ranking.safetensors in the draft folder" in capsys.readouterr().err
 
 
-def test_lean_target_with_the_shared_early_exit_exits_2(folders, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_lean_target_with_the_shared_early_exit_exits_2(folders, capsys) -> None:
     argv = ["generate", "--target", str(folders[0]), "--draft", str(folders[1]), "--prompt", "ab"]
     assert main([*argv, "--drafter", "early-exit-shared", "--lean-target"]) == 2
     assert "--lean-target does not apply to --drafter early-exit-shared" in capsys.readouterr().err
 
 
-def test_model_gamma_needs_a_lookup_then_model_drafter(folders, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_model_gamma_needs_a_lookup_then_model_drafter(folders, capsys) -> None:
     argv = ["generate", "--target", str(folders[0]), "--draft", str(folders[1]), "--prompt", "ab"]
     assert main([*argv, "--model-gamma", "2"]) == 2  # the default drafter: the model alone
     assert "use --drafter ngram+..." in capsys.readouterr().err
@@ -209,7 +209,7 @@ def test_model_gamma_needs_a_lookup_then_model_drafter(folders, capsys) -> None:
     assert "--model-gamma must be >= 1" in capsys.readouterr().err
 
 
-def test_bad_ngram_range_exits_2(folders, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_bad_ngram_range_exits_2(folders, capsys) -> None:
     argv = ["generate", "--target", str(folders[0]), "--draft", str(folders[1]), "--prompt", "ab"]
     for drafter in ("ngram", "ngram+model"):
         assert main([*argv, "--drafter", drafter, "--ngram-min", "3", "--ngram-max", "2"]) == 2

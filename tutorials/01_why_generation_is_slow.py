@@ -26,10 +26,10 @@ import numpy as np
 import torch
 from transformers.utils import logging as hf_logging
 
+from specviz.api import autoregressive_generate
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig
 from specviz.core.events import Sampled
-from specviz.core.generate import autoregressive_generate
 from specviz.fast.lean import draft_cache, lean_target_cache
 from specviz.gamma import theory
 from specviz.models.loading import load_pair
@@ -168,7 +168,7 @@ print(
 # ## The matrix kernel matters: pre-packed weights
 #
 # `load_pair` loaded these models with `pack=True`: on a CPU, every `nn.Linear` runs on a
-# weight re-laid-out once for oneDNN (`specviz/packed.py`; it is what `torch.compile`'s CPU
+# weight re-laid-out once for oneDNN (`specviz/fast/packed.py`; it is what `torch.compile`'s CPU
 # freezing does). PyTorch's default float32 matrix product goes through a general GEMM that, for
 # 2 to 8 rows, costs nearly as much per extra row as for the first: it re-packs the weight
 # on every call, so the "free" extra tokens are not free. Let us time the same passes on an
@@ -199,15 +199,15 @@ del unpacked
 # ## A tiny model's step is overhead: the lean draft forward
 #
 # The draft has 3 layers of width 160: about a million multiply-adds per layer, microseconds of
-# arithmetic. Yet a step through transformers' `model(...)` takes milliseconds, spent in Python
-# and in dozens of small framework calls (cache objects, masks, hooks, dispatch). For the
-# target that overhead hides behind 30 layers of weight reads; for the draft it *is* the cost,
-# and the draft's cost ratio $c$ is what speculative decoding pays per proposed token.
-# `specviz/lean.py` writes the same Llama forward out in a few tensor calls (q/k/v and
-# gate/up fused, keys and values in preallocated tensors, rollback by moving a pointer).
-# `ModelDrafter` uses it for small Llama-family drafts; the logits agree with transformers'
-# (`tests/test_lean.py`), and exactness would not depend on them anyway: the verifier only needs
-# the q the drafter actually sampled from.
+# arithmetic. Yet a step through transformers' `model(...)` takes milliseconds, spent in Python and
+# in dozens of small framework calls (cache objects, masks, hooks, dispatch). For the target that
+# overhead hides behind 30 layers of weight reads; for the draft it *is* the cost, and the draft's
+# cost ratio $c$ is what speculative decoding pays per proposed token. `specviz/fast/lean.py` writes
+# the same Llama forward out in a few tensor calls (q/k/v and gate/up fused, keys and values in
+# preallocated tensors, rollback by moving a pointer). The registry's draft-model drafters use it
+# for small Llama-family drafts; the logits agree with transformers' (`tests/fast/test_lean.py`),
+# and exactness would not depend on them anyway: the verifier only needs the q the drafter actually
+# sampled from.
 
 # %%
 t_hf_draft = time_forwards(draft, prompt_ids, [1], repeats=8)[1]

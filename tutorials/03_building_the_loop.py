@@ -306,12 +306,11 @@ print(
 same_top = int(after_rollback.argmax()) == int(from_scratch.argmax())
 print("same most likely next token:", same_top)
 
-# %% [markdown]
-# The difference is zero, or at worst at the level of float32 rounding (the two paths can batch
-# the matrix products differently), while a cache off by one position would change the logits by
-# amounts of the order of the logits themselves. The test suite (`tests/test_decoding.py`) checks
-# exactly this after full accepts and rejections, and `specviz verify` includes mutants whose
-# rollback is one token too short or too long.
+# %% [markdown] The difference is zero, or at worst at the level of float32 rounding (the two paths
+# can batch the matrix products differently), while a cache off by one position would change the
+# logits by amounts of the order of the logits themselves. The test suite
+# (`tests/core/test_decoding.py`) checks exactly this after full accepts and rejections, and
+# `specviz verify` includes mutants whose rollback is one token too short or too long.
 #
 # ### Exercise 1
 #
@@ -377,7 +376,7 @@ print("same most likely next token:", same_top)
 # <details><summary>Solution</summary>
 #
 # ```python
-# from specviz.core.generate import autoregressive_generate
+# from specviz.api import autoregressive_generate
 #
 # greedy = SamplingConfig(temperature=0.0, seed=0)
 # spec = speculative_generate(target, draft, tokenizer, prompt_ids, sampling=greedy,

@@ -192,7 +192,7 @@ for variant in MUTANTS:
 # rerun; one with power 0.9 was caught this time, but a rerun with other seeds would miss it
 # about once in ten. The last line of the output names the weakest catches: the subtle bugs, whose
 # damage to the joint law is spread thinly over many outcomes. The test suite
-# (`tests/test_stats.py`) uses larger $N$ so that each is caught with power $\ge 0.99$.
+# (`tests/stats/test_stats.py`) uses larger $N$ so that each is caught with power $\ge 0.99$.
 #
 # ## What a bug looks like
 #

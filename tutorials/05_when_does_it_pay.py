@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from transformers.utils import logging as hf_logging
 
-from specviz.api import speculative_generate
+from specviz.api import autoregressive_generate, encode, speculative_generate
 from specviz.bench.lookahead import (
     draft_probabilities,
     keep_probabilities,
@@ -38,7 +38,6 @@ from specviz.bench.runner import batch_step_times
 from specviz.bench.workloads import load_requests
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.generate import autoregressive_generate, encode
 from specviz.core.policy import FixedGamma
 from specviz.core.sampling import logits_to_probs
 from specviz.drafters.model import ModelDrafter
@@ -344,7 +343,7 @@ plt.show()
 # prefix; after a rejection the round ends. So one plain decode $y$, the draft's $q(y_t)$ along it,
 # and one coin per position with that bias give the rounds of any policy that picks γ before it
 # drafts. They are not an approximation: they have exactly the law of real speculative sampling.
-# `tests/test_replay.py` checks this against real decodes with a two-sample test, and checks
+# `tests/bench/test_replay.py` checks this against real decodes with a two-sample test, and checks
 # that it rejects two broken keep rules. The same coins serve every policy, so the comparison
 # between policies has no noise of its own.
 #

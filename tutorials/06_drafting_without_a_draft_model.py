@@ -24,12 +24,11 @@ import matplotlib.pyplot as plt
 import torch
 from transformers.utils import logging as hf_logging
 
-from specviz.api import speculative_generate
+from specviz.api import autoregressive_generate, encode, speculative_generate
 from specviz.bench.workloads import load_requests
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import Proposed, RoundSummary
-from specviz.core.generate import autoregressive_generate, encode
 from specviz.core.policy import FixedGamma
 from specviz.core.sampling import logits_to_probs
 from specviz.drafters.early_exit import ADAPTERS, build_early_exit
@@ -388,15 +387,15 @@ for share in (False, True):
 # ## Lookup first, the draft model otherwise
 #
 # N-gram lookup costs nothing but helps only where the text repeats itself; a draft model costs a
-# little at every position. Structured output and code have both kinds of stretch: keys,
-# identifiers and whole lines recur, and between them is new text. `LookupThenModelDrafter`
-# (`specviz/hybrid.py`) tries the lookup first, with $n \ge 2$ so that one common token (a space, a
-# bracket) does not trigger a copy, and lets the draft model propose when the lookup finds nothing.
-# Which of the two drafts a round depends only on the tokens so far, and each proposal carries the
-# $q$ it was drawn from (one-hot for a copy), so the verifier's guarantee is untouched:
-# `tests/test_hybrid.py` runs the equivalence suite on it, and rejects a mutant that labels its
-# copies with a uniform $q$. The draft model's cache falls behind during lookup rounds and catches
-# up in one forward over the copied tokens when it next drafts.
+# little at every position. Structured output and code have both kinds of stretch: keys, identifiers
+# and whole lines recur, and between them is new text. `LookupThenModelDrafter`
+# (`specviz/drafters/hybrid.py`) tries the lookup first, with $n \ge 2$ so that one common token (a
+# space, a bracket) does not trigger a copy, and lets the draft model propose when the lookup finds
+# nothing. Which of the two drafts a round depends only on the tokens so far, and each proposal
+# carries the $q$ it was drawn from (one-hot for a copy), so the verifier's guarantee is untouched:
+# `tests/drafters/test_hybrid.py` runs the equivalence suite on it, and rejects a mutant that labels
+# its copies with a uniform $q$. The draft model's cache falls behind during lookup rounds and
+# catches up in one forward over the copied tokens when it next drafts.
 
 # %%
 draft = load_model(BUNDLED, role="draft", pack=True)  # the distilled draft of notebooks 3-5

@@ -1,6 +1,6 @@
 """specviz app: watch speculative decoding happen, token by token (launched by `python app.py`).
 
-Gradio wiring only: decoding comes from specviz.core.generate, every view from specviz.app.views.
+Gradio wiring only: decoding comes from specviz.api, every view from specviz.app.views.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 import gradio as gr
 
+from specviz.api import autoregressive_stream, speculative_stream
 from specviz.app import layout, views
 from specviz.app.lab import DEFAULT_N, LAB_FIELDS, MODELS, LabProgress, LabRequest, run_lab
 from specviz.app.state import (
@@ -32,7 +33,6 @@ from specviz.app.views.form import FIELDS, Settings, as_int, examples, settings_
 from specviz.app.views.page import INTRO, MONO, SANS
 from specviz.bench.saved import load_result_view
 from specviz.core.events import write_jsonl
-from specviz.core.generate import autoregressive_stream, speculative_stream
 from specviz.gamma.policies import CostModel, make_policy
 from specviz.models.loading import BUNDLED, DTYPES, ModelPair
 

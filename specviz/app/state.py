@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from specviz.api import encode, stop_ids
 from specviz.app.lab import LabPair, toy_pair
 from specviz.app.views.form import Settings
 from specviz.core.drafter import Drafter
-from specviz.core.generate import encode, stop_ids
 from specviz.drafters.early_exit import adapter_path
 from specviz.drafters.registry import build_drafter
 from specviz.models.loading import ModelPair, load_pair, parse_dtype

@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 
+from specviz.api import GenerationResult, autoregressive_generate, encode
 from specviz.bench.workloads import Request
 from specviz.core.config import SamplingConfig
 from specviz.core.events import Sampled
-from specviz.core.generate import GenerationResult, autoregressive_generate, encode
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
 

@@ -6,8 +6,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from specviz.api import GenerationResult
 from specviz.core.events import Rejected, Sampled
-from specviz.core.generate import GenerationResult
 from specviz.gamma.theory import speedup_bound
 
 DEFAULT_PRICE_PER_HOUR = 0.10  # USD per device-hour; a small cloud CPU instance (documented)

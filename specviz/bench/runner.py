@@ -13,14 +13,13 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
-from specviz.api import speculative_generate
+from specviz.api import autoregressive_generate, encode, speculative_generate
 from specviz.bench.metrics import RequestMetrics, request_metrics
 from specviz.bench.workloads import Request
 from specviz.core.cache import CachedForward, KVCache, cache_kwarg
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import clock
 from specviz.core.drafter import Drafter
-from specviz.core.generate import autoregressive_generate, encode
 from specviz.core.policy import GammaPolicy
 from specviz.drafters.registry import DRAFTER_NAMES, REGISTRY, DrafterOptions, build_drafter
 from specviz.drafters.shared_exit import SharedExit

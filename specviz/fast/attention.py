@@ -3,7 +3,8 @@
 `specviz.fast.lean` and `specviz.drafters.shared_exit` each write a Llama-style decoder's forward
 out by hand over a cache of their own; this is what they share. Each piece computes what
 transformers computes, in the same order, so those forwards' logits match transformers'
-(tests/test_fast_ops.py checks the pieces, tests/test_lean.py and test_shared_exit.py the whole).
+(tests/fast/test_fast_ops.py checks the pieces; tests/fast/test_lean.py and
+tests/drafters/test_shared_exit.py the whole).
 Shapes: T new tokens after `start` cached ones, S = start + T, L layers, hd the head size.
 """
 

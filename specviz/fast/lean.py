@@ -13,11 +13,11 @@ transformers' forward with `specviz.core.cache.KVCache`.
 A target (`lean_target_cache`; opt-in: `--lean-target` in `specviz bench` and `generate`) runs
 here too when its linears are packed for oneDNN (specviz.fast.packed): its fused q/k/v and gate/up
 are packed copies (about 280 MB more for the bundled fp32 target). Its passes are cheaper than
-through transformers' forward, with logits equal to transformers' (tests/test_lean.py); the
+through transformers' forward, with logits equal to transformers' (tests/fast/test_lean.py); the
 timings per pass width are in benchmarks/RESULTS.md, "The target on specviz.fast.lean's forward".
 
 Exactness never depends on this module: the drafter reports the q it actually sampled from,
-and the verifier needs nothing else. tests/test_lean.py checks the logits against transformers.
+and the verifier needs nothing else. tests/fast/test_lean.py checks the logits against transformers.
 """
 
 from __future__ import annotations

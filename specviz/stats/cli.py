@@ -7,10 +7,10 @@ from pathlib import Path
 
 import torch
 
+from specviz.api import encode
 from specviz.console import progress_bar, say
 from specviz.core.config import SamplingConfig
 from specviz.core.drafter import Drafter
-from specviz.core.generate import encode
 from specviz.drafters.registry import DRAFTER_NAMES, DrafterOptions, build_drafter, drafter_spec
 from specviz.models.loading import BUNDLED, load_pair
 from specviz.stats.laws import EXACT_VARIANT

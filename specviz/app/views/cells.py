@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from specviz.core.events import Accepted, Bonus, Event, Rejected, Resampled, RoundSummary, Sampled
+from specviz.core.events import Accepted, Bonus, Event, Rejected, Resampled, Sampled
 
 Decode = Callable[[int], str]  # token id -> its text
 OUTCOMES = ("accepted", "rejected", "resampled", "bonus", "sampled")
@@ -94,11 +94,6 @@ def _speculative(
         residual_mass=residual_mass,
         top=top,
     )
-
-
-def rounds_of(events: Iterable[Event]) -> list[RoundSummary]:
-    """The round summaries in an event log."""
-    return [e for e in events if isinstance(e, RoundSummary)]
 
 
 def emitted_text(cells: Sequence[Cell]) -> str:

@@ -8,10 +8,10 @@ from transformers import AutoTokenizer
 
 from specviz.models.loading import ModelLoadError, load_pair, parse_dtype
 
-from .conftest import PairFactory
+from ..conftest import PairFactory
 
 
-def test_load_pair_from_folders(pair: PairFactory, tokenizer, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_load_pair_from_folders(pair: PairFactory, tokenizer, tmp_path) -> None:
     target, draft = pair("llama")
     for name, model in (("t", target), ("d", draft)):
         model.save_pretrained(tmp_path / name)
@@ -23,7 +23,7 @@ def test_load_pair_from_folders(pair: PairFactory, tokenizer, tmp_path) -> None:
     assert loaded.tokenizer("the cat")["input_ids"] == tokenizer("the cat")["input_ids"]
 
 
-def test_mismatched_tokenizers_are_refused(pair: PairFactory, tokenizer, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_mismatched_tokenizers_are_refused(pair: PairFactory, tokenizer, tmp_path) -> None:
     target, draft = pair("gpt2")
     target.save_pretrained(tmp_path / "t")
     tokenizer.save_pretrained(tmp_path / "t")

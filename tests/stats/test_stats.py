@@ -27,7 +27,7 @@ from specviz.stats.suite import (
 from specviz.stats.testing import estimated_power, goodness_of_fit, holm_adjust, two_sample
 from specviz.stats.toy import constant_alpha_pair, random_pair
 
-from .conftest import PairFactory
+from ..conftest import PairFactory
 
 ALPHA = 0.01
 PROMPT = [1, 2]
@@ -39,7 +39,7 @@ def toy() -> tuple[torch.nn.Module, torch.nn.Module]:
     return random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
 
 
-def test_exact_sampler_passes_every_setting(toy) -> None:  # type: ignore[no-untyped-def]
+def test_exact_sampler_passes_every_setting(toy) -> None:
     target, draft = toy
     results = run_suite(target, draft, PROMPT, list(SETTINGS.values()), n=1500, alpha=ALPHA)
     failed = [(r.name, r.p_value) for r in results if r.reject]
@@ -49,7 +49,7 @@ def test_exact_sampler_passes_every_setting(toy) -> None:  # type: ignore[no-unt
     assert all(r.power >= 0.95 for r in results if "G-test" in r.name)
 
 
-def test_each_setting_drafts_its_full_gamma_in_the_first_round(toy) -> None:  # type: ignore[no-untyped-def]
+def test_each_setting_drafts_its_full_gamma_in_the_first_round(toy) -> None:
     """gamma is capped at the tokens still to write, so a short decode would test a smaller one."""
     target, draft = toy
     for setting in SETTINGS.values():
@@ -69,7 +69,7 @@ def test_each_setting_drafts_its_full_gamma_in_the_first_round(toy) -> None:  # 
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
-def test_each_mutant_is_rejected(toy, mutant: Variant) -> None:  # type: ignore[no-untyped-def]
+def test_each_mutant_is_rejected(toy, mutant: Variant) -> None:
     target, draft = toy
     setting = SETTINGS[SHOWS_IN[mutant.name]]
     results = family_adjusted(
@@ -82,7 +82,7 @@ def test_each_mutant_is_rejected(toy, mutant: Variant) -> None:  # type: ignore[
     assert best >= 0.99, f"{mutant.name}: estimated power {best:.3f}"
 
 
-def test_the_suite_is_not_fooled_at_temperature_one_by_warping_bugs(toy) -> None:  # type: ignore[no-untyped-def]
+def test_the_suite_is_not_fooled_at_temperature_one_by_warping_bugs(toy) -> None:
     """Harmless by design: at T=1 without filters, warping the draft only changes nothing."""
     target, draft = toy
     unwarped = next(m for m in MUTANTS if m.name == "target_unwarped")
@@ -117,7 +117,7 @@ def test_tiny_hf_model_in_float64(pair: PairFactory) -> None:
 
 def _runs(
     target, draft, sampling: SamplingConfig, gamma: int, n: int, variant: Variant = EXACT_VARIANT
-) -> list[list[Event]]:  # type: ignore[no-untyped-def]
+) -> list[list[Event]]:
     runs = []
     for seed in range(n):
         seeded = SamplingConfig(temperature=sampling.temperature, seed=seed)
@@ -134,7 +134,7 @@ def _runs(
     return runs
 
 
-def test_acceptance_rate_matches_logged_alpha(toy) -> None:  # type: ignore[no-untyped-def]
+def test_acceptance_rate_matches_logged_alpha(toy) -> None:
     target, draft = toy
     sampling = SamplingConfig(temperature=1.0)
     p_exact = holm_adjust(acceptance_vs_logged(_runs(target, draft, sampling, 4, 300), 4))
@@ -160,14 +160,14 @@ def test_mean_accepted_length_matches_theory_when_alpha_is_constant() -> None:
 
 
 @pytest.mark.slow
-def test_exact_sampler_passes_every_setting_at_large_n(toy) -> None:  # type: ignore[no-untyped-def]
+def test_exact_sampler_passes_every_setting_at_large_n(toy) -> None:
     """N = 20000 per sampler and setting; run with `pytest -m slow` (~15 min on 2 cores)."""
     target, draft = toy
     results = run_suite(target, draft, PROMPT, list(SETTINGS.values()), n=20_000, alpha=ALPHA)
     assert not any(r.reject for r in results), [(r.name, r.p_value) for r in results if r.reject]
 
 
-def test_every_kind_of_test_rejects_a_mutant_on_its_own(toy) -> None:  # type: ignore[no-untyped-def]
+def test_every_kind_of_test_rejects_a_mutant_on_its_own(toy) -> None:
     """No test in the suite is one that cannot fail: each kind rejects accept-all by itself.
 
     N = 6000: the log-prob KS test is the weakest kind here; at N = 3000 its Holm p over three

@@ -8,7 +8,7 @@ from specviz.bench.passes import main, pass_seconds, table
 from specviz.core.cache import KVCache
 from specviz.fast.lean import lean_target_cache
 
-from .conftest import PairFactory
+from ..conftest import PairFactory
 
 
 def test_pass_seconds_times_every_width_on_both_forwards(pair: PairFactory) -> None:
@@ -28,7 +28,7 @@ def test_table_reports_r_against_the_same_forwards_one_token_step() -> None:
     assert rows[3] == "| 4 | 44.0 (1.100) | 36.0 (1.200) |"
 
 
-def test_main_prints_both_forwards(pair: PairFactory, tokenizer, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_main_prints_both_forwards(pair: PairFactory, tokenizer, tmp_path, capsys) -> None:
     target = pair("llama")[0]
     target.save_pretrained(tmp_path / "t")
     tokenizer.save_pretrained(tmp_path / "t")

@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 
+from specviz.api import autoregressive_generate
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import SpeculativeDecoder
 from specviz.core.events import EMITTING
-from specviz.core.generate import autoregressive_generate
 from specviz.drafters.ngram import NgramDrafter, lookup
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 from specviz.stats.toy import random_pair
 
-from .conftest import PairFactory
+from ..conftest import PairFactory
 
 
 def test_lookup_prefers_longest_ngram_and_latest_match() -> None:
@@ -37,7 +37,7 @@ def test_ngram_drafter_has_one_hot_q_and_stops_at_eos() -> None:
         NgramDrafter(10, max_ngram=1, min_ngram=2)
 
 
-def _ngram_decode(target, prompt: list[int], sampling: SamplingConfig, gamma: int, n: int):  # type: ignore[no-untyped-def]
+def _ngram_decode(target, prompt: list[int], sampling: SamplingConfig, gamma: int, n: int):
     decoder = SpeculativeDecoder(
         target,
         NgramDrafter(target.config.vocab_size, max_ngram=3),
@@ -50,7 +50,7 @@ def _ngram_decode(target, prompt: list[int], sampling: SamplingConfig, gamma: in
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
-def test_greedy_ngram_equals_greedy_target(arch: str, pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_greedy_ngram_equals_greedy_target(arch: str, pair: PairFactory, tokenizer) -> None:
     target, _ = pair(arch)
     prompt = tokenizer("the cat sat on the mat. the cat sat on the")["input_ids"]
     plain = autoregressive_generate(

@@ -35,7 +35,7 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SCREENSHOT = Path(__file__).resolve().parents[1] / "artifacts" / "app.png"
+SCREENSHOT = Path(__file__).resolve().parents[2] / "artifacts" / "app.png"
 OUTCOMES = ("accepted", "rejected", "resampled", "bonus")
 
 

@@ -12,7 +12,7 @@ from torch import nn
 from specviz.drafters.trimmed import trim_head
 from specviz.fast.packed import PackedLinear, is_packed, pack_linears, packing_problem
 
-from .conftest import EOS, VOCAB, PairFactory, greedy_plain_and_speculative
+from ..conftest import EOS, VOCAB, PairFactory, greedy_plain_and_speculative
 
 PROMPT = [20, 8, 5, 27]
 HEAD = torch.tensor([EOS, *range(1, VOCAB, 2)])
@@ -72,7 +72,7 @@ def test_packed_bfloat16_model_is_close(pair: PairFactory) -> None:
 @needs_packing
 def test_speculative_greedy_on_packed_models_equals_plain_greedy_unpacked(
     pair: PairFactory,
-    tokenizer,  # type: ignore[no-untyped-def]
+    tokenizer,
 ) -> None:
     (unpacked, target), (_, draft) = (_packed_copy(m) for m in pair("llama"))
     plain, spec, accepted = greedy_plain_and_speculative(  # the draft: trimmed head, packed

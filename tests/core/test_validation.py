@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.api import speculative_generate
+from specviz.api import autoregressive_generate, speculative_generate
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.generate import autoregressive_generate
 
-from .conftest import PairFactory, tiny_model
+from ..conftest import PairFactory, tiny_model
 
 
 @pytest.mark.parametrize(
@@ -31,7 +30,7 @@ from .conftest import PairFactory, tiny_model
 )
 def test_sampling_config_rejects(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        SamplingConfig(**kwargs)  # type: ignore[arg-type]
+        SamplingConfig(**kwargs)
 
 
 @pytest.mark.parametrize(
@@ -44,18 +43,18 @@ def test_sampling_config_rejects(kwargs: dict[str, object], message: str) -> Non
 )
 def test_speculation_config_rejects(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        SpeculationConfig(**kwargs)  # type: ignore[arg-type]
+        SpeculationConfig(**kwargs)
 
 
 def test_configs_are_frozen_and_keyword_only() -> None:
     with pytest.raises(TypeError):
-        SamplingConfig(0.5)  # type: ignore[misc]
+        SamplingConfig(0.5)
     cfg = SpeculationConfig(gamma=3)
     with pytest.raises(AttributeError):
-        cfg.gamma = 4  # type: ignore[misc]
+        cfg.gamma = 4
 
 
-def test_empty_prompt(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_empty_prompt(pair: PairFactory, tokenizer) -> None:
     target, draft = pair("gpt2")
     for prompt in ("", "   ", []):
         with pytest.raises(ValueError, match="prompt is empty"):
@@ -64,7 +63,7 @@ def test_empty_prompt(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-
             autoregressive_generate(target, tokenizer, prompt)
 
 
-def test_prompt_longer_than_context(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_prompt_longer_than_context(pair: PairFactory, tokenizer) -> None:
     target, draft = pair("llama")  # context of 96 positions
     with pytest.raises(
         ValueError, match=r"prompt is 120 tokens but the model's context .* is 96: shorten"
@@ -78,7 +77,7 @@ def test_prompt_longer_than_context(pair: PairFactory, tokenizer) -> None:  # ty
         autoregressive_generate(target, tokenizer, "a" * 90, max_new_tokens=10)
 
 
-def test_different_vocabularies(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_different_vocabularies(pair: PairFactory, tokenizer) -> None:
     target, _ = pair("gpt2")
     other = tiny_model("gpt2", seed=5, vocab_size=50)
     with pytest.raises(
@@ -87,7 +86,7 @@ def test_different_vocabularies(pair: PairFactory, tokenizer) -> None:  # type: 
         speculative_generate(target, other, tokenizer, "abc")
 
 
-def test_prompt_ids_outside_vocabulary(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_prompt_ids_outside_vocabulary(pair: PairFactory, tokenizer) -> None:
     target, draft = pair("gpt2")
     with pytest.raises(
         ValueError, match=r"prompt token ids \[40\] are outside the vocabulary \[0, 33\)"
@@ -95,7 +94,7 @@ def test_prompt_ids_outside_vocabulary(pair: PairFactory, tokenizer) -> None:  #
         speculative_generate(target, draft, tokenizer, [1, 2, 40])
 
 
-def test_plain_decoding_checks_max_new_tokens(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_plain_decoding_checks_max_new_tokens(pair: PairFactory, tokenizer) -> None:
     target, _ = pair("gpt2")
     with pytest.raises(ValueError, match=r"max_new_tokens must be an integer >= 1 \(got 0\)"):
         autoregressive_generate(target, tokenizer, "abc", max_new_tokens=0)

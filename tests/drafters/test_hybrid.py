@@ -7,32 +7,31 @@ from collections.abc import Collection
 import pytest
 import torch
 
-from specviz.api import speculative_generate
+from specviz.api import autoregressive_generate, encode, speculative_generate
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.drafter import Draft
 from specviz.core.events import Proposed, RoundSummary
-from specviz.core.generate import autoregressive_generate, encode
 from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.model import ModelDrafter
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 from specviz.stats.toy import random_pair
 
-from .conftest import PairFactory
+from ..conftest import PairFactory
 
 GREEDY = SamplingConfig(temperature=0)
 
 
 def _hybrid(
     draft, sampling: SamplingConfig, vocab: int, cap: int | None = None
-) -> LookupThenModelDrafter:  # type: ignore[no-untyped-def]
+) -> LookupThenModelDrafter:
     model = ModelDrafter(draft, sampling, vocab)
     return LookupThenModelDrafter(model, model_gamma=cap)  # lookup: n from 3 to 2
 
 
 def test_lookup_proposes_when_the_text_repeats_and_the_model_catches_up(
     pair: PairFactory, tokenizer
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     _, draft = pair("llama")
     vocab = int(draft.config.vocab_size)
     ids = encode(tokenizer, "the cat sat, the cat")
@@ -53,7 +52,7 @@ def test_lookup_proposes_when_the_text_repeats_and_the_model_catches_up(
 
 def test_model_gamma_caps_the_draft_models_share_but_not_the_copies(
     pair: PairFactory, tokenizer
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     _, draft = pair("llama")
     vocab = int(draft.config.vocab_size)
     ids = encode(tokenizer, "the cat sat on the mat, the cat sat on the")
@@ -70,7 +69,7 @@ def test_model_gamma_caps_the_draft_models_share_but_not_the_copies(
 
 def test_greedy_output_is_the_target_greedy_with_both_kinds_of_round(
     pair: PairFactory, tokenizer
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     target, draft = pair("llama")
     vocab = int(target.config.vocab_size)
     prompt = encode(tokenizer, "the cat sat on the mat, the cat sat on the")
@@ -97,7 +96,7 @@ def test_greedy_output_is_the_target_greedy_with_both_kinds_of_round(
 TOY_PROMPT = [1, 2, 3, 1, 2, 3, 4, 1, 2]
 
 
-def _toy_hybrid(draft, cap: int | None = None):  # type: ignore[no-untyped-def]
+def _toy_hybrid(draft, cap: int | None = None):
     return lambda sampling: _hybrid(draft, sampling, 6, cap)
 
 
@@ -134,7 +133,7 @@ class _CopiesClaimUniformQ(LookupThenModelDrafter):
         return Draft(tokens=draft.tokens, q_draft=uniform, forward_calls=0)
 
 
-def _wrong_q(draft):  # type: ignore[no-untyped-def]
+def _wrong_q(draft):
     def make(sampling: SamplingConfig) -> LookupThenModelDrafter:
         return _CopiesClaimUniformQ(ModelDrafter(draft, sampling, 6))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from specviz.api import speculative_generate
+from specviz.api import GenerationResult, encode, speculative_generate
 from specviz.bench.cli import _check, _settings
 from specviz.bench.markdown import latency_table, render, resummarized
 from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, request_metrics, spread
@@ -39,14 +39,13 @@ from specviz.cli import build_parser, main
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import Finished, Prefill, RoundSummary, Sampled
-from specviz.core.generate import GenerationResult, encode
 from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.shared_exit import TargetView
 from specviz.drafters.trimmed import save_ranking
 from specviz.fast.lean import LeanLlama
 from specviz.gamma.theory import speedup_bound
 
-from .conftest import VOCAB, PairFactory
+from ..conftest import VOCAB, PairFactory
 
 
 def _metrics(**overrides: float) -> RequestMetrics:
@@ -63,7 +62,7 @@ def _metrics(**overrides: float) -> RequestMetrics:
         target_seconds=1.0,
     )
     fields.update(overrides)
-    return RequestMetrics(**fields)  # type: ignore[arg-type]
+    return RequestMetrics(**fields)
 
 
 def test_request_arithmetic() -> None:
@@ -107,7 +106,7 @@ def _result(events: list[object], seconds: float, tokens: int) -> GenerationResu
         prompt_ids=(1,) * 30,
         tokens=(5,) * tokens,
         text="",
-        events=(*log, done),  # type: ignore[arg-type]
+        events=(*log, done),
         finish_reason="max_new_tokens",
         seconds=seconds,
     )
@@ -243,7 +242,7 @@ def test_shipped_workloads_have_at_least_20_prompts_each() -> None:
         assert len({r.id for r in requests}) == len(requests)
 
 
-def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -> None:
     target, draft = pair("llama")
     for name, model in (("t", target), ("d", draft)):
         model.save_pretrained(tmp_path / name)
@@ -323,7 +322,7 @@ def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -
     assert result["meta"]["command"] in md and md.count("\n| code |") >= len(result["summary"])
 
 
-def test_a_file_that_is_not_a_result_is_refused_readably(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_file_that_is_not_a_result_is_refused_readably(tmp_path) -> None:
     with pytest.raises(ValueError, match="no such file"):
         load_result_view(tmp_path / "nope.json")
     (tmp_path / "x.json").write_text("{not json")
@@ -336,7 +335,7 @@ def test_a_file_that_is_not_a_result_is_refused_readably(tmp_path) -> None:  # t
     assert saved_main([str(tmp_path / "y.json")]) == 2 and not (tmp_path / "y.html").exists()
 
 
-def test_bench_rejects_bad_flags(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_bench_rejects_bad_flags(capsys) -> None:
     assert main(["bench", "--drafters", "magic"]) == 2
     err = capsys.readouterr().err
     assert "--drafters must list some of 'model', 'model-trimmed', 'ngram', 'ngram+model'" in err
@@ -348,7 +347,7 @@ def test_bench_rejects_bad_flags(capsys) -> None:  # type: ignore[no-untyped-def
 
 def test_transformers_assisted_generation_drafts_the_settings_gamma(
     pair: PairFactory, tokenizer
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     target, draft = pair("llama")
     prompt = encode(tokenizer, "the cat the")
     saved, counts = draft.generation_config, {"draft": 0, "target": 0}
@@ -386,7 +385,7 @@ def test_transformers_assisted_generation_drafts_the_settings_gamma(
 
 def test_early_exit_drafters_run_and_the_shared_one_is_timed_against_its_own_forward(
     pair: PairFactory, tokenizer
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     target = pair("llama")[0]
     request = Request(
         id="c-1", category="code", prompt="the cat the", max_new_tokens=10, temperature=0.0
@@ -405,7 +404,7 @@ def test_early_exit_drafters_run_and_the_shared_one_is_timed_against_its_own_for
 
 def test_lookup_then_model_drafter_runs_in_the_bench_without_a_transformers_counterpart(
     pair: PairFactory, tokenizer
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     target, draft = pair("llama")
     request = Request(
         id="c-1", category="code", prompt="the cat the cat the", max_new_tokens=12, temperature=0.0
@@ -419,7 +418,7 @@ def test_lookup_then_model_drafter_runs_in_the_bench_without_a_transformers_coun
 
 def test_the_draft_models_cap_reaches_the_hybrid_drafter_and_splits_settings_and_curves(
     pair: PairFactory,
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     argv = ["bench", "--drafters", "model,ngram+model", "--model-gamma", "none,2"]
     args = build_parser().parse_args([*argv, "--gammas", "3,4"])
     drafters, policies = _check(args)
@@ -443,7 +442,7 @@ def test_the_draft_models_cap_reaches_the_hybrid_drafter_and_splits_settings_and
     assert curves == {("model", None), ("ngram+model", None), ("ngram+model", 2)}
 
 
-def test_a_cap_without_a_hybrid_drafter_or_below_one_is_refused(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_a_cap_without_a_hybrid_drafter_or_below_one_is_refused(capsys) -> None:
     assert main(["bench", "--drafters", "model", "--model-gamma", "2"]) == 2
     assert "--model-gamma caps the draft model after lookup: add one of" in capsys.readouterr().err
     assert main(["bench", "--drafters", "ngram+model", "--model-gamma", "none,0"]) == 2
@@ -452,7 +451,7 @@ def test_a_cap_without_a_hybrid_drafter_or_below_one_is_refused(capsys) -> None:
 
 def test_lean_target_runs_plain_and_speculative_decoding_on_the_same_lean_forward(
     pair: PairFactory, tokenizer
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     target, draft = pair("llama")
     request = Request(
         id="c-1", category="code", prompt="the cat the cat", max_new_tokens=12, temperature=0.0

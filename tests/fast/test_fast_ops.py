@@ -10,7 +10,7 @@ from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from specviz.fast.attention import KVBuffers, apply_rope, causal_mask, grow, rope_tables
 
-from .conftest import tiny_model
+from ..conftest import tiny_model
 
 HEAD_DIM = 8  # tiny_model's llama: hidden 32 over 4 heads, 2 kv heads
 

@@ -53,7 +53,7 @@ from specviz.stats.laws import draw
 from specviz.stats.mutants import MUTANTS, OffByOneCache
 from specviz.stats.testing import estimated_power
 
-from .conftest import VOCAB, char_tokenizer, perturbed_copy, tiny_model
+from ..conftest import VOCAB, char_tokenizer, perturbed_copy, tiny_model
 
 pytestmark = [  # gradio's queue calls pandas in ways pandas 3 deprecates: not ours to fix
     pytest.mark.filterwarnings("ignore:'future.no_silent_downcasting':Warning"),
@@ -379,7 +379,7 @@ def test_launch_queues_bounded_and_never_shares(app: SpecVizApp) -> None:
         def launch(self, **kw: Any) -> None:
             calls["launch"] = kw
 
-    app.launch(FakeDemo(), "127.0.0.1", 7861)  # type: ignore[arg-type]
+    app.launch(FakeDemo(), "127.0.0.1", 7861)
     assert 0 < calls["queue"]["max_size"] <= 64
     launch = calls["launch"]
     assert launch["server_name"] == "127.0.0.1" and launch["server_port"] == 7861

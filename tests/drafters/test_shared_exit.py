@@ -7,17 +7,16 @@ from typing import Any
 import pytest
 import torch
 
-from specviz.api import speculative_generate
+from specviz.api import autoregressive_generate, speculative_generate
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import SpeculativeDecoder
-from specviz.core.generate import autoregressive_generate
 from specviz.drafters.early_exit import early_exit_model
 from specviz.drafters.shared_exit import SharedExit, SharedExitDrafter, shared_exit_problem
 from specviz.gamma.policies import TheoryGamma
 from specviz.stats.mutants import MUTANTS, SkipLastDraftSharedExit
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 
-from .conftest import PairFactory, tiny_model
+from ..conftest import PairFactory, tiny_model
 
 
 def _full_logits(model: Any, ids: list[int]) -> torch.Tensor:
@@ -72,7 +71,7 @@ def test_verification_runs_the_first_k_layers_only_for_positions_not_drafted() -
 
 
 @pytest.mark.parametrize("policy", ["fixed", "theory"])  # theory also takes plain steps (γ = 0)
-def test_shared_self_speculation_is_exact_in_greedy(policy: str, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_shared_self_speculation_is_exact_in_greedy(policy: str, tokenizer) -> None:
     target = tiny_model("llama", seed=3, scale=3.0, num_hidden_layers=4)
     greedy = SamplingConfig(temperature=0)
     plain = autoregressive_generate(
@@ -92,7 +91,7 @@ def test_shared_self_speculation_is_exact_in_greedy(policy: str, tokenizer) -> N
     assert len(spec.rounds) < len(plain.tokens)
 
 
-def test_shared_self_speculation_passes_the_suite_and_its_mutants_fail(tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_shared_self_speculation_passes_the_suite_and_its_mutants_fail(tokenizer) -> None:
     """Family-wise alpha 0.01 (Holm); accept-all and a cache skipping the last draft must fail."""
     target = tiny_model("llama", seed=3, scale=3.0, num_hidden_layers=4)
     prompt, vocab = tokenizer("the cat")["input_ids"], target.config.vocab_size

@@ -14,7 +14,7 @@ from specviz.models.bundled import bundled_draft_dir
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 
-from .conftest import EOS, VOCAB, PairFactory, greedy_plain_and_speculative
+from ..conftest import EOS, VOCAB, PairFactory, greedy_plain_and_speculative
 
 HEAD = torch.tensor([EOS, *range(1, VOCAB, 2)])  # <eos> and every other character
 PROMPT = [20, 8, 5, 27]
@@ -46,7 +46,7 @@ def test_trimmed_drafter_proposes_only_head_tokens(pair: PairFactory) -> None:
 
 def test_greedy_output_with_a_trimmed_head_equals_plain_greedy(
     pair: PairFactory,
-    tokenizer,  # type: ignore[no-untyped-def]
+    tokenizer,
 ) -> None:
     target, draft = pair("llama")
     plain, spec, accepted = greedy_plain_and_speculative(
@@ -55,7 +55,7 @@ def test_greedy_output_with_a_trimmed_head_equals_plain_greedy(
     assert spec == plain and accepted > 0
 
 
-def _trimmed(draft):  # type: ignore[no-untyped-def]
+def _trimmed(draft):
     return lambda sampling: ModelDrafter(draft, sampling, VOCAB, head_tokens=HEAD)
 
 

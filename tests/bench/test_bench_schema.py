@@ -18,7 +18,7 @@ from specviz.bench.saved import main as saved_main
 from specviz.bench.schema import SCHEMA, batch_steps, flat_meta, migrate, validate, version
 from specviz.cli import main
 
-from .conftest import PairFactory, tiny_model
+from ..conftest import PairFactory, tiny_model
 
 SAVED = saved_results()
 SPLIT = ("prefill_seconds", "plain_decode_seconds", "widths", "pass_seconds")

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from specviz.api import speculative_generate
+from specviz.api import autoregressive_generate, speculative_generate
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import SpeculativeDecoder
 from specviz.core.events import (
@@ -23,10 +23,9 @@ from specviz.core.events import (
     read_jsonl,
     write_jsonl,
 )
-from specviz.core.generate import autoregressive_generate
 from specviz.drafters.model import ModelDrafter
 
-from .conftest import EOS, PairFactory
+from ..conftest import EOS, PairFactory
 
 ARCHS = ["gpt2", "llama", "qwen2"]
 PROMPTS = ["the cat sat on", "speculative decoding is", "a"]
@@ -38,7 +37,7 @@ TIMING = {"seconds", "target_seconds", "draft_seconds"}
 @pytest.mark.parametrize("gamma", [1, 2, 4, 8])
 def test_greedy_speculative_equals_greedy_target(
     arch: str, gamma: int, pair: PairFactory, tokenizer
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     target, draft = pair(arch)
     accepted = rejected = 0
     for prompt in PROMPTS:
@@ -68,11 +67,11 @@ def _without_timings(events: tuple[Event, ...]) -> list[dict[str, object]]:
     ]
 
 
-def test_same_seed_same_output_and_events(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_same_seed_same_output_and_events(pair: PairFactory, tokenizer) -> None:
     target, draft = pair("llama")
     spec = SpeculationConfig(gamma=3, max_new_tokens=30)
 
-    def run(seed: int):  # type: ignore[no-untyped-def]
+    def run(seed: int):
         return speculative_generate(
             target,
             draft,
@@ -89,7 +88,7 @@ def test_same_seed_same_output_and_events(pair: PairFactory, tokenizer) -> None:
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_rolled_back_caches_match_a_fresh_forward(arch: str, pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_rolled_back_caches_match_a_fresh_forward(arch: str, pair: PairFactory, tokenizer) -> None:
     target, draft = pair(arch)
     prompt = tokenizer("the cat sat")["input_ids"]
     drafter = ModelDrafter(draft, SamplingConfig(), target.config.vocab_size)
@@ -123,7 +122,7 @@ def test_rolled_back_caches_match_a_fresh_forward(arch: str, pair: PairFactory, 
     assert full and partial  # both a full accept (draft one behind) and a rejection were seen
 
 
-def test_max_new_tokens_is_never_overshot(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_max_new_tokens_is_never_overshot(pair: PairFactory, tokenizer) -> None:
     target, draft = pair("gpt2")
     for limit in range(1, 12):
         for seed in range(3):
@@ -140,7 +139,7 @@ def test_max_new_tokens_is_never_overshot(pair: PairFactory, tokenizer) -> None:
             assert all(e.position < limit for e in result.events if isinstance(e, Proposed))
 
 
-def test_eos_inside_a_round_stops_exactly_there(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_eos_inside_a_round_stops_exactly_there(pair: PairFactory, tokenizer) -> None:
     target, draft = pair("llama")
     plain = autoregressive_generate(
         target, tokenizer, "the cat", sampling=GREEDY, max_new_tokens=40
@@ -194,7 +193,7 @@ def _check_event_consistency(events: tuple[Event, ...], tokens: tuple[int, ...])
     assert isinstance(events[-1], Finished) and events[-1].new_tokens == len(tokens)
 
 
-def test_events_are_consistent_and_round_trip_jsonl(pair: PairFactory, tokenizer, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_events_are_consistent_and_round_trip_jsonl(pair: PairFactory, tokenizer, tmp_path) -> None:
     target, draft = pair("qwen2")
     result = speculative_generate(
         target,
@@ -227,7 +226,7 @@ def test_events_are_consistent_and_round_trip_jsonl(pair: PairFactory, tokenizer
     assert tuple(read_jsonl(path)) == plain.events
 
 
-def test_seeded_runs_leave_the_global_rng_alone(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_seeded_runs_leave_the_global_rng_alone(pair: PairFactory, tokenizer) -> None:
     target, draft = pair("gpt2")
     before = torch.random.get_rng_state()
     speculative_generate(
@@ -237,7 +236,7 @@ def test_seeded_runs_leave_the_global_rng_alone(pair: PairFactory, tokenizer) ->
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_low_precision_models_decode(dtype: torch.dtype, pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_low_precision_models_decode(dtype: torch.dtype, pair: PairFactory, tokenizer) -> None:
     target, draft = (m.to(dtype) for m in pair("gpt2"))
     try:
         result = speculative_generate(
@@ -258,7 +257,7 @@ def test_low_precision_models_decode(dtype: torch.dtype, pair: PairFactory, toke
     _check_event_consistency(result.events, result.tokens)
 
 
-def test_the_target_scores_the_prompt_in_its_first_pass(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_the_target_scores_the_prompt_in_its_first_pass(pair: PairFactory, tokenizer) -> None:
     """No separate prompt pass: one target call per round (per token when plain)."""
     target, draft = pair("llama")
     calls = [0]

@@ -12,7 +12,7 @@ from specviz.cli import main
 from specviz.drafters.registry import DRAFTER_NAMES
 from specviz.drafters.trimmed import save_ranking
 
-from .conftest import VOCAB, PairFactory
+from ..conftest import VOCAB, PairFactory
 
 
 @pytest.fixture(scope="module")

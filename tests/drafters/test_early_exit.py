@@ -5,18 +5,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.api import speculative_generate
+from specviz.api import autoregressive_generate, speculative_generate
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.generate import autoregressive_generate
 from specviz.drafters.early_exit import Adapter, early_exit_model
 from specviz.drafters.model import ModelDrafter
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 
-from .conftest import tiny_model
+from ..conftest import tiny_model
 
 
-def test_early_exit_shares_the_targets_weights(tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_early_exit_shares_the_targets_weights(tokenizer) -> None:
     target = tiny_model("llama", seed=3, scale=3.0, num_hidden_layers=4)
     draft = early_exit_model(target, 2, Adapter(32).double())
     assert draft.model.layers[0] is target.model.layers[0] and len(draft.model.layers) == 2
@@ -29,7 +28,7 @@ def test_early_exit_shares_the_targets_weights(tokenizer) -> None:  # type: igno
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
-def test_self_speculation_is_exact_in_greedy(arch: str, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_self_speculation_is_exact_in_greedy(arch: str, tokenizer) -> None:
     target = tiny_model(arch, seed=3, scale=3.0, num_hidden_layers=4)
     greedy = SamplingConfig(temperature=0)
     plain = autoregressive_generate(
@@ -48,7 +47,7 @@ def test_self_speculation_is_exact_in_greedy(arch: str, tokenizer) -> None:  # t
     assert spec.tokens == plain.tokens and spec.accepted > 0
 
 
-def test_bad_exit_layer_and_architecture(pair) -> None:  # type: ignore[no-untyped-def]
+def test_bad_exit_layer_and_architecture(pair) -> None:
     target = tiny_model("llama", seed=3, num_hidden_layers=4)
     with pytest.raises(
         ValueError, match=r"exit layer k must be in \[1, 3\] for this target \(got 4\)"
@@ -58,7 +57,7 @@ def test_bad_exit_layer_and_architecture(pair) -> None:  # type: ignore[no-untyp
         early_exit_model(pair("gpt2")[0], 1)
 
 
-def test_self_speculation_passes_the_equivalence_suite(tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_self_speculation_passes_the_equivalence_suite(tokenizer) -> None:
     """Family-wise alpha 0.01 (Holm); the accept-all mutant must be rejected in the same setting."""
     target = tiny_model("llama", seed=3, scale=3.0, num_hidden_layers=4)
     draft = early_exit_model(target, 2)
@@ -73,7 +72,7 @@ def test_self_speculation_passes_the_equivalence_suite(tokenizer) -> None:  # ty
     assert any(r.reject for r in broken)
 
 
-def test_adapter_training_lowers_the_kl(tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_adapter_training_lowers_the_kl(tokenizer) -> None:
     from specviz.train.early_exit import Adapter as A
     from specviz.train.early_exit import kl_loss
 

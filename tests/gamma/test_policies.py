@@ -8,10 +8,9 @@ import math
 
 import pytest
 
-from specviz.api import speculative_generate
+from specviz.api import autoregressive_generate, speculative_generate
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import RoundSummary
-from specviz.core.generate import autoregressive_generate
 from specviz.core.policy import FixedGamma
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
@@ -22,7 +21,7 @@ from specviz.stats.mutants import MUTANTS
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 from specviz.stats.toy import random_pair
 
-from .conftest import PairFactory
+from ..conftest import PairFactory
 
 
 def _summary(gamma: int, proposed: int, accepted: int) -> RoundSummary:
@@ -228,7 +227,7 @@ def test_make_policy_and_bad_values() -> None:
 @pytest.mark.parametrize("name", ["heuristic", "theory"])
 def test_dynamic_gamma_keeps_greedy_output_and_records_gamma(
     name: str, pair: PairFactory, tokenizer
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     target, draft = pair("llama")
     plain = autoregressive_generate(
         target,
@@ -252,7 +251,7 @@ def test_dynamic_gamma_keeps_greedy_output_and_records_gamma(
     assert len({r.gamma for r in spec.rounds}) > 1  # gamma actually changed between rounds
 
 
-def test_confidence_threshold_drafts_less_and_stays_exact(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_confidence_threshold_drafts_less_and_stays_exact(pair: PairFactory, tokenizer) -> None:
     target, draft = pair("gpt2")
     greedy = SamplingConfig(temperature=0)
     plain = autoregressive_generate(
@@ -337,7 +336,7 @@ def test_confidence_threshold_through_the_equivalence_suite(
     assert any(r.reject for r in results) == rejects, [(r.name, r.p_value) for r in results]
 
 
-def test_ngram_drafter_through_the_public_api(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_ngram_drafter_through_the_public_api(pair: PairFactory, tokenizer) -> None:
     target, _ = pair("gpt2")
     prompt = "abcabcabcab"
     plain = autoregressive_generate(

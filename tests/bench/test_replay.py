@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import specviz.bench.replay as replay_module
-from specviz.api import speculative_generate
+from specviz.api import autoregressive_generate, encode, speculative_generate
 from specviz.bench.lookahead import (
     Lookahead,
     draft_probabilities,
@@ -29,7 +29,6 @@ from specviz.bench.replay import (
 from specviz.core.cache import CachedForward
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.drafter import Drafter
-from specviz.core.generate import autoregressive_generate, encode
 from specviz.core.policy import FixedGamma
 from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.model import ModelDrafter
@@ -38,7 +37,7 @@ from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import HeuristicGamma
 from specviz.stats.testing import two_sample
 
-from .conftest import PairFactory
+from ..conftest import PairFactory
 
 COSTS = PassCosts(draft_step=0.1, verify=(1.0, 1.5, 1.75))
 
@@ -102,7 +101,7 @@ def _real_and_replayed(
 @pytest.mark.parametrize("kind", ["model", "ngram", "ngram+model", "ngram+model, model <= 2"])
 def test_replay_makes_the_rounds_of_a_real_greedy_decode(
     kind: str, policy: str, pair: PairFactory, tokenizer
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     """Policies that do not look at timings choose the same gammas, so rounds must match."""
     target, draft = pair("llama")
     vocab = int(target.config.vocab_size)
@@ -145,7 +144,7 @@ def test_verdicts_are_drawn_per_position_and_counted_as_runs() -> None:
 
 def test_lookaheads_draw_verdicts_only_where_they_are_uncertain(
     pair: PairFactory, tokenizer
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     target, draft = pair("llama")
     vocab = int(target.config.vocab_size)
     prompt = encode(tokenizer, "the cat sat on the")
@@ -166,7 +165,7 @@ def _first_two_rounds(rounds: Any) -> tuple[int, ...]:
     return tuple(r.accepted for r in rounds[:2])
 
 
-def test_replay_at_t1_makes_rounds_with_the_law_of_real_ones(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_replay_at_t1_makes_rounds_with_the_law_of_real_ones(pair: PairFactory, tokenizer) -> None:
     """Two-sample chi-square at significance 0.01 (400 seeded decodes a side): replayed rounds
     (a plain decode, verdicts drawn with keep = min(1, q(y)/p(y))) against real speculative
     sampling, with transformers' heuristic schedule so that round 2 depends on round 1. Two
@@ -213,7 +212,7 @@ def test_replay_at_t1_makes_rounds_with_the_law_of_real_ones(pair: PairFactory, 
     assert two_sample(real, q_only, alpha=0.01).reject
 
 
-def test_measured_costs_and_the_comparison_table(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_measured_costs_and_the_comparison_table(pair: PairFactory, tokenizer) -> None:
     target, draft = pair("llama")
     drafter = ModelDrafter(draft, GREEDY, int(target.config.vocab_size))
     costs = measure_costs(target, drafter, encode(tokenizer, "the cat sat"), widths=4, repeats=2)

@@ -18,7 +18,7 @@ from specviz.fast import lean
 from specviz.fast.lean import LeanLlama, draft_cache, lean_problem, lean_target_cache
 from specviz.fast.packed import pack_linears, packing_problem
 
-from .conftest import EOS, VOCAB, PairFactory, greedy_plain_and_speculative, tiny_model
+from ..conftest import EOS, VOCAB, PairFactory, greedy_plain_and_speculative, tiny_model
 
 HEAD = torch.tensor([EOS, *range(1, VOCAB, 2)])
 

@@ -17,7 +17,7 @@ from specviz.core.acceptance import EXACT, AcceptanceRule
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.sampling import logits_to_probs
 
-from .conftest import PairFactory
+from ..conftest import PairFactory
 
 ALPHA = 0.01
 N = 1500
@@ -36,7 +36,7 @@ def _pool(
     return expected, observed
 
 
-def _first_tokens(target, draft, tokenizer, prompt: list[int], rule: AcceptanceRule) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _first_tokens(target, draft, tokenizer, prompt: list[int], rule: AcceptanceRule) -> np.ndarray:
     counts: Counter[int] = Counter()
     for seed in range(N):
         result = speculative_generate(
@@ -60,7 +60,7 @@ def _chi2_pvalue(law: np.ndarray, observed: np.ndarray) -> float:
 
 def test_first_token_law_matches_target_and_catches_broken_residual(
     pair: PairFactory, tokenizer
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     target, draft = pair("gpt2")
     prompt = tokenizer("the cat sat on")["input_ids"]
     with torch.no_grad():

@@ -29,7 +29,7 @@ from specviz.core.events import (
 )
 from specviz.gamma import theory
 
-from .conftest import PairFactory
+from ..conftest import PairFactory
 
 TOP = ((7, 0.6, 0.5, 0.1), (8, 0.4, 0.3, 0.1))
 
@@ -126,7 +126,7 @@ def test_summary_of_the_sample_log() -> None:
     json.dumps(empty, allow_nan=False)
 
 
-def test_summary_agrees_with_a_real_generation(pair: PairFactory, tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_summary_agrees_with_a_real_generation(pair: PairFactory, tokenizer) -> None:
     target, draft = pair("gpt2")
     result = speculative_generate(
         target, draft, tokenizer, "the cat",
