@@ -32,10 +32,8 @@ from specviz.core.events import Proposed, RoundSummary
 from specviz.core.policy import FixedGamma
 from specviz.core.sampling import logits_to_probs
 from specviz.drafters.early_exit import ADAPTERS, build_early_exit
-from specviz.drafters.hybrid import LookupThenModelDrafter
-from specviz.drafters.model import ModelDrafter
-from specviz.drafters.ngram import NgramDrafter, lookup
-from specviz.drafters.shared_exit import early_exit_drafter
+from specviz.drafters.ngram import lookup
+from specviz.drafters.registry import DrafterOptions, build_drafter
 from specviz.gamma import theory
 from specviz.gamma.policies import HeuristicGamma, TheoryGamma
 from specviz.models.loading import BUNDLED, load_model, load_pair
@@ -78,7 +76,7 @@ autoregressive_generate(target, tokenizer, repeat_ids[:8], max_new_tokens=2)  # 
 
 ngram_run = speculative_generate(
     target,
-    NgramDrafter(VOCAB, max_ngram=3),
+    build_drafter("ngram", target=target, sampling=greedy),
     tokenizer,
     repeat_ids,
     sampling=greedy,
@@ -150,7 +148,7 @@ for workload in ("code", "prose"):
     req = load_requests(workload)[0]
     run = speculative_generate(
         target,
-        NgramDrafter(VOCAB, max_ngram=3),
+        build_drafter("ngram", target=target, sampling=SamplingConfig(temperature=req.temperature)),
         tokenizer,
         req.prompt,
         sampling=SamplingConfig(temperature=req.temperature, seed=0),
@@ -193,7 +191,7 @@ for name in ("gamma=4 T=1", "gamma=2 T=0.7 top_p=0.8"):
         settings[name],
         n=400,
         alpha=0.01,
-        make_drafter=lambda _s: NgramDrafter(6, max_ngram=3),
+        make_drafter=lambda s: build_drafter("ngram", target=toy_target, sampling=s),
     )
 for r in family_adjusted(results):
     print(f"{r.name:56s} p (Holm) {r.p_value:6.3f}  {'REJECT' if r.reject else 'ok'}")
@@ -297,7 +295,9 @@ best_k = max(
 )
 self_spec = speculative_generate(
     target,
-    ModelDrafter(build_early_exit(target, best_k)[0], greedy, VOCAB),
+    build_drafter(
+        "early-exit", target=target, sampling=greedy, options=DrafterOptions(exit_layer=best_k)
+    ),
     tokenizer,
     code_ids,
     sampling=greedy,
@@ -352,7 +352,9 @@ def count_positions(share):
 
 def self_speculate(share):
     """12 greedy tokens by self-speculation at best_k, with or without a shared cache."""
-    drafter = early_exit_drafter(target, best_k, greedy, VOCAB, share=share)
+    name = "early-exit-shared" if share else "early-exit"
+    options = DrafterOptions(exit_layer=best_k)
+    drafter = build_drafter(name, target=target, sampling=greedy, options=options)
     speculation = SpeculationConfig(gamma=exit_stats[best_k]["gamma"], max_new_tokens=12)
     return speculative_generate(
         target,
@@ -401,8 +403,8 @@ for share in (False, True):
 draft = load_model(BUNDLED, role="draft", pack=True)  # the distilled draft of notebooks 3-5
 json_ids = encode(tokenizer, load_requests("json")[0].prompt)  # a structured-output request
 drafters = {
-    "draft model": ModelDrafter(draft, greedy, VOCAB),
-    "lookup, else draft": LookupThenModelDrafter(ModelDrafter(draft, greedy, VOCAB)),
+    "draft model": build_drafter("model", target=target, draft=draft, sampling=greedy),
+    "lookup, else draft": build_drafter("ngram+model", target=target, draft=draft, sampling=greedy),
 }
 mixed_runs = {}
 for name, drafter in drafters.items():
@@ -442,7 +444,10 @@ print("identical greedy output:", same)
 repeat_ids = encode(tokenizer, load_requests("repeat")[3].prompt)  # "repeat/edit the prompt"
 capped_runs = {}
 for cap in (None, 2):
-    capped = LookupThenModelDrafter(ModelDrafter(draft, greedy, VOCAB), model_gamma=cap)
+    options = DrafterOptions(model_gamma=cap)
+    capped = build_drafter(
+        "ngram+model", target=target, draft=draft, sampling=greedy, options=options
+    )
     capped_runs[cap] = run = speculative_generate(
         target,
         capped,
@@ -524,7 +529,7 @@ policy_runs = {}
 for name, policy in policies.items():
     policy_runs[name] = speculative_generate(
         target,
-        NgramDrafter(VOCAB, max_ngram=3),
+        build_drafter("ngram", target=target, sampling=greedy),
         tokenizer,
         repeat_ids,
         sampling=greedy,

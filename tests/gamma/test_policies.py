@@ -357,7 +357,7 @@ def test_ngram_drafter_through_the_public_api(pair: PairFactory, tokenizer) -> N
         stop=(),
     )
     assert spec.tokens == plain.tokens and spec.proposed > 0
-    with pytest.raises(ValueError, match="no draft model given"):
+    with pytest.raises(ValueError, match="no drafter given"):
         speculative_generate(target, None, tokenizer, prompt)
 
 
