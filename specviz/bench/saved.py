@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import plotly.graph_objects as go
 
 from specviz.bench.markdown import render, resummarized
-from specviz.bench.report import figures, html_report
+from specviz.bench.report import Empty, Look, figures, html_report, plain_empty, plain_look
 from specviz.bench.runner import Record
 from specviz.bench.schema import batch_steps, read_result
 
@@ -20,14 +21,34 @@ def saved_results(folder: Path = RESULTS_DIR) -> list[str]:
     return sorted(str(p) for p in folder.glob("*.json")) if folder.is_dir() else []
 
 
-def load_result_view(path: str | Path) -> tuple[list[go.Figure], str]:
-    """The five report figures and the Markdown tables of one saved result (any schema version).
+def informativeness(path: str | Path) -> tuple[int, int, int]:
+    """How much a saved result has to show: points on γ curves of two γ or more, settings,
+    records ((-1, -1, -1) for a file that is not a result)."""
+    try:
+        result = read_result(path)
+    except ValueError:
+        return -1, -1, -1
+    curves = [c for c in result["gamma_curves"] if len(c["gammas"]) >= 2]
+    points = sum(len(c["gammas"]) for c in curves)
+    return points, len(result["summary"]), len(result["records"])
+
+
+def most_informative(paths: Sequence[str]) -> str | None:
+    """The saved result with the most to show (the first of equals), None for none."""
+    return max(paths, key=informativeness, default=None)
+
+
+def load_result_view(
+    path: str | Path, look: Look = plain_look, empty: Empty = plain_empty
+) -> tuple[list[go.Figure], str]:
+    """The five report figures (styled by look) and the Markdown tables of one saved result
+    (any schema version).
 
     Raises ValueError with what is wrong when path is not a bench result this specviz reads.
     """
     result = resummarized(read_result(path))
     records = [Record.from_dict(r) for r in result["records"]]
-    figs = figures(records, result["gamma_curves"], batch_steps(result))
+    figs = figures(records, result["gamma_curves"], batch_steps(result), look, empty)
     return figs, render(result, Path(path).stem)
 
 
