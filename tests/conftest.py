@@ -138,3 +138,14 @@ def greedy_plain_and_speculative(
         stop=(),
     )
     return list(plain.tokens), list(spec.tokens), spec.accepted
+
+
+def save_pair(root: Any, target: Any, draft: Any, tokenizer: Any) -> tuple[Any, Any]:
+    """Write target and draft (with a token ranking, for the trimmed head) as model folders."""
+    from specviz.drafters.trimmed import save_ranking
+
+    for name, model in (("target", target), ("draft", draft)):
+        model.save_pretrained(root / name)
+        tokenizer.save_pretrained(root / name)
+    save_ranking(torch.arange(VOCAB).flip(0), root / "draft")
+    return root / "target", root / "draft"

@@ -6,24 +6,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 from specviz.cli import main
 from specviz.drafters.registry import DRAFTER_NAMES
-from specviz.drafters.trimmed import save_ranking
 
-from ..conftest import VOCAB, PairFactory
+from ..conftest import PairFactory, save_pair
 
 
 @pytest.fixture(scope="module")
 def folders(pair: PairFactory, tokenizer: Any, tmp_path_factory: Any) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("verify-models")
-    target, draft = pair("llama")
-    for name, model in (("target", target), ("draft", draft)):
-        model.save_pretrained(root / name)
-        tokenizer.save_pretrained(root / name)
-    save_ranking(torch.arange(VOCAB).flip(0), root / "draft")
-    return root / "target", root / "draft"
+    return save_pair(tmp_path_factory.mktemp("verify-models"), *pair("llama"), tokenizer)
 
 
 @pytest.mark.parametrize("name", DRAFTER_NAMES)
