@@ -56,8 +56,17 @@ PLAIN_SEED_OFFSET = 1_000_003  # plain draws use other seeds than speculative on
 
 
 def mutant_choices() -> list[tuple[str, str]]:
-    """Dropdown (label, value) pairs: the real sampler, then every mutant with its description."""
-    return [(REAL, REAL), *((f"{m.name}: {m.description}", m.name) for m in MUTANTS)]
+    """Dropdown (label, value) pairs: the real sampler, then every mutant by its short name (its
+    description goes under the menu: mutant_note)."""
+    return [(REAL, REAL), *((m.name, m.name) for m in MUTANTS)]
+
+
+def mutant_note(name: Any) -> str:
+    """Markdown under the sampler menu: what the chosen mutant breaks."""
+    described = {m.name: m.description for m in MUTANTS}
+    if name in described:
+        return f"**{name}**: {described[name]}"
+    return "The real speculative sampler: every test should pass."
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,6 +110,7 @@ class LabPair:
     decode: Callable[[int], str]
     drafter: str = "model"  # a name in specviz.drafters.registry.REGISTRY
     options: DrafterOptions = field(default_factory=DrafterOptions)
+    prompt_format: str | None = None  # 'chat' or 'raw' (specviz.models.chat); None: token ids
 
 
 def toy_pair() -> LabPair:
@@ -266,5 +276,5 @@ def run_lab(
         sampler=REAL if req.variant is EXACT_VARIANT else f"{v.name} ({v.description})",
         alpha=req.alpha,
         rows=rows(results), rejected=sum(r.reject for r in results),
-        seconds=time.perf_counter() - start,
+        seconds=time.perf_counter() - start, prompt_format=pair.prompt_format,
     )  # fmt: skip

@@ -6,72 +6,124 @@ The form's controls are keyed by their names in specviz.app.views.form.FIELDS, t
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
 
 from specviz.app import views
-from specviz.app.lab import DEFAULT_N, PAIRS, REAL, TOY, mutant_choices
+from specviz.app.lab import DEFAULT_N, PAIRS, REAL, TOY, mutant_choices, mutant_note
 from specviz.app.state import early_exit_note
-from specviz.app.views.form import DEFAULTS, POLICIES, drafter_choices
-from specviz.app.views.page import CLICK_JS, LAB_INTRO, MUTANT_NOTE
-from specviz.bench.saved import saved_results
+from specviz.app.views.form import (
+    DEFAULTS,
+    POLICIES,
+    PRESETS,
+    RANGES,
+    drafter_choices,
+    drafter_note,
+    shown_fields,
+)
+from specviz.app.views.page import CLICK_JS, LAB_INTRO, MUTANT_NOTE, READY
+from specviz.bench.saved import most_informative, saved_results
 from specviz.models.loading import DTYPES
 
-BENCH_FIGURES = 5  # speedup by workload, gamma curves, alpha, latency CDF, batch step time
+BENCH_FIGURES = 5  # speedup by drafter, gamma curves, alpha, latency CDF, batch step time
+NUMBERS = {  # number field → its label; each label ends with the field's allowed range
+    "gamma": "γ: draft tokens per round",
+    "temperature": "temperature (0 = greedy)",
+    "top_k": "top-k (0 = off)",
+    "top_p": "top-p (1 = off)",
+    "max_new": "max new tokens",
+    "seed": "seed",
+}
+
+
+def number(name: str, label: str, visible: bool = True) -> gr.Number:
+    """A number field: its allowed range in its label, no clamping or rounding in the browser
+    (Settings.parse refuses a value outside RANGES with the range instead)."""
+    return gr.Number(
+        DEFAULTS[name], label=f"{label}: {RANGES[name].text()}", elem_id=f"sv-{name}",
+        visible=visible,
+    )  # fmt: skip
 
 
 def controls(d: dict[str, str], prompts: dict[str, str]) -> dict[str, Any]:
-    """The input widgets, keyed by name (d: pair defaults; prompts: example label → prompt)."""
-    with gr.Accordion("Model pair", open=True):
-        c: dict[str, Any] = {
-            "target": gr.Textbox(d["target"], label="target: 'bundled', folder or hub id"),
-            "draft": gr.Textbox(d["draft"], label="draft: 'bundled', folder or hub id"),
-            "dtype": gr.Dropdown(sorted(DTYPES), value=d["dtype"], label="dtype"),
-        }
-        c["drafter"] = gr.Dropdown(
-            drafter_choices(), value=DEFAULTS["drafter"], label="drafter", elem_id="sv-drafter"
-        )
-        c["exit_layer"] = gr.Number(
-            DEFAULTS["exit_layer"], precision=0, label="early exit: layers that draft"
-        )
-        c["exit_note"] = gr.Markdown(early_exit_note(DEFAULTS["exit_layer"]))
-        c["confidence"] = gr.Slider(
-            0, 1, DEFAULTS["confidence"], step=0.05, elem_id="sv-confidence",
-            label="confidence threshold: stop drafting after a token with top q below (0 = off)",
-        )  # fmt: skip
-        c["load"] = gr.Button("Load / check pair", size="sm")
-    c["policy"] = gr.Dropdown(POLICIES, value=DEFAULTS["policy"], label="γ policy (per round)")
+    """The input widgets, keyed by name (d: pair defaults; prompts: example label → prompt).
+
+    The presets come first, then the prompt and the drafter; the pair sits in a closed
+    accordion at the end (the bundled pair needs no setting).
+    """
+    c: dict[str, Any] = {}
+    with gr.Row(elem_id="sv-presets"):
+        c["presets"] = [
+            gr.Button(name, size="sm", elem_id=f"sv-preset-{i}") for i, name in enumerate(PRESETS)
+        ]
     first = next(iter(prompts))
     c["workload"] = gr.Dropdown(
         list(prompts), value=first, label="example prompt", elem_id="sv-workload"
     )
     c["prompt"] = gr.Textbox(prompts[first], lines=4, label="prompt", elem_id="sv-prompt")
-    slider: dict[str, tuple[float, float, float, str]] = {
-        "gamma": (1, 16, 1, "γ: draft tokens per round")
-    }
-    slider |= {"temperature": (0, 2, 0.05, "temperature (0 = greedy)")}
-    slider |= {"top_p": (0.05, 1, 0.01, "top-p (1 = off)")}
-    slider |= {"max_new": (1, 256, 1, "max new tokens")}
-    for k, (lo, hi, step, label) in slider.items():
-        c[k] = gr.Slider(lo, hi, DEFAULTS[k], step=step, label=label, elem_id=f"sv-{k}")
-    c["top_k"] = gr.Number(DEFAULTS["top_k"], precision=0, label="top-k (0 = off)")
-    c["seed"] = gr.Number(DEFAULTS["seed"], precision=0, label="seed", elem_id="sv-seed")
-    with gr.Row():
-        c["generate"] = gr.Button("Generate", variant="primary", elem_id="sv-generate")
-        c["step"] = gr.Button("Step (one round)", elem_id="sv-step")
-    c["race"] = gr.Button("Race: plain vs speculative", elem_id="sv-race-btn")
+    c["raw"] = gr.Checkbox(
+        DEFAULTS["raw"], label="raw completion (send the prompt as plain text, no chat template)",
+        elem_id="sv-raw",
+    )  # fmt: skip
+    shown = shown_fields(DEFAULTS["drafter"])
+    c["drafter"] = gr.Dropdown(
+        drafter_choices(), value=DEFAULTS["drafter"], label="drafter", elem_id="sv-drafter"
+    )
+    c["drafter_note"] = gr.Markdown(drafter_note(DEFAULTS["drafter"]), elem_id="sv-drafter-note")
+    c["exit_layer"] = number("exit_layer", "early exit: layers that draft", shown["exit_layer"])
+    c["exit_note"] = gr.Markdown(
+        early_exit_note(DEFAULTS["exit_layer"]), visible=shown["exit_note"],
+        elem_id="sv-exit-note",
+    )  # fmt: skip
+    c["confidence"] = number(
+        "confidence", "confidence threshold: stop drafting after a token with top q below it "
+        "(0 = off)", shown["confidence"],
+    )  # fmt: skip
+    c["policy"] = gr.Dropdown(
+        POLICIES, value=DEFAULTS["policy"], label="γ policy (per round)", elem_id="sv-policy"
+    )
+    names = list(NUMBERS)
+    for pair in (names[i : i + 2] for i in range(0, len(names), 2)):
+        with gr.Row():
+            for name in pair:
+                c[name] = number(name, NUMBERS[name])
+    with gr.Accordion("Model pair (bundled unless you change it)", open=False):
+        c["target"] = gr.Textbox(d["target"], label="target: 'bundled', folder or hub id")
+        c["draft"] = gr.Textbox(d["draft"], label="draft: 'bundled', folder or hub id")
+        c["dtype"] = gr.Dropdown(sorted(DTYPES), value=d["dtype"], label="dtype")
+        c["load"] = gr.Button("Load / check pair", size="sm", elem_id="sv-load")
     return c
+
+
+def actions() -> dict[str, Any]:
+    """The decode buttons and, right beside them and above the output, the status line where
+    every run's progress and every error appears (it stays in view while the page scrolls)."""
+    a: dict[str, Any] = {}
+    with gr.Row(elem_id="sv-actions", equal_height=True):
+        a["generate"] = gr.Button(
+            "Generate", variant="primary", elem_id="sv-generate", scale=0, min_width=120
+        )
+        a["step"] = gr.Button("Step one round", elem_id="sv-step", scale=0, min_width=150)
+        a["race"] = gr.Button(
+            "Race plain vs speculative", elem_id="sv-race-btn", scale=0, min_width=220
+        )
+        a["status"] = gr.HTML(views.status_html(READY), elem_id="sv-status", min_width=240)
+    return a
 
 
 def outputs() -> dict[str, Any]:
     """The output panels, keyed by name."""
-    o: dict[str, Any] = {"status": gr.HTML(views.status_html("ready"), elem_id="sv-status")}
+    o: dict[str, Any] = {}
     gr.HTML(views.legend_html(), elem_id="sv-legend")
     o["stream"] = gr.HTML(views.stream_html([]), js_on_load=CLICK_JS, elem_id="sv-stream")
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=280):
-            o["index"] = gr.Number(label="inspect token # (or click a token)", precision=0)
+            o["index"] = gr.Number(
+                label="inspect token # (counts rejected drafts too; or click a token)",
+                elem_id="sv-index",
+            )
             o["inspector"] = gr.HTML(views.inspector_html(None), elem_id="sv-inspector")
         o["residual"] = gr.Plot(
             views.residual_figure(None, str), label="residual", elem_id="sv-residual", scale=3
@@ -91,13 +143,15 @@ def outputs() -> dict[str, Any]:
         o["race"] = gr.HTML(views.race_html({}, {}, False), elem_id="sv-race")
     with gr.Tab("Equivalence lab", elem_id="sv-lab-tab"):
         lab_panel(o)
-    with gr.Tab("Benchmark results", elem_id="sv-bench-tab"):
+    with gr.Tab("Benchmark results", elem_id="sv-bench-tab") as bench_tab:
         bench_panel(o)
+    o["bench_tab"] = bench_tab
     return o
 
 
 def bench_panel(o: dict[str, Any]) -> None:
-    """A saved `specviz bench` result: the same plots and tables as its HTML report."""
+    """A saved `specviz bench` result: the same plots and tables as its HTML report, the most
+    informative saved result first, the figures two by two, the tables in a scrolling box."""
     saved = saved_results()
     gr.Markdown(
         "Plots and tables of a saved `specviz bench --out result.json` run "
@@ -105,11 +159,17 @@ def bench_panel(o: dict[str, Any]) -> None:
     )
     with gr.Row():
         o["bench_path"] = gr.Dropdown(
-            saved, value=saved[0] if saved else None, label="saved result", allow_custom_value=True
-        )
+            [(Path(p).stem, p) for p in saved], value=most_informative(saved),
+            label="saved result", allow_custom_value=True, elem_id="sv-bench-path",
+        )  # fmt: skip
         o["bench_upload"] = gr.File(file_types=[".json"], label="or upload a result JSON")
     o["bench_show"] = gr.Button("Show result", elem_id="sv-bench-show")
-    o["bench_plots"] = [gr.Plot(label=f"figure {i + 1}") for i in range(BENCH_FIGURES)]
+    plots: list[Any] = []
+    for row in ((0, 1), (2, 3), (4,)):
+        with gr.Row():
+            plots += [gr.Plot(label=f"figure {i + 1}", elem_id=f"sv-bench-{i}") for i in row]
+    assert len(plots) == BENCH_FIGURES
+    o["bench_plots"] = plots
     o["bench_tables"] = gr.Markdown(elem_id="sv-bench-tables")
 
 
@@ -118,14 +178,16 @@ def lab_panel(o: dict[str, Any]) -> None:
     gr.Markdown(LAB_INTRO)
     with gr.Row():
         o["lab_pair"] = gr.Radio(PAIRS, value=TOY, label="pair", elem_id="sv-lab-pair")
-        o["lab_mutant"] = gr.Dropdown(
-            mutant_choices(), value=REAL, label="sampler", elem_id="sv-lab-mutant"
-        )
+        with gr.Column():
+            o["lab_mutant"] = gr.Dropdown(
+                mutant_choices(), value=REAL, label="sampler (real, or a broken one)",
+                elem_id="sv-lab-mutant",
+            )  # fmt: skip
+            o["lab_mutant_note"] = gr.Markdown(mutant_note(REAL), elem_id="sv-lab-mutant-note")
     gr.Markdown(MUTANT_NOTE)
     with gr.Row():
-        o["lab_n"] = gr.Number(DEFAULT_N[TOY], precision=0, label="N per sampler (20–5000)",
-                               elem_id="sv-lab-n")  # fmt: skip
-        o["lab_k"] = gr.Number(2, precision=0, label="k first tokens (1–4)", elem_id="sv-lab-k")
+        o["lab_n"] = gr.Number(DEFAULT_N[TOY], label="N per sampler (20–5000)", elem_id="sv-lab-n")
+        o["lab_k"] = gr.Number(2, label="k first tokens (1–4)", elem_id="sv-lab-k")
         o["lab_alpha"] = gr.Number(0.01, label="family-wise α (Holm)", elem_id="sv-lab-alpha")
     o["lab_run"] = gr.Button("Run equivalence lab", variant="primary", elem_id="sv-lab-run")
     o["lab_status"] = gr.HTML(views.status_html("not run yet"), elem_id="sv-lab-status")

@@ -1,6 +1,12 @@
 """specviz app: watch speculative decoding happen, token by token (launched by `python app.py`).
 
 Gradio wiring only: decoding comes from specviz.api, every view from specviz.app.views.
+
+Loading and decoding are kept apart so that a slow load never holds up anyone else: each
+request loads its pair in a thread of its own (specviz.app.state.Loading, at most two loads at
+once), showing the load's progress live in the status line, and only then waits for the one
+decode slot (decodes run one at a time: two at once on a small CPU would only slow both, and
+the race's timings with them).
 """
 
 from __future__ import annotations
@@ -11,8 +17,10 @@ import json
 import logging
 import os
 import tempfile
+import threading
+import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +28,17 @@ import gradio as gr
 
 from specviz.api import autoregressive_stream, speculative_stream
 from specviz.app import layout, views
-from specviz.app.lab import DEFAULT_N, LAB_FIELDS, MODELS, LabProgress, LabRequest, run_lab
+from specviz.app.lab import (
+    DEFAULT_N,
+    LAB_FIELDS,
+    MODELS,
+    LabProgress,
+    LabRequest,
+    mutant_note,
+    run_lab,
+)
 from specviz.app.state import (
+    Loading,
     PairCache,
     decoder,
     early_exit_note,
@@ -29,17 +46,35 @@ from specviz.app.state import (
     make_drafter,
     parameter_counts,
 )
-from specviz.app.views.form import FIELDS, Settings, as_int, examples, settings_from
+from specviz.app.views.form import (
+    FIELDS,
+    PRESET_FIELDS,
+    PRESETS,
+    Settings,
+    as_int,
+    drafter_note,
+    examples,
+    settings_from,
+    shown_fields,
+)
 from specviz.app.views.page import INTRO, MONO, SANS
 from specviz.bench.saved import load_result_view
 from specviz.core.events import write_jsonl
 from specviz.gamma.policies import CostModel, make_policy
+from specviz.models.chat import prompt_format, prompt_ids
 from specviz.models.loading import BUNDLED, DTYPES, ModelPair
+from specviz.runtime import add_threads_argument, set_threads
 
 log = logging.getLogger("specviz.app")
 PLOT_EVERY = 4  # while streaming a full decode, redraw the plots every this many rounds
 MAIN_OUTPUTS = 8  # state, stream, status, 4 plots, summary
 NO_PROGRESS = gr.Progress()  # progress outside a Gradio event: reports go nowhere
+WORKERS = 4  # requests that may load or wait for the decode slot at once (the rest queue)
+Show = Callable[[str], Any]  # a status message → the event's outputs showing it
+GREEDY_LAB = (
+    ". At T = 0 each sampler has one outcome: set a temperature (or the classic preset) to "
+    "compare distributions"
+)
 
 
 def callback(
@@ -106,39 +141,65 @@ class SpecVizApp:
         self.costs: dict[tuple[Any, ...], CostModel] = {}  # theory policy's costs, per setup
         self.export_dir = Path(tempfile.mkdtemp(prefix="specviz-app-"))
         self.examples = examples()  # label -> prompt, one per benchmark workload
+        self.decoding = threading.Lock()  # the one decode slot (turn() waits for it)
 
-    def pair(self, s: Settings, progress: gr.Progress) -> ModelPair:
-        """The model pair for settings, with load messages shown as progress."""
+    def pair(self, s: Settings, progress: gr.Progress = NO_PROGRESS) -> ModelPair:
+        """The model pair for settings, loaded here (load messages shown as progress)."""
         return self.pairs.get(s.target, s.draft, s.dtype, lambda m: progress(None, desc=m))
+
+    def pair_for(self, s: Settings, show: Show) -> Generator[Any, None, ModelPair]:
+        """Load (or find cached) the settings' pair in a thread, yielding show(message) for
+        each progress message as it comes; returns the pair (raises the load's error)."""
+        loading = Loading(self.pairs, s)
+        for message in loading.updates():
+            yield show(message)
+        return loading.pair()
+
+    def turn(self, show: Show) -> Generator[Any, None, None]:
+        """Wait for the one decode slot, yielding show(how long) while another request holds
+        it; the caller releases self.decoding when done."""
+        started = time.monotonic()
+        while not self.decoding.acquire(timeout=0.5):
+            waited = time.monotonic() - started
+            yield show(f"waiting for another request's decode to finish ({waited:.0f} s)")
 
     def cost_model(self, s: Settings) -> CostModel:
         """Costs measured by earlier runs on the same models, drafter and confidence."""
         key = (s.target, s.draft, s.dtype, s.drafter, s.exit_layer, s.min_confidence)
         return self.costs.setdefault(key, CostModel())
 
-    def start(self, s: Settings, progress: gr.Progress, plain: bool = False) -> views.Run:
-        """Validate against the models and return a run whose events have not started."""
-        p = self.pair(s, progress)
+    def start(self, s: Settings, p: ModelPair, plain: bool = False) -> views.Run:
+        """Validate against the models and return a run whose events have not started; the
+        prompt goes through the chat template unless the settings ask for raw text."""
+        ids = prompt_ids(p.tokenizer, s.prompt, raw=s.raw)
+        sent = prompt_format(p.tokenizer, raw=s.raw)
         if plain:
             max_new = s.speculation.max_new_tokens
             _, stream = autoregressive_stream(
-                p.target, p.tokenizer, s.prompt, sampling=s.sampling, max_new_tokens=max_new
+                p.target, p.tokenizer, ids, sampling=s.sampling, max_new_tokens=max_new
             )
         else:
             _, stream = speculative_stream(
-                p.target, make_drafter(s, p), p.tokenizer, s.prompt, sampling=s.sampling,
+                p.target, make_drafter(s, p), p.tokenizer, ids, sampling=s.sampling,
                 speculation=s.speculation,
                 policy=make_policy(s.policy, s.speculation.gamma, self.cost_model(s)),
             )  # fmt: skip
         return views.Run(
-            stream=stream, decode=decoder(p.tokenizer), prompt=s.prompt, settings=s.describe()
-        )
+            stream=stream, decode=decoder(p.tokenizer), prompt=s.prompt, prompt_format=sent,
+            settings={**s.describe(), "prompt_format": sent}, request=s,
+        )  # fmt: skip
 
-    def render(self, run: views.Run, plots: bool = True) -> list[Any]:
-        """Outputs for [state, stream, status, 4 plots, summary] after a step."""
+    def render(self, run: views.Run, plots: bool = True, paused: bool = False) -> list[Any]:
+        """Outputs for [state, stream, status, 4 plots, summary] after a step (paused: after
+        Step, waiting for the next click)."""
         cells, rounds = run.cells(), run.rounds
         done = run.finished
-        note = f"finished: {done.reason}, {done.new_tokens} new tokens" if done else "running…"
+        if done:
+            note = f"finished: {done.reason}, {done.new_tokens} new tokens"
+        elif paused:
+            note = "paused: Step for the next round, Generate to run to the end"
+        else:
+            note = "running…"
         figs: list[Any] = [
             views.acceptance_figure(rounds),
             views.accepted_length_figure(rounds),
@@ -148,53 +209,85 @@ class SpecVizApp:
         status = views.status_html(f"round {len(rounds)} · {note}")
         return [
             run,
-            views.stream_html(cells, run.prompt),
+            views.stream_html(cells, run.prompt, prompt_format=run.prompt_format),
             status,
             *(figs if plots else [gr.skip()] * 4),
             views.summary_html(run.summary()),
         ]
 
-    def fail(self, err: Exception, n_outputs: int) -> list[Any]:
-        """Outputs that leave everything as it was and show the error in the status box."""
-        if not isinstance(err, ValueError):
-            log.exception("unexpected error")
-        text = str(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {err}"
-        return [gr.skip(), gr.skip(), views.status_html(text, error=True)] + [gr.skip()] * (
+    @staticmethod
+    def status_only(message: str, n_outputs: int, error: bool = False) -> list[Any]:
+        """Outputs that change only the status line (the third of n_outputs)."""
+        return [gr.skip(), gr.skip(), views.status_html(message, error=error)] + [gr.skip()] * (
             n_outputs - 3
         )
 
+    def fail(self, err: Exception, n_outputs: int) -> list[Any]:
+        """Outputs that leave everything as it was and show the error in the status line."""
+        if not isinstance(err, ValueError):
+            log.exception("unexpected error")
+        text = str(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {err}"
+        return self.status_only(text, n_outputs, error=True)
+
     def generate(self, s: Settings, progress: gr.Progress = NO_PROGRESS) -> Iterator[list[Any]]:
-        """Decode to the end, streaming the token view after every round."""
+        """Load (progress live), then decode to the end, streaming the view after every round."""
+
+        def show(message: str) -> list[Any]:
+            return self.status_only(message, MAIN_OUTPUTS)
+
         try:
-            run = self.start(s, progress)
-            for r in run.run_to_end():
-                yield self.render(r, plots=r.done or len(r.rounds) % PLOT_EVERY == 1)
+            p = yield from self.pair_for(s, show)
+            yield from self.turn(show)
+            try:
+                run = self.start(s, p)
+                for r in run.run_to_end():
+                    yield self.render(r, plots=r.done or len(r.rounds) % PLOT_EVERY == 1)
+            finally:
+                self.decoding.release()
         except Exception as err:  # shown in the UI, never as a stack trace
             yield self.fail(err, MAIN_OUTPUTS)
 
     def step(
         self, run: views.Run | None, s: Settings, progress: gr.Progress = NO_PROGRESS
-    ) -> list[Any]:
+    ) -> Iterator[list[Any]]:
         """Advance the session's run by one round; start a new one if none, done or changed."""
+
+        def show(message: str) -> list[Any]:
+            return self.status_only(message, MAIN_OUTPUTS)
+
         try:
-            if run is None or run.done or run.settings != s.describe():
-                run = self.start(s, progress)  # a fresh run when the controls changed
-            run.step()
-            return self.render(run)
+            p = yield from self.pair_for(s, show)
+            yield from self.turn(show)
+            try:
+                if run is None or run.done or run.request != s:
+                    run = self.start(s, p)  # a fresh run when the controls changed
+                run.step()
+                yield self.render(run, paused=True)
+            finally:
+                self.decoding.release()
         except Exception as err:
-            return self.fail(err, MAIN_OUTPUTS)
+            yield self.fail(err, MAIN_OUTPUTS)
 
     def race(self, s: Settings, progress: gr.Progress = NO_PROGRESS) -> Iterator[list[Any]]:
         """Plain then speculative decoding of the same prompt, timed without redraws between."""
+
+        def show(message: str) -> list[Any]:
+            return [*self.status_only(message, MAIN_OUTPUTS), gr.skip()]
+
         try:
-            plain = self.start(s, progress, plain=True)
-            yield self.race_update("race: plain decoding…", views.race_html({}, {}, False))
-            plain_side = plain.finish()
-            yield self.race_update(
-                "race: speculative decoding…", views.race_html(plain_side, {}, False)
-            )
-            spec = self.start(s, progress)
-            spec_side = spec.finish()
+            p = yield from self.pair_for(s, show)
+            yield from self.turn(show)
+            try:
+                plain = self.start(s, p, plain=True)
+                yield self.race_update("race: plain decoding…", views.race_html({}, {}, False))
+                plain_side = plain.finish()
+                yield self.race_update(
+                    "race: speculative decoding…", views.race_html(plain_side, {}, False)
+                )
+                spec = self.start(s, p)
+                spec_side = spec.finish()
+            finally:
+                self.decoding.release()
             spec.plain_tokens_per_second = plain_side["tokens_per_second"]
             race = views.race_html(plain_side, spec_side, s.sampling.greedy)
             yield [*self.render(spec), race]
@@ -231,28 +324,58 @@ class SpecVizApp:
         (folder / "summary.json").write_text(json.dumps(run.summary(), indent=2) + "\n")
         return [str(folder / "events.jsonl"), str(folder / "summary.json")]
 
-    def check(self, s: Settings, progress: gr.Progress = NO_PROGRESS) -> str:
+    def check(self, s: Settings, progress: gr.Progress = NO_PROGRESS) -> Iterator[str]:
         """Load (or find cached) the pair the settings decode with and say what it is."""
+
+        def show(message: str) -> str:
+            return views.status_html(message)
+
         try:
-            p = self.pair(s, progress)
+            p = yield from self.pair_for(s, show)
         except Exception as err:
-            return views.status_html(str(err), error=True)
-        return views.status_html(f"ready: {parameter_counts(p)}")
+            yield views.status_html(str(err), error=True)
+            return
+        yield views.status_html(f"ready: {parameter_counts(p)}")
+
+    @staticmethod
+    def preset(name: str) -> list[Any]:
+        """A preset's values for the fields it sets (PRESET_FIELDS order), then the status."""
+        values = PRESETS[name]
+        shown = ", ".join(f"{k} {v}" for k, v in values.items())
+        status = views.status_html(f"preset: {name} ({shown}); press Generate")
+        return [*(values[f] for f in PRESET_FIELDS), status]
+
+    @staticmethod
+    def drafter_fields(drafter: str) -> list[Any]:
+        """Show the fields the drafter reads, hide the others (exit layer, its note, confidence);
+        then the note on what the drafter does."""
+        shown = shown_fields(drafter)
+        fields = [gr.update(visible=shown[k]) for k in ("exit_layer", "exit_note", "confidence")]
+        return [*fields, drafter_note(drafter)]
 
     def lab(
         self, s: Settings, req: LabRequest, progress: gr.Progress = NO_PROGRESS
     ) -> Iterator[list[Any]]:
         """Equivalence lab: draw with progress, then both distributions and the table of tests."""
+
+        def show(message: str) -> list[Any]:
+            return [views.status_html(message), *[gr.skip()] * 3]
+
         try:
-            models = self.pair(s, progress) if req.pair == MODELS else None
-            g = s.speculation.gamma
-            for step in run_lab(lab_pair(s, models), req, s.sampling, g,
-                                lambda: make_policy(s.policy, g)):  # fmt: skip
-                if isinstance(step, LabProgress):
-                    progress(step.fraction, desc=step.text)
-                    yield [views.status_html(step.text), *[gr.skip()] * 3]
-                else:
-                    yield [views.status_html(step.status()), *step.figures(), step.table_html()]
+            models = (yield from self.pair_for(s, show)) if req.pair == MODELS else None
+            yield from self.turn(show)
+            try:
+                g = s.speculation.gamma
+                for step in run_lab(lab_pair(s, models), req, s.sampling, g,
+                                    lambda: make_policy(s.policy, g)):  # fmt: skip
+                    if isinstance(step, LabProgress):
+                        progress(step.fraction, desc=step.text)
+                        yield show(step.text)
+                    else:
+                        status = step.status() + (GREEDY_LAB if s.sampling.greedy else "")
+                        yield [views.status_html(status), *step.figures(), step.table_html()]
+            finally:
+                self.decoding.release()
         except ValueError as err:  # bad input: a readable message, never a stack trace
             raise gr.Error(str(err)) from None
         except Exception as err:
@@ -260,18 +383,26 @@ class SpecVizApp:
             raise gr.Error(f"{type(err).__name__}: {err}") from None
 
     def bench_result(self, path: str | None, upload: str | None) -> list[Any]:
-        """A saved benchmark result's figures and tables (an upload wins over the dropdown)."""
+        """A saved benchmark result's figures (in the app's look) and tables (an upload wins
+        over the dropdown)."""
         chosen = upload or path
         if not chosen:
             raise gr.Error("choose a saved result or upload a `specviz bench --out` JSON")
         try:
-            figs, tables = load_result_view(chosen)
+            figs, tables = load_result_view(chosen, views.bench_look, views.placeholder)
         except ValueError as err:
             raise gr.Error(str(err)) from None
         return [*figs, tables]
 
+    def bench_first(self, path: str | None, upload: str | None, shown: str | None) -> list[Any]:
+        """On opening the Benchmark results tab: the chosen result, unless one is shown."""
+        if shown:
+            return [gr.skip()] * (layout.BENCH_FIGURES + 1)
+        return self.bench_result(path, upload)
+
     def build(self) -> gr.Blocks:
-        """The Blocks UI and its event wiring."""
+        """The Blocks UI and its event wiring: the settings on the left; on the right the
+        buttons with the status line beside them, then the output."""
         with gr.Blocks(title="specviz: speculative decoding, token by token") as demo:
             state = gr.State(None)
             gr.Markdown(INTRO)
@@ -279,8 +410,9 @@ class SpecVizApp:
                 with gr.Column(scale=1, min_width=320):
                     c = layout.controls(self.defaults, self.examples)
                 with gr.Column(scale=3):
-                    o = layout.outputs()
-            self.wire(state, c, o)
+                    buttons = layout.actions()
+                    o = {"status": buttons.pop("status"), **layout.outputs()}
+            self.wire(state, {**c, **buttons}, o)
         blocks: gr.Blocks = demo
         return blocks
 
@@ -315,29 +447,47 @@ class SpecVizApp:
         }
 
     def wire(self, state: gr.State, c: dict[str, Any], o: dict[str, Any]) -> None:
-        """Connect buttons and panels to the handlers."""
+        """Connect buttons and panels to the handlers.
+
+        The requests that load models or decode share WORKERS slots: each loads in a thread of
+        its own and then waits for the one decode slot (self.decoding), so a slow load never
+        holds up a request whose pair is loaded already.
+        """
         form = [c[name] for name in FIELDS]  # in FIELDS order, as every callback takes them
         lab_form = [*form, *(o[f"lab_{name}"] for name in LAB_FIELDS)]
         main = [state, o["stream"], o["status"], o["acceptance"], o["lengths"], o["histogram"]]
         main += [o["pq"], o["summary"]]
         on = self.callbacks()
-        one = {"concurrency_id": "decode", "concurrency_limit": 1}  # one decode at a time
-        c["generate"].click(on["generate"], form, main, api_name="generate", **one)
-        c["step"].click(on["step"], [state, *form], main, api_name="step", **one)
-        c["race"].click(on["race"], form, [*main, o["race"]], api_name="race", **one)
-        c["load"].click(on["load"], form, o["status"], api_name="load")
+        work = {"concurrency_id": "work", "concurrency_limit": WORKERS}
+        c["generate"].click(on["generate"], form, main, api_name="generate", **work)
+        c["step"].click(on["step"], [state, *form], main, api_name="step", **work)
+        c["race"].click(on["race"], form, [*main, o["race"]], api_name="race", **work)
+        c["load"].click(on["load"], form, o["status"], api_name="load", **work)
+        for name, button in zip(PRESETS, c["presets"], strict=True):
+            button.click(lambda n=name: self.preset(n), None,
+                         [*(c[f] for f in PRESET_FIELDS), o["status"]], api_name=False)  # fmt: skip
         c["workload"].change(self.examples.get, c["workload"], c["prompt"], api_name=False)
+        drafter_fields = [c["exit_layer"], c["exit_note"], c["confidence"], c["drafter_note"]]
+        c["drafter"].change(self.drafter_fields, c["drafter"], drafter_fields, api_name=False)
         panel = [o["inspector"], o["residual"]]
         o["stream"].click(self.click, state, [o["index"], *panel], api_name=False)
         o["index"].submit(self.inspect, [state, o["index"]], panel, api_name="inspect")
         o["export"].click(self.export, state, o["files"], api_name="export")
         lab_out = [o[k] for k in ("lab_status", "lab_first", "lab_joint", "lab_table")]
-        o["lab_run"].click(on["lab"], lab_form, lab_out, api_name="lab", **one)
+        o["lab_run"].click(on["lab"], lab_form, lab_out, api_name="lab", **work)
         o["lab_pair"].change(DEFAULT_N.get, o["lab_pair"], o["lab_n"], api_name=False)
+        o["lab_mutant"].change(mutant_note, o["lab_mutant"], o["lab_mutant_note"], api_name=False)
         c["exit_layer"].change(early_exit_note, c["exit_layer"], c["exit_note"], api_name=False)
         bench_in, bench_out = [o["bench_path"], o["bench_upload"]], [*o["bench_plots"]]
         bench_out.append(o["bench_tables"])
-        o["bench_show"].click(self.bench_result, bench_in, bench_out, api_name="bench_result")
+        bench = {"concurrency_id": "bench", "concurrency_limit": 2}
+        o["bench_show"].click(
+            self.bench_result, bench_in, bench_out, api_name="bench_result", **bench
+        )
+        o["bench_path"].change(self.bench_result, bench_in, bench_out, api_name=False, **bench)
+        o["bench_tab"].select(
+            self.bench_first, [*bench_in, o["bench_tables"]], bench_out, api_name=False, **bench
+        )
 
     def launch(self, demo: gr.Blocks, host: str, port: int, **kwargs: Any) -> Any:
         """Queue (bounded) and serve on host:port with the app's CSS, no share link."""
@@ -349,8 +499,19 @@ class SpecVizApp:
         )  # fmt: skip
 
 
+def log_to_terminal() -> None:
+    """Show the app's INFO messages (model loads and their progress) on stderr, once."""
+    logger = logging.getLogger("specviz")
+    if not any(h.get_name() == "specviz-app" for h in logger.handlers):
+        handler = logging.StreamHandler()
+        handler.set_name("specviz-app")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%H:%M:%S"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse flags, build the app and serve it until interrupted."""
+    """Parse flags, set torch's threads once, build the app and serve it until interrupted."""
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
@@ -358,7 +519,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--target", default=BUNDLED, help="folder, hub id or 'bundled'")
     parser.add_argument("--draft", default=BUNDLED, help="folder, hub id or 'bundled'")
     parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
+    add_threads_argument(parser)
     args = parser.parse_args(argv)
+    set_threads(args.threads)  # once, for the whole process (specviz.runtime)
+    log_to_terminal()
     app = SpecVizApp(args.target, args.draft, args.dtype)
     app.launch(app.build(), args.host, args.port)
     return 0

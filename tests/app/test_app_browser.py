@@ -1,12 +1,17 @@
-"""The app in a real browser (Debian chromium driven by playwright), on tiny local models.
+"""The app in a real browser (Debian chromium driven by playwright), on tiny local models, at a
+1366×768 viewport (a common laptop screen).
 
 Skipped where chromium or playwright is missing, except under CI=true, where that is a failure.
+The generate test saves a screenshot in artifacts/. With SPECVIZ_SCREENSHOTS=docs set, one more
+test serves the bundled pair and writes the README's screenshots, docs/app.png and
+docs/app-lab.png (the bundled target is fetched first if it is not cached yet).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,9 +19,11 @@ from typing import Any
 
 import pytest
 
+from specviz.app import state
 from specviz.app.main import SpecVizApp
+from specviz.app.state import PairCache
 
-from .test_app import MAX_NEW, PROMPT, SEED, model_dirs, served, settings
+from .test_app import MAX_NEW, PROMPT, SEED, free_port, model_dirs, served, settings, slow_fetch
 
 __all__ = ["model_dirs", "served"]  # session fixtures shared with test_app
 
@@ -35,8 +42,11 @@ ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-SCREENSHOT = Path(__file__).resolve().parents[2] / "artifacts" / "app.png"
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOT = ROOT / "artifacts" / "app.png"
 OUTCOMES = ("accepted", "rejected", "resampled", "bonus")
+VIEWPORT = {"width": 1366, "height": 768}
+CLASSIC = "#sv-preset-1"  # the classic draft model preset (the tiny pair has no token ranking)
 
 
 def _browser_or_skip() -> Any:
@@ -56,17 +66,37 @@ def _browser_or_skip() -> Any:
 
 
 @pytest.fixture(scope="module")
-def page(served: tuple[SpecVizApp, str]) -> Iterator[Any]:
-    """A chromium page with the app loaded."""
+def browser() -> Iterator[Any]:
+    """A headless chromium."""
     sync_playwright = _browser_or_skip()
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        tab = browser.new_page(viewport={"width": 1400, "height": 1000})
-        tab.set_default_timeout(60_000)
-        tab.goto(served[1], wait_until="domcontentloaded")
-        tab.wait_for_selector("#sv-generate")
-        yield tab
-        browser.close()
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield chromium
+        chromium.close()
+
+
+def open_app(browser: Any, url: str) -> Any:
+    """A fresh 1366×768 page with the app loaded."""
+    tab = browser.new_page(viewport=VIEWPORT)
+    tab.set_default_timeout(60_000)
+    tab.goto(url, wait_until="domcontentloaded")
+    tab.wait_for_selector("#sv-generate")
+    return tab
+
+
+@pytest.fixture
+def page(browser: Any, served: tuple[SpecVizApp, str]) -> Iterator[Any]:
+    """The app, freshly loaded for each test."""
+    tab = open_app(browser, served[1])
+    yield tab
+    tab.close()
+
+
+def in_viewport(page: Any, selector: str) -> bool:
+    """Whether the element is wholly inside the visible part of the page."""
+    box = page.locator(selector).bounding_box()
+    size = page.viewport_size
+    return bool(box) and box["y"] >= 0 and box["y"] + box["height"] <= size["height"]
 
 
 def expected_outcomes(app: SpecVizApp, dirs: tuple[str, str]) -> Counter[str]:
@@ -76,13 +106,14 @@ def expected_outcomes(app: SpecVizApp, dirs: tuple[str, str]) -> Counter[str]:
 
 
 def set_inputs(page: Any) -> None:
-    """Type the test settings into the form (slider values through their number boxes)."""
+    """The classic draft model preset, then the test settings typed into the form."""
+    page.locator(CLASSIC).click()
+    page.wait_for_selector("#sv-status:has-text('preset: classic draft model')")
     page.locator("#sv-prompt textarea").fill(PROMPT)
-    page.locator("#sv-seed input").fill(str(SEED))
-    for box, value in (("#sv-temperature", "1"), ("#sv-max_new", str(MAX_NEW))):
-        field = page.locator(f"{box} input[type=number]")
-        field.fill(value)
-        field.press("Tab")  # commit the value to the slider
+    for box, value in (("#sv-seed", SEED), ("#sv-temperature", 1), ("#sv-max_new", MAX_NEW)):
+        field = page.locator(f"{box} input")
+        field.fill(str(value))
+        field.press("Tab")
 
 
 def test_generate_colours_tokens_plots_and_inspects(
@@ -116,15 +147,62 @@ def test_generate_colours_tokens_plots_and_inspects(
     assert SCREENSHOT.stat().st_size > 10_000
 
 
+@pytest.mark.skipif(
+    os.environ.get("SPECVIZ_SCREENSHOTS") != "docs",
+    reason="set SPECVIZ_SCREENSHOTS=docs to rewrite the README's screenshots",
+)
+def test_the_readme_screenshots(browser: Any) -> None:
+    """docs/app.png (the default decode) and docs/app-lab.png (the lab on the toy pair)."""
+    app = SpecVizApp()  # the bundled pair
+    demo = app.build()
+    port = free_port()
+    app.launch(demo, "127.0.0.1", port, prevent_thread_lock=True, quiet=True)
+    docs = ROOT / "docs"
+    try:
+        tab = browser.new_page(viewport={"width": 1366, "height": 900})
+        tab.set_default_timeout(600_000)  # the first fetch of the bundled target included
+        tab.goto(f"http://127.0.0.1:{port}/", wait_until="domcontentloaded")
+        tab.locator("#sv-generate").click()
+        tab.wait_for_selector("#sv-status:has-text('finished')")
+        tab.locator("#sv-stream .sv-resampled").first.click()
+        tab.locator("#sv-inspector:has-text('residual mass')").wait_for()
+        tab.wait_for_selector("#sv-residual .js-plotly-plot .barlayer .trace")
+        tab.wait_for_selector("#sv-lengths .js-plotly-plot .barlayer .trace")
+        tab.mouse.move(0, 0)
+        time.sleep(1)
+        box = tab.locator("#sv-lengths").bounding_box()
+        clip = {"x": 0, "y": 0, "width": 1366, "height": box["y"] + box["height"] + 16}
+        tab.screenshot(path=str(docs / "app.png"), clip=clip, full_page=True)
+        tab.add_style_tag(content="#sv-actions { position: static !important; }")
+        tab.locator(CLASSIC).click()  # T = 0.7: distributions worth comparing
+        tab.get_by_role("tab", name="Equivalence lab").click()
+        n = tab.locator("#sv-lab-n input")
+        n.fill("600")
+        n.press("Tab")
+        tab.locator("#sv-lab-run").click()
+        tab.locator("#sv-lab-status:has-text('no test rejects')").wait_for()
+        tab.wait_for_selector("#sv-lab-joint .js-plotly-plot .barlayer .trace")
+        time.sleep(1)
+        tab.locator("#sv-lab-tab").screenshot(path=str(docs / "app-lab.png"))
+        tab.close()
+    finally:
+        demo.close()
+    for name in ("app.png", "app-lab.png"):
+        assert (docs / name).stat().st_size > 20_000
+
+
 def test_step_mode_advances_one_round_per_click(page: Any) -> None:
     set_inputs(page)
     for n in (1, 2):
         page.locator("#sv-step").click()
         page.wait_for_selector(f"#sv-status:has-text('round {n} ·')")
+        assert "paused" in page.locator("#sv-status").inner_text()  # waiting, not running
     assert page.locator("#sv-stream .sv-round").count() == 2
 
 
 def test_equivalence_lab_passes_the_real_sampler_and_catches_a_mutant(page: Any) -> None:
+    page.locator(CLASSIC).click()  # T = 0.7: at T = 0 there is one outcome, nothing to compare
+    page.wait_for_selector("#sv-status:has-text('preset: classic draft model')")
     page.get_by_role("tab", name="Equivalence lab").click()
     page.locator("#sv-lab-pair").get_by_label("toy pair (exact law known)").check()
     n = page.locator("#sv-lab-n input")
@@ -139,7 +217,95 @@ def test_equivalence_lab_passes_the_real_sampler_and_catches_a_mutant(page: Any)
     mutant = page.locator("#sv-lab-mutant input")
     mutant.click()
     mutant.fill("accept_all")
-    page.get_by_role("option", name="accept_all", exact=False).first.click()
+    page.get_by_role("option", name="accept_all", exact=True).click()
+    page.locator("#sv-lab-mutant-note:has-text('accept_all')").wait_for()  # what it breaks
+    shown = mutant.evaluate("e => [e.value, e.scrollWidth <= e.clientWidth]")
+    assert shown == ["accept_all", True]  # the whole name fits: nothing cut off
     page.locator("#sv-lab-run").click()
     status.locator("text=caught").wait_for()
     assert "accept_all" in status.inner_text() and table.locator("tr.sv-reject").count() >= 1
+
+
+def test_an_error_shows_beside_the_button_and_in_view(page: Any) -> None:
+    page.locator("#sv-prompt textarea").fill("")
+    page.mouse.wheel(0, 2000)  # scrolled down, as after setting the last fields
+    page.locator("#sv-generate").click()
+    page.wait_for_selector("#sv-status .sv-status-error")
+    assert "the prompt is empty" in page.locator("#sv-status").inner_text()
+    assert in_viewport(page, "#sv-status") and in_viewport(page, "#sv-generate")
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+    time.sleep(0.3)
+    assert in_viewport(page, "#sv-status")  # it stays in view wherever the page is scrolled
+    field = page.locator("#sv-gamma input")
+    field.fill("0")
+    field.press("Tab")
+    assert field.input_value() == "0"  # not clamped to 1 behind the user's back
+    page.locator("#sv-prompt textarea").fill(PROMPT)
+    page.locator("#sv-generate").click()
+    page.wait_for_selector("#sv-status:has-text('must be between 1 and 16 (got 0)')")
+    assert in_viewport(page, "#sv-status")
+
+
+def test_a_first_run_shows_its_progress_live(
+    page: Any, served: tuple[SpecVizApp, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(served[0], "pairs", PairCache())  # nothing loaded yet
+    monkeypatch.setattr(state, "load_pair", slow_fetch(state.load_pair, steps=3, pause=1.0))
+    set_inputs(page)
+    page.locator("#sv-generate").click()
+    seen: list[str] = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        text = page.locator("#sv-status").inner_text()
+        if not seen or text != seen[-1]:
+            seen.append(text)
+        if "finished" in text:
+            break
+        time.sleep(0.1)
+    progress = [t for t in seen if "of 93.0 MB" in t]
+    assert len({t.split(":")[2].split(",")[0] for t in progress}) >= 2, seen  # MB as it goes
+    assert any("converting the GGUF" in t for t in seen) and "finished" in seen[-1]
+
+
+def test_the_early_exit_fields_show_for_the_early_exits_only(page: Any) -> None:
+    def choose(label: str) -> None:
+        menu = page.locator("#sv-drafter input")
+        menu.click()
+        page.get_by_role("option", name=label, exact=True).click()
+
+    fields = ("#sv-exit_layer", "#sv-exit-note")
+    assert not any(page.locator(f).is_visible() for f in fields)  # the default drafter
+    choose("early exit (self-speculation)")
+    page.locator("#sv-exit_layer").wait_for(state="visible")
+    assert all(page.locator(f).is_visible() for f in fields)
+    choose("n-gram lookup (no model)")
+    page.locator("#sv-exit_layer").wait_for(state="hidden")
+    assert not page.locator("#sv-confidence").is_visible()  # no q to be confident about
+    choose("draft model")
+    page.locator("#sv-confidence").wait_for(state="visible")
+    assert not any(page.locator(f).is_visible() for f in fields)
+
+
+def test_the_benchmark_tab_reads_well(page: Any) -> None:
+    page.get_by_role("tab", name="Benchmark results").click()
+    page.wait_for_selector("#sv-bench-tables table td")  # shown on opening, no click needed
+    page.wait_for_selector("#sv-bench-1 .js-plotly-plot .scatterlayer .trace")
+    assert page.locator("#sv-bench-path input").input_value() == "code"
+    cells = page.evaluate(
+        """() => [...document.querySelectorAll('#sv-bench-tables table')[0].querySelectorAll(
+             'th, td')].map((c) => {
+               const r = document.createRange(); r.selectNodeContents(c);
+               return [c.textContent, c.getBoundingClientRect().width, r.getClientRects().length];
+             })"""
+    )
+    assert cells and all(lines <= 1 for _, _, lines in cells), cells[:12]  # one line each
+    assert all(width > 8 * len(text.strip()) * 0.6 for text, width, _ in cells if text.strip())
+    wide = page.locator("#sv-bench-tables table").first
+    assert wide.evaluate("t => t.scrollWidth > t.clientWidth")  # wide tables scroll sideways
+    layout = page.evaluate(
+        """() => [...document.querySelectorAll('[id^=sv-bench-] .js-plotly-plot')].map(
+             (p) => [p._fullLayout.plot_bgcolor, p._fullLayout.height])"""
+    )
+    assert len(layout) == 5 and all(bg == "white" for bg, _ in layout)  # the app's look
+    height = page.evaluate("document.documentElement.scrollHeight")
+    assert height < 4500, height

@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+from html import unescape
 
 import plotly.graph_objects as go
 import pytest
@@ -119,11 +120,34 @@ def test_summary_of_the_sample_log() -> None:
     assert s["mean_tokens_per_round_with_bonus"] == 2.5
     assert s["cost_ratio_c"] == pytest.approx((0.05 / 5) / 0.02)
     assert s["measured_speedup"] == pytest.approx((5 / 0.5) / 5.0)
-    assert s["speedup_bound"] == pytest.approx(theory.speedup_bound(0.6, 3, 0.5))
+    assert s["iid_speedup_estimate"] == pytest.approx(theory.speedup_bound(0.6, 3, 0.5))
+    # Per-position keep rates (Kaplan-Meier over the two rounds, each rate shrunk toward the
+    # one before it by 2 pseudo-rounds): draft 1 kept 2 of 2, draft 2 kept 1 of 2, draft 3
+    # never reached.
+    a1 = (2 + 2 * 0.5) / (2 + 2)
+    a2 = (1 + 2 * a1) / (2 + 2)
+    a3 = (0 + 2 * a2) / (0 + 2)
+    tokens = 1 + a1 + a1 * a2 + a1 * a2 * a3
+    assert s["kept_rates_tokens_per_round"] == pytest.approx(tokens)
+    assert s["kept_rates_speedup_estimate"] == pytest.approx(tokens / (3 * 0.5 + 1))
     json.dumps(s, allow_nan=False)
     empty = views.summarize([])
-    assert empty["alpha"] is None and empty["speedup_bound"] is None
+    assert empty["alpha"] is None and empty["iid_speedup_estimate"] is None
+    assert empty["kept_rates_speedup_estimate"] is None
     json.dumps(empty, allow_nan=False)
+
+
+def test_the_summary_calls_both_speedups_estimates_and_never_a_bound() -> None:
+    s = views.summarize(sample_log(), plain_tokens_per_second=5.0)
+    html = unescape(views.summary_html(s))
+    assert "bound" not in html.split("</table>")[0].lower()  # no figure in the table is called so
+    assert "speedup estimate, i.i.d. acceptances (Leviathan)" in html
+    assert "speedup estimate from per-position keep rates" in html
+    assert "estimates, not bounds" in html
+    beaten = {**s, "measured_speedup": s["iid_speedup_estimate"] + 0.4}
+    assert "beats the i.i.d. estimate" in unescape(views.summary_html(beaten))
+    below = {**s, "measured_speedup": s["iid_speedup_estimate"] - 0.1}
+    assert "beats" not in views.summary_html(below)
 
 
 def test_summary_agrees_with_a_real_generation(pair: PairFactory, tokenizer) -> None:
@@ -163,6 +187,9 @@ def test_plots_are_figures_with_data_and_placeholders_when_empty() -> None:
     assert list(figs[2].data[1].y) == pytest.approx(mixture)
     each = [theory.expected_accepted_per_round(0.6, g) for g in (3, 2)]  # each round's own gamma
     assert list(figs[1].data[1].y) == pytest.approx(each)
+    for fig in figs[:3]:  # rounds and counts: whole-number ticks only, never 0.5
+        assert (fig.layout.xaxis.tick0, fig.layout.xaxis.dtick) == (0, 1)
+    assert figs[1].layout.yaxis.dtick == figs[2].layout.yaxis.dtick == 1
     for empty in (
         views.acceptance_figure([]),
         views.pq_figure([]),

@@ -23,13 +23,92 @@ LABELS |= {"prose": "open-ended story"}
 EXIT_DRAFTERS = frozenset({"early-exit", "early-exit-shared"})
 UNCONFIDENT_DRAFTERS = frozenset({"ngram"})
 POLICIES = ["fixed", "heuristic", "theory"]  # the names specviz.gamma.policies.make_policy takes
-DEFAULTS: dict[str, Any] = {"drafter": "model", "policy": "fixed"}
-DEFAULTS |= {"gamma": 4, "temperature": 0.7, "top_k": 0, "top_p": 1.0, "max_new": 48, "seed": 0}
-DEFAULTS |= {"exit_layer": 8, "confidence": 0.0}
+# The defaults are the fastest exact setting the benchmark measured for code at T = 0 (the
+# headline table of README.md, rendered from benchmarks/results/ by specviz.bench.headline);
+# the classic preset is the textbook picture: a draft model alone, sampling at T = 0.7.
+FASTEST = {"drafter": "ngram+model-trimmed", "policy": "fixed", "gamma": 3, "temperature": 0.0}
+FASTEST |= {"top_k": 0, "top_p": 1.0}
+CLASSIC = {"drafter": "model", "policy": "fixed", "gamma": 4, "temperature": 0.7}
+CLASSIC |= {"top_k": 0, "top_p": 1.0}
+PRESETS = {"fastest exact (the benchmark's best for code)": FASTEST}
+PRESETS |= {"classic draft model (T = 0.7, γ = 4)": CLASSIC}
+PRESET_FIELDS = tuple(FASTEST)  # the fields a preset sets, in this order
+DEFAULTS: dict[str, Any] = {**FASTEST, "max_new": 64, "seed": 0, "exit_layer": 8}
+DEFAULTS |= {"confidence": 0.0, "raw": False}
 FIELDS = (  # the form's controls, by the names the handlers read their values under
-    *("target", "draft", "dtype", "drafter", "policy", "prompt"),
+    *("target", "draft", "dtype", "drafter", "policy", "prompt", "raw"),
     *("gamma", "temperature", "top_k", "top_p", "max_new", "seed", "exit_layer", "confidence"),
 )
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a number field takes: lo to hi (None: unbounded); lo itself excluded if open."""
+
+    label: str
+    lo: float
+    hi: float | None = None
+    whole: bool = False  # a whole number
+    open_lo: bool = False
+
+    def text(self) -> str:
+        """'1–16', '> 0 and ≤ 1' or '≥ 0': the range as the field's label shows it."""
+        lo, hi = _num(self.lo), None if self.hi is None else _num(self.hi)
+        if self.open_lo:
+            return f"> {lo} and ≤ {hi}" if hi is not None else f"> {lo}"
+        return f"{lo}–{hi}" if hi is not None else f"≥ {lo}"
+
+    def check(self, value: Any) -> float:
+        """The field's value, or a ValueError that names the field and its allowed range."""
+        number = as_int(self.label, value) if self.whole else as_float(self.label, value)
+        below = number <= self.lo if self.open_lo else number < self.lo
+        if below or (self.hi is not None and number > self.hi) or number != number:
+            if self.hi is None:
+                allowed = f"{'greater than' if self.open_lo else 'at least'} {_num(self.lo)}"
+            elif self.open_lo:
+                allowed = f"greater than {_num(self.lo)} and at most {_num(self.hi)}"
+            else:
+                allowed = f"between {_num(self.lo)} and {_num(self.hi)}"
+            raise ValueError(f"{self.label} must be {allowed} (got {_num(number)})")
+        return number
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+# Every number field's allowed values: the form refuses anything else with the range, so no
+# value is ever clamped or rounded silently (the widgets do not clamp: they are plain numbers).
+RANGES = {
+    "gamma": Range("γ (draft tokens per round)", 1, 16, whole=True),
+    "temperature": Range("temperature", 0, 2),
+    "top_k": Range("top-k", 0, whole=True),
+    "top_p": Range("top-p", 0, 1, open_lo=True),
+    "max_new": Range("max new tokens", 1, 512, whole=True),
+    "seed": Range("seed", 0, whole=True),
+    "exit_layer": Range("exit layer", 1, whole=True),
+    "confidence": Range("confidence threshold", 0, 1),
+}
+
+
+def shown_fields(drafter: Any) -> dict[str, bool]:
+    """Which drafter-specific fields the form shows for a drafter: the early exit's layer (and
+    its note) for the early exits only, the confidence threshold where there is a q."""
+    exits = drafter in EXIT_DRAFTERS
+    return {
+        "exit_layer": exits,
+        "exit_note": exits,
+        "confidence": drafter not in UNCONFIDENT_DRAFTERS,
+    }
+
+
+def drafter_note(name: Any) -> str:
+    """Markdown under the drafter menu: the chosen drafter's whole label and what it does (the
+    menu may cut a long label short)."""
+    if name not in REGISTRY:
+        return ""
+    spec = REGISTRY[name]
+    return f"**{spec.label}**: {spec.description}."
 
 
 def drafter_choices() -> list[tuple[str, str]]:
@@ -83,12 +162,14 @@ class Settings:
     min_confidence: float  # model drafters stop drafting after a token with top q below it
     policy: str
     prompt: str
+    raw: bool  # True: the prompt as raw text; False: through the chat template where there is one
     sampling: SamplingConfig
     speculation: SpeculationConfig
 
     @classmethod
     def parse(cls, values: Mapping[str, Any]) -> Settings:
-        """From every field in FIELDS by name; ValueError with a readable message if bad."""
+        """From every field in FIELDS by name; ValueError with a readable message if bad (a
+        number outside its RANGES is refused with the range, never clamped)."""
         v = fields_of(values, FIELDS)
         if not (v["prompt"] or "").strip():
             raise ValueError("the prompt is empty: type some text or pick an example")
@@ -97,31 +178,26 @@ class Settings:
             raise ValueError(f"drafter must be one of {names} (got {v['drafter']!r})")
         if v["policy"] not in POLICIES:
             raise ValueError(f"gamma policy must be one of {POLICIES} (got {v['policy']!r})")
-        if (exit_layer := as_int("exit layer", v["exit_layer"])) < 1:
-            raise ValueError(f"exit layer must be at least 1 (got {exit_layer})")
-        if not 0 <= (confidence := as_float("confidence threshold", v["confidence"])) <= 1:
-            raise ValueError(f"confidence threshold must be in [0, 1] (got {confidence})")
+        n = {name: r.check(v[name]) for name, r in RANGES.items()}
         uses_draft = REGISTRY[v["drafter"]].uses_draft_model
         return cls(
             target=(v["target"] or "").strip() or BUNDLED,
             draft=(v["draft"] or "").strip() or BUNDLED if uses_draft else None,
             dtype=str(v["dtype"]),
             drafter=v["drafter"],
-            exit_layer=exit_layer,
-            min_confidence=confidence,
+            exit_layer=int(n["exit_layer"]),
+            min_confidence=n["confidence"],
             policy=v["policy"],
             prompt=v["prompt"],
+            raw=bool(v["raw"]),
             sampling=SamplingConfig(
-                temperature=as_float("temperature", v["temperature"]),
-                top_k=as_int("top-k", v["top_k"]),
-                top_p=as_float("top-p", v["top_p"]),
-                seed=as_int("seed", v["seed"]),
+                temperature=n["temperature"], top_k=int(n["top_k"]), top_p=n["top_p"],
+                seed=int(n["seed"]),
             ),
             speculation=SpeculationConfig(
-                gamma=as_int("γ", v["gamma"]),
-                max_new_tokens=as_int("max new tokens", v["max_new"]),
+                gamma=int(n["gamma"]), max_new_tokens=int(n["max_new"])
             ),
-        )
+        )  # fmt: skip
 
     def options(self) -> DrafterOptions:
         """The registry's drafter options these settings give (the rest at their defaults)."""
@@ -130,7 +206,7 @@ class Settings:
     def describe(self) -> dict[str, Any]:
         """JSON-ready settings for the summary and export."""
         pair: dict[str, Any] = {"target": self.target, "draft": self.draft, "dtype": self.dtype}
-        pair |= {"drafter": self.drafter, "gamma_policy": self.policy}
+        pair |= {"drafter": self.drafter, "gamma_policy": self.policy, "raw_completion": self.raw}
         if self.drafter in EXIT_DRAFTERS:
             pair["exit_layer"] = self.exit_layer
         if self.drafter not in UNCONFIDENT_DRAFTERS:

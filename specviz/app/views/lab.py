@@ -45,6 +45,7 @@ class LabView:
     rows: Sequence[Sequence[str]]  # specviz.stats.report.rows: one per test, HEADER order
     rejected: int
     seconds: float = 0.0
+    prompt_format: str | None = None  # 'chat' or 'raw' for a model pair's prompt; None: toy ids
     _texts: dict[int, str] = field(default_factory=dict, repr=False, compare=False)
 
     def label(self, outcome: Outcome) -> str:
@@ -76,7 +77,9 @@ class LabView:
             else f"no test rejects equality in law (all {len(self.rows)} pass)"
         )
         took = f"{self.seconds:.0f} s"
-        return f"sampler: {self.sampler}: {verdict} at family-wise α = {self.alpha} ({took})"
+        sent = {"chat": "; prompt sent through the chat template", "raw": "; prompt as raw text"}
+        how = sent.get(self.prompt_format or "", "")
+        return f"sampler: {self.sampler}: {verdict} at family-wise α = {self.alpha} ({took}{how})"
 
     def table_html(self) -> str:
         """The tests as an HTML table, verdicts marked, with how to read them."""

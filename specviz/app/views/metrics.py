@@ -1,4 +1,11 @@
-"""Summary numbers of a decode, next to specviz.gamma.theory's closed forms (no torch needed)."""
+"""Summary numbers of a decode, next to two estimates of its speedup (no torch needed).
+
+The i.i.d. estimate is Leviathan et al.'s closed form (specviz.gamma.theory): it assumes every
+draft is kept independently with the same α. Real drafts agree in stretches, so a measured
+speedup can beat it; the keep-rate estimate puts the measured per-position keep rates
+a_j = P(draft j kept | drafts before it kept) (specviz.gamma.survival) into the same formula.
+Neither is a bound.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from specviz.core.events import EMITTING, Event, Finished, RoundSummary, Sampled
+from specviz.gamma.survival import KeptByPosition
 from specviz.gamma.theory import expected_tokens_per_round, speedup_bound
 
 
@@ -40,12 +48,25 @@ def summarize(
     return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
 
 
+def kept_rates_tokens_per_round(rounds: Sequence[RoundSummary]) -> float:
+    """Tokens per round (bonus included) at the largest γ from the rounds' per-position keep
+    rates, every round counted alike (nan without rounds)."""
+    gamma = max((r.gamma for r in rounds), default=0)
+    if not rounds or gamma < 1:
+        return math.nan
+    kept = KeptByPosition(gamma, half_life=math.inf)  # the whole decode, no round faded
+    for r in rounds:
+        kept.add(r.proposed, r.accepted)
+    return kept.expected_tokens()[gamma]
+
+
 def _round_numbers(rounds: Sequence[RoundSummary]) -> dict[str, float]:
-    """Acceptance, per-round lengths (with and without bonus), c and the Leviathan bound."""
+    """Acceptance, per-round lengths (with and without bonus), c and both speedup estimates."""
     proposed, accepted = sum(r.proposed for r in rounds), sum(r.accepted for r in rounds)
     alpha = accepted / proposed if proposed else math.nan
     gamma = max((r.gamma for r in rounds), default=0)
     c = cost_ratio(rounds)
+    kept_tokens = kept_rates_tokens_per_round(rounds)
     return {
         "rounds": len(rounds),
         "gamma": gamma,
@@ -57,8 +78,12 @@ def _round_numbers(rounds: Sequence[RoundSummary]) -> dict[str, float]:
         "expected_tokens_per_round": expected_tokens_per_round(alpha, gamma)
         if _finite(alpha)
         else math.nan,
+        "kept_rates_tokens_per_round": kept_tokens,
         "cost_ratio_c": c,
-        "speedup_bound": speedup_bound(alpha, gamma, c) if _finite(alpha, c) else math.nan,
+        "iid_speedup_estimate": speedup_bound(alpha, gamma, c) if _finite(alpha, c) else math.nan,
+        "kept_rates_speedup_estimate": kept_tokens / (gamma * c + 1)
+        if _finite(kept_tokens, c)
+        else math.nan,
     }
 
 

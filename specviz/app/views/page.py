@@ -13,6 +13,7 @@ statistical suite. The toy pair's exact law is known, so it is tested too. Swap 
 sampler to watch the tests catch it."""
 MUTANT_NOTE = """Warping mutants (`unprocessed_q`, `target_unwarped`) only differ from the real
 sampler when temperature ≠ 1 or top-k / top-p is set; at T = 0 every sampler is deterministic."""
+READY = "ready: press Generate (the first run loads the models; its progress shows here)"
 SANS = ["ui-sans-serif", "system-ui", "sans-serif"]  # system fonts: no web fonts, works offline
 MONO = ["ui-monospace", "Consolas", "monospace"]
 CLICK_JS = """

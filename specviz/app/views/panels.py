@@ -12,14 +12,24 @@ SUMMARY_LABELS = {
     "alpha": "acceptance rate α (accepted / proposed drafts)",
     "mean_accepted_per_round_without_bonus": "mean accepted drafts per round (without bonus)",
     "mean_tokens_per_round_with_bonus": "mean tokens per round (with the resampled/bonus token)",
-    "expected_tokens_per_round": "expected tokens per round for α, γ (with bonus)",
+    "expected_tokens_per_round": "tokens per round, i.i.d. estimate for α, γ (with bonus)",
+    "kept_rates_tokens_per_round": "tokens per round, estimate from per-position keep rates",
     "target_calls_per_token": "target calls per token",
     "tokens_per_second": "tokens / s (speculative; live drawing included, the race excludes it)",
     "cost_ratio_c": "cost ratio c (draft call / target call)",
-    "speedup_bound": "Leviathan bound (1 − α^(γ+1)) / ((1 − α)(γc + 1))",
+    "iid_speedup_estimate": "speedup estimate, i.i.d. acceptances (Leviathan): "
+    "(1 − α^(γ+1)) / ((1 − α)(γc + 1))",
+    "kept_rates_speedup_estimate": "speedup estimate from per-position keep rates a₁…a_γ: "
+    "(1 + a₁ + a₁a₂ + …) / (γc + 1)",
     "measured_speedup": "measured speedup (race: speculative / plain tokens/s)",
     "finish_reason": "stopped by",
 }
+FORMATS = {"chat": "chat template (a user turn, then the assistant's)", "raw": "raw text"}
+ESTIMATES_NOTE = (
+    "Both speedups are estimates, not bounds: the i.i.d. one assumes every draft is kept "
+    "independently with the same α, while real drafts agree in stretches (a round that kept "
+    "its first draft keeps its second more often), which the keep-rate estimate counts."
+)
 
 
 def status_html(message: str, error: bool = False) -> str:
@@ -39,15 +49,27 @@ def number(value: Any) -> str:
 
 
 def summary_html(summary: Mapping[str, Any]) -> str:
-    """The summary table (γ is the configured draft length)."""
+    """The summary table (γ is the configured draft length), the prompt's format and a note on
+    the two speedup estimates (saying so where the measurement beats the i.i.d. one)."""
+    settings = summary.get("settings") or {}
     rows = [f"<tr><td>γ (largest of any round)</td><td>{number(summary.get('gamma'))}</td></tr>"]
+    if settings.get("prompt_format") in FORMATS:
+        shown = FORMATS[settings["prompt_format"]]
+        rows.append(f'<tr data-key="prompt_format"><td>prompt sent as</td><td>{shown}</td></tr>')
     rows += [
         f'<tr data-key="{k}"><td>{escape(label)}</td><td>{number(summary.get(k))}</td></tr>'
         for k, label in SUMMARY_LABELS.items()
     ]
-    hint = ""
-    if summary.get("measured_speedup") is None:
-        hint = "<p><small>Run the race to measure the speedup against plain decoding.</small></p>"
+    notes = [ESTIMATES_NOTE]
+    measured, iid = summary.get("measured_speedup"), summary.get("iid_speedup_estimate")
+    if measured is None:
+        notes.append("Run the race to measure the speedup against plain decoding.")
+    elif iid is not None and measured > iid:
+        notes.append(
+            f"Here the measured {measured:.2f}× beats the i.i.d. estimate {iid:.2f}×: "
+            "acceptances came in stretches."
+        )
+    hint = "".join(f'<p class="sv-note"><small>{escape(n)}</small></p>' for n in notes)
     return f'<div class="sv-summary"><table>{"".join(rows)}</table>{hint}</div>'
 
 

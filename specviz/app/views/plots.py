@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
 from specviz.app.views.cells import Cell, Decode
-from specviz.app.views.style import COLORS
+from specviz.app.views.style import COLORS, PALETTE
 from specviz.app.views.tokens import visible
 from specviz.core.events import RoundSummary
 from specviz.gamma.theory import accepted_length_pmf, expected_accepted_per_round
@@ -17,10 +18,12 @@ SYMBOLS = {"accepted": "circle", "rejected": "x"}
 
 
 def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
-    """Shared look: white template, compact margins, axis titles, legend on top."""
+    """Shared look: white template, the app's palette, compact margins, axis titles, legend on
+    top (the Benchmark results tab's figures get it too)."""
     fig.update_layout(
         title={"text": title, "font": {"size": 14}},
         template="plotly_white",
+        colorway=list(PALETTE),
         height=HEIGHT,
         margin={"l": 50, "r": 10, "t": 60, "b": 40},
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
@@ -28,6 +31,36 @@ def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
         yaxis_title=y,
     )
     return fig
+
+
+def styled(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
+    """A figure in the app's look (what the Benchmark results tab gives the report's figures)."""
+    return _layout(fig, title, x, y)
+
+
+def bench_look(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
+    """A saved benchmark's figure in the app's look, a little taller, its legend (which may list
+    many settings) under the plot."""
+    fig = _layout(fig, title, x, y)
+    legend = {"orientation": "h", "x": 0, "y": -0.3, "yanchor": "top"}
+    fig.update_layout(height=HEIGHT + 100, legend=legend, margin={"b": 110})
+    return fig
+
+
+def placeholder(title: str, message: str) -> go.Figure:
+    """A figure that says, in the app's look, why it has nothing to draw."""
+    return _empty(title, message)
+
+
+def whole_ticks(fig: go.Figure, axis: str, values: Sequence[float], pad: float = 0.5) -> None:
+    """Ticks on whole numbers only (rounds, counts, γ): a step of 1 or more, never 0.5; the axis
+    spans the values with pad on each side."""
+    if not values:
+        return
+    lo, hi = min(values), max(values)
+    step = max(1, math.ceil((hi - lo) / 10))
+    update = fig.update_xaxes if axis == "x" else fig.update_yaxes
+    update(tick0=0, dtick=step, range=[lo - pad, hi + pad], tickformat="d")
 
 
 def _empty(title: str, message: str) -> go.Figure:
@@ -60,9 +93,16 @@ def acceptance_figure(rounds: Sequence[RoundSummary], window: int = 8) -> go.Fig
         running.append(_alpha(scored[: i + 1]))
     fig = go.Figure()
     fig.add_scatter(x=x, y=per, mode="markers", name="per round", marker_color=COLORS["accepted"])
-    fig.add_scatter(x=x, y=rolling, mode="lines", name=f"rolling ({window} rounds)")
-    fig.add_scatter(x=x, y=running, mode="lines", name="cumulative α", line_dash="dash")
+    fig.add_scatter(
+        x=x, y=rolling, mode="lines", name=f"rolling ({window} rounds)",
+        line_color=COLORS["bonus"],
+    )  # fmt: skip
+    fig.add_scatter(
+        x=x, y=running, mode="lines", name="cumulative α", line_dash="dash",
+        line_color=COLORS["resampled"],
+    )  # fmt: skip
     fig.update_yaxes(range=[-0.05, 1.05])
+    whole_ticks(fig, "x", x)
     return _layout(fig, title, "round", "accepted / proposed")
 
 
@@ -82,9 +122,11 @@ def accepted_length_figure(rounds: Sequence[RoundSummary]) -> go.Figure:
         y=[expected_accepted_per_round(alpha, r.gamma) for r in rounds],
         mode="lines",
         line_shape="hvh",
-        name=f"expected α + … + α^γ for α = {alpha:.2f}",
+        name=f"i.i.d. estimate α + … + α^γ for α = {alpha:.2f}",
         line={"color": COLORS["rejected"], "dash": "dash"},
     )
+    whole_ticks(fig, "x", x)
+    whole_ticks(fig, "y", [0, max(r.gamma for r in rounds)], pad=0.3)
     return _layout(fig, title, "round", "accepted drafts")
 
 
@@ -105,9 +147,11 @@ def accepted_histogram(rounds: Sequence[RoundSummary]) -> go.Figure:
         x=list(range(gamma + 1)),
         y=expected,
         mode="markers+lines",
-        name=f"expected (independent α = {alpha:.2f})",
+        name=f"i.i.d. estimate (independent α = {alpha:.2f})",
         line={"color": COLORS["rejected"], "dash": "dot"},
     )
+    whole_ticks(fig, "x", list(range(gamma + 1)))
+    whole_ticks(fig, "y", [0, max(*counts, *expected)], pad=0.3)
     return _layout(fig, title, "accepted drafts in the round", "rounds")
 
 

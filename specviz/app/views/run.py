@@ -20,7 +20,9 @@ class Run:
     stream: Iterator[Event]
     decode: Decode
     prompt: str = ""
-    settings: dict[str, Any] = field(default_factory=dict)
+    prompt_format: str = ""  # 'chat' or 'raw' (specviz.models.chat): how the prompt was sent
+    settings: dict[str, Any] = field(default_factory=dict)  # what the summary and export show
+    request: Any = None  # the validated settings that started it (a Step with others restarts)
     log: list[Event] = field(default_factory=list)
     done: bool = False
     plain_tokens_per_second: float | None = None

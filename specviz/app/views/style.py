@@ -11,6 +11,8 @@ COLORS = {
     "bonus": "#009E73",  # bluish green
     "sampled": "#999999",  # grey: plain decoding
 }
+# Every figure's colour cycle (settings, series): the same palette, vermillion last-but-one.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000")
 LABELS = {
     "accepted": "accepted draft",
     "rejected": "rejected draft (struck through)",
@@ -59,4 +61,18 @@ CSS = """
 .sv-lab-table th:first-child, .sv-lab-table td:first-child { text-align: left; }
 .sv-lab-table tr.sv-reject td:last-child { color: #b00020; font-weight: 700; }
 .sv-lab-table tr.sv-pass td:last-child { color: #006a4e; }
+.sv-sent { display: inline-block; font-family: ui-sans-serif, system-ui, sans-serif;
+  font-size: 11px; line-height: 1.4; color: #555; border: 1px solid #bbb; border-radius: 3px;
+  padding: 0 4px; }
+.sv-note { color: #555; margin: 4px 0; }
+.gradio-container { overflow-x: clip !important; overflow-y: visible !important; }
+#sv-actions { position: sticky; top: 0; z-index: 30; align-items: center;
+  background: var(--body-background-fill, #fff); padding: 6px 0;
+  border-bottom: 1px solid var(--border-color-primary, #e5e5e5); }
+#sv-actions button { white-space: nowrap; }
+#sv-status { min-width: 200px; }
+#sv-status .sv-status, #sv-status .sv-status-error { font-size: 14px; padding: 2px 4px; }
+#sv-bench-tables { max-height: 720px; overflow: auto; }
+#sv-bench-tables table { display: block; overflow-x: auto; max-width: 100%; width: max-content; }
+#sv-bench-tables th, #sv-bench-tables td { white-space: nowrap; padding: 2px 8px; }
 """

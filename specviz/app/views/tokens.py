@@ -55,7 +55,7 @@ def rows(cell: Cell) -> list[tuple[str, str]]:
         ("outcome", cell.kind),
         ("round", "—" if cell.round is None else str(cell.round)),
         ("position in round", "—" if cell.in_round is None else str(cell.in_round)),
-        ("position in output", str(cell.position)),
+        ("position in the output", str(cell.position)),
         ("p(x) target", fmt(cell.p_x)),
         ("q(x) draft", fmt(cell.q_x)),
     ]
@@ -86,9 +86,25 @@ def token_span(cell: Cell) -> str:
     )
 
 
-def stream_html(cells: Sequence[Cell], prompt: str = "", note: str = "") -> str:
-    """The prompt, then every token coloured by outcome, with a marker where each round starts."""
-    parts = [f'<span class="sv-prompt">{escape(prompt)}</span>'] if prompt else []
+SENT = {"chat": "chat template: the prompt is the user's turn", "raw": "raw text continued"}
+NUMBERING = (
+    "token # counts every token in the stream above, rejected drafts included; position in "
+    "the output counts only the tokens kept in the text (a rejected draft and the token that "
+    "replaced it share one)."
+)
+
+
+def stream_html(
+    cells: Sequence[Cell], prompt: str = "", note: str = "", prompt_format: str = ""
+) -> str:
+    """The prompt (tagged with how it was sent), then every token coloured by outcome, with a
+    marker where each round starts."""
+    parts = []
+    if prompt_format in SENT:
+        tag = escape(SENT[prompt_format])
+        parts.append(f'<span class="sv-sent" data-format="{prompt_format}">{tag}</span>\n')
+    if prompt:
+        parts.append(f'<span class="sv-prompt">{escape(prompt)}</span>')
     current: int | None = None
     for cell in cells:
         if cell.round is not None and cell.round != current:
@@ -100,10 +116,14 @@ def stream_html(cells: Sequence[Cell], prompt: str = "", note: str = "") -> str:
 
 
 def inspector_html(cell: Cell | None) -> str:
-    """The inspector panel for one token, or a hint when none is selected."""
+    """The inspector panel for one token, or a hint when none is selected; both say how tokens
+    are numbered."""
+    how = f'<p class="sv-note"><small>{escape(NUMBERING)}</small></p>'
     if cell is None:
-        return '<div class="sv-inspector"><em>Click a token (or hover it) to inspect it.</em></div>'
+        hint = "<em>Click a token (or hover it) to inspect it.</em>"
+        return f'<div class="sv-inspector">{hint}{how}</div>'
     body = "".join(f"<tr><td>{escape(k)}</td><td>{escape(v)}</td></tr>" for k, v in rows(cell))
     swatch = f'<span class="sv-tok sv-{cell.kind}">{escape(visible(cell.text))}</span>'
     head = f"<div>token #{cell.index} {swatch}</div>"
-    return f'<div class="sv-inspector" data-idx="{cell.index}">{head}<table>{body}</table></div>'
+    table = f"<table>{body}</table>"
+    return f'<div class="sv-inspector" data-idx="{cell.index}">{head}{table}{how}</div>'
