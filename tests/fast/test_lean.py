@@ -13,6 +13,7 @@ from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig
 from specviz.drafters.early_exit import Adapter, early_exit_model
 from specviz.drafters.model import ModelDrafter
+from specviz.drafters.registry import build_drafter
 from specviz.drafters.trimmed import trim_head
 from specviz.fast import lean
 from specviz.fast.lean import LeanLlama, draft_cache, lean_problem, lean_target_cache
@@ -75,10 +76,12 @@ def test_lean_forward_on_an_early_exit_with_an_adapter(pair: PairFactory) -> Non
 def test_drafter_uses_the_lean_forward_only_where_it_applies(
     pair: PairFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    llama_draft, gpt2_draft = pair("llama")[1], pair("gpt2")[1]
-    assert isinstance(
-        ModelDrafter(llama_draft, SamplingConfig(temperature=0), VOCAB).cache, LeanLlama
-    )
+    llama_target, llama_draft = pair("llama")
+    gpt2_draft = pair("gpt2")[1]
+    greedy = SamplingConfig(temperature=0)
+    registered = build_drafter("model", target=llama_target, draft=llama_draft, sampling=greedy)
+    assert isinstance(registered, ModelDrafter) and isinstance(registered.cache, LeanLlama)
+    assert isinstance(ModelDrafter(llama_draft, greedy, VOCAB).cache, KVCache)  # plain default
     assert isinstance(draft_cache(gpt2_draft), KVCache)
     assert "gpt2" in str(lean_problem(gpt2_draft))
     biased = tiny_model("llama", seed=3, attention_bias=True)
