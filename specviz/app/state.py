@@ -126,7 +126,7 @@ class Loading:
             now = (latest, int(time.monotonic() - self.started))
             if now != shown:
                 shown = now
-                yield f"{latest} ({now[1]} s in all)"
+                yield f"{latest} · {now[1]} s in all"
 
     def pair(self) -> ModelPair:
         """The loaded pair, or the load's error raised here (call after updates ended)."""

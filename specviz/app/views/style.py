@@ -72,6 +72,7 @@ CSS = """
 #sv-actions button { white-space: nowrap; }
 #sv-status { min-width: 200px; }
 #sv-status .sv-status, #sv-status .sv-status-error { font-size: 14px; padding: 2px 4px; }
+#sv-drafter-note p, #sv-exit-note p, #sv-lab-mutant-note p { font-size: 13px; color: #444; }
 #sv-bench-tables { max-height: 720px; overflow: auto; }
 #sv-bench-tables table { display: block; overflow-x: auto; max-width: 100%; width: max-content; }
 #sv-bench-tables th, #sv-bench-tables td { white-space: nowrap; padding: 2px 8px; }
