@@ -109,7 +109,7 @@ def actions() -> dict[str, Any]:
         a["race"] = gr.Button(
             "Race plain vs speculative", elem_id="sv-race-btn", scale=0, min_width=220
         )
-        a["status"] = gr.HTML(views.status_html(READY), elem_id="sv-status", min_width=240)
+        a["status"] = gr.HTML(views.status_html(READY), elem_id="sv-status")
     return a
 
 

@@ -70,7 +70,7 @@ CSS = """
   background: var(--body-background-fill, #fff); padding: 6px 0;
   border-bottom: 1px solid var(--border-color-primary, #e5e5e5); }
 #sv-actions button { white-space: nowrap; }
-#sv-status { min-width: 200px; }
+#sv-status { min-width: 240px; flex: 1 1 240px; }
 #sv-status .sv-status, #sv-status .sv-status-error { font-size: 14px; padding: 2px 4px; }
 #sv-drafter-note p, #sv-exit-note p, #sv-lab-mutant-note p { font-size: 13px; color: #444; }
 #sv-bench-tables { max-height: 720px; overflow: auto; }
