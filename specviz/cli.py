@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
 from specviz.bench import cli as bench_cli
@@ -22,7 +23,9 @@ from specviz.drafters.registry import (
 from specviz.drafters.trimmed import load_head_tokens
 from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import make_policy
+from specviz.models.chat import PromptFormat, prompt_format, prompt_ids
 from specviz.models.loading import BUNDLED, DTYPES, ModelLoadError, load_pair, parse_dtype, resolve
+from specviz.runtime import HelpFormatter, add_threads_argument, set_threads, utf8_text
 from specviz.stats import cli as verify_cli
 
 
@@ -30,18 +33,38 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser for all subcommands."""
     parser = argparse.ArgumentParser(prog="specviz", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    gen = sub.add_parser("generate", help="decode a prompt speculatively and report each round")
+    gen = sub.add_parser(
+        "generate",
+        help="decode a prompt speculatively and report each round",
+        description="Decode a prompt speculatively and report each round.",
+        formatter_class=HelpFormatter,
+    )
     gen.add_argument("--target", default=BUNDLED, help="local folder, hub id, or 'bundled'")
     gen.add_argument("--draft", default=BUNDLED, help="local folder, hub id, or 'bundled'")
-    gen.add_argument("--prompt", required=True, help="text to continue")
+    given = gen.add_mutually_exclusive_group(required=True)
+    given.add_argument("--prompt", help="the prompt: a request, or with --raw text to continue")
+    given.add_argument(
+        "--prompt-file",
+        metavar="PATH",
+        help="read the prompt from a UTF-8 text file, as is ('-': standard input)",
+    )
+    gen.add_argument(
+        "--raw",
+        action="store_true",
+        help="send the prompt as plain text to continue; by default it goes through the "
+        "tokenizer's chat template (one user turn) where the tokenizer has one",
+    )
     gen.add_argument("--gamma", type=int, default=4, help="draft tokens per round (>= 1)")
     gen.add_argument("--temperature", type=float, default=1.0, help="0 for greedy")
-    gen.add_argument("--top-k", type=int, default=0, help="0 disables")
-    gen.add_argument("--top-p", type=float, default=1.0, help="1.0 disables")
-    gen.add_argument("--max-new-tokens", type=int, default=64)
-    gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
+    gen.add_argument("--top-k", type=int, default=0, help="keep the k likeliest tokens; 0 disables")
+    gen.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass; 1.0 disables")
+    gen.add_argument("--max-new-tokens", type=int, default=64, help="stop after this many tokens")
+    gen.add_argument("--seed", type=int, default=0, help="random seed of the sampler")
+    gen.add_argument(
+        "--dtype", default="float32", choices=sorted(DTYPES), help="weights' and compute dtype"
+    )
     gen.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    add_threads_argument(gen)
     gen.add_argument(
         "--no-pack",
         action="store_true",
@@ -72,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--model-gamma",
         type=int,
         help="at most this many draft-model tokens a round; copies still run to --gamma "
-        "(ngram+model, ngram+model-trimmed)",
+        "(ngram+model, ngram+model-trimmed; default: no cap)",
     )
     gen.add_argument(
         "--gamma-policy",
@@ -87,10 +110,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def summary(result: GenerationResult) -> dict[str, object]:
-    """The numbers a user wants after a decode."""
+def read_prompt_file(path: str) -> str:
+    """The text of a UTF-8 file, as is ('-': standard input); ValueError saying what to change
+    when it cannot be read or is not UTF-8."""
+    name = "standard input" if path == "-" else path
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as err:
+        reason = err.strerror or str(err)
+        raise ValueError(f"--prompt-file {name}: cannot read it ({reason})") from None
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")  # without a byte order mark
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"--prompt-file {name} is not UTF-8 text (byte 0x{data[err.start]:02x} at offset "
+            f"{err.start}): save it as UTF-8"
+        ) from None
+
+
+def prompt_text(args: argparse.Namespace) -> str:
+    """The prompt of --prompt or --prompt-file, checked to be non-empty UTF-8 text."""
+    if args.prompt_file is not None:
+        text, where = read_prompt_file(args.prompt_file), f"--prompt-file {args.prompt_file}"
+    else:
+        where, instead = "--prompt", ", or save it as UTF-8 and pass --prompt-file"
+        text = utf8_text(args.prompt, where, instead=instead)
+    if not text.strip():
+        raise ValueError(f"{where} is empty: give some text to continue")
+    return text
+
+
+def summary(result: GenerationResult, fmt: PromptFormat = "raw") -> dict[str, object]:
+    """The numbers a user wants after a decode; fmt: how the prompt was formatted."""
     return {
         "text": result.text,
+        "prompt_format": fmt,
+        "prompt_tokens": len(result.prompt_ids),
         "tokens": list(result.tokens),
         "new_tokens": len(result.tokens),
         "finish_reason": result.finish_reason,
@@ -107,8 +162,9 @@ def summary(result: GenerationResult) -> dict[str, object]:
     }
 
 
-def render_text(result: GenerationResult) -> str:
-    """Human-readable report: the text, one line per round, and the acceptance rate."""
+def render_text(result: GenerationResult, fmt: PromptFormat = "raw") -> str:
+    """Human-readable report: the text, one line per round, the acceptance rate, and how the
+    prompt was formatted (fmt)."""
     lines = [result.text, ""]
     lines += [
         f"round {r.round:3d}: accepted {r.accepted}/{r.proposed}, emitted {r.emitted}"
@@ -120,6 +176,8 @@ def render_text(result: GenerationResult) -> str:
         f"calls, acceptance rate {rate} ({result.accepted}/{result.proposed}), "
         f"stopped by {result.finish_reason}"
     )
+    how = "through the chat template" if fmt == "chat" else "as raw text"
+    lines.append(f"prompt: {len(result.prompt_ids)} tokens, {how}")
     return "\n".join(lines)
 
 
@@ -140,8 +198,7 @@ def run_generate(args: argparse.Namespace) -> int:
         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed
     )
     speculation = SpeculationConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens)
-    if not args.prompt.strip():
-        raise ValueError("--prompt is empty: give some text to continue")
+    text = prompt_text(args)
     make_policy(args.gamma_policy, speculation.gamma)  # validate before loading models
     if args.lean_target and args.drafter == "early-exit-shared" and not args.plain:
         raise ValueError(
@@ -164,11 +221,13 @@ def run_generate(args: argparse.Namespace) -> int:
         pack=not args.no_pack,
         progress=lambda m: print(m, file=sys.stderr),
     )
+    fmt = prompt_format(pair.tokenizer, raw=args.raw)
+    ids = prompt_ids(pair.tokenizer, text, raw=args.raw)
     if args.plain:
         result = autoregressive_generate(
             pair.target,
             pair.tokenizer,
-            args.prompt,
+            ids,
             sampling=sampling,
             max_new_tokens=speculation.max_new_tokens,
             make_cache=make_cache,
@@ -184,7 +243,7 @@ def run_generate(args: argparse.Namespace) -> int:
                 options=options,
             ),
             pair.tokenizer,
-            args.prompt,
+            ids,
             sampling=sampling,
             speculation=speculation,
             policy=make_policy(args.gamma_policy, speculation.gamma),
@@ -192,13 +251,14 @@ def run_generate(args: argparse.Namespace) -> int:
         )
     if args.events:
         write_jsonl(result.events, args.events)
-    print(json.dumps(summary(result)) if args.json else render_text(result))
+    print(json.dumps(summary(result, fmt)) if args.json else render_text(result, fmt))
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `specviz` command; bad input exits 2 with a one-line message."""
     args = build_parser().parse_args(argv)
+    set_threads(args.threads)  # once, for the whole process (specviz.runtime)
     try:
         if args.command == "bench":
             return bench_cli.run_bench(args)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import io
 import json
 import os
 import subprocess
@@ -12,12 +14,14 @@ import pytest
 import torch
 
 from specviz.api import autoregressive_generate
-from specviz.cli import main
+from specviz.cli import build_parser, main
 from specviz.core.config import SamplingConfig
-from specviz.core.events import Accepted, read_jsonl
+from specviz.core.events import Accepted, Prefill, read_jsonl
 from specviz.drafters.trimmed import save_ranking
+from specviz.runtime import DEFAULT_THREADS, set_threads
 
 from .conftest import VOCAB, PairFactory
+from .templated import as_chat, templated_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -214,3 +218,258 @@ def test_bad_ngram_range_exits_2(folders, capsys) -> None:
     for drafter in ("ngram", "ngram+model"):
         assert main([*argv, "--drafter", drafter, "--ngram-min", "3", "--ngram-max", "2"]) == 2
         assert "1 <= min_ngram <= max_ngram" in capsys.readouterr().err
+
+
+def _generate(folders: tuple[Path, Path], *extra: str) -> list[str]:
+    """A `specviz generate` command line on folders (flags after it as given)."""
+    return ["generate", "--target", str(folders[0]), "--draft", str(folders[1]), *extra]
+
+
+GREEDY = ("--temperature", "0", "--max-new-tokens", "8", "--dtype", "float64", "--json")
+
+
+def _clean_env() -> dict[str, str]:
+    """The environment of a subprocess: offline, UTF-8."""
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+
+
+def test_a_prompt_that_is_not_utf8_exits_2_with_what_to_change(folders) -> None:
+    argv = [sys.executable, "-m", "specviz", *_generate(folders), "--prompt"]
+    done = subprocess.run(
+        [*map(os.fsencode, argv), b"caf\xe9"],
+        capture_output=True,
+        env=_clean_env(),
+        check=False,
+    )
+    err = done.stderr.decode("utf-8", "replace")
+    assert done.returncode == 2, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "--prompt is not valid UTF-8 (byte 0xe9 at character 4)" in err
+    assert "LANG=C.UTF-8" in err and "--prompt-file" in err
+
+
+def test_a_prompt_with_undecodable_bytes_is_refused_by_main_too(folders, capsys) -> None:
+    assert main(_generate(folders, "--prompt", "caf\udce9")) == 2  # how Python keeps 0xe9
+    err = capsys.readouterr().err
+    assert "--prompt is not valid UTF-8 (byte 0xe9" in err and "Traceback" not in err
+
+
+def test_prompt_file_and_standard_input_give_what_prompt_gives(
+    folders, tmp_path, capsys, monkeypatch
+) -> None:
+    assert main(_generate(folders, "--prompt", "the cat", *GREEDY)) == 0
+    expected = json.loads(capsys.readouterr().out)
+    path = tmp_path / "prompt.txt"
+    path.write_bytes(b"the cat")
+    assert main(_generate(folders, "--prompt-file", str(path), *GREEDY)) == 0
+    assert json.loads(capsys.readouterr().out)["tokens"] == expected["tokens"]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"the cat")))
+    assert main(_generate(folders, "--prompt-file", "-", *GREEDY)) == 0
+    assert json.loads(capsys.readouterr().out)["tokens"] == expected["tokens"]
+
+
+def test_prompt_file_dash_reads_standard_input_in_a_real_process(folders) -> None:
+    argv = [sys.executable, "-m", "specviz", *_generate(folders, "--prompt-file", "-", *GREEDY)]
+    done = subprocess.run(argv, input=b"abab", capture_output=True, env=_clean_env(), check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    summary = json.loads(done.stdout)
+    assert summary["prompt_tokens"] == 4 and summary["new_tokens"] <= 8
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "--prompt-file {path}: cannot read it (No such file or directory)"),
+        ("dir", "--prompt-file {path}: cannot read it (Is a directory)"),
+        (b"caf\xe9", "--prompt-file {path} is not UTF-8 text (byte 0xe9 at offset 3): save it"),
+        (b" \n", "--prompt-file {path} is empty"),
+    ],
+)
+def test_a_prompt_file_that_cannot_be_used_exits_2_with_a_message(
+    folders, tmp_path, capsys, content: bytes | str | None, message: str
+) -> None:
+    path = tmp_path / "p.txt"
+    if content == "dir":
+        path.mkdir()
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    assert main(_generate(folders, "--prompt-file", str(path))) == 2
+    err = capsys.readouterr().err
+    assert message.format(path=path) in err and "Traceback" not in err
+
+
+def test_prompt_and_prompt_file_exclude_each_other_and_one_is_needed(folders, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(_generate(folders, "--prompt", "a", "--prompt-file", "-"))
+    assert exit_.value.code == 2
+    assert "not allowed with argument --prompt" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(_generate(folders))
+    assert exit_.value.code == 2
+    assert "one of the arguments --prompt --prompt-file is required" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def chat_folders(pair: PairFactory, tmp_path_factory) -> tuple[Path, Path]:
+    """The tiny pair with a tokenizer that has a chat template."""
+    root = tmp_path_factory.mktemp("chat-models")
+    target, draft = pair("llama")
+    for name, model in (("target", target), ("draft", draft)):
+        model.save_pretrained(root / name)
+        templated_tokenizer().save_pretrained(root / name)
+    return root / "target", root / "draft"
+
+
+def test_the_chat_template_is_applied_by_default_and_not_with_raw(
+    chat_folders, pair, tokenizer, tmp_path, capsys
+) -> None:
+    events = tmp_path / "events.jsonl"
+    greedy = SamplingConfig(temperature=0)
+    for extra, text, fmt in (([], as_chat("ab"), "chat"), (["--raw"], "ab", "raw")):
+        argv = _generate(chat_folders, "--prompt", "ab", *GREEDY, "--events", str(events), *extra)
+        assert main(argv) == 0
+        summary = json.loads(capsys.readouterr().out)
+        ids = tokenizer(text)["input_ids"]
+        plain = autoregressive_generate(
+            pair("llama")[0], tokenizer, ids, sampling=greedy, max_new_tokens=8
+        )
+        assert summary["prompt_format"] == fmt and summary["prompt_tokens"] == len(ids)
+        assert summary["tokens"] == list(plain.tokens)
+        (prefill,) = [e for e in read_jsonl(events) if isinstance(e, Prefill)]
+        assert prefill.prompt_tokens == len(ids)  # what the models were given
+    assert (
+        main([*_generate(chat_folders, "--prompt", "ab"), "--plain", "--max-new-tokens", "4"]) == 0
+    )
+    assert "prompt: 5 tokens, through the chat template" in capsys.readouterr().out
+
+
+def test_without_a_chat_template_the_prompt_goes_as_raw_text(folders, capsys) -> None:
+    assert main(_generate(folders, "--prompt", "ab", *GREEDY)) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["prompt_format"] == "raw" and summary["prompt_tokens"] == 2
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two", "1.5"])
+def test_threads_must_be_a_positive_integer(folders, capsys, value: str) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(_generate(folders, "--prompt", "ab", "--threads", value))
+    assert exit_.value.code == 2
+    assert "argument --threads: must be an integer >= 1" in capsys.readouterr().err
+
+
+def test_threads_is_applied_once_by_the_entry_point(folders) -> None:
+    """In a process of its own: the thread count is the whole process's."""
+    script = (
+        "import sys, torch\n"
+        "before = torch.get_num_threads()\n"
+        "from specviz.cli import main\n"
+        "assert torch.get_num_threads() == before  # importing specviz changes nothing\n"
+        "assert main(sys.argv[1:]) == 0\n"
+        "print(torch.get_num_threads())\n"
+    )
+    env = {k: v for k, v in _clean_env().items() if k != "OMP_NUM_THREADS"}
+    seen = {}
+    for extra, omp in (
+        ([], None),
+        ([], "2"),
+        (["--threads", "3"], None),
+        (["--threads", "3"], "2"),
+    ):
+        argv = [*_generate(folders, "--prompt", "ab", "--max-new-tokens", "2", *extra)]
+        done = subprocess.run(
+            [sys.executable, "-c", script, *argv],
+            capture_output=True,
+            text=True,
+            env=env | ({"OMP_NUM_THREADS": omp} if omp else {}),
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        seen[(*extra, omp)] = int(done.stdout.split()[-1])
+    assert seen == {
+        (None,): DEFAULT_THREADS,  # one thread: safe where other processes share the cores
+        ("2",): 2,  # OMP_NUM_THREADS, where set, is the default
+        ("--threads", "3", None): 3,
+        ("--threads", "3", "2"): 3,
+    }
+
+
+def test_set_threads_validates_and_defaults(monkeypatch) -> None:
+    before = torch.get_num_threads()
+    try:
+        assert set_threads(2) == 2 and torch.get_num_threads() == 2
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        assert set_threads(None) == DEFAULT_THREADS == torch.get_num_threads()
+        monkeypatch.setenv("OMP_NUM_THREADS", "3")
+        assert set_threads(None) == 3 == torch.get_num_threads()
+        monkeypatch.setenv("OMP_NUM_THREADS", "many")  # not a count: the default
+        assert set_threads(None) == DEFAULT_THREADS
+        for bad in (0, -1, True, 1.5):
+            with pytest.raises(ValueError, match="threads must be an integer >= 1"):
+                set_threads(bad)  # type: ignore[arg-type]
+    finally:
+        torch.set_num_threads(before)
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    (action,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(action.choices)
+
+
+@pytest.mark.parametrize("command", ["generate", "verify", "bench"])
+def test_help_gives_every_option_a_text_and_shows_its_default(command: str) -> None:
+    parser = _subparsers()[command]
+    formatter = parser._get_formatter()
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        flag = action.option_strings[0]
+        assert action.help, f"{command} {flag} has no help"
+        if action.default is not None and action.default is not False:
+            shown = formatter._get_help_string(action) or ""
+            assert "default" in shown, f"{command} {flag}: its help does not show its default"
+
+
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [
+        ("generate", ["(default: 4)", "(default: 64)", "(default: bundled)", "where set, else 1)"]),
+        ("verify", ["(default: 1500)", "(default: full)", "(default: bundled)"]),
+        ("bench", ["(default: 1,2,4,8,16)", "(default: 4)", "(default: bundled)"]),
+    ],
+)
+def test_help_shows_the_defaults(command: str, shown: list[str], capsys) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert all(s in text for s in shown), [s for s in shown if s not in text]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--target", "x"], ["--draft", "bundled"], ["--prompt", "hi"], ["--raw"]],
+)
+def test_verify_refuses_models_flags_with_the_toy_pair(extra: list[str], capsys) -> None:
+    assert main(["verify", "--settings", "quick", "--n", "10", *extra]) == 2
+    err = capsys.readouterr().err
+    assert f"{extra[0]} applies to --pair models only" in err and "add --pair models" in err
+
+
+def test_verify_names_every_models_flag_given_with_the_toy_pair(capsys) -> None:
+    assert main(["verify", "--pair", "toy", "--target", "x", "--draft", "y"]) == 2
+    assert "--target, --draft apply to --pair models only" in capsys.readouterr().err
+
+
+def test_verify_with_models_sends_its_prompt_through_the_chat_template(
+    chat_folders, tmp_path, capsys
+) -> None:
+    out = tmp_path / "verify.json"
+    argv = ["verify", "--pair", "models", "--target", str(chat_folders[0])]
+    argv += ["--draft", str(chat_folders[1]), "--prompt", "ab", "--settings", "quick"]
+    argv += ["--n", "10", "--json", str(out)]
+    for extra, fmt, printed in (
+        ([], "chat", "prompt: 5 tokens, through the chat template"),
+        (["--raw"], "raw", "prompt: 2 tokens, as raw text"),
+    ):
+        assert main([*argv, *extra]) in (0, 1)  # 10 samples: only the format is checked here
+        assert printed in capsys.readouterr().out
+        assert json.loads(out.read_text())["prompt_format"] == fmt

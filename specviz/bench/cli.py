@@ -39,7 +39,11 @@ from specviz.console import progress_bar, say
 from specviz.drafters.trimmed import load_head_tokens
 from specviz.fast.lean import lean_problem
 from specviz.fast.packed import is_packed
+from specviz.models.chat import prompt_format
 from specviz.models.loading import BUNDLED, DTYPES, check_device, load_pair, parse_dtype, resolve
+from specviz.runtime import HelpFormatter, add_threads_argument
+
+PROMPT_FORMATS = {"chat": "through the chat template", "raw": "as raw text"}  # meta's wording
 
 
 def _ints(text: str) -> list[int]:
@@ -60,14 +64,34 @@ def _caps(text: str) -> list[int | None]:
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register the bench subcommand."""
     b = sub.add_parser(
-        "bench", help="benchmark speedup on workloads against plain and transformers"
+        "bench",
+        help="benchmark speedup on workloads against plain and transformers",
+        description="Benchmark speculative decoding on workloads, interleaved with plain "
+        "decoding and transformers' assisted generation; writes JSON and an HTML report.",
+        formatter_class=HelpFormatter,
     )
-    b.add_argument("--target", default=BUNDLED)
-    b.add_argument("--draft", action="append", help="draft folder/hub id (repeat to compare sizes)")
+    b.add_argument("--target", default=BUNDLED, help="target: local folder, hub id, or 'bundled'")
+    b.add_argument(
+        "--draft",
+        action="append",
+        help="draft: local folder, hub id, or 'bundled'; repeat to compare drafts (default: "
+        f"{BUNDLED})",
+    )
     b.add_argument("--workloads", default="code", help=f"comma list of {WORKLOADS} or JSONL paths")
+    b.add_argument(
+        "--raw",
+        action="store_true",
+        help="send each prompt as plain text to continue; by default it goes through the "
+        "target tokenizer's chat template (one user turn) where the tokenizer has one",
+    )
     b.add_argument("--limit", type=int, default=0, help="first N prompts of each workload (0: all)")
-    b.add_argument("--gammas", type=_ints, default=[4], help="e.g. 1,2,3,4,6,8")
-    b.add_argument("--temperatures", type=_floats, default=None, help="default: each prompt's own")
+    b.add_argument("--gammas", type=_ints, default="4", help="comma list, e.g. 1,2,3,4,6,8")
+    b.add_argument(
+        "--temperatures",
+        type=_floats,
+        default=None,
+        help="comma list, e.g. 0,1 (default: each prompt's own)",
+    )
     b.add_argument(
         "--drafters",
         default="model",
@@ -78,13 +102,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     b.add_argument(
         "--exit-layer",
         type=_ints,
-        default=[8],
+        default="8",
         help="layers the early-exit drafter uses (comma list to compare draft sizes)",
     )
     b.add_argument(
         "--model-gamma",
         type=_caps,
-        default=[None],
+        default="none",
         help="hybrid drafters (ngram+...): at most this many draft-model tokens a round while "
         "lookup copies run to gamma; comma list to compare, 'none' for no cap (default)",
     )
@@ -98,7 +122,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     b.add_argument("--reps", type=int, default=3, help="timed repetitions after one warm-up")
     b.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
-    b.add_argument("--batch-sizes", type=_ints, default=[1, 2, 4, 8, 16])
+    b.add_argument(
+        "--batch-sizes",
+        type=_ints,
+        default="1,2,4,8,16",
+        help="comma list of batch sizes at which to time one plain decode step of the target",
+    )
     b.add_argument(
         "--price-per-hour",
         type=float,
@@ -106,8 +135,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="USD per device-hour for the cost per 1k tokens (default %(default)s: a small "
         "cloud CPU instance; give your GPU's rate there)",
     )
-    b.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
-    b.add_argument("--device", default="cpu")
+    b.add_argument(
+        "--dtype", default="float32", choices=sorted(DTYPES), help="weights' and compute dtype"
+    )
+    b.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    add_threads_argument(b)
     b.add_argument(
         "--no-pack",
         action="store_true",
@@ -198,7 +230,7 @@ def run_bench(args: argparse.Namespace) -> int:
     requests = [r for w in args.workloads.split(",") for r in _limit(load_requests(w), args.limit)]
     records: list[Record] = []
     drafts: dict[str, dict[str, Any]] = {}  # what was measured with each --draft loaded
-    packed, target_forward = False, ""
+    packed, target_forward, fmt = False, "", "raw"
     if any(d.endswith("model-trimmed") for d in drafters):  # ranking first, before any model
         for draft_spec in args.draft or [BUNDLED]:
             load_head_tokens(resolve(draft_spec, "draft", say))
@@ -211,6 +243,7 @@ def run_bench(args: argparse.Namespace) -> int:
             pack=not args.no_pack,
             progress=say,
         )
+        fmt = prompt_format(pair.tokenizer, raw=args.raw)  # the target's: the same each time
         temps = (
             args.temperatures
             if args.temperatures is not None
@@ -232,6 +265,7 @@ def run_bench(args: argparse.Namespace) -> int:
                 progress=progress_bar,
                 lean=not args.no_lean,
                 lean_target=args.lean_target,
+                raw=args.raw,
             )
         steps = batch_step_times(pair.target, args.batch_sizes)
         drafts[draft_spec] = {
@@ -253,13 +287,15 @@ def run_bench(args: argparse.Namespace) -> int:
         "packed_weights": packed,
         "target_forward": target_forward,
         "price_per_hour": args.price_per_hour,
+        "prompt_format": fmt,
         "command": shlex.join(["specviz", *sys.argv[1:]]),
     }
     payload = saved_result(meta, drafts, records)
     rows, dynamic = payload["summary"], payload["policies_vs_best_fixed"]
     Path(args.out).write_text(json.dumps(payload, indent=2), encoding="utf-8")
     report = figures(records, payload["gamma_curves"], batch_steps(payload))
-    Path(args.html).write_text(html_report(report, "specviz benchmark"), encoding="utf-8")
+    title = f"specviz benchmark (prompts {PROMPT_FORMATS[fmt]})"
+    Path(args.html).write_text(html_report(report, title), encoding="utf-8")
     for row in rows:
         s = row["setting"]
         print(
@@ -275,7 +311,7 @@ def run_bench(args: argparse.Namespace) -> int:
             f"T={d['temperature']}: {d['ratio']:.2f} of the best fixed gamma "
             f"({d['best_fixed_gamma']}, {d['best_fixed_speedup']:.2f}x)"
         )
-    print(f"wrote {args.out} and {args.html}")
+    print(f"prompts {PROMPT_FORMATS[fmt]}; wrote {args.out} and {args.html}")
     return 0
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
-from specviz.api import autoregressive_generate, encode, speculative_generate
+from specviz.api import autoregressive_generate, speculative_generate
 from specviz.bench.metrics import RequestMetrics, request_metrics
 from specviz.bench.workloads import Request
 from specviz.core.cache import CachedForward, KVCache, cache_kwarg
@@ -25,6 +25,7 @@ from specviz.drafters.registry import DRAFTER_NAMES, REGISTRY, DrafterOptions, b
 from specviz.drafters.shared_exit import SharedExit
 from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import CostModel, make_policy
+from specviz.models.chat import prompt_ids as chat_prompt_ids
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -242,6 +243,7 @@ def run_request(
     costs: CostModel | None = None,
     lean: bool = True,
     lean_target: bool = False,
+    raw: bool = False,
 ) -> Iterator[Record]:
     """Warm up, then A (plain) B (speculative) C (transformers) interleaved, `repetitions` times.
 
@@ -249,9 +251,10 @@ def run_request(
     CostModel when None): costs belong to the hardware and drafter, not to a request.
     lean=False drafts through transformers' forward instead of specviz.fast.lean's; lean_target=True
     runs the target through specviz.fast.lean's (plain and speculative alike; transformers' own
-    generation keeps its forward).
+    generation keeps its forward). raw=True sends the prompt as plain text; by default it goes
+    through the tokenizer's chat template where there is one (specviz.models.chat).
     """
-    prompt_ids = encode(tokenizer, request.prompt)
+    prompt_ids = chat_prompt_ids(tokenizer, request.prompt, raw=raw)
     costs = costs if costs is not None else CostModel()
     for rep in range(-1, repetitions):  # rep -1 is the untimed warm-up
         sampling = SamplingConfig(temperature=setting.temperature, seed=seed + max(rep, 0))
@@ -328,8 +331,12 @@ def run_all(
     progress: Callable[[int, int, str], None] = lambda _i, _n, _s: None,
     lean: bool = True,
     lean_target: bool = False,
+    raw: bool = False,
 ) -> list[Record]:
-    """Every request under every setting; progress(done, total, label) after each."""
+    """Every request under every setting; progress(done, total, label) after each.
+
+    raw=True sends the prompts as plain text, else through the chat template (as run_request).
+    """
     records: list[Record] = []
     total = len(requests) * len(settings)
     t0 = time.perf_counter()
@@ -352,6 +359,7 @@ def run_all(
             costs=costs[setting],
             lean=lean,
             lean_target=lean_target,
+            raw=raw,
         )
     progress(total, total, f"done in {time.perf_counter() - t0:.0f} s")
     return records

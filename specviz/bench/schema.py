@@ -10,12 +10,16 @@ Versions (1 and 2 carry no "schema" key and are told apart by their records):
 3. "schema": 3. meta holds what is common to the run, price_per_hour among it; "drafts" maps
    each --draft, as given, to what was measured with it loaded: draft_forward and
    batch_step_seconds.
+4. "schema": 4. meta's prompt_format says how the prompts reached the models: "chat" (through
+   the target tokenizer's chat template, the default since this version) or "raw" (plain
+   text, `--raw`).
 
 migrate() brings any of them to the current version and checks the result. What an older
 file did not record stays unknown: 0.0 and [] in a record's decode-phase split, and no cpu,
 packed_weights or target_forward in meta nor draft_forward in its draft (gpu and cuda are
 only ever there on CUDA). What it fills in is what those runs did: exit layer 8, the fixed
-policy, no draft-model cap, the last --draft of their command (else the bundled draft).
+policy, no draft-model cap, the last --draft of their command (else the bundled draft), raw
+prompts (versions 1 to 3 sent every prompt as plain text).
 """
 
 from __future__ import annotations
@@ -33,10 +37,11 @@ from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR, RequestMetrics
 from specviz.bench.runner import BenchSetting
 from specviz.models.loading import BUNDLED
 
-SCHEMA = 3  # what `specviz bench` writes now
+SCHEMA = 4  # what `specviz bench` writes now
 RECORD_KEYS: tuple[str, ...] = ("request_id", "category", "setting", "repetition", "metrics")
 RECORD_KEYS += ("hf_latency", "hf_tokens", "hf_identical")
 LISTS = ("summary", "gamma_curves", "policies_vs_best_fixed", "records")
+PROMPT_FORMATS = ("chat", "raw")  # meta's prompt_format (specviz.models.chat)
 NOT_A_RESULT = "not a specviz bench result"
 HINT = "give a JSON written by `specviz bench --out`"
 
@@ -163,7 +168,13 @@ def _to_3(data: dict[str, Any]) -> dict[str, Any]:
     return {"schema": 3, **data}
 
 
-STEPS: tuple[Callable[[dict[str, Any]], dict[str, Any]], ...] = (_to_2, _to_3)  # from 1, from 2
+def _to_4(data: dict[str, Any]) -> dict[str, Any]:
+    """The prompt format those runs used: raw text (no chat template)."""
+    data["meta"].setdefault("prompt_format", "raw")
+    return data | {"schema": 4}
+
+
+STEPS: tuple[Callable[[dict[str, Any]], dict[str, Any]], ...] = (_to_2, _to_3, _to_4)  # from 1..3
 
 
 def _last_draft(command: str) -> str:
@@ -188,6 +199,8 @@ def validate(data: dict[str, Any]) -> None:
         problems.append("meta has no command")
     elif not isinstance(meta.get("price_per_hour"), int | float):
         problems.append("meta has no price_per_hour")
+    elif meta.get("prompt_format") not in PROMPT_FORMATS:
+        problems.append(f"meta's prompt_format is not one of {PROMPT_FORMATS}")
     drafts = data.get("drafts")
     if not isinstance(drafts, dict) or not drafts:
         problems.append("drafts is not a non-empty object")

@@ -1,4 +1,10 @@
-"""Benchmark workloads as JSON lines: id, category, prompt, max_new_tokens, temperature."""
+"""Benchmark workloads as JSON lines: id, category, prompt, max_new_tokens, temperature.
+
+The shipped prompts are meant for PROMPT_FORMAT, chat: `specviz bench` sends each as one user
+turn through the target tokenizer's chat template, so that an instruct target (the bundled one)
+answers it; with `--raw` it goes as plain text the model continues, which is what results of
+schema 3 and older used. A result's meta.prompt_format records which.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,10 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from specviz.models.chat import PromptFormat
+
 WORKLOADS = ("code", "json", "repeat", "prose")
+PROMPT_FORMAT: PromptFormat = "chat"  # the shipped requests' format ("raw": bench --raw)
 
 
 @dataclass(frozen=True, kw_only=True)

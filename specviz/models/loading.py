@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from specviz.fast.packed import pack_linears
 
 BUNDLED = "bundled"
+HUB_TIMEOUT_SECONDS = 5.0  # how long the hub may take to answer before it counts as unreachable
+_REACHED: dict[str, float] = {}  # hub endpoint -> when it last answered (time.monotonic)
 DTYPES = {
     "float32": torch.float32,
     "float16": torch.float16,
@@ -72,18 +75,60 @@ def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def _from_pretrained(loader: Any, source: str, role: str, **kwargs: Any) -> Any:
-    """loader.from_pretrained with errors turned into a ModelLoadError that says what to do."""
-    is_local = Path(source).exists()
+def hub_endpoint() -> str:
+    """The hub the hub client talks to (HF_ENDPOINT, else huggingface.co)."""
+    from huggingface_hub import constants
+
+    return str(constants.ENDPOINT)
+
+
+def hub_problem(endpoint: str | None = None, timeout: float | None = None) -> str | None:
+    """None when the hub answers at all (any HTTP status) within timeout seconds (default
+    HUB_TIMEOUT_SECONDS), else why not.
+
+    One request, no retries, through the hub client's own session (its proxies and
+    certificates); an answer is remembered for a minute.
+    """
+    from huggingface_hub import get_session
+
+    url = endpoint or hub_endpoint()
+    if time.monotonic() - _REACHED.get(url, -1e9) < 60:
+        return None
     try:
-        return loader.from_pretrained(source, local_files_only=is_local or _offline(), **kwargs)
-    except (OSError, ValueError) as err:
-        hint = (
-            "the hub is offline (HF_HUB_OFFLINE=1) and it is not in the local cache: pass a local "
-            "folder, or unset HF_HUB_OFFLINE on a machine with internet"
-            if not is_local and _offline()
-            else f"{err}"
+        get_session().head(url, timeout=HUB_TIMEOUT_SECONDS if timeout is None else timeout)
+    except Exception as err:  # whatever the transport raises: the hub cannot be reached
+        return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+    _REACHED[url] = time.monotonic()
+    return None
+
+
+def _from_pretrained(loader: Any, source: str, role: str, **kwargs: Any) -> Any:
+    """loader.from_pretrained with errors turned into a ModelLoadError that says what to do.
+
+    A hub id is fetched only when the hub answers (hub_problem); when it does not, the local
+    cache alone is tried, so that an unreachable hub fails within seconds instead of after the
+    hub client's retries.
+    """
+    is_local = Path(source).exists()
+    unreachable = None if is_local or _offline() else hub_problem()
+    try:
+        return loader.from_pretrained(
+            source, local_files_only=is_local or _offline() or unreachable is not None, **kwargs
         )
+    except (OSError, ValueError) as err:
+        if unreachable is not None:
+            hint = (
+                f"the hub ({hub_endpoint()}) cannot be reached ({unreachable}) and it is not in "
+                "the local cache: check the network connection (or HTTPS_PROXY, HF_ENDPOINT), or "
+                "pass a local folder"
+            )
+        elif not is_local and _offline():
+            hint = (
+                "the hub is offline (HF_HUB_OFFLINE=1) and it is not in the local cache: pass a "
+                "local folder, or unset HF_HUB_OFFLINE on a machine with internet"
+            )
+        else:
+            hint = f"{err}"
         raise ModelLoadError(f"could not load {role} {source!r}: {hint}") from err
 
 

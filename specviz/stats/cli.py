@@ -7,12 +7,13 @@ from pathlib import Path
 
 import torch
 
-from specviz.api import encode
 from specviz.console import progress_bar, say
 from specviz.core.config import SamplingConfig
 from specviz.core.drafter import Drafter
 from specviz.drafters.registry import DRAFTER_NAMES, DrafterOptions, build_drafter, drafter_spec
+from specviz.models.chat import PromptFormat, prompt_format, prompt_ids
 from specviz.models.loading import BUNDLED, load_pair
+from specviz.runtime import HelpFormatter, add_threads_argument, utf8_text
 from specviz.stats.laws import EXACT_VARIANT
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.report import table, to_json
@@ -28,25 +29,57 @@ TOY_UNSUPPORTED = {  # drafters that need a real transformer, and what the toy p
 QUICK = ("gamma=1 T=1", "gamma=4 T=1", "gamma=4 T=0.5", "gamma=2 T=0.7 top_p=0.8")
 
 
+MODELS_ONLY = ("--target", "--draft", "--prompt", "--raw")  # flags of --pair models alone
+DEFAULT_PROMPT = "def add(a, b):"
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Register the verify subcommand."""
-    ver = sub.add_parser("verify", help="statistical equivalence suite: speculative vs target law")
-    ver.add_argument("--pair", choices=["toy", "models"], default="toy", help="toy pair or models")
-    ver.add_argument(
-        "--target", default=BUNDLED, help="with --pair models: folder, hub id, 'bundled'"
+    ver = sub.add_parser(
+        "verify",
+        help="statistical equivalence suite: speculative vs target law",
+        description="Statistical equivalence suite: does speculative sampling draw from the "
+        "target's law? Exits 1 when a test rejects equality.",
+        formatter_class=HelpFormatter,
     )
     ver.add_argument(
-        "--draft", default=BUNDLED, help="with --pair models: folder, hub id, 'bundled'"
+        "--pair",
+        choices=["toy", "models"],
+        default="toy",
+        help="toy: a random 6-token pair, fast and exact; models: a real target and draft",
     )
-    ver.add_argument("--prompt", default="def add(a, b):", help="with --pair models: the context")
-    ver.add_argument("--n", type=int, default=1500, help="samples per sampler per setting")
+    ver.add_argument(
+        "--target", help=f"with --pair models: folder, hub id, 'bundled' (default: {BUNDLED})"
+    )
+    ver.add_argument(
+        "--draft", help=f"with --pair models: folder, hub id, 'bundled' (default: {BUNDLED})"
+    )
+    ver.add_argument(
+        "--prompt",
+        help=f"with --pair models: the context the next tokens are drawn after "
+        f"(default: {DEFAULT_PROMPT!r})",
+    )
+    ver.add_argument(
+        "--raw",
+        action="store_true",
+        help="with --pair models: the prompt as plain text, not through the chat template",
+    )
+    ver.add_argument(
+        "--n", type=int, default=1500, help="samples drawn by each sampler in each setting"
+    )
     ver.add_argument("--alpha", type=float, default=0.01, help="family-wise significance level")
-    ver.add_argument("--settings", choices=["quick", "full"], default="full")
+    ver.add_argument(
+        "--settings",
+        choices=["quick", "full"],
+        default="full",
+        help=f"full: the whole grid of gamma, temperature, top-k and top-p settings; quick: "
+        f"{len(QUICK)} of them",
+    )
     ver.add_argument(
         "--drafter",
         choices=DRAFTER_NAMES,
         default="model",
-        help="the registered drafter to verify (default: %(default)s)",
+        help="the registered drafter to verify",
     )
     ver.add_argument(
         "--exit-layer",
@@ -56,6 +89,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     ver.add_argument("--mutant", choices=[m.name for m in MUTANTS], help="swap in a known bug")
     ver.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    add_threads_argument(ver)
 
 
 def _settings(choice: str) -> list[Setting]:
@@ -69,6 +103,13 @@ def run_verify(args: argparse.Namespace) -> int:
         raise ValueError(f"--n must be at least 10 samples (got {args.n})")
     if not 0 < args.alpha < 1:
         raise ValueError(f"--alpha must be in (0, 1) (got {args.alpha})")
+    given = [flag for flag in MODELS_ONLY if getattr(args, flag[2:]) not in (None, False)]
+    if args.pair == "toy" and given:
+        raise ValueError(
+            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --pair models "
+            "only (the toy pair has no models, tokenizer or prompt): add --pair models, or drop "
+            f"{'it' if len(given) == 1 else 'them'}"
+        )
     if args.pair == "toy" and args.drafter in TOY_UNSUPPORTED:
         raise ValueError(
             f"the toy pair has {TOY_UNSUPPORTED[args.drafter]}: use --pair models for "
@@ -84,15 +125,18 @@ def run_verify(args: argparse.Namespace) -> int:
     options = DrafterOptions(
         exit_layer=args.exit_layer, model_cls=variant.drafter_cls, make_cache=variant.make_cache
     )
+    fmt: PromptFormat | None = None  # how the models' prompt was formatted
     if args.pair == "toy":
         target, draft = random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
-        prompt_ids = [1, 2]
+        context = [1, 2]
     else:
         spec = drafter_spec(args.drafter)
-        draft_spec = args.draft if spec.uses_draft_model else None
-        pair = load_pair(args.target, draft_spec, dtype=torch.float32, progress=say)
+        draft_spec = (args.draft or BUNDLED) if spec.uses_draft_model else None
+        pair = load_pair(args.target or BUNDLED, draft_spec, dtype=torch.float32, progress=say)
         target, draft = pair.target, pair.draft
-        prompt_ids = encode(pair.tokenizer, args.prompt)
+        prompt = DEFAULT_PROMPT if args.prompt is None else utf8_text(args.prompt, "--prompt")
+        context = prompt_ids(pair.tokenizer, prompt, raw=args.raw)
+        fmt = prompt_format(pair.tokenizer, raw=args.raw)
 
     def make_drafter(sampling: SamplingConfig) -> Drafter:
         return build_drafter(
@@ -103,7 +147,7 @@ def run_verify(args: argparse.Namespace) -> int:
         results = run_suite(
             target,
             draft,
-            prompt_ids,
+            context,
             _settings(args.settings),
             n=args.n,
             alpha=args.alpha,
@@ -112,10 +156,20 @@ def run_verify(args: argparse.Namespace) -> int:
             make_drafter=make_drafter,
         )
     print(f"sampler: {variant.name} ({variant.description}); family-wise alpha {args.alpha} (Holm)")
+    if fmt is not None:
+        how = "through the chat template" if fmt == "chat" else "as raw text"
+        print(f"prompt: {len(context)} tokens, {how}")
     print(table(results))
     rejected = sum(r.reject for r in results)
     print(f"{rejected} of {len(results)} tests reject equality in law")
     if args.json:
-        meta = {"pair": args.pair, "variant": variant.name, "n": args.n, "alpha": args.alpha}
+        meta: dict[str, object] = {
+            "pair": args.pair,
+            "variant": variant.name,
+            "n": args.n,
+            "alpha": args.alpha,
+        }
+        if fmt is not None:
+            meta["prompt_format"] = fmt
         Path(args.json).write_text(to_json(results, meta), encoding="utf-8")
     return 1 if rejected else 0

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from specviz.api import GenerationResult, encode, speculative_generate
+from specviz.bench import runner
 from specviz.bench.cli import _check, _settings
 from specviz.bench.markdown import latency_table, render, resummarized
 from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, request_metrics, spread
@@ -34,7 +35,7 @@ from specviz.bench.runner import (
 )
 from specviz.bench.saved import load_result_view
 from specviz.bench.saved import main as saved_main
-from specviz.bench.workloads import WORKLOADS, Request, load_requests
+from specviz.bench.workloads import PROMPT_FORMAT, WORKLOADS, Request, load_requests, workload_path
 from specviz.cli import build_parser, main
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
@@ -46,6 +47,7 @@ from specviz.fast.lean import LeanLlama
 from specviz.gamma.theory import speedup_bound
 
 from ..conftest import VOCAB, PairFactory
+from ..templated import as_chat, templated_tokenizer
 
 
 def _metrics(**overrides: float) -> RequestMetrics:
@@ -307,7 +309,8 @@ def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -
         assert d["ratio"] == pytest.approx(d["speedup"] / d["best_fixed_speedup"])
         priced = d["priced_speedup"] / d["best_fixed_priced_speedup"]
         assert d["priced_ratio"] == pytest.approx(priced)
-    assert result["schema"] == 3 and list(result["drafts"]) == [str(tmp_path / "d")]
+    assert result["schema"] == 4 and list(result["drafts"]) == [str(tmp_path / "d")]
+    assert result["meta"]["prompt_format"] == "raw"  # the char tokenizer has no chat template
     assert [b for b, _ in result["drafts"][str(tmp_path / "d")]["batch_step_seconds"]] == [1, 2]
     assert "plotly" in html.read_text()[:5_000_000] and "speedup" in capsys.readouterr().out
     again = resummarized(result)  # the raw records alone rebuild every summary
@@ -494,3 +497,57 @@ def test_the_committed_tables_are_what_the_saved_results_render_to() -> None:
     for name in names[:2]:  # what the app's "Benchmark results" tab shows for them
         figs, _ = load_result_view(RESULTS_DIR / f"{name}.json")
         assert len(figs) == 5
+
+
+def test_the_bench_sends_prompts_through_the_chat_template_unless_raw(
+    pair: PairFactory, monkeypatch
+) -> None:
+    target, draft = pair("llama")
+    tok = templated_tokenizer()
+    request = Request(id="c-1", category="code", prompt="ab", max_new_tokens=6, temperature=0.0)
+    setting = BenchSetting(drafter="model", gamma=2, temperature=0.0)
+    seen: list[list[int]] = []
+    real = runner.autoregressive_generate
+
+    def spy(model, tokenizer, prompt, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(list(prompt))
+        return real(model, tokenizer, prompt, **kwargs)
+
+    monkeypatch.setattr(runner, "autoregressive_generate", spy)
+    for raw, text in ((False, as_chat("ab")), (True, "ab")):
+        seen.clear()
+        (record,) = run_request(
+            target, draft, tok, request, setting, repetitions=1, with_hf=True, raw=raw
+        )
+        assert len(seen) == 2 and all(ids == tok(text)["input_ids"] for ids in seen)
+        assert record.hf_identical  # transformers was given the same ids
+
+
+def test_a_bench_result_records_and_reports_its_prompt_format(
+    pair: PairFactory, tmp_path, capsys
+) -> None:
+    target, draft = pair("llama")
+    for name, model in (("t", target), ("d", draft)):
+        model.save_pretrained(tmp_path / name)
+        templated_tokenizer().save_pretrained(tmp_path / name)
+    work = tmp_path / "w.jsonl"
+    row = {"id": "c-1", "category": "code", "prompt": "abcab", "max_new_tokens": 6}
+    work.write_text(json.dumps(row | {"temperature": 0.0}))
+    out, html = tmp_path / "b.json", tmp_path / "b.html"
+    argv = ["bench", "--target", str(tmp_path / "t"), "--draft", str(tmp_path / "d")]
+    argv += ["--workloads", str(work), "--gammas", "2", "--reps", "1", "--no-hf"]
+    argv += ["--batch-sizes", "1", "--dtype", "float64", "--out", str(out), "--html", str(html)]
+    for extra, fmt, words in (
+        ([], "chat", "through the chat template"),
+        (["--raw"], "raw", "as raw text"),
+    ):
+        assert main([*argv, *extra]) == 0
+        assert json.loads(out.read_text())["meta"]["prompt_format"] == fmt
+        assert f"prompts {words}; wrote" in capsys.readouterr().out
+        assert f"<title>specviz benchmark (prompts {words})</title>" in html.read_text()
+
+
+def test_the_workloads_state_the_format_their_prompts_are_meant_for() -> None:
+    assert PROMPT_FORMAT == "chat"
+    readme = (Path(workload_path("code")).parent / "README.md").read_text(encoding="utf-8")
+    assert "Prompt format: **chat**" in readme and "--raw" in readme

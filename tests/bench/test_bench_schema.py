@@ -45,6 +45,7 @@ def test_every_saved_result_migrates_to_the_current_shape(path: str) -> None:
     assert draft["batch_step_seconds"] == raw["batch_step_seconds"]
     assert draft["draft_forward"] == raw["meta"]["draft_forward"]
     assert "draft_forward" not in result["meta"]
+    assert result["meta"]["prompt_format"] == "raw"  # what every run before schema 4 used
     assert (
         result["meta"]["price_per_hour"]
         == raw["summary"][0]["cost_per_1k_tokens"]["price_per_hour"]
@@ -109,6 +110,38 @@ def test_a_schema_1_result_migrates_with_its_split_as_not_recorded() -> None:
     assert cells["decode speedup"] == cells["decode efficiency"] == "–"  # not recorded
 
 
+def test_a_schema_3_result_is_marked_raw_and_a_chat_result_keeps_its_format() -> None:
+    current = migrate(_raw(SAVED[0]))
+    old = copy.deepcopy(current) | {"schema": 3}
+    del old["meta"]["prompt_format"]
+    assert version(old) == 3 and migrate(old) == current  # raw: what version 3 runs sent
+    assert current["meta"]["prompt_format"] == "raw"
+    chat = copy.deepcopy(current)
+    chat["meta"]["prompt_format"] = "chat"
+    assert migrate(chat)["meta"]["prompt_format"] == "chat"  # a current result: as recorded
+
+
+@pytest.mark.parametrize("value", [None, "html", 1])
+def test_validate_refuses_a_prompt_format_that_is_missing_or_unknown(value: Any) -> None:
+    result = migrate(_raw(SAVED[0]))
+    if value is None:
+        del result["meta"]["prompt_format"]
+    else:
+        result["meta"]["prompt_format"] = value
+    with pytest.raises(ValueError, match=r"meta's prompt_format is not one of \('chat', 'raw'\)"):
+        validate(result)
+
+
+def test_old_results_render_as_before_with_their_format_recorded() -> None:
+    """The format goes into meta; the rendered tables of older results stay as they were."""
+    raw = _raw(SAVED[0])
+    result = resummarized(raw)
+    assert result["meta"]["prompt_format"] == "raw"
+    without = copy.deepcopy(result)
+    del without["meta"]["prompt_format"]
+    assert render(result, "x") == render(without, "x")
+
+
 def test_a_result_from_a_newer_specviz_is_refused_with_what_to_do(tmp_path: Path) -> None:
     future = migrate(_raw(SAVED[0])) | {"schema": SCHEMA + 1}
     with pytest.raises(ValueError, match=rf"schema {SCHEMA + 1}, newer than .* upgrade specviz"):
@@ -170,6 +203,7 @@ def test_the_saved_result_keeps_each_drafts_forward_and_batch_times() -> None:
         "b": {"draft_forward": "transformers (--no-lean)", "batch_step_seconds": [[1, 0.02]]},
     }
     meta = {"device": "cpu", "price_per_hour": 0.5, "command": "specviz bench --draft a --draft b"}
+    meta |= {"prompt_format": "chat"}
     result = saved_result(meta, copy.deepcopy(drafts), [_record("a"), _record("b")])
     assert result["schema"] == SCHEMA and result["drafts"] == drafts
     assert migrate(json.loads(json.dumps(result))) == json.loads(json.dumps(result))

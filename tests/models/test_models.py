@@ -1,12 +1,24 @@
-"""Loading pairs from local folders: tokenizer compatibility, dtype, eval mode."""
+"""Loading pairs: local folders (tokenizer compatibility, dtype, eval mode) and the hub's
+reachability (a hub that cannot be reached fails within seconds)."""
 
 from __future__ import annotations
 
+import http.server
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
 import pytest
 import torch
+from huggingface_hub import constants
 from transformers import AutoTokenizer
 
-from specviz.models.loading import ModelLoadError, load_pair, parse_dtype
+from specviz.models import loading
+from specviz.models.loading import ModelLoadError, hub_problem, load_pair, parse_dtype
 
 from ..conftest import PairFactory
 
@@ -41,3 +53,105 @@ def test_parse_dtype() -> None:
         ValueError, match=r"dtype must be one of \['bfloat16', 'float16', 'float32', 'float64'\]"
     ):
         parse_dtype("int8")
+
+
+UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing listens there
+
+
+@pytest.fixture
+def online(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on a user's machine: HF_HUB_OFFLINE unset, nothing remembered about the hub."""
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # as the hub client read it
+    monkeypatch.setattr(loading, "_REACHED", {})
+
+
+def test_an_unreachable_hub_fails_within_seconds_saying_what_to_do(
+    online: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(constants, "ENDPOINT", UNREACHABLE)
+    start = time.monotonic()
+    with pytest.raises(ModelLoadError) as err:
+        load_pair("nobody/no-such-model", "nobody/no-such-draft")
+    assert time.monotonic() - start < 5
+    message = str(err.value)
+    assert f"could not load target tokenizer 'nobody/no-such-model': the hub ({UNREACHABLE})" in (
+        message
+    )
+    assert "cannot be reached (Connect" in message and "pass a local folder" in message
+
+
+def test_a_hub_that_does_not_answer_counts_as_unreachable_after_the_timeout(
+    online: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as silent:  # accepts connections (backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        monkeypatch.setattr(loading, "HUB_TIMEOUT_SECONDS", 0.5)
+        start = time.monotonic()
+        problem = hub_problem(f"http://127.0.0.1:{silent.getsockname()[1]}")
+    assert problem is not None and "Timeout" in problem and time.monotonic() - start < 3
+
+
+class _Loader:
+    """Records how from_pretrained was called; returns a marker or raises like a cache miss."""
+
+    def __init__(self, cached: bool) -> None:
+        self.cached, self.calls = cached, []  # type: list[dict[str, Any]]
+
+    def from_pretrained(self, source: str, **kwargs: Any) -> str:
+        self.calls.append(kwargs)
+        if not self.cached and kwargs.get("local_files_only"):
+            raise OSError(f"{source} is not in the cache")
+        return "loaded"
+
+
+def test_an_unreachable_hub_still_loads_what_the_local_cache_has(
+    online: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(constants, "ENDPOINT", UNREACHABLE)
+    loader = _Loader(cached=True)
+    assert loading._from_pretrained(loader, "org/cached", "target") == "loaded"
+    assert loader.calls == [{"local_files_only": True}]
+
+
+def test_a_hub_that_answers_is_used(online: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self) -> None:  # any answer at all: the hub is there
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), NotFound)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{server.server_port}")
+        assert hub_problem() is None
+        loader = _Loader(cached=False)
+        assert loading._from_pretrained(loader, "org/name", "target") == "loaded"
+        assert loader.calls == [{"local_files_only": False}]  # fetched from the hub
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_command_line_fails_fast_without_retries_on_an_unreachable_hub(tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    env |= {"HF_ENDPOINT": UNREACHABLE, "HF_HOME": str(tmp_path / "hf")}
+    argv = ["generate", "--target", "nobody/no-such-model", "--prompt", "hi", "--plain"]
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "specviz", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    assert time.monotonic() - start < 40  # mostly importing torch; the hub's retries took ~47 s
+    assert done.returncode == 2
+    assert "cannot be reached" in done.stderr and "Retrying" not in done.stderr
+    assert "Traceback" not in done.stderr
