@@ -216,7 +216,8 @@ def render(result: dict[str, Any], title: str) -> str:
                 "transformers",
             )
             if k in meta
-        ),
+        )
+        + (f", prompts: {meta['prompt_format']}" if meta.get("prompt_format") != "raw" else ""),
         "",
     ]
     out += [*summary_table(result["summary"]), ""]
