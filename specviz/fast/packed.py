@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-PACK_ROWS_HINT = 4  # oneDNN lays the weight out for about this many rows (good for 1–16 here)
+PACK_ROWS_HINT = 4  # oneDNN lays the weight out for about this many rows (the batch size hint)
 PACKABLE_DTYPES = (torch.float32, torch.bfloat16)
 
 
