@@ -2,7 +2,7 @@
 
 The public API, imported on first use (importing specviz loads nothing heavy):
 speculative_generate, autoregressive_generate, SamplingConfig, SpeculationConfig, load_pair,
-build_drafter, DrafterOptions, the drafter protocol (Drafter, Draft) and the event types.
+prompt_ids, build_drafter, DrafterOptions, the drafter protocol (Drafter, Draft) and the events.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         write_jsonl,
     )
     from specviz.drafters.registry import DRAFTER_NAMES, DrafterOptions, build_drafter
+    from specviz.models.chat import prompt_ids
     from specviz.models.loading import ModelPair, load_pair
 
 _EVENTS = "Accepted Bonus Event Finished Prefill Proposed Rejected Resampled RoundSummary Sampled"
@@ -44,6 +45,7 @@ _WHERE = {
     "DrafterOptions": "specviz.drafters.registry",
     "DRAFTER_NAMES": "specviz.drafters.registry",
     "load_pair": "specviz.models.loading",
+    "prompt_ids": "specviz.models.chat",
     "ModelPair": "specviz.models.loading",
     "read_jsonl": "specviz.core.events",
     "write_jsonl": "specviz.core.events",
@@ -70,6 +72,7 @@ __all__ = [
     "autoregressive_generate",
     "build_drafter",
     "load_pair",
+    "prompt_ids",
     "read_jsonl",
     "speculative_generate",
     "write_jsonl",
