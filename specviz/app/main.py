@@ -12,6 +12,7 @@ the race's timings with them).
 from __future__ import annotations
 
 import argparse
+import importlib
 import inspect
 import json
 import logging
@@ -403,6 +404,9 @@ class SpecVizApp:
     def build(self) -> gr.Blocks:
         """The Blocks UI and its event wiring: the settings on the left; on the right the
         buttons with the status line beside them, then the output."""
+        # plotly imports pandas on its first figure; two request threads doing that at once can
+        # see a half-imported module, so it is imported here, before any request runs.
+        importlib.import_module("pandas")
         with gr.Blocks(title="specviz: speculative decoding, token by token") as demo:
             state = gr.State(None)
             gr.Markdown(INTRO)
