@@ -217,7 +217,11 @@ def render(result: dict[str, Any], title: str) -> str:
             )
             if k in meta
         )
-        + (f", prompts: {meta['prompt_format']}" if meta.get("prompt_format") != "raw" else ""),
+        + (
+            f", prompts: {meta['prompt_format']}"
+            if meta.get("prompt_format", "raw") != "raw"
+            else ""
+        ),
         "",
     ]
     out += [*summary_table(result["summary"]), ""]
