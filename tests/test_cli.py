@@ -17,22 +17,15 @@ from specviz.api import autoregressive_generate
 from specviz.cli import build_parser, main
 from specviz.core.config import SamplingConfig
 from specviz.core.events import Accepted, Prefill, read_jsonl
-from specviz.drafters.trimmed import save_ranking
 from specviz.runtime import DEFAULT_THREADS, set_threads
 
-from .conftest import VOCAB, PairFactory
+from .conftest import PairFactory, save_pair
 from .templated import as_chat, templated_tokenizer
 
 
 @pytest.fixture(scope="module")
 def folders(pair: PairFactory, tokenizer, tmp_path_factory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("models")
-    target, draft = pair("llama")
-    for name, model in (("target", target), ("draft", draft)):
-        model.save_pretrained(root / name)
-        tokenizer.save_pretrained(root / name)
-    save_ranking(torch.arange(VOCAB).flip(0), root / "draft")  # for --drafter model-trimmed
-    return root / "target", root / "draft"
+    return save_pair(tmp_path_factory.mktemp("models"), *pair("llama"), tokenizer)
 
 
 def test_generate_prints_json_summary_and_writes_events(
