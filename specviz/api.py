@@ -16,9 +16,19 @@ from specviz.core.checks import check_prompt, check_token_ids, vocab_size
 from specviz.core.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
 from specviz.core.decoding import SpeculativeDecoder, autoregressive_events
 from specviz.core.drafter import Drafter
-from specviz.core.events import EMITTING, Event, Finished, Prefill, RoundSummary, Sampled
+from specviz.core.events import (
+    EMITTING,
+    Event,
+    Finished,
+    Prefill,
+    RoundSummary,
+    Sampled,
+    TreeVerified,
+)
 from specviz.core.policy import GammaPolicy
 from specviz.drafters.registry import build_drafter
+from specviz.tree.decoding import TreeDecoder, TreeDrafter
+from specviz.tree.verify import EXACT_TREE, TreeRule
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +68,12 @@ class GenerationResult:
         them also scores the prompt)."""
         plain = sum(isinstance(e, Sampled) for e in self.events)
         return len(self.rounds) + plain
+
+    @property
+    def exact(self) -> bool:
+        """False when a lossy tree rule (typical acceptance) chose any token: the output then
+        does not follow the target's law."""
+        return all(e.exact for e in self.events if isinstance(e, TreeVerified))
 
     @property
     def prefill(self) -> Prefill:
@@ -108,7 +124,7 @@ def _generation_eos(model: Any) -> object:
 
 def speculative_stream(
     target: Any,
-    drafter: Drafter,
+    drafter: Drafter | TreeDrafter,
     tokenizer: Any,
     prompt: str | list[int],
     *,
@@ -118,34 +134,73 @@ def speculative_stream(
     stop: Collection[int] | None = None,
     policy: GammaPolicy | None = None,
     make_cache: Callable[[Any], CachedForward] | None = None,
+    tree_rule: TreeRule = EXACT_TREE,
 ) -> tuple[list[int], Iterator[Event]]:
     """Validate everything, then return the prompt ids and the lazy event stream.
 
     drafter: any Drafter (specviz.build_drafter makes the registered ones; specviz's
-    speculative_generate also takes a draft model); policy chooses gamma per round (default:
-    speculation.gamma every round); make_cache: the target's cached forward (default a KVCache).
+    speculative_generate also takes a draft model), or a TreeDrafter, whose trees are verified
+    by tree_rule (its depth replaces speculation.gamma); policy chooses gamma per round
+    (default: speculation.gamma every round); make_cache: the target's cached forward (default
+    a KVCache).
     """
-    if not isinstance(drafter, Drafter):
+    if not isinstance(drafter, Drafter | TreeDrafter):
         raise ValueError(
-            f"drafter must be a Drafter (prefill, propose, rollback), got {type(drafter).__name__}:"
-            " build one with specviz.build_drafter, or pass a draft model to "
-            "specviz.speculative_generate"
+            f"drafter must be a Drafter (prefill, propose, rollback) or a TreeDrafter, got "
+            f"{type(drafter).__name__}: build one with specviz.build_drafter, or pass a draft "
+            "model to specviz.speculative_generate"
         )
     prompt_ids = encode(tokenizer, prompt)
     check_prompt(prompt_ids, speculation.max_new_tokens, target)
     check_token_ids(prompt_ids, vocab_size(target))
+    stops = stop_ids(target, tokenizer) if stop is None else frozenset(stop)
+    if isinstance(drafter, TreeDrafter):
+        return prompt_ids, _tree_events(
+            target, drafter, prompt_ids, sampling, speculation, stops, tree_rule, policy, make_cache
+        )
     decoder = SpeculativeDecoder(
         target,
         drafter,
         prompt_ids,
         sampling=sampling,
         speculation=speculation,
-        stop_ids=stop_ids(target, tokenizer) if stop is None else frozenset(stop),
+        stop_ids=stops,
         rule=rule,
         policy=policy,
         make_cache=make_cache,
     )
     return prompt_ids, decoder.events()
+
+
+def _tree_events(
+    target: Any,
+    drafter: TreeDrafter,
+    prompt_ids: list[int],
+    sampling: SamplingConfig,
+    speculation: SpeculationConfig,
+    stops: frozenset[int],
+    rule: TreeRule,
+    policy: GammaPolicy | None,
+    make_cache: Callable[[Any], CachedForward] | None,
+) -> Iterator[Event]:
+    """A tree decode's events, after refusing what a tree decode cannot take."""
+    if policy is not None:
+        raise ValueError("a tree drafter's depth is fixed: drop the gamma policy")
+    if make_cache is not None:
+        raise ValueError(
+            "tree verification needs transformers' forward with a 4D mask: drop make_cache "
+            "(and --lean-target)"
+        )
+    decoder = TreeDecoder(
+        target,
+        drafter,
+        prompt_ids,
+        sampling=sampling,
+        max_new_tokens=speculation.max_new_tokens,
+        stop_ids=stops,
+        rule=rule,
+    )
+    return decoder.events()
 
 
 def speculative_generate(
@@ -160,17 +215,19 @@ def speculative_generate(
     stop: Collection[int] | None = None,
     policy: GammaPolicy | None = None,
     make_cache: Callable[[Any], CachedForward] | None = None,
+    tree_rule: TreeRule = EXACT_TREE,
 ) -> GenerationResult:
     """Speculative sampling of target, drafter proposing; the output law is the target's.
 
-    drafter: any Drafter, or a draft model (shorthand for build_drafter("model", ...)).
+    drafter: any Drafter or TreeDrafter, or a draft model (shorthand for
+    build_drafter("model", ...)); tree_rule verifies a TreeDrafter's trees.
     stop: token ids that end generation (default: the tokenizer's and model's EOS ids).
     make_cache: the target's cached forward (default transformers' forward with a KVCache).
     """
     sampling, speculation = sampling or SamplingConfig(), speculation or SpeculationConfig()
     if drafter is None:
         raise ValueError("no drafter given: pass a draft model or a Drafter")
-    if not isinstance(drafter, Drafter):  # a draft model: check it before building its drafter
+    if not isinstance(drafter, Drafter | TreeDrafter):  # a draft model: check it first
         check_prompt(encode(tokenizer, prompt), speculation.max_new_tokens, target, drafter)
         drafter = build_drafter("model", target=target, draft=drafter, sampling=sampling)
     prompt_ids, events = speculative_stream(
@@ -184,6 +241,7 @@ def speculative_generate(
         stop=stop,
         policy=policy,
         make_cache=make_cache,
+        tree_rule=tree_rule,
     )
     return collect(events, prompt_ids, tokenizer)
 

@@ -3,10 +3,15 @@
 A draft token x drawn from q_draft is kept with probability min(1, p(x)/q(x)); the first
 rejected one is replaced by a draw from norm(max(0, p - q)); if all gamma are kept, a bonus
 token is drawn from the target's next distribution. The emitted tokens then follow p exactly.
+
+A tree tries several children x_1..x_k of one node in turn against a working distribution r
+(at first p there); each *step* below gives P(keep x) and the r to try the next child with.
+specviz.tree.verify walks a whole tree with them.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -27,6 +32,32 @@ def residual(p_target: Tensor, q_draft: Tensor) -> Tensor:
     excess = torch.clamp(p_target - q_draft, min=0.0)  # (V,)
     mass = excess.sum()
     return excess / mass if mass > 0 else p_target
+
+
+Step = Callable[[Tensor, Tensor, int], tuple[Tensor, Tensor]]  # (r, q, x) -> (P(keep), r after)
+
+
+def sampled_step(r: Tensor, q: Tensor, x: int) -> tuple[Tensor, Tensor]:
+    """Children i.i.d. from q: keep x with min(1, r(x)/q(x)); else r <- norm(max(0, r - q))."""
+    return acceptance_prob(r[x], q[x]), residual(r, q)
+
+
+def deterministic_step(r: Tensor, q: Tensor, x: int) -> tuple[Tensor, Tensor]:
+    """Children chosen without sampling: keep x with r(x); else r(x) <- 0, renormalised."""
+    left = r.clone()
+    left[x] = 0.0
+    mass = left.sum()
+    return r[x], left / mass if mass > 0 else r
+
+
+TYPICAL_EPSILON, TYPICAL_DELTA = 0.3, 0.09  # Medusa's defaults
+
+
+def typical_step(r: Tensor, q: Tensor, x: int) -> tuple[Tensor, Tensor]:
+    """LOSSY, Medusa's typical acceptance: keep x when r(x) > min(eps, delta exp(-H(r)))."""
+    entropy = -(r[r > 0] * r[r > 0].log()).sum()
+    threshold = min(TYPICAL_EPSILON, TYPICAL_DELTA * math.exp(-float(entropy)))
+    return (r[x] > threshold).to(r.dtype), r
 
 
 @dataclass(frozen=True, kw_only=True)

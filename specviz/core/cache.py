@@ -32,15 +32,27 @@ class KVCache:
         return int(self.kv.get_seq_length())
 
     @torch.no_grad()
-    def forward(self, input_ids: Tensor, keep: int = 0) -> Tensor:
+    def forward(
+        self,
+        input_ids: Tensor,
+        keep: int = 0,
+        positions: Tensor | None = None,
+        visible: Tensor | None = None,
+    ) -> Tensor:
         """Feed new tokens (T,) after the cached ones, extending the cache.
 
         Returns logits (T, V), or (keep, V) for the last `keep` positions only: the output head
         is then not computed for the others (a prompt prefill needs none of them).
+        positions (T,) and visible (T, cached + T) bool (True: may attend) replace the causal
+        defaults for a token tree; the mask goes in as float 0 / -inf, which eager and sdpa
+        attention both add as given (a bool mask would be added as 1/0 by eager attention).
         """
         start = len(self)
-        positions = torch.arange(start, start + input_ids.shape[0], device=input_ids.device)
-        extra = {"logits_to_keep": keep} if self._trims and keep else {}
+        if positions is None:
+            positions = torch.arange(start, start + input_ids.shape[0], device=input_ids.device)
+        extra: dict[str, Any] = {"logits_to_keep": keep} if self._trims and keep else {}
+        if visible is not None:
+            extra["attention_mask"] = additive_mask(visible, self.model)
         out = self.model(
             input_ids=input_ids[None],  # (1, T)
             position_ids=positions[None],  # (1, T)
@@ -56,6 +68,27 @@ class KVCache:
         extra = len(self) - length
         if extra > 0:
             self.kv.crop(-extra)
+
+    def keep_only(self, indices: Tensor) -> None:
+        """Keep the cached positions `indices` (ascending), dropping the rest on every layer.
+
+        A per-layer gather on the sequence axis: what is dropped is gone, not masked.
+        """
+        layer: Any
+        for layer in self.kv.layers:
+            if getattr(layer, "is_sliding", False):
+                raise ValueError("tree verification cannot compact a sliding-window cache")
+            if layer.is_initialized and layer.keys.numel():
+                layer.keys = layer.keys.index_select(-2, indices.to(layer.keys.device))
+                layer.values = layer.values.index_select(-2, indices.to(layer.values.device))
+
+
+def additive_mask(visible: Tensor, model: Any) -> Tensor:
+    """visible (T, S) bool → the (1, 1, T, S) float mask: 0 where visible, -inf elsewhere."""
+    dtype = getattr(model, "dtype", torch.float32)
+    dtype = dtype if dtype.is_floating_point else torch.float32
+    mask = torch.zeros(visible.shape, dtype=dtype, device=visible.device)
+    return mask.masked_fill(~visible, float("-inf"))[None, None]
 
 
 def cache_kwarg(model: Any) -> str:

@@ -40,6 +40,37 @@ class Proposed:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TreeProposed:
+    """A tree drafter proposed nodes for positions position + depth - 1 (parents: -1 = root).
+
+    q_x[i] = q(tokens[i]) under its parent's distribution; sampled[i] is False for children
+    chosen without sampling (top-k, n-gram). The verdicts that follow name nodes by index.
+    """
+
+    kind: ClassVar[str] = "tree"
+    round: int
+    position: int
+    tokens: tuple[int, ...]
+    parents: tuple[int, ...]
+    q_x: tuple[float, ...]
+    sampled: tuple[bool, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TreeVerified:
+    """The kept root-to-node path of a tree round, and the rule that chose it.
+
+    exact is False for a lossy rule (typical acceptance): its tokens do not follow the target.
+    """
+
+    kind: ClassVar[str] = "tree_verified"
+    round: int
+    path: tuple[int, ...]
+    rule: str
+    exact: bool
+
+
+@dataclass(frozen=True, kw_only=True)
 class _Verified:
     """Fields shared by the verdicts on a draft token."""
 
@@ -55,7 +86,8 @@ class _Verified:
 
 @dataclass(frozen=True, kw_only=True)
 class Accepted(_Verified):
-    """A draft token was kept: u < min(1, p/q)."""
+    """A draft token was kept: u < min(1, p/q) (in a tree, u < the rule's P(keep);
+    draft_index is then the node)."""
 
     kind: ClassVar[str] = "accepted"
 
@@ -135,10 +167,21 @@ class Finished:
 
 
 Event = (
-    Prefill | Proposed | Accepted | Rejected | Resampled | Bonus | Sampled | RoundSummary | Finished
+    Prefill
+    | Proposed
+    | TreeProposed
+    | TreeVerified
+    | Accepted
+    | Rejected
+    | Resampled
+    | Bonus
+    | Sampled
+    | RoundSummary
+    | Finished
 )
 EMITTING = (Accepted, Resampled, Bonus, Sampled)  # each emitted token comes from one of these
-_ALL = (Prefill, Proposed, Accepted, Rejected, Resampled, Bonus, Sampled, RoundSummary, Finished)
+_ALL: tuple[type[Any], ...] = (Prefill, Proposed, TreeProposed, TreeVerified, Accepted, Rejected)
+_ALL += (Resampled, Bonus, Sampled, RoundSummary, Finished)
 _KINDS: dict[str, type[Any]] = {cls.kind: cls for cls in _ALL}
 
 
@@ -149,12 +192,14 @@ def to_json(event: Event) -> str:
 
 def from_json(line: str) -> Event:
     """Inverse of to_json."""
-    data = json.loads(line)
-    cls = _KINDS[data.pop("kind")]
-    if cls is Resampled:
-        data["top"] = tuple(tuple(row) for row in data["top"])
-    event: Event = cls(**data)
+    data = {name: _tuples(value) for name, value in json.loads(line).items()}
+    event: Event = _KINDS[data.pop("kind")](**data)
     return event
+
+
+def _tuples(value: Any) -> Any:
+    """JSON arrays (nested) back to the tuples the events hold."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 def write_jsonl(events: Iterable[Event], path: str | Path) -> None:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from specviz.core.drafter import Drafter
     from specviz.drafters.model import ModelDrafter
     from specviz.drafters.ngram import NgramDrafter
+    from specviz.tree.decoding import TreeDrafter
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,6 +31,8 @@ class DrafterOptions:
     ngram_min None: 1 for n-gram lookup alone, 2 in front of a draft model (keeps chance
     one-token matches out). model_cls and make_cache swap the draft-model drafter's class and
     cached forward (the statistical suite's mutants; transformers' forward for a benchmark).
+    tree_nodes, tree_depth and tree_width bound the tree drafters' trees: at most that many
+    nodes, levels, and children per node.
     """
 
     exit_layer: int = 8
@@ -39,8 +42,18 @@ class DrafterOptions:
     model_gamma: int | None = None
     model_cls: type[ModelDrafter] | None = None  # None: ModelDrafter
     make_cache: Callable[[Any], CachedForward] | None = None  # None: the fast one where it applies
+    tree_nodes: int = 16
+    tree_depth: int = 4
+    tree_width: int = 4
 
     def __post_init__(self) -> None:
+        for flag, value in (
+            ("tree_nodes", self.tree_nodes),
+            ("tree_depth", self.tree_depth),
+            ("tree_width", self.tree_width),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{flag} must be an integer >= 1 (got {value!r})")
         if self.exit_layer < 1:
             raise ValueError(f"exit_layer must be >= 1 (got {self.exit_layer})")
         if self.model_gamma is not None and self.model_gamma < 1:
@@ -55,7 +68,7 @@ class DrafterOptions:
             )
 
 
-Factory = Callable[[Any, Any, SamplingConfig, DrafterOptions], "Drafter"]
+Factory = Callable[[Any, Any, SamplingConfig, DrafterOptions], "Drafter | TreeDrafter"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +80,7 @@ class DrafterSpec:
     description: str  # one line, for --help and the docs
     uses_draft_model: bool  # False: drafts without a separate draft model
     build: Factory
+    tree: bool = False  # True: proposes token trees (specviz.tree), verified in one pass
 
 
 def _model_drafter(o: DrafterOptions) -> tuple[type[ModelDrafter], Callable[[Any], CachedForward]]:
@@ -148,6 +162,32 @@ def _early_exit(share: bool) -> Factory:
     return build
 
 
+def _tree_model(sampled: bool) -> Factory:
+    """The draft model growing a tree: top-k children (EAGLE-2 style) or sampled from q."""
+
+    def build(target: Any, draft: Any, sampling: SamplingConfig, o: DrafterOptions) -> TreeDrafter:
+        if draft is None:
+            raise ValueError("this drafter needs a draft model: pass draft=...")
+        from specviz.drafters.tree_model import TreeModelDrafter, TreeShape
+
+        check_pair(target, draft)
+        shape = TreeShape(nodes=o.tree_nodes, depth=o.tree_depth, width=o.tree_width)
+        return TreeModelDrafter(draft, sampling, vocab_size(target), shape=shape, sampled=sampled)
+
+    return build
+
+
+def _tree_ngram(
+    target: Any, _draft: Any, _sampling: SamplingConfig, o: DrafterOptions
+) -> TreeDrafter:
+    from specviz.drafters.tree_ngram import TreeNgramDrafter
+
+    return TreeNgramDrafter(
+        vocab_size(target), nodes=o.tree_nodes, depth=o.tree_depth, max_ngram=o.ngram_max,
+        min_ngram=o.ngram_min or 1,
+    )  # fmt: skip
+
+
 SPECS = (
     DrafterSpec(
         name="model",
@@ -198,7 +238,32 @@ SPECS = (
         uses_draft_model=False,
         build=_early_exit(share=True),
     ),
+    DrafterSpec(
+        name="tree-model",
+        label="tree: draft model's top-k children",
+        description="the draft model grows a tree of its likeliest tokens (EAGLE-2 style)",
+        uses_draft_model=True,
+        build=_tree_model(sampled=False),
+        tree=True,
+    ),
+    DrafterSpec(
+        name="tree-sampled",
+        label="tree: children sampled from the draft model",
+        description="each node gets width children drawn i.i.d. from q (SpecInfer style)",
+        uses_draft_model=True,
+        build=_tree_model(sampled=True),
+        tree=True,
+    ),
+    DrafterSpec(
+        name="tree-ngram",
+        label="tree: n-gram lookup, one branch per earlier continuation",
+        description="every distinct earlier continuation of the last n tokens as a branch",
+        uses_draft_model=False,
+        build=_tree_ngram,
+        tree=True,
+    ),
 )
+TREE_DRAFTERS = tuple(s.name for s in SPECS if s.tree)
 REGISTRY: Mapping[str, DrafterSpec] = MappingProxyType({s.name: s for s in SPECS})
 DRAFTER_NAMES = tuple(REGISTRY)
 
@@ -217,7 +282,11 @@ def build_drafter(
     draft: Any = None,
     sampling: SamplingConfig,
     options: DrafterOptions | None = None,
-) -> Drafter:
-    """A fresh drafter called name for target (draft: the draft model, where one is used)."""
+) -> Drafter | TreeDrafter:
+    """A fresh drafter called name for target (draft: the draft model, where one is used).
+
+    Tree drafters (DrafterSpec.tree) return a TreeDrafter, which specviz.tree.decoding's
+    TreeDecoder (and the one-call API) verify a whole tree at a time.
+    """
     spec = drafter_spec(name)
     return spec.build(target, draft, sampling, options or DrafterOptions())

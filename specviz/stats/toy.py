@@ -1,7 +1,8 @@
 """Toy order-2 Markov language models with exactly known laws, behind an HF-like interface.
 
 The model's KV cache stores the token ids themselves, so cache rollback bugs change the context
-the toy sees exactly as they would in a transformer.
+the toy sees exactly as they would in a transformer. Given a 4D attention mask (a token tree),
+the token before a query is the last position it may attend to before its own.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ class MarkovLM(torch.nn.Module):
         position_ids: Tensor | None = None,
         use_cache: bool = False,
         cache: Any = None,
+        attention_mask: Tensor | None = None,
         **_: Any,
     ) -> SimpleNamespace:
         """Logits (B, T, V) for input_ids (B, T) after the cached tokens (cache: a DynamicCache)."""
@@ -50,7 +52,12 @@ class MarkovLM(torch.nn.Module):
         hist = history[:, 0, :, 0].long()  # (B, L)
         length, steps = hist.shape[1], input_ids.shape[1]
         idx = torch.arange(length - steps, length, device=hist.device)  # (T,)
-        before = torch.where(idx >= 1, hist[:, (idx - 1).clamp(min=0)], self.table.shape[0] - 1)
+        slot = idx - 1  # (T,) the position each query reads as the token before it
+        if attention_mask is not None and attention_mask.dim() == 4:
+            cols = torch.arange(length, device=hist.device)  # (L,)
+            seen = (attention_mask[0, 0] == 0) & (cols[None] < idx[:, None])  # (T, L)
+            slot = torch.where(seen, cols[None], -1).max(dim=-1).values
+        before = torch.where(slot >= 0, hist[:, slot.clamp(min=0)], self.table.shape[0] - 1)
         return SimpleNamespace(logits=self.table[before, hist[:, idx]])  # (B, T, V)
 
 

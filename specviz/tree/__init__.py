@@ -1,0 +1,1 @@
+"""Tree speculation: token trees, their one-pass verification and the exact rules."""

@@ -1,0 +1,290 @@
+"""Tree speculative decoding: draft a token tree, score it in one target pass, keep one path.
+
+The target sees [cached prefix | fresh tokens | tree] at once: every node attends to the
+whole prefix and to its ancestors and itself, at position (prefix length + depth). After the
+verdict the target's cache keeps exactly the prefix and the kept path (a per-layer gather);
+the drafter rolls its own cache back and feeds the kept tokens next round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Generator, Iterator
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+from transformers import PretrainedConfig
+
+from specviz.core.cache import KVCache
+from specviz.core.config import SamplingConfig, check_max_new_tokens
+from specviz.core.decoding import RESIDUAL_TOP, clock, make_generator
+from specviz.core.drafter import Drafter
+from specviz.core.events import (
+    Accepted,
+    Bonus,
+    Event,
+    Finished,
+    Prefill,
+    Rejected,
+    Resampled,
+    RoundSummary,
+    TreeProposed,
+    TreeVerified,
+)
+from specviz.core.sampling import logits_to_probs
+from specviz.tree.proposal import TokenTree, chain
+from specviz.tree.verify import EXACT_TREE, TreeRule, TreeVerdict, verify_tree
+
+TREE_ATTENTION = ("eager", "sdpa")  # attention backends that take a custom 4D mask as given
+
+
+def check_tree_attention(model: Any) -> None:
+    """Raise ValueError unless model's attention takes a custom 4D mask (eager or sdpa)."""
+    config = getattr(model, "config", None)
+    impl = getattr(config, "_attn_implementation", None)
+    if isinstance(config, PretrainedConfig) and impl not in TREE_ATTENTION:
+        raise ValueError(
+            f"tree verification needs an attention backend that takes a custom 4D mask; this "
+            f"model uses {impl!r}: load it with attn_implementation='sdpa' (or 'eager')"
+        )
+
+
+@runtime_checkable
+class TreeDrafter(Protocol):
+    """What the tree decoder needs from a drafter that proposes token trees."""
+
+    depth: int  # the deepest level a proposal reaches
+
+    def prefill(self, prefix: list[int]) -> None:
+        """Process a prompt prefix before the first round (may be a no-op)."""
+
+    def propose_tree(
+        self, ids: list[int], max_depth: int, generator: torch.Generator, stop_ids: Collection[int]
+    ) -> TokenTree:
+        """A tree of continuations of ids, no deeper than max_depth (no children after a stop)."""
+
+    def rollback(self, committed: int) -> None:
+        """Forget everything past the first `committed` tokens of the sequence."""
+
+
+class ChainAsTree:
+    """Any chain drafter as a tree drafter: its gamma tokens as a one-child-per-node tree."""
+
+    def __init__(self, drafter: Drafter, gamma: int) -> None:
+        """Wrap drafter; each proposal asks it for up to gamma tokens."""
+        self.drafter, self.depth = drafter, gamma
+
+    def prefill(self, prefix: list[int]) -> None:
+        """The wrapped drafter's prefill."""
+        self.drafter.prefill(prefix)
+
+    def propose_tree(
+        self, ids: list[int], max_depth: int, generator: torch.Generator, stop_ids: Collection[int]
+    ) -> TokenTree:
+        """The wrapped drafter's chain of up to max_depth tokens."""
+        draft = self.drafter.propose(ids, max_depth, generator, stop_ids)
+        return chain(draft.tokens, draft.q_draft, draft.forward_calls)
+
+    def rollback(self, committed: int) -> None:
+        """The wrapped drafter's rollback."""
+        self.drafter.rollback(committed)
+
+
+def tree_inputs(tree: TokenTree, fresh: int, cached: int, start: int) -> tuple[Tensor, Tensor]:
+    """Positions (F+N,) and visibility (F+N, cached+F+N) for fresh tokens then the tree.
+
+    cached: positions in the cache; start: the position of the first fresh token. Fresh tokens
+    see the cache and each other causally; node i sees the cache, all fresh tokens, and its
+    ancestors and itself; its position is that of the last fresh token plus its depth.
+    """
+    n = len(tree.parents)
+    depths = torch.tensor(tree.depths, dtype=torch.long)
+    positions = torch.cat([torch.arange(start, start + fresh), start + fresh - 1 + depths])
+    visible = torch.zeros(fresh + n, cached + fresh + n, dtype=torch.bool)
+    visible[:, :cached] = True
+    visible[:fresh, cached : cached + fresh] = torch.ones(fresh, fresh, dtype=torch.bool).tril()
+    visible[fresh:, cached : cached + fresh] = True
+    visible[fresh:, cached + fresh :] = tree.visible()
+    return positions, visible
+
+
+class TreeDecoder:
+    """Tree speculative sampling: committed ids, the target's cache and the tree drafter."""
+
+    def __init__(
+        self,
+        target: Any,
+        drafter: TreeDrafter,
+        prompt_ids: list[int],
+        *,
+        sampling: SamplingConfig,
+        max_new_tokens: int,
+        stop_ids: Collection[int] = (),
+        rule: TreeRule = EXACT_TREE,
+        make_cache: Callable[[Any], KVCache] = KVCache,
+    ) -> None:
+        """Set up a decode of prompt_ids; nothing runs until events() is iterated."""
+        check_max_new_tokens(max_new_tokens)
+        check_tree_attention(target)
+        self.target, self.drafter, self.rule = target, drafter, rule
+        self.sampling, self.max_new_tokens, self.stop_ids = sampling, max_new_tokens, stop_ids
+        self.device = target.device
+        self.ids, self.prompt_len = list(prompt_ids), len(prompt_ids)
+        self.target_cache = make_cache(target)
+        self.cached = 0  # committed positions in the target's cache
+        self.generator = make_generator(sampling, self.device)
+
+    @property
+    def new_tokens(self) -> int:
+        """Tokens emitted so far."""
+        return len(self.ids) - self.prompt_len
+
+    def events(self) -> Iterator[Event]:
+        """Run to EOS or max_new_tokens, yielding every event as it happens."""
+        start = clock(self.device)
+        t0 = clock(self.device)
+        self.drafter.prefill(self.ids[:-1])
+        yield Prefill(
+            prompt_tokens=len(self.ids), target_seconds=0.0, draft_seconds=clock(self.device) - t0
+        )
+        round_index, reason = 0, "max_new_tokens"
+        while (remaining := self.max_new_tokens - self.new_tokens) > 0:
+            yield from self._round(round_index, min(self.drafter.depth, remaining - 1))
+            round_index += 1
+            if self.ids[-1] in self.stop_ids:
+                reason = "eos"
+                break
+        yield Finished(
+            reason=reason, new_tokens=self.new_tokens, seconds=clock(self.device) - start
+        )
+
+    def _round(self, round_index: int, depth: int) -> Iterator[Event]:
+        """Draft a tree, score it in one pass, walk it, emit, keep the path in both caches."""
+        t0 = clock(self.device)
+        tree = self._draft(depth)
+        t1 = clock(self.device)
+        fresh, held = len(self.ids) - self.cached, len(self.target_cache)
+        p_target = self._score(tree)  # (N+1, V)
+        t2 = clock(self.device)
+        first = self.new_tokens
+        yield TreeProposed(
+            round=round_index,
+            position=first,
+            tokens=tuple(tree.tokens.tolist()),
+            parents=tree.parents,
+            q_x=tree.q_x(),
+            sampled=tree.sampled,
+        )
+        verdict = verify_tree(p_target, tree, self.generator, self.rule)
+        emitted = yield from self._emit(round_index, tree, verdict, p_target)
+        self._compact(held + fresh, verdict.path)
+        self.cached += fresh + len(verdict.path)
+        self.drafter.rollback(len(self.ids))
+        yield RoundSummary(
+            round=round_index,
+            gamma=depth,
+            proposed=len(tree.parents),
+            accepted=len(verdict.path),
+            emitted=emitted,
+            draft_seconds=t1 - t0,
+            target_seconds=t2 - t1,
+            draft_forward_calls=tree.forward_calls,
+            prompt_tokens=fresh - 1,
+        )
+
+    def _draft(self, depth: int) -> TokenTree:
+        """The drafter's tree, no deeper than depth (an empty tree when depth is 0)."""
+        if depth == 0:
+            empty = torch.empty(0, dtype=torch.long, device=self.device)
+            return TokenTree(
+                tokens=empty, parents=(), q_draft=torch.zeros(1, 1), sampled=(), forward_calls=0
+            )
+        tree = self.drafter.propose_tree(self.ids, depth, self.generator, self.stop_ids)
+        if tree.parents and max(tree.depths) > depth:
+            raise ValueError(f"the drafter's tree is deeper than the {depth} levels asked for")
+        return tree
+
+    def _score(self, tree: TokenTree) -> Tensor:
+        """p_target (N+1, V) at the root and after every node, in one target pass."""
+        fresh = self.ids[self.cached :]  # the last one is the root
+        held = len(self.target_cache)
+        positions, visible = tree_inputs(tree, len(fresh), held, self.cached)
+        tokens = torch.cat([torch.tensor(fresh), tree.tokens.cpu()]).to(self.device)
+        logits = self.target_cache.forward(
+            tokens,
+            keep=len(tree.parents) + 1,
+            positions=positions.to(self.device),
+            visible=visible.to(self.device),
+        )
+        return logits_to_probs(logits, self.sampling)
+
+    def _compact(self, base: int, path: tuple[int, ...]) -> None:
+        """Keep the cache's first `base` positions and the kept path's; drop every other node."""
+        keep = torch.cat([torch.arange(base), base + torch.tensor(path, dtype=torch.long)])
+        self.target_cache.keep_only(keep)
+
+    def _emit(
+        self, round_index: int, tree: TokenTree, verdict: TreeVerdict, p_target: Tensor
+    ) -> Generator[Event, None, int]:
+        """Yield a verdict per tried node, the path, the next token; returns tokens emitted."""
+        first, depths = self.new_tokens, tree.depths
+        emitted = 0
+        for trial in verdict.trials:
+            cls = Accepted if trial.accepted else Rejected
+            yield cls(
+                round=round_index,
+                position=first + depths[trial.node] - 1,
+                draft_index=trial.node,
+                token=int(tree.tokens[trial.node]),
+                p_x=trial.p_x,
+                q_x=trial.q_x,
+                u=trial.u,
+                accept_prob=trial.accept_prob,
+            )
+            if trial.accepted:
+                self.ids.append(int(tree.tokens[trial.node]))
+                emitted += 1
+                if self.ids[-1] in self.stop_ids:  # an accepted stop token ends the decode
+                    break
+        yield TreeVerified(
+            round=round_index, path=verdict.path, rule=self.rule.name, exact=self.rule.exact
+        )
+        if emitted == len(verdict.path):
+            yield self._next_event(round_index, first + emitted, tree, verdict, p_target)
+            self.ids.append(verdict.next_token)
+            emitted += 1
+        return emitted
+
+    def _next_event(
+        self,
+        round_index: int,
+        position: int,
+        tree: TokenTree,
+        verdict: TreeVerdict,
+        p_target: Tensor,
+    ) -> Resampled | Bonus:
+        """The event for the token that follows the kept path."""
+        node, token = (verdict.path[-1] if verdict.path else -1), verdict.next_token
+        p = p_target[node + 1]  # (V,)
+        if verdict.is_bonus:
+            return Bonus(round=round_index, position=position, token=token, p_x=float(p[token]))
+        q = tree.q_draft[node + 1].to(p)  # (V,)
+        kids = tree.children(node)
+        if tree.sampled[kids[0]]:
+            mass = float(torch.clamp(p - q, min=0.0).sum())
+        else:  # chosen children: what p leaves outside them
+            mass = 1.0 - float(p[torch.unique(tree.tokens[kids].to(p.device))].sum())
+        top = verdict.next_dist.topk(min(RESIDUAL_TOP, p.shape[0]))
+        return Resampled(
+            round=round_index,
+            position=position,
+            token=token,
+            p_x=float(p[token]),
+            q_x=float(q[token]),
+            residual_x=float(verdict.next_dist[token]),
+            residual_mass=mass,
+            top=tuple(
+                (int(t), float(r), float(p[t]), float(q[t]))
+                for r, t in zip(top.values.tolist(), top.indices.tolist(), strict=True)
+            ),
+        )

@@ -1,0 +1,99 @@
+"""A drafter's token tree: nodes with token, parent, depth and the law each was drawn from.
+
+Nodes are numbered 0..N-1 with every parent before its children; parents[i] is -1 for a child
+of the root (the last committed token), and depth(i) = 1 + depth(parents[i]). q_draft[0] is
+the drafter's distribution at the root and q_draft[i + 1] the one at node i (zeros where the
+drafter never ran on node i). Children are either *sampled* (i.i.d. draws from the parent's
+q) or *deterministic* (chosen without sampling: top-k of q, n-gram lookup; their q is then
+shown, not used). A chain is a tree with one child per node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True, kw_only=True)
+class TokenTree:
+    """A drafter's proposal: tokens (N,), parents, q_draft (N+1, V), sampled (per node)."""
+
+    tokens: Tensor
+    parents: tuple[int, ...]
+    q_draft: Tensor
+    sampled: tuple[bool, ...]
+    forward_calls: int
+
+    def __post_init__(self) -> None:
+        n = len(self.parents)
+        if self.tokens.shape != (n,) or len(self.sampled) != n or self.q_draft.shape[0] != n + 1:
+            raise ValueError(f"a tree of {n} nodes needs {n} tokens, {n} laws and {n + 1} q rows")
+        for i, parent in enumerate(self.parents):
+            if not -1 <= parent < i:
+                raise ValueError(f"node {i}'s parent {parent} must come before it (or be -1)")
+        for i, parent in enumerate(self.parents):
+            if self.sampled[i] != self.sampled[self.children(parent)[0]]:
+                raise ValueError(f"node {i}'s siblings must share one law (sampled or not)")
+
+    @property
+    def depths(self) -> tuple[int, ...]:
+        """depth of each node (the root's children are at depth 1)."""
+        out: list[int] = []
+        for parent in self.parents:
+            out.append(1 + (out[parent] if parent >= 0 else 0))
+        return tuple(out)
+
+    def children(self, node: int) -> list[int]:
+        """The children of node (-1: the root), in the order they are tried."""
+        return [i for i, parent in enumerate(self.parents) if parent == node]
+
+    def path(self, node: int) -> list[int]:
+        """The nodes from the root's child down to node."""
+        out = []
+        while node >= 0:
+            out.append(node)
+            node = self.parents[node]
+        return out[::-1]
+
+    def visible(self) -> Tensor:
+        """(N, N) bool: node i may attend to node j when j is i or one of its ancestors."""
+        n = len(self.parents)
+        seen = torch.eye(n, dtype=torch.bool)
+        for i, parent in enumerate(self.parents):
+            if parent >= 0:
+                seen[i] |= seen[parent]
+        return seen
+
+    def q_x(self) -> tuple[float, ...]:
+        """q(token) of each node under its parent's distribution."""
+        rows = torch.tensor(self.parents, device=self.q_draft.device) + 1
+        tokens = self.tokens.to(self.q_draft.device)
+        return tuple(self.q_draft[rows, tokens].tolist()) if self.parents else ()
+
+    def truncated(self, max_depth: int) -> TokenTree:
+        """The nodes at depth <= max_depth (renumbered in the same order)."""
+        keep = [i for i, d in enumerate(self.depths) if d <= max_depth]
+        new = {old: j for j, old in enumerate(keep)}
+        return TokenTree(
+            tokens=self.tokens[keep],
+            parents=tuple(new.get(self.parents[i], -1) for i in keep),
+            q_draft=self.q_draft[[0, *(i + 1 for i in keep)]],
+            sampled=tuple(self.sampled[i] for i in keep),
+            forward_calls=self.forward_calls,
+        )
+
+
+def chain(tokens: Tensor, q_draft: Tensor, forward_calls: int) -> TokenTree:
+    """A chain drafter's tokens (k,) and q_draft (k, V) as a tree with one child per node."""
+    k = tokens.shape[0]
+    vocab = q_draft.shape[-1] if q_draft.dim() == 2 else 1
+    rows = torch.cat([q_draft.reshape(k, vocab), q_draft.new_zeros(1, vocab)])  # (k+1, V)
+    return TokenTree(
+        tokens=tokens,
+        parents=tuple(range(-1, k - 1)),
+        q_draft=rows,
+        sampled=(True,) * k,
+        forward_calls=forward_calls,
+    )
