@@ -2,7 +2,8 @@
 
 The public API, imported on first use (importing specviz loads nothing heavy):
 speculative_generate, autoregressive_generate, SamplingConfig, SpeculationConfig, load_pair,
-prompt_ids, build_drafter, DrafterOptions, the drafter protocol (Drafter, Draft) and the events.
+prompt_ids, build_drafter, DrafterOptions, the drafter protocol (Drafter, Draft) and the events;
+for trees, TokenTree, TreeDrafter, TreeRule with EXACT_TREE and the lossy TYPICAL.
 """
 
 from __future__ import annotations
@@ -25,14 +26,20 @@ if TYPE_CHECKING:
         Resampled,
         RoundSummary,
         Sampled,
+        TreeProposed,
+        TreeVerified,
         read_jsonl,
         write_jsonl,
     )
     from specviz.drafters.registry import DRAFTER_NAMES, DrafterOptions, build_drafter
     from specviz.models.chat import prompt_ids
     from specviz.models.loading import ModelPair, load_pair
+    from specviz.tree.decoding import TreeDrafter
+    from specviz.tree.proposal import TokenTree
+    from specviz.tree.verify import EXACT_TREE, TYPICAL, TreeRule
 
 _EVENTS = "Accepted Bonus Event Finished Prefill Proposed Rejected Resampled RoundSummary Sampled"
+_EVENTS += " TreeProposed TreeVerified"
 _WHERE = {
     "speculative_generate": "specviz.api",
     "autoregressive_generate": "specviz.api",
@@ -49,9 +56,16 @@ _WHERE = {
     "ModelPair": "specviz.models.loading",
     "read_jsonl": "specviz.core.events",
     "write_jsonl": "specviz.core.events",
+    "TokenTree": "specviz.tree.proposal",
+    "TreeDrafter": "specviz.tree.decoding",
+    "TreeRule": "specviz.tree.verify",
+    "EXACT_TREE": "specviz.tree.verify",
+    "TYPICAL": "specviz.tree.verify",
 } | dict.fromkeys(_EVENTS.split(), "specviz.core.events")
 __all__ = [
     "DRAFTER_NAMES",
+    "EXACT_TREE",
+    "TYPICAL",
     "Accepted",
     "Bonus",
     "Draft",
@@ -69,6 +83,11 @@ __all__ = [
     "Sampled",
     "SamplingConfig",
     "SpeculationConfig",
+    "TokenTree",
+    "TreeDrafter",
+    "TreeProposed",
+    "TreeRule",
+    "TreeVerified",
     "autoregressive_generate",
     "build_drafter",
     "load_pair",

@@ -27,6 +27,7 @@ from specviz.models.chat import PromptFormat, prompt_format, prompt_ids
 from specviz.models.loading import BUNDLED, DTYPES, ModelLoadError, load_pair, parse_dtype, resolve
 from specviz.runtime import HelpFormatter, add_threads_argument, set_threads, utf8_text
 from specviz.stats import cli as verify_cli
+from specviz.tree.verify import EXACT_TREE, TYPICAL
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,6 +99,25 @@ def build_parser() -> argparse.ArgumentParser:
         "(ngram+model, ngram+model-trimmed; default: no cap)",
     )
     gen.add_argument(
+        "--tree-nodes", type=int, default=16, help="tree drafters: at most this many nodes"
+    )
+    gen.add_argument(
+        "--tree-depth",
+        type=int,
+        default=4,
+        help="tree drafters: at most this many levels (a tree's depth replaces --gamma)",
+    )
+    gen.add_argument(
+        "--tree-width", type=int, default=4, help="tree-model, tree-sampled: children per node"
+    )
+    gen.add_argument(
+        "--tree-rule",
+        choices=["exact", "typical"],
+        default="exact",
+        help="tree drafters: exact verification, or typical: Medusa's typical acceptance, "
+        "LOSSY (its output does not follow the target's law; for comparison only)",
+    )
+    gen.add_argument(
         "--gamma-policy",
         choices=["fixed", "heuristic", "theory"],
         default="fixed",
@@ -154,6 +174,7 @@ def summary(result: GenerationResult, fmt: PromptFormat = "raw") -> dict[str, ob
         "proposed": result.proposed,
         "accepted": result.accepted,
         "acceptance_rate": result.acceptance_rate if result.proposed else None,
+        "exact": result.exact,
         "target_calls": result.target_calls,
         "per_round": [
             {"round": r.round, "proposed": r.proposed, "accepted": r.accepted, "emitted": r.emitted}
@@ -178,7 +199,15 @@ def render_text(result: GenerationResult, fmt: PromptFormat = "raw") -> str:
     )
     how = "through the chat template" if fmt == "chat" else "as raw text"
     lines.append(f"prompt: {len(result.prompt_ids)} tokens, {how}")
+    if not result.exact:
+        lines.append(LOSSY_NOTE)
     return "\n".join(lines)
+
+
+LOSSY_NOTE = (
+    "LOSSY: typical acceptance chose these tokens; they do not follow the target's law "
+    "(use --tree-rule exact for exact output)"
+)
 
 
 def drafter_options(args: argparse.Namespace) -> DrafterOptions:
@@ -189,7 +218,27 @@ def drafter_options(args: argparse.Namespace) -> DrafterOptions:
         ngram_min=args.ngram_min,
         min_confidence=args.confidence,
         model_gamma=args.model_gamma,
+        tree_nodes=args.tree_nodes,
+        tree_depth=args.tree_depth,
+        tree_width=args.tree_width,
     )
+
+
+def check_tree_flags(args: argparse.Namespace) -> None:
+    """Refuse flag combinations a tree drafter (or a chain one) cannot take, before loading."""
+    tree = drafter_spec(args.drafter).tree and not args.plain
+    if args.tree_rule != "exact" and not tree:
+        raise ValueError("--tree-rule applies to tree drafters: use --drafter tree-...")
+    if tree and args.gamma_policy != "fixed":
+        raise ValueError(
+            f"--drafter {args.drafter} drafts a tree of fixed depth: use --tree-depth, not "
+            "--gamma-policy"
+        )
+    if tree and args.lean_target:
+        raise ValueError(
+            f"--drafter {args.drafter} verifies a tree through transformers' forward with a 4D "
+            "mask: drop --lean-target"
+        )
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -199,7 +248,7 @@ def run_generate(args: argparse.Namespace) -> int:
     )
     speculation = SpeculationConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens)
     text = prompt_text(args)
-    make_policy(args.gamma_policy, speculation.gamma)  # validate before loading models
+    policy = make_policy(args.gamma_policy, speculation.gamma)  # validated before loading
     if args.lean_target and args.drafter == "early-exit-shared" and not args.plain:
         raise ValueError(
             "--lean-target does not apply to --drafter early-exit-shared, which verifies through "
@@ -211,6 +260,7 @@ def run_generate(args: argparse.Namespace) -> int:
     if args.model_gamma is not None and args.model_gamma < 1:
         raise ValueError(f"--model-gamma must be >= 1 (got {args.model_gamma})")
     options = drafter_options(args)  # validated before loading anything
+    check_tree_flags(args)
     if args.drafter.endswith("model-trimmed") and not args.plain:
         load_head_tokens(resolve(args.draft, "draft", lambda _m: None))  # before loading weights
     pair = load_pair(
@@ -246,8 +296,9 @@ def run_generate(args: argparse.Namespace) -> int:
             ids,
             sampling=sampling,
             speculation=speculation,
-            policy=make_policy(args.gamma_policy, speculation.gamma),
+            policy=None if drafter_spec(args.drafter).tree else policy,
             make_cache=make_cache if args.lean_target else None,
+            tree_rule=TYPICAL if args.tree_rule == "typical" else EXACT_TREE,
         )
     if args.events:
         write_jsonl(result.events, args.events)

@@ -167,6 +167,9 @@ def test_verify_rejects_bad_arguments(capsys) -> None:
         ["--lean-target"],
         ["--lean-target", "--plain"],
         ["--drafter", "ngram+model", "--gamma", "6", "--model-gamma", "2"],
+        ["--drafter", "tree-model", "--tree-nodes", "8", "--tree-depth", "3"],
+        ["--drafter", "tree-sampled", "--tree-width", "2"],
+        ["--drafter", "tree-ngram", "--tree-depth", "2"],
     ],
 )
 def test_generate_with_other_drafters_and_policies(folders, pair, tokenizer, capsys, extra) -> None:
@@ -183,6 +186,32 @@ def test_generate_with_other_drafters_and_policies(folders, pair, tokenizer, cap
         max_new_tokens=12,
     )
     assert summary["tokens"] == list(plain.tokens)
+
+
+def test_the_typical_tree_rule_is_labelled_lossy(folders, capsys) -> None:
+    argv = ["generate", "--target", str(folders[0]), "--draft", str(folders[1]), "--prompt", "ab"]
+    argv += ["--drafter", "tree-model", "--max-new-tokens", "8", "--dtype", "float64"]
+    assert main([*argv, "--tree-rule", "typical"]) == 0
+    assert "LOSSY: typical acceptance" in capsys.readouterr().out
+    assert main([*argv, "--tree-rule", "typical", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["exact"] is False
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["exact"] is True
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--tree-rule", "typical"], "--tree-rule applies to tree drafters"),
+        (["--drafter", "tree-model", "--gamma-policy", "heuristic"], "not --gamma-policy"),
+        (["--drafter", "tree-ngram", "--lean-target"], "drop --lean-target"),
+        (["--drafter", "tree-model", "--tree-nodes", "0"], "tree_nodes must be an integer >= 1"),
+    ],
+)
+def test_tree_flags_that_do_not_fit_exit_2(folders, capsys, extra, message) -> None:
+    argv = ["generate", "--target", str(folders[0]), "--draft", str(folders[1]), "--prompt", "ab"]
+    assert main([*argv, *extra]) == 2
+    assert message in capsys.readouterr().err
 
 
 def test_trimmed_drafter_without_a_ranking_exits_2(folders, capsys) -> None:
