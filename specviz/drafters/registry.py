@@ -169,10 +169,14 @@ def _tree_model(sampled: bool) -> Factory:
         if draft is None:
             raise ValueError("this drafter needs a draft model: pass draft=...")
         from specviz.drafters.tree_model import TreeModelDrafter, TreeShape
+        from specviz.fast.lean import tree_draft_cache
 
         check_pair(target, draft)
         shape = TreeShape(nodes=o.tree_nodes, depth=o.tree_depth, width=o.tree_width)
-        return TreeModelDrafter(draft, sampling, vocab_size(target), shape=shape, sampled=sampled)
+        return TreeModelDrafter(
+            draft, sampling, vocab_size(target), shape=shape, sampled=sampled,
+            make_cache=tree_draft_cache,
+        )  # fmt: skip
 
     return build
 

@@ -18,7 +18,7 @@ the kept tokens are fed at the start of the next round.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,7 @@ from torch import Tensor
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig
 from specviz.core.sampling import logits_to_probs, sample
+from specviz.tree.decoding import TreeCache
 from specviz.tree.proposal import TokenTree
 
 
@@ -67,11 +68,16 @@ class TreeModelDrafter:
         *,
         shape: TreeShape,
         sampled: bool,
+        make_cache: Callable[[Any], TreeCache] = KVCache,
     ) -> None:
-        """Wrap model; its q is warped by the same sampling config as the target's p."""
+        """Wrap model; its q is warped by the same sampling config as the target's p.
+
+        make_cache: the draft's cached forward (default transformers' forward with a KVCache;
+        the registry passes specviz.fast.lean's for small Llama drafts).
+        """
         self.model, self.sampling, self.vocab_size = model, sampling, vocab_size
         self.shape, self.sampled, self.depth = shape, sampled, shape.depth
-        self.cache = KVCache(model)
+        self.cache = make_cache(model)
         self.device = model.device
 
     def prefill(self, prefix: list[int]) -> None:

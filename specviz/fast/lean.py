@@ -112,6 +112,11 @@ def draft_cache(model: Any) -> CachedForward:
     return LeanLlama(model) if lean_problem(model) is None else KVCache(model)
 
 
+def tree_draft_cache(model: Any) -> LeanLlama | KVCache:
+    """draft_cache for a tree drafter: both kinds take a tree's positions and mask."""
+    return LeanLlama(model) if lean_problem(model) is None else KVCache(model)
+
+
 def lean_target_cache(model: Any) -> CachedForward:
     """LeanLlama for a target it supports (wide packed layers too), else a KVCache."""
     return LeanLlama(model) if lean_problem(model, wide=True) is None else KVCache(model)
@@ -205,14 +210,34 @@ class LeanLlama:
         """Roll back to the first `length` positions (no-op if it holds no more than that)."""
         self.length = min(self.length, max(0, length))
 
+    def keep_only(self, indices: Tensor) -> None:
+        """Keep the cached positions `indices` (ascending) on every layer, dropping the rest."""
+        n = int(indices.shape[0])
+        indices = indices.to(self.kv.keys.device)
+        self.kv.keys[:, :, :n] = self.kv.keys[:, :, indices]  # advanced indexing copies first
+        self.kv.values[:, :, :n] = self.kv.values[:, :, indices]
+        self.length = n
+
     @torch.no_grad()
-    def forward(self, input_ids: Tensor, keep: int = 0) -> Tensor:
-        """Feed new tokens (T,) after the cached ones; logits (T, V), or (keep, V) for the last."""
+    def forward(
+        self,
+        input_ids: Tensor,
+        keep: int = 0,
+        positions: Tensor | None = None,
+        visible: Tensor | None = None,
+    ) -> Tensor:
+        """Feed new tokens (T,) after the cached ones; logits (T, V), or (keep, V) for the last.
+
+        positions (T,) and visible (T, cached + T) bool replace the causal defaults (a tree).
+        """
         start, n_new = self.length, int(input_ids.shape[0])
         end = start + n_new
         self.kv.reserve(end, held=start)
-        rope = self.kv.rope(start, end)  # cos, sin (T, 1, head_dim)
-        mask = causal_mask(start, n_new, input_ids.device)  # (T, S) or None for one token
+        if positions is None:
+            rope = self.kv.rope(start, end)  # cos, sin (T, 1, head_dim)
+        else:
+            rope = self.kv.cos[positions, None], self.kv.sin[positions, None]
+        mask = causal_mask(start, n_new, input_ids.device) if visible is None else visible
         x = self.embed[input_ids]  # (T, H)
         for index, weights in enumerate(self.layers):
             x = self._layer(index, weights, x, start, rope, mask)

@@ -49,6 +49,29 @@ def check_tree_attention(model: Any) -> None:
         )
 
 
+class TreeCache(Protocol):
+    """A cached forward that takes a tree's positions and mask and keeps chosen positions
+    (specviz.core.cache.KVCache; specviz.fast.lean.LeanLlama)."""
+
+    def __len__(self) -> int:
+        """Number of token positions currently cached."""
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        keep: int = 0,
+        positions: Tensor | None = None,
+        visible: Tensor | None = None,
+    ) -> Tensor:
+        """Feed tokens (T,) at positions, each seeing the columns visible (T, cached + T)."""
+
+    def crop(self, length: int) -> None:
+        """Roll back to the first `length` positions."""
+
+    def keep_only(self, indices: Tensor) -> None:
+        """Keep the cached positions `indices` (ascending), dropping the rest."""
+
+
 @runtime_checkable
 class TreeDrafter(Protocol):
     """What the tree decoder needs from a drafter that proposes token trees."""
@@ -121,9 +144,12 @@ class TreeDecoder:
         max_new_tokens: int,
         stop_ids: Collection[int] = (),
         rule: TreeRule = EXACT_TREE,
-        make_cache: Callable[[Any], KVCache] = KVCache,
+        make_cache: Callable[[Any], TreeCache] = KVCache,
     ) -> None:
-        """Set up a decode of prompt_ids; nothing runs until events() is iterated."""
+        """Set up a decode of prompt_ids; nothing runs until events() is iterated.
+
+        make_cache: the target's cached forward (default transformers' forward with a KVCache).
+        """
         check_max_new_tokens(max_new_tokens)
         check_tree_attention(target)
         self.target, self.drafter, self.rule = target, drafter, rule

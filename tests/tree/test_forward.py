@@ -111,3 +111,23 @@ def test_a_backend_without_custom_masks_is_refused() -> None:
     model.config._attn_implementation_internal = "flash_attention_2"
     with pytest.raises(ValueError, match="attn_implementation='sdpa'"):
         check_tree_attention(model)
+
+
+def test_the_lean_forward_scores_a_tree_and_compacts_like_transformers() -> None:
+    from specviz.fast.lean import LeanLlama
+
+    model = tiny_model("llama", seed=5, scale=3.0)
+    tree = a_tree()
+    caches: list[Any] = [KVCache(model), LeanLlama(model)]
+    outs = []
+    for cache in caches:
+        cache.forward(torch.tensor(PREFIX[:2]))
+        positions, visible = tree_inputs(tree, 3, 2, 2)
+        tokens = torch.cat([torch.tensor(PREFIX[2:]), tree.tokens])
+        logits = cache.forward(tokens, keep=9, positions=positions, visible=visible)
+        path = tree.path(6)
+        cache.keep_only(torch.tensor([*range(5), *(5 + i for i in path)]))
+        outs.append((logits, cache.forward(torch.tensor([5]))[-1], len(cache)))
+    (hf, hf_next, hf_len), (lean, lean_next, lean_len) = outs
+    assert torch.allclose(hf, lean, atol=1e-9, rtol=0)
+    assert torch.allclose(hf_next, lean_next, atol=1e-9, rtol=0) and hf_len == lean_len
