@@ -131,3 +131,17 @@ def test_the_lean_forward_scores_a_tree_and_compacts_like_transformers() -> None
     (hf, hf_next, hf_len), (lean, lean_next, lean_len) = outs
     assert torch.allclose(hf, lean, atol=1e-9, rtol=0)
     assert torch.allclose(hf_next, lean_next, atol=1e-9, rtol=0) and hf_len == lean_len
+
+
+def test_eager_attention_would_add_a_bool_mask_as_one_and_zero() -> None:
+    """Why the mask goes in as float 0 / -inf: eager attention adds a bool mask to the scores."""
+    model = tiny_model("llama", seed=3, scale=3.0, attn_implementation="eager")
+    tree = a_tree()
+    positions, visible = tree_inputs(tree, len(PREFIX), 0, 0)
+    tokens = torch.cat([torch.tensor(PREFIX), tree.tokens])
+    with torch.no_grad():
+        out = model(
+            input_ids=tokens[None], position_ids=positions[None], attention_mask=visible[None, None]
+        )
+    ids = PREFIX + [int(tree.tokens[i]) for i in tree.path(7)]
+    assert not torch.allclose(out.logits[0, -1], path_logits(model, ids), atol=1e-3)
