@@ -29,6 +29,7 @@ from specviz.stats.laws import (
     Sampler,
     Variant,
     exact_law,
+    outcome,
     plain_sampler,
     speculative_sampler,
 )
@@ -45,6 +46,8 @@ from specviz.stats.testing import (
     two_sample,
 )
 from specviz.stats.toy import random_pair
+from specviz.tree.decoding import TreeDecoder, TreeDrafter
+from specviz.tree.verify import EXACT_TREE, TreeRule
 
 TOY, MODELS = "toy pair (exact law known)", "selected model pair"
 PAIRS = [TOY, MODELS]
@@ -111,6 +114,12 @@ class LabPair:
     drafter: str = "model"  # a name in specviz.drafters.registry.REGISTRY
     options: DrafterOptions = field(default_factory=DrafterOptions)
     prompt_format: str | None = None  # 'chat' or 'raw' (specviz.models.chat); None: token ids
+    tree_rule: TreeRule = EXACT_TREE  # what verifies a tree drafter's trees
+
+    @property
+    def tree(self) -> bool:
+        """True when the drafter proposes trees (the tree decoder samples)."""
+        return REGISTRY[self.drafter].tree
 
 
 def toy_pair() -> LabPair:
@@ -129,16 +138,30 @@ def model_part(drafter: Drafter) -> ModelDrafter | None:
     return drafter if isinstance(drafter, ModelDrafter) else None
 
 
+def refuse_tree_mutant(pair: LabPair, variant: Variant) -> None:
+    """ValueError for a mutant with a tree drafter: the mutants break chain speculation."""
+    if pair.tree and variant is not EXACT_VARIANT:
+        raise ValueError(
+            f"mutant {variant.name} breaks a piece of chain speculation, and a tree drafter is "
+            "verified by the tree decoder: pick the real sampler (the lossy typical acceptance "
+            "rule is the tree's broken sampler to test), or a chain drafter"
+        )
+
+
 def lab_drafter(pair: LabPair, variant: Variant) -> Callable[[SamplingConfig], Drafter]:
     """sampling → a fresh drafter of the pair's kind (built by the registry) with the variant's
     drafter class and draft cache swapped in; ValueError where that drafter has no such piece
     (a mutant that would otherwise be silently left out)."""
+    refuse_tree_mutant(pair, variant)
     options = replace(pair.options, model_cls=variant.drafter_cls, make_cache=variant.make_cache)
 
     def make(sampling: SamplingConfig) -> Drafter:
-        return build_drafter(
+        drafter = build_drafter(
             pair.drafter, target=pair.target, draft=pair.draft, sampling=sampling, options=options
         )
+        if not isinstance(drafter, Drafter):
+            raise ValueError(f"the {pair.drafter!r} drafter proposes trees: use tree_sampler")
+        return drafter
 
     swaps_drafter = variant.drafter_cls is not ModelDrafter
     if not swaps_drafter and variant.make_cache is None:
@@ -175,9 +198,11 @@ def samplers(
     gamma: int,
     make_policy: Callable[[], GammaPolicy] | None,
 ) -> tuple[Sampler, Sampler]:
-    """The speculative sampler (real or mutant) and the plain target sampler of k tokens."""
+    """The speculative sampler (real or mutant; a tree drafter's with the pair's tree rule) and
+    the plain target sampler of k tokens."""
     variant = req.variant
-    spec = speculative_sampler(
+    refuse_tree_mutant(pair, variant)
+    spec = tree_sampler(pair, req, sampling, gamma) if pair.tree else speculative_sampler(
         pair.target, pair.draft, pair.prompt_ids, sampling=sampling,
         speculation=SpeculationConfig(gamma=gamma, max_new_tokens=max(req.k, gamma + 1)),
         k=req.k, stop_ids=pair.stop_ids, variant=variant,
@@ -188,6 +213,26 @@ def samplers(
         stop_ids=pair.stop_ids,
     )  # fmt: skip
     return spec, plain
+
+
+def tree_sampler(pair: LabPair, req: LabRequest, sampling: SamplingConfig, depth: int) -> Sampler:
+    """seed → the first k tokens of one tree decode (the pair's tree drafter and rule), long
+    enough that the first round's tree reaches its full depth."""
+    options = pair.options
+
+    def run(seed: int) -> Outcome:
+        seeded = replace(sampling, seed=seed)
+        drafter = build_drafter(
+            pair.drafter, target=pair.target, draft=pair.draft, sampling=seeded, options=options
+        )
+        assert isinstance(drafter, TreeDrafter)  # pair.tree
+        decoder = TreeDecoder(
+            pair.target, drafter, pair.prompt_ids, sampling=seeded,
+            max_new_tokens=max(req.k, depth + 1), stop_ids=pair.stop_ids, rule=pair.tree_rule,
+        )  # fmt: skip
+        return outcome(list(decoder.events()), req.k)
+
+    return run
 
 
 def draw_with_progress(
@@ -249,6 +294,15 @@ def equivalence_tests(
     return family_adjusted([*results, ks]), law, first_law
 
 
+def sampler_label(pair: LabPair, variant: Variant) -> str:
+    """The sampler as the lab's status names it: the real one, a mutant, or a lossy tree rule."""
+    if variant is not EXACT_VARIANT:
+        return f"{variant.name} ({variant.description})"
+    if pair.tree and not pair.tree_rule.exact:
+        return f"{pair.tree_rule.name} tree rule (LOSSY: does not follow the target's law)"
+    return f"{REAL}, tree drafter {pair.drafter}" if pair.tree else REAL
+
+
 def run_lab(
     pair: LabPair,
     req: LabRequest,
@@ -273,8 +327,7 @@ def run_lab(
         results, law, first_law = equivalence_tests(pair, req, sampling, spec, plain)
     yield LabView(
         spec=spec, plain=plain, exact=law, exact_first=first_law, decode=pair.decode,
-        sampler=REAL if req.variant is EXACT_VARIANT else f"{v.name} ({v.description})",
-        alpha=req.alpha,
+        sampler=sampler_label(pair, v), alpha=req.alpha,
         rows=rows(results), rejected=sum(r.reject for r in results),
         seconds=time.perf_counter() - start, prompt_format=pair.prompt_format,
     )  # fmt: skip

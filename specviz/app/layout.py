@@ -19,11 +19,12 @@ from specviz.app.views.form import (
     POLICIES,
     PRESETS,
     RANGES,
+    TREE_RULE_CHOICES,
     drafter_choices,
     drafter_note,
     shown_fields,
 )
-from specviz.app.views.page import CLICK_JS, LAB_INTRO, MUTANT_NOTE, READY
+from specviz.app.views.page import CLICK_JS, LAB_INTRO, MUTANT_NOTE, READY, TREE_JS
 from specviz.bench.saved import most_informative, saved_results
 from specviz.models.loading import DTYPES
 
@@ -35,6 +36,11 @@ NUMBERS = {  # number field → its label; each label ends with the field's allo
     "top_p": "top-p (1 = off)",
     "max_new": "max new tokens",
     "seed": "seed",
+}
+TREE_NUMBERS = {  # the tree drafters' fields
+    "tree_nodes": "tree nodes: at most this many a round",
+    "tree_depth": "tree depth: levels a round",
+    "tree_width": "tree width: children per node",
 }
 
 
@@ -81,20 +87,34 @@ def controls(d: dict[str, str], prompts: dict[str, str]) -> dict[str, Any]:
         "confidence", "confidence threshold: stop drafting after a token with top q below it "
         "(0 = off)", shown["confidence"],
     )  # fmt: skip
+    tree_controls(c, shown)
     c["policy"] = gr.Dropdown(
-        POLICIES, value=DEFAULTS["policy"], label="γ policy (per round)", elem_id="sv-policy"
-    )
+        POLICIES, value=DEFAULTS["policy"], label="γ policy (per round)", elem_id="sv-policy",
+        visible=shown["policy"],
+    )  # fmt: skip
     names = list(NUMBERS)
     for pair in (names[i : i + 2] for i in range(0, len(names), 2)):
         with gr.Row():
             for name in pair:
-                c[name] = number(name, NUMBERS[name])
+                c[name] = number(name, NUMBERS[name], shown.get(name, True))
     with gr.Accordion("Model pair (bundled unless you change it)", open=False):
         c["target"] = gr.Textbox(d["target"], label="target: 'bundled', folder or hub id")
         c["draft"] = gr.Textbox(d["draft"], label="draft: 'bundled', folder or hub id")
         c["dtype"] = gr.Dropdown(sorted(DTYPES), value=d["dtype"], label="dtype")
         c["load"] = gr.Button("Load / check pair", size="sm", elem_id="sv-load")
     return c
+
+
+def tree_controls(c: dict[str, Any], shown: dict[str, bool]) -> None:
+    """The tree drafters' budget, depth and width, and the rule that verifies their trees (the
+    exact one by default; the lossy one says so in its label), added to c."""
+    with gr.Row():
+        for name, label in TREE_NUMBERS.items():
+            c[name] = number(name, label, shown[name])
+    c["tree_rule"] = gr.Radio(
+        [(label, name) for name, label in TREE_RULE_CHOICES.items()], value=DEFAULTS["tree_rule"],
+        label="tree verification", elem_id="sv-tree_rule", visible=shown["tree_rule"],
+    )  # fmt: skip
 
 
 def actions() -> dict[str, Any]:
@@ -135,6 +155,8 @@ def outputs() -> dict[str, Any]:
         with gr.Row():
             o["histogram"] = gr.Plot(elem_id="sv-histogram", label="histogram")
             o["pq"] = gr.Plot(elem_id="sv-pq", label="p vs q")
+    with gr.Tab("Tree rounds", elem_id="sv-tree-tab"):
+        tree_panel(o)
     with gr.Tab("Summary & export"):
         o["summary"] = gr.HTML(views.summary_html({}), elem_id="sv-summary")
         o["export"] = gr.Button("Export events (JSONL) and summary (JSON)")
@@ -147,6 +169,23 @@ def outputs() -> dict[str, Any]:
         bench_panel(o)
     o["bench_tab"] = bench_tab
     return o
+
+
+def tree_panel(o: dict[str, Any]) -> None:
+    """A tree round's candidate tree, attention mask and node inspector, added to o."""
+    with gr.Row():
+        o["tree_round"] = gr.Number(
+            label="round # (Enter; the latest after each run)", elem_id="sv-tree-round"
+        )
+        o["tree_node"] = gr.Number(
+            label="node # (Enter; or click a node; N = the token after the kept path)",
+            elem_id="sv-tree-node",
+        )
+    with gr.Row(equal_height=False):
+        o["tree"] = gr.HTML(
+            views.tree_panel_html([], None, str), js_on_load=TREE_JS, elem_id="sv-tree"
+        )
+    o["tree_inspector"] = gr.HTML(views.node_html(None, None, str), elem_id="sv-tree-inspector")
 
 
 def bench_panel(o: dict[str, Any]) -> None:

@@ -46,8 +46,10 @@ from specviz.app.state import (
     lab_pair,
     make_drafter,
     parameter_counts,
+    tree_rule,
 )
 from specviz.app.views.form import (
+    DRAFTER_FIELDS,
     FIELDS,
     PRESET_FIELDS,
     PRESETS,
@@ -68,7 +70,7 @@ from specviz.runtime import add_threads_argument, set_threads
 
 log = logging.getLogger("specviz.app")
 PLOT_EVERY = 4  # while streaming a full decode, redraw the plots every this many rounds
-MAIN_OUTPUTS = 8  # state, stream, status, 4 plots, summary
+MAIN_OUTPUTS = 11  # state, stream, status, 4 plots, summary, tree round #, tree, tree inspector
 NO_PROGRESS = gr.Progress()  # progress outside a Gradio event: reports go nowhere
 WORKERS = 4  # requests that may load or wait for the decode slot at once (the rest queue)
 Show = Callable[[str], Any]  # a status message → the event's outputs showing it
@@ -179,11 +181,13 @@ class SpecVizApp:
             _, stream = autoregressive_stream(
                 p.target, p.tokenizer, ids, sampling=s.sampling, max_new_tokens=max_new
             )
-        else:
+        else:  # a tree drafter's depth is fixed: no γ policy; its trees verified by its rule
+            policy = (
+                None if s.tree else make_policy(s.policy, s.speculation.gamma, self.cost_model(s))
+            )
             _, stream = speculative_stream(
                 p.target, make_drafter(s, p), p.tokenizer, ids, sampling=s.sampling,
-                speculation=s.speculation,
-                policy=make_policy(s.policy, s.speculation.gamma, self.cost_model(s)),
+                speculation=s.speculation, policy=policy, tree_rule=tree_rule(s),
             )  # fmt: skip
         return views.Run(
             stream=stream, decode=decoder(p.tokenizer), prompt=s.prompt, prompt_format=sent,
@@ -191,9 +195,10 @@ class SpecVizApp:
         )  # fmt: skip
 
     def render(self, run: views.Run, plots: bool = True, paused: bool = False) -> list[Any]:
-        """Outputs for [state, stream, status, 4 plots, summary] after a step (paused: after
-        Step, waiting for the next click)."""
-        cells, rounds = run.cells(), run.rounds
+        """Outputs for [state, stream, status, 4 plots, summary, tree round #, tree, tree
+        inspector] after a step (paused: after Step, waiting for the next click); the tree view
+        shows the latest tree round. A lossy rule's output says so in the stream and status."""
+        cells, rounds, trees = run.cells(), run.rounds, run.trees
         done = run.finished
         if done:
             note = f"finished: {done.reason}, {done.new_tokens} new tokens"
@@ -201,19 +206,29 @@ class SpecVizApp:
             note = "paused: Step for the next round, Generate to run to the end"
         else:
             note = "running…"
+        if not run.exact:
+            note += " · LOSSY: typical acceptance, not the target's law"
+        tree = bool(trees)
         figs: list[Any] = [
-            views.acceptance_figure(rounds),
-            views.accepted_length_figure(rounds),
-            views.accepted_histogram(rounds),
+            views.acceptance_figure(rounds, tree=tree),
+            views.accepted_length_figure(rounds, tree=tree),
+            views.accepted_histogram(rounds, tree=tree),
             views.pq_figure(cells),
         ]
         status = views.status_html(f"round {len(rounds)} · {note}")
+        latest = trees[-1].round if trees else None
+        stream = views.stream_html(
+            cells, run.prompt, prompt_format=run.prompt_format, lossy=not run.exact
+        )
         return [
             run,
-            views.stream_html(cells, run.prompt, prompt_format=run.prompt_format),
+            stream,
             status,
             *(figs if plots else [gr.skip()] * 4),
             views.summary_html(run.summary()),
+            latest,
+            views.tree_panel_html(trees, latest, run.text_of),
+            views.node_html(None, None, run.text_of),
         ]
 
     @staticmethod
@@ -298,7 +313,8 @@ class SpecVizApp:
     @staticmethod
     def race_update(message: str, race: str) -> list[Any]:
         """Race outputs that change only the status line and the race panel."""
-        return [gr.skip(), gr.skip(), views.status_html(message), *[gr.skip()] * 5, race]
+        skipped = [gr.skip()] * (MAIN_OUTPUTS - 3)
+        return [gr.skip(), gr.skip(), views.status_html(message), *skipped, race]
 
     def inspect(self, run: views.Run | None, index: Any) -> list[Any]:
         """Inspector panel and residual chart for the token at index."""
@@ -314,6 +330,22 @@ class SpecVizApp:
         index = getattr(evt, "_data", None) or {}
         idx = index.get("idx") if isinstance(index, dict) else None
         return [idx, *self.inspect(run, idx)]
+
+    def tree_view(self, run: views.Run | None, number: Any, node: Any = None) -> list[Any]:
+        """The tree view of the round numbered number (the latest if there is none such) and
+        the inspector on its node."""
+        trees = run.trees if run else []
+        decode = run.text_of if run else str
+        chosen = views.pick_round(trees, number)
+        return [views.tree_panel_html(trees, number, decode), views.node_html(chosen, node, decode)]
+
+    def tree_click(self, run: views.Run | None, number: Any, evt: gr.EventData) -> list[Any]:
+        """A click on a node of the tree: fill the node number and the tree inspector."""
+        data = getattr(evt, "_data", None) or {}
+        node = data.get("node") if isinstance(data, dict) else None
+        trees = run.trees if run else []
+        decode = run.text_of if run else str
+        return [node, views.node_html(views.pick_round(trees, number), node, decode)]
 
     def export(self, run: views.Run | None) -> list[str]:
         """Write the run's events (JSONL) and summary (JSON); return both paths."""
@@ -348,10 +380,11 @@ class SpecVizApp:
 
     @staticmethod
     def drafter_fields(drafter: str) -> list[Any]:
-        """Show the fields the drafter reads, hide the others (exit layer, its note, confidence);
-        then the note on what the drafter does."""
+        """Show the fields the drafter reads, hide the others (DRAFTER_FIELDS: exit layer, its
+        note, confidence, γ and its policy, the tree's fields); then the note on what the
+        drafter does (for a tree drafter: why γ is gone)."""
         shown = shown_fields(drafter)
-        fields = [gr.update(visible=shown[k]) for k in ("exit_layer", "exit_note", "confidence")]
+        fields = [gr.update(visible=shown[k]) for k in DRAFTER_FIELDS]
         return [*fields, drafter_note(drafter)]
 
     def lab(
@@ -366,9 +399,9 @@ class SpecVizApp:
             models = (yield from self.pair_for(s, show)) if req.pair == MODELS else None
             yield from self.turn(show)
             try:
-                g = s.speculation.gamma
-                for step in run_lab(lab_pair(s, models), req, s.sampling, g,
-                                    lambda: make_policy(s.policy, g)):  # fmt: skip
+                g = s.speculation.gamma  # a tree drafter's: its depth, and no γ policy
+                policy = None if s.tree else lambda: make_policy(s.policy, g)
+                for step in run_lab(lab_pair(s, models), req, s.sampling, g, policy):
                     if isinstance(step, LabProgress):
                         progress(step.fraction, desc=step.text)
                         yield show(step.text)
@@ -460,7 +493,7 @@ class SpecVizApp:
         form = [c[name] for name in FIELDS]  # in FIELDS order, as every callback takes them
         lab_form = [*form, *(o[f"lab_{name}"] for name in LAB_FIELDS)]
         main = [state, o["stream"], o["status"], o["acceptance"], o["lengths"], o["histogram"]]
-        main += [o["pq"], o["summary"]]
+        main += [o["pq"], o["summary"], o["tree_round"], o["tree"], o["tree_inspector"]]
         on = self.callbacks()
         work = {"concurrency_id": "work", "concurrency_limit": WORKERS}
         c["generate"].click(on["generate"], form, main, api_name="generate", **work)
@@ -471,8 +504,16 @@ class SpecVizApp:
             button.click(lambda n=name: self.preset(n), None,
                          [*(c[f] for f in PRESET_FIELDS), o["status"]], api_name=False)  # fmt: skip
         c["workload"].change(self.examples.get, c["workload"], c["prompt"], api_name=False)
-        drafter_fields = [c["exit_layer"], c["exit_note"], c["confidence"], c["drafter_note"]]
+        drafter_fields = [*(c[k] for k in DRAFTER_FIELDS), c["drafter_note"]]
         c["drafter"].change(self.drafter_fields, c["drafter"], drafter_fields, api_name=False)
+        tree_in, tree_out = (
+            [state, o["tree_round"], o["tree_node"]],
+            [o["tree"], o["tree_inspector"]],
+        )
+        o["tree_round"].submit(self.tree_view, tree_in, tree_out, api_name="tree")
+        o["tree_node"].submit(self.tree_view, tree_in, tree_out, api_name=False)
+        o["tree"].click(self.tree_click, [state, o["tree_round"]],
+                        [o["tree_node"], o["tree_inspector"]], api_name=False)  # fmt: skip
         panel = [o["inspector"], o["residual"]]
         o["stream"].click(self.click, state, [o["index"], *panel], api_name=False)
         o["index"].submit(self.inspect, [state, o["index"]], panel, api_name="inspect")

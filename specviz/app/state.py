@@ -22,9 +22,12 @@ from specviz.drafters.early_exit import adapter_path
 from specviz.drafters.registry import build_drafter
 from specviz.models.chat import prompt_format, prompt_ids
 from specviz.models.loading import ModelPair, load_pair, parse_dtype
+from specviz.tree.decoding import TreeDrafter
+from specviz.tree.verify import EXACT_TREE, TYPICAL, TreeRule
 
 log = logging.getLogger("specviz.app")
 Key = tuple[str, str | None, str]
+TREE_RULES = {rule.name: rule for rule in (EXACT_TREE, TYPICAL)}  # form's TREE_RULE_CHOICES
 LOG_EVERY = 10.0  # seconds: a load's repeated progress lines reach the terminal this often
 
 
@@ -142,11 +145,17 @@ def decoder(tokenizer: Any) -> Callable[[int], str]:
     return lambda token: str(tokenizer.decode([token]))
 
 
-def make_drafter(s: Settings, pair: ModelPair) -> Drafter:
-    """The drafter the settings name, built by the registry with the settings' options."""
+def make_drafter(s: Settings, pair: ModelPair) -> Drafter | TreeDrafter:
+    """The drafter the settings name, built by the registry with the settings' options (a tree
+    drafter for the tree drafters)."""
     return build_drafter(
         s.drafter, target=pair.target, draft=pair.draft, sampling=s.sampling, options=s.options()
     )
+
+
+def tree_rule(s: Settings) -> TreeRule:
+    """The rule that verifies the settings' trees (exact unless the lossy one is chosen)."""
+    return TREE_RULES[s.tree_rule]
 
 
 def early_exit_note(k: Any) -> str:
@@ -177,12 +186,13 @@ def lab_pair(s: Settings, pair: ModelPair | None) -> LabPair:
     """What the equivalence lab samples: the toy pair and its draft model (pair None), or the
     loaded pair with the drafter the settings name, the prompt formatted as the decode's is
     (the chat template unless raw)."""
-    if pair is None:
-        return replace(toy_pair(), options=s.options())
+    if pair is None:  # a tree drafter grows its trees on the toy pair too
+        drafter = s.drafter if s.tree else "model"
+        return replace(toy_pair(), drafter=drafter, options=s.options(), tree_rule=tree_rule(s))
     return LabPair(
         target=pair.target, draft=pair.draft,
         prompt_ids=prompt_ids(pair.tokenizer, s.prompt, raw=s.raw),
         prompt_format=prompt_format(pair.tokenizer, raw=s.raw),
         stop_ids=stop_ids(pair.target, pair.tokenizer), decode=decoder(pair.tokenizer),
-        drafter=s.drafter, options=s.options(),
+        drafter=s.drafter, options=s.options(), tree_rule=tree_rule(s),
     )  # fmt: skip

@@ -34,10 +34,11 @@ from specviz.app.lab import (
     samplers,
     toy_pair,
 )
-from specviz.app.main import NO_PROGRESS, SpecVizApp
+from specviz.app.main import MAIN_OUTPUTS, NO_PROGRESS, SpecVizApp
 from specviz.app.state import PairCache, early_exit_note, lab_pair
 from specviz.app.views.form import (
     DEFAULTS,
+    DRAFTER_FIELDS,
     EXIT_DRAFTERS,
     FIELDS,
     PRESET_FIELDS,
@@ -53,7 +54,7 @@ from specviz.bench.runner import BenchSetting, Record
 from specviz.core.events import read_jsonl
 from specviz.drafters import early_exit
 from specviz.drafters.model import ModelDrafter
-from specviz.drafters.registry import DRAFTER_NAMES, REGISTRY
+from specviz.drafters.registry import DRAFTER_NAMES, REGISTRY, TREE_DRAFTERS
 from specviz.drafters.trimmed import save_ranking
 from specviz.models.loading import ModelLoadError
 from specviz.stats.laws import draw
@@ -72,7 +73,13 @@ PROMPT, GAMMA, TEMPERATURE, MAX_NEW, SEED = "the cat sat", 4, 1.0, 24, 3
 TEST_FORM: dict[str, Any] = {"dtype": "float32", "drafter": "model", "policy": "fixed"}
 TEST_FORM |= {"prompt": PROMPT, "gamma": GAMMA, "temperature": TEMPERATURE, "top_k": 0}
 TEST_FORM |= {"top_p": 1.0, "max_new": MAX_NEW, "seed": SEED, "exit_layer": 1, "confidence": 0.0}
-TEST_FORM |= {"raw": False}
+TEST_FORM |= {
+    "raw": False,
+    "tree_nodes": 16,
+    "tree_depth": 4,
+    "tree_width": 4,
+    "tree_rule": "exact",
+}
 
 
 @pytest.fixture(scope="session")
@@ -161,13 +168,40 @@ def app(model_dirs: tuple[str, str]) -> SpecVizApp:
         ("seed", float("inf"), "seed must be a whole number"),
         ("exit_layer", 0, "exit layer must be at least 1 (got 0)"),
         ("confidence", 1.5, "confidence threshold must be between 0 and 1 (got 1.5)"),
+        ("tree_nodes", 0, "tree nodes must be between 1 and 64 (got 0)"),
+        ("tree_depth", 17, "tree depth must be between 1 and 16 (got 17)"),
+        ("tree_width", 1.5, "tree width must be a whole number (got 1.5)"),
+        ("tree_rule", "loose", "tree rule must be one of ['exact', 'typical'] (got 'loose')"),
     ],
 )
 def test_settings_refuse_bad_values_with_the_allowed_range(
     field: str, value: Any, message: str
 ) -> None:
+    values = {"drafter": READ_BY.get(field, "model"), field: value}  # a drafter that reads it
     with pytest.raises(ValueError, match=re.escape(message)):
-        Settings.parse(form(("t", "d"), **{field: value}))
+        Settings.parse(form(("t", "d"), **values))
+
+
+READ_BY = {"exit_layer": "early-exit", "tree_nodes": "tree-ngram", "tree_depth": "tree-model"}
+READ_BY |= {"tree_width": "tree-sampled", "tree_rule": "tree-ngram"}
+
+
+@pytest.mark.parametrize(
+    ("drafter", "ignored"),
+    [
+        ("tree-model", {"gamma": 0, "policy": "random", "confidence": 7}),
+        ("tree-ngram", {"tree_width": 0}),
+        ("model", {"tree_nodes": 0, "tree_depth": "x", "tree_rule": "typical"}),
+        ("ngram", {"exit_layer": 0, "confidence": -1}),
+    ],
+)
+def test_settings_ignore_the_fields_a_drafter_does_not_read(
+    drafter: str, ignored: dict[str, Any]
+) -> None:
+    """A hidden field's value (typed before the drafter changed) neither errs nor counts."""
+    s = Settings.parse(form(("t", "d"), drafter=drafter, **ignored))
+    assert s == Settings.parse(form(("t", "d"), drafter=drafter))
+    assert s.exact  # a lossy rule never applies where it is not shown
 
 
 @pytest.mark.parametrize(
@@ -249,7 +283,7 @@ def test_generate_streams_every_round_and_shows_each_outcome(
     outs = [o for o in app.generate(settings(model_dirs)) if isinstance(o[0], views.Run)]
     run = outs[-1][0]
     assert len(outs) == len(run.rounds) + 1 > 2 and "running" in outs[0][2]  # streamed
-    assert "finished" in outs[-1][2] and len(outs[-1]) == 8
+    assert "finished" in outs[-1][2] and len(outs[-1]) == MAIN_OUTPUTS
     for kind in ("accepted", "rejected", "resampled", "bonus"):
         assert f"sv-{kind}" in outs[-1][1]
     inspector, residual = app.inspect(run, next(c.index for c in run.cells() if c.top))
@@ -352,7 +386,7 @@ def test_bad_settings_show_an_error_in_the_status_box(
     for outs in (list(on["generate"](**values))[-1], list(on["step"](run=None, **values))[-1],
                  list(on["race"](**values))[-1]):  # fmt: skip
         assert "sv-status-error" in outs[2] and message in unescape(outs[2])
-        assert all(o is not None for o in outs) and len(outs) in (8, 9)
+        assert all(o is not None for o in outs) and len(outs) in (MAIN_OUTPUTS, MAIN_OUTPUTS + 1)
     loaded = list(on["load"](**values))[-1]
     assert "sv-status-error" in loaded and message in unescape(loaded)
 
@@ -449,7 +483,9 @@ def test_api_through_gradio_client(
 
     url = served[1]
     client = Client(url, verbose=False)
-    stream, status, *_plots, summary = client.predict(**form(model_dirs), api_name="/generate")
+    stream, status, *_plots, summary, _round, _tree, _node = client.predict(
+        **form(model_dirs), api_name="/generate"
+    )
     assert "finished" in status and "sv-accepted" in stream and "acceptance rate" in summary
     inspector, _residual = client.predict(2, api_name="/inspect")
     assert 'data-idx="2"' in inspector and "q(x) draft" in inspector
@@ -539,6 +575,11 @@ REFUSED = {  # (drafter, mutant): the drafter has no such piece to swap
     ("ngram", DRAFTER_MUTANT.name): "drafts without a model",
     ("early-exit-shared", DRAFTER_MUTANT.name): "builds a drafter of its own",
     ("early-exit-shared", CACHE_MUTANT.name): "shares with the target",
+}
+REFUSED |= {  # a tree drafter: the mutants break chain speculation
+    (tree, mutant.name): "breaks a piece of chain speculation"
+    for tree in TREE_DRAFTERS
+    for mutant in (DRAFTER_MUTANT, CACHE_MUTANT)
 }
 
 
@@ -681,9 +722,18 @@ def test_the_classic_draft_model_is_one_click_away(app: SpecVizApp) -> None:
 @pytest.mark.parametrize("drafter", DRAFTER_NAMES)
 def test_the_form_shows_only_the_fields_the_drafter_reads(drafter: str) -> None:
     *updates, note = SpecVizApp.drafter_fields(drafter)
-    exits = drafter in EXIT_DRAFTERS
-    assert [u["visible"] for u in updates] == [exits, exits, drafter not in UNCONFIDENT_DRAFTERS]
+    exits, tree = drafter in EXIT_DRAFTERS, REGISTRY[drafter].tree
+    shown = dict(zip(DRAFTER_FIELDS, (u["visible"] for u in updates), strict=True))
+    assert shown == {
+        "exit_layer": exits, "exit_note": exits,
+        "confidence": not tree and drafter not in UNCONFIDENT_DRAFTERS,
+        "gamma": not tree, "policy": not tree,  # a tree's depth replaces γ
+        "tree_nodes": tree, "tree_depth": tree,
+        "tree_width": drafter in ("tree-model", "tree-sampled"),  # the n-gram tree has no width
+        "tree_rule": tree,
+    }  # fmt: skip
     assert REGISTRY[drafter].label in note and REGISTRY[drafter].description in note
+    assert ("γ and the γ policy do not apply" in note) is tree and ("Tree rounds" in note) is tree
 
 
 def test_the_prompt_goes_through_the_chat_template_unless_raw(

@@ -22,6 +22,8 @@ import pytest
 from specviz.app import state
 from specviz.app.main import SpecVizApp
 from specviz.app.state import PairCache
+from specviz.app.views.form import TREE_RULE_CHOICES
+from specviz.drafters.registry import REGISTRY
 
 from .test_app import MAX_NEW, PROMPT, SEED, free_port, model_dirs, served, settings, slow_fetch
 
@@ -267,11 +269,16 @@ def test_a_first_run_shows_its_progress_live(
     assert any("converting the GGUF" in t for t in seen) and "finished" in seen[-1]
 
 
+def choose_drafter(page: Any, label: str) -> None:
+    """Pick a drafter from the menu by its label."""
+    menu = page.locator("#sv-drafter input")
+    menu.click()
+    page.get_by_role("option", name=label, exact=True).click()
+
+
 def test_the_early_exit_fields_show_for_the_early_exits_only(page: Any) -> None:
     def choose(label: str) -> None:
-        menu = page.locator("#sv-drafter input")
-        menu.click()
-        page.get_by_role("option", name=label, exact=True).click()
+        choose_drafter(page, label)
 
     fields = ("#sv-exit_layer", "#sv-exit-note")
     assert not any(page.locator(f).is_visible() for f in fields)  # the default drafter
@@ -309,3 +316,36 @@ def test_the_benchmark_tab_reads_well(page: Any) -> None:
     assert len(layout) == 5 and all(bg == "white" for bg, _ in layout)  # the app's look
     height = page.evaluate("document.documentElement.scrollHeight")
     assert height < 4500, height
+
+
+def test_a_tree_drafter_draws_its_rounds_and_marks_the_lossy_rule(
+    page: Any, served: tuple[SpecVizApp, str], model_dirs: tuple[str, str]
+) -> None:
+    run = list(served[0].generate(settings(model_dirs, drafter="tree-model")))[-1][0]
+    shown = next(t for t in run.trees if t.kept)  # a round that kept a path (the same seeds)
+    set_inputs(page)
+    choose_drafter(page, REGISTRY["tree-model"].label)
+    page.locator("#sv-tree_nodes").wait_for(state="visible")
+    assert (
+        not page.locator("#sv-gamma").is_visible() and not page.locator("#sv-policy").is_visible()
+    )
+    assert "do not apply" in page.locator("#sv-drafter-note").inner_text()
+    page.locator("#sv-generate").click()
+    page.wait_for_selector("#sv-status:has-text('finished')")
+    page.get_by_role("tab", name="Tree rounds").click()
+    field = page.locator("#sv-tree-round input")
+    field.fill(str(shown.round))
+    field.press("Enter")
+    tree = page.locator(f"#sv-tree [data-round='{shown.round}']")
+    tree.wait_for()
+    assert tree.locator(".sv-tree-list .sv-node-kept").count() == len(shown.kept)  # the path
+    assert tree.locator("table.sv-mask tr").count() == shown.size + 1  # a row a node, a header
+    tree.locator(".sv-tree-list .sv-node-kept").first.click()
+    inspector = page.locator("#sv-tree-inspector")
+    inspector.locator("text=kept: u < P(keep)").wait_for()
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    page.locator("#sv-tree-tab").screenshot(path=str(SCREENSHOT.with_name("app-tree.png")))
+    page.locator("#sv-tree_rule").get_by_label(TREE_RULE_CHOICES["typical"]).check()
+    page.locator("#sv-generate").click()
+    page.wait_for_selector("#sv-status:has-text('finished'):has-text('LOSSY')")
+    assert page.locator("#sv-stream .sv-lossy").is_visible()  # a banner on the output itself

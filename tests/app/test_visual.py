@@ -67,7 +67,7 @@ def sample_log() -> list[Event]:
 
 def test_views_never_import_torch() -> None:
     code = "import specviz.app.views, specviz.app.views.form, specviz.app.views.lab, sys"
-    code += "; import specviz.app.views.page"
+    code += "; import specviz.app.views.page, specviz.app.views.tree, specviz.app.views.tree_node"
     code += "; assert 'torch' not in sys.modules and 'scipy' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -17,7 +17,9 @@ from specviz.app.views.plots import (
 )
 from specviz.app.views.run import Run
 from specviz.app.views.style import COLORS, CSS, LABELS
-from specviz.app.views.tokens import inspector_html, legend_html, stream_html
+from specviz.app.views.tokens import inspector_html, legend_html, lossy_html, stream_html
+from specviz.app.views.tree import TreeRound, mask_html, pick_round, tree_panel_html, tree_rounds
+from specviz.app.views.tree_node import node_html
 
 __all__ = [
     "COLORS",
@@ -27,6 +29,7 @@ __all__ = [
     "Cell",
     "Decode",
     "Run",
+    "TreeRound",
     "acceptance_figure",
     "accepted_histogram",
     "accepted_length_figure",
@@ -36,6 +39,10 @@ __all__ = [
     "emitted_text",
     "inspector_html",
     "legend_html",
+    "lossy_html",
+    "mask_html",
+    "node_html",
+    "pick_round",
     "placeholder",
     "pq_figure",
     "race_html",
@@ -44,4 +51,6 @@ __all__ = [
     "stream_html",
     "summarize",
     "summary_html",
+    "tree_panel_html",
+    "tree_rounds",
 ]

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from specviz.core.events import Accepted, Bonus, Event, Rejected, Resampled, Sampled
+from specviz.core.events import (
+    Accepted,
+    Bonus,
+    Event,
+    Rejected,
+    Resampled,
+    Sampled,
+    TreeProposed,
+)
 
 Decode = Callable[[int], str]  # token id -> its text
 OUTCOMES = ("accepted", "rejected", "resampled", "bonus", "sampled")
@@ -29,6 +37,8 @@ class Cell:
     residual_x: float | None = None
     residual_mass: float | None = None
     top: tuple[tuple[int, float, float, float], ...] = ()
+    node: int | None = None  # a tree round's verdict: the node it judged (else None)
+    tree: bool = False  # decided in a tree round (siblings can share a position)
 
     @property
     def emitted(self) -> bool:
@@ -37,15 +47,23 @@ class Cell:
 
 
 def cells_from_events(events: Iterable[Event], decode: Decode) -> list[Cell]:
-    """Every accepted, rejected, resampled, bonus and sampled token, in the order they happened."""
+    """Every accepted, rejected, resampled, bonus and sampled token, in the order they happened
+    (a tree round's verdicts in its walk order: several rejected siblings may share a position)."""
     cells: list[Cell] = []
     round_start: dict[int, int] = {}
+    trees: set[int] = set()  # the rounds that proposed a tree
     for event in events:
-        if isinstance(event, Sampled):
+        if isinstance(event, TreeProposed):
+            trees.add(event.round)
+        elif isinstance(event, Sampled):
             cells.append(_sampled(len(cells), event, decode))
         elif isinstance(event, Accepted | Rejected | Resampled | Bonus):
             start = round_start.setdefault(event.round, event.position)
-            cells.append(_speculative(len(cells), event, event.position - start, decode))
+            cell = _speculative(len(cells), event, event.position - start, decode)
+            if event.round in trees:
+                node = event.draft_index if isinstance(event, Accepted | Rejected) else None
+                cell = replace(cell, tree=True, node=node)
+            cells.append(cell)
     return cells
 
 

@@ -22,7 +22,15 @@ LABELS |= {"prose": "open-ended story"}
 # registry builds each one; these say which settings the summary shows for it).
 EXIT_DRAFTERS = frozenset({"early-exit", "early-exit-shared"})
 UNCONFIDENT_DRAFTERS = frozenset({"ngram"})
+TREE_DRAFTERS = frozenset(name for name in DRAFTER_NAMES if REGISTRY[name].tree)
+WIDE_DRAFTERS = frozenset({"tree-model", "tree-sampled"})  # the tree drafters that read width
 POLICIES = ["fixed", "heuristic", "theory"]  # the names specviz.gamma.policies.make_policy takes
+# How a tree round is verified: the names of specviz.tree.verify's rules, with the menu's labels.
+# Only the exact rule follows the target's law; it is the default.
+TREE_RULE_CHOICES = {
+    "exact": "exact (default)",
+    "typical": "typical acceptance — lossy, does not follow the target's law",
+}
 # The defaults are the fastest exact setting the benchmark measured for code at T = 0 (the
 # headline table of README.md, rendered from benchmarks/results/ by specviz.bench.headline);
 # the classic preset is the textbook picture: a draft model alone, sampling at T = 0.7.
@@ -34,10 +42,14 @@ PRESETS = {"fastest exact (the benchmark's best for code)": FASTEST}
 PRESETS |= {"classic draft model (T = 0.7, γ = 4)": CLASSIC}
 PRESET_FIELDS = tuple(FASTEST)  # the fields a preset sets, in this order
 DEFAULTS: dict[str, Any] = {**FASTEST, "max_new": 64, "seed": 0, "exit_layer": 8}
-DEFAULTS |= {"confidence": 0.0, "raw": False}
+DEFAULTS |= {"confidence": 0.0, "raw": False, "tree_rule": "exact"}
+_TREE = DrafterOptions()
+DEFAULTS |= {"tree_nodes": _TREE.tree_nodes, "tree_depth": _TREE.tree_depth}
+DEFAULTS |= {"tree_width": _TREE.tree_width}
 FIELDS = (  # the form's controls, by the names the handlers read their values under
     *("target", "draft", "dtype", "drafter", "policy", "prompt", "raw"),
     *("gamma", "temperature", "top_k", "top_p", "max_new", "seed", "exit_layer", "confidence"),
+    *("tree_nodes", "tree_depth", "tree_width", "tree_rule"),
 )
 
 
@@ -88,27 +100,49 @@ RANGES = {
     "seed": Range("seed", 0, whole=True),
     "exit_layer": Range("exit layer", 1, whole=True),
     "confidence": Range("confidence threshold", 0, 1),
+    "tree_nodes": Range("tree nodes", 1, 64, whole=True),
+    "tree_depth": Range("tree depth", 1, 16, whole=True),
+    "tree_width": Range("tree width", 1, 16, whole=True),
 }
+DRAFTER_FIELDS = (  # the fields that apply to some drafters only, in the form's order
+    *("exit_layer", "exit_note", "confidence", "gamma", "policy"),
+    *("tree_nodes", "tree_depth", "tree_width", "tree_rule"),
+)
 
 
 def shown_fields(drafter: Any) -> dict[str, bool]:
-    """Which drafter-specific fields the form shows for a drafter: the early exit's layer (and
-    its note) for the early exits only, the confidence threshold where there is a q."""
-    exits = drafter in EXIT_DRAFTERS
+    """Which drafter-specific fields (DRAFTER_FIELDS) apply to a drafter, so the form shows
+    them: the early exit's layer (and its note) for the early exits only, the confidence
+    threshold for the chain drafters with a q; γ and its policy for the chain drafters, the
+    tree's budget, depth, width (where read) and verification rule for the tree drafters.
+    Settings.parse reads only these and leaves the others at their defaults."""
+    exits, tree = drafter in EXIT_DRAFTERS, drafter in TREE_DRAFTERS
     return {
         "exit_layer": exits,
         "exit_note": exits,
-        "confidence": drafter not in UNCONFIDENT_DRAFTERS,
+        "confidence": not tree and drafter not in UNCONFIDENT_DRAFTERS,
+        "gamma": not tree,
+        "policy": not tree,
+        "tree_nodes": tree,
+        "tree_depth": tree,
+        "tree_width": drafter in WIDE_DRAFTERS,
+        "tree_rule": tree,
     }
+
+
+TREE_NOTE = (
+    " A tree drafts up to *tree depth* levels a round, so γ and the γ policy do not apply "
+    "(hidden); each round's tree is drawn in the **Tree rounds** tab."
+)
 
 
 def drafter_note(name: Any) -> str:
     """Markdown under the drafter menu: the chosen drafter's whole label and what it does (the
-    menu may cut a long label short)."""
+    menu may cut a long label short); for a tree drafter, why γ is gone and where its trees are."""
     if name not in REGISTRY:
         return ""
     spec = REGISTRY[name]
-    return f"**{spec.label}**: {spec.description}."
+    return f"**{spec.label}**: {spec.description}." + (TREE_NOTE if spec.tree else "")
 
 
 def drafter_choices() -> list[tuple[str, str]]:
@@ -152,7 +186,12 @@ def settings_from(values: Mapping[str, Any]) -> Settings:
 
 @dataclass(frozen=True, kw_only=True)
 class Settings:
-    """Validated UI inputs for one decode (dtype is checked when the models load)."""
+    """Validated UI inputs for one decode (dtype is checked when the models load).
+
+    Fields that do not apply to the drafter (shown_fields) keep their defaults whatever the
+    form holds: a tree drafter's γ is its depth and its policy fixed; a chain drafter's tree
+    fields are the defaults (unused).
+    """
 
     target: str
     draft: str | None  # None: the drafter needs no draft model (n-gram lookup, early exit)
@@ -165,20 +204,43 @@ class Settings:
     raw: bool  # True: the prompt as raw text; False: through the chat template where there is one
     sampling: SamplingConfig
     speculation: SpeculationConfig
+    tree_nodes: int = DEFAULTS["tree_nodes"]
+    tree_depth: int = DEFAULTS["tree_depth"]
+    tree_width: int = DEFAULTS["tree_width"]
+    tree_rule: str = "exact"  # a name in TREE_RULE_CHOICES
+
+    @property
+    def tree(self) -> bool:
+        """True for a tree drafter (its rounds are verified as trees)."""
+        return self.drafter in TREE_DRAFTERS
+
+    @property
+    def exact(self) -> bool:
+        """False when a lossy tree rule verifies: the output then is not the target's law."""
+        return not self.tree or self.tree_rule == "exact"
 
     @classmethod
     def parse(cls, values: Mapping[str, Any]) -> Settings:
         """From every field in FIELDS by name; ValueError with a readable message if bad (a
-        number outside its RANGES is refused with the range, never clamped)."""
+        number outside its RANGES is refused with the range, never clamped). Only the fields
+        that apply to the drafter are read."""
         v = fields_of(values, FIELDS)
         if not (v["prompt"] or "").strip():
             raise ValueError("the prompt is empty: type some text or pick an example")
         if v["drafter"] not in REGISTRY:
             names = ", ".join(DRAFTER_NAMES)
             raise ValueError(f"drafter must be one of {names} (got {v['drafter']!r})")
-        if v["policy"] not in POLICIES:
+        applies = shown_fields(v["drafter"])
+        if applies["policy"] and v["policy"] not in POLICIES:
             raise ValueError(f"gamma policy must be one of {POLICIES} (got {v['policy']!r})")
-        n = {name: r.check(v[name]) for name, r in RANGES.items()}
+        if applies["tree_rule"] and v["tree_rule"] not in TREE_RULE_CHOICES:
+            rules = list(TREE_RULE_CHOICES)
+            raise ValueError(f"tree rule must be one of {rules} (got {v['tree_rule']!r})")
+        n = {
+            name: r.check(v[name]) if applies.get(name, True) else DEFAULTS[name]
+            for name, r in RANGES.items()
+        }
+        tree = applies["tree_depth"]
         uses_draft = REGISTRY[v["drafter"]].uses_draft_model
         return cls(
             target=(v["target"] or "").strip() or BUNDLED,
@@ -187,7 +249,7 @@ class Settings:
             drafter=v["drafter"],
             exit_layer=int(n["exit_layer"]),
             min_confidence=n["confidence"],
-            policy=v["policy"],
+            policy=v["policy"] if applies["policy"] else "fixed",
             prompt=v["prompt"],
             raw=bool(v["raw"]),
             sampling=SamplingConfig(
@@ -195,20 +257,39 @@ class Settings:
                 seed=int(n["seed"]),
             ),
             speculation=SpeculationConfig(
-                gamma=int(n["gamma"]), max_new_tokens=int(n["max_new"])
+                gamma=int(n["tree_depth"] if tree else n["gamma"]),
+                max_new_tokens=int(n["max_new"]),
             ),
+            tree_nodes=int(n["tree_nodes"]), tree_depth=int(n["tree_depth"]),
+            tree_width=int(n["tree_width"]),
+            tree_rule=v["tree_rule"] if applies["tree_rule"] else "exact",
         )  # fmt: skip
 
     def options(self) -> DrafterOptions:
         """The registry's drafter options these settings give (the rest at their defaults)."""
-        return DrafterOptions(exit_layer=self.exit_layer, min_confidence=self.min_confidence)
+        return DrafterOptions(
+            exit_layer=self.exit_layer, min_confidence=self.min_confidence,
+            tree_nodes=self.tree_nodes, tree_depth=self.tree_depth, tree_width=self.tree_width,
+        )  # fmt: skip
 
     def describe(self) -> dict[str, Any]:
-        """JSON-ready settings for the summary and export."""
+        """JSON-ready settings for the summary and export: the fields the drafter reads (a
+        tree's budget and rule, whether its output follows the target's law; or γ's policy)."""
+        applies = shown_fields(self.drafter)
         pair: dict[str, Any] = {"target": self.target, "draft": self.draft, "dtype": self.dtype}
-        pair |= {"drafter": self.drafter, "gamma_policy": self.policy, "raw_completion": self.raw}
-        if self.drafter in EXIT_DRAFTERS:
+        pair |= {"drafter": self.drafter}
+        if applies["policy"]:
+            pair["gamma_policy"] = self.policy
+        pair["raw_completion"] = self.raw
+        if applies["exit_layer"]:
             pair["exit_layer"] = self.exit_layer
-        if self.drafter not in UNCONFIDENT_DRAFTERS:
+        if applies["confidence"]:
             pair["min_confidence"] = self.min_confidence
-        return {**pair, **asdict(self.sampling), **asdict(self.speculation), "prompt": self.prompt}
+        speculation = asdict(self.speculation)
+        if self.tree:
+            del speculation["gamma"]  # the tree's depth
+            pair |= {"tree_nodes": self.tree_nodes, "tree_depth": self.tree_depth}
+            if applies["tree_width"]:
+                pair["tree_width"] = self.tree_width
+            pair |= {"tree_rule": self.tree_rule, "follows_target_law": self.exact}
+        return {**pair, **asdict(self.sampling), **speculation, "prompt": self.prompt}

@@ -4,7 +4,8 @@ The i.i.d. estimate is Leviathan et al.'s closed form (specviz.gamma.theory): it
 draft is kept independently with the same α. Real drafts agree in stretches, so a measured
 speedup can beat it; the keep-rate estimate puts the measured per-position keep rates
 a_j = P(draft j kept | drafts before it kept) (specviz.gamma.survival) into the same formula.
-Neither is a bound.
+Neither is a bound. Both assume a chain of drafts: for a tree decode they are left out (a
+tree round proposes many more nodes than its kept path can hold).
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from specviz.core.events import EMITTING, Event, Finished, RoundSummary, Sampled
+from specviz.core.events import (
+    EMITTING,
+    Event,
+    Finished,
+    RoundSummary,
+    Sampled,
+    TreeProposed,
+    TreeVerified,
+)
 from specviz.gamma.survival import KeptByPosition
 from specviz.gamma.theory import expected_tokens_per_round, speedup_bound
 
@@ -37,15 +46,43 @@ def summarize(
     tokens = sum(isinstance(e, EMITTING) for e in events)
     finished = next((e for e in events if isinstance(e, Finished)), None)
     target_calls = len(rounds) + sum(isinstance(e, Sampled) for e in events)
+    tree = any(isinstance(e, TreeProposed) for e in events)
+    numbers = _round_numbers(rounds)
+    if tree:  # the chain estimates do not apply to trees
+        numbers |= {k: math.nan for k in CHAIN_ESTIMATES}
     out: dict[str, Any] = {
         "new_tokens": tokens,
         "finish_reason": finished.reason if finished else None,
-        **_round_numbers(rounds),
+        **numbers,
+        **_tree_numbers(events, rounds, tree),
         "target_calls": target_calls,
         "target_calls_per_token": target_calls / tokens if tokens else math.nan,
         **_speed(tokens, finished, plain_tokens_per_second),
     }
     return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+
+
+CHAIN_ESTIMATES = (
+    "expected_tokens_per_round",
+    "kept_rates_tokens_per_round",
+    "iid_speedup_estimate",
+    "kept_rates_speedup_estimate",
+)
+
+
+def _tree_numbers(
+    events: Sequence[Event], rounds: Sequence[RoundSummary], tree: bool
+) -> dict[str, Any]:
+    """Whether the output follows the target's law (False once a lossy rule chose a token),
+    the tree rule, and the tree rounds' mean size (nan for a chain)."""
+    verified = [e for e in events if isinstance(e, TreeVerified)]
+    rules = sorted({e.rule for e in verified})
+    return {
+        "tree": tree,
+        "follows_target_law": all(e.exact for e in verified),
+        "tree_rule": ", ".join(rules) if rules else None,
+        "mean_nodes_per_round": _mean([r.proposed for r in rounds]) if tree else math.nan,
+    }
 
 
 def kept_rates_tokens_per_round(rounds: Sequence[RoundSummary]) -> float:

@@ -30,3 +30,17 @@ element.addEventListener('keydown', (e) => {
   if (t) { e.preventDefault(); pick(t); }
 });
 """  # tokens are spans with data-idx: a click (or Enter on a focused token) inspects one
+TREE_JS = """
+const pick = (t) => {
+  if (!t) return;
+  element.querySelectorAll('.sv-selected').forEach((s) => s.classList.remove('sv-selected'));
+  t.classList.add('sv-selected');
+  trigger('click', {node: Number(t.dataset.node)});
+};
+element.addEventListener('click', (e) => pick(e.target.closest('[data-node]')));
+element.addEventListener('keydown', (e) => {
+  if (e.key !== 'Enter' && e.key !== ' ') return;
+  const t = e.target.closest('[data-node]');
+  if (t) { e.preventDefault(); pick(t); }
+});
+"""  # a tree's nodes are spans with data-node: a click (or Enter) inspects one

@@ -14,6 +14,7 @@ SUMMARY_LABELS = {
     "mean_tokens_per_round_with_bonus": "mean tokens per round (with the resampled/bonus token)",
     "expected_tokens_per_round": "tokens per round, i.i.d. estimate for α, γ (with bonus)",
     "kept_rates_tokens_per_round": "tokens per round, estimate from per-position keep rates",
+    "mean_nodes_per_round": "tree: mean nodes proposed per round (α counts nodes)",
     "target_calls_per_token": "target calls per token",
     "tokens_per_second": "tokens / s (speculative; live drawing included, the race excludes it)",
     "cost_ratio_c": "cost ratio c (draft call / target call)",
@@ -25,6 +26,14 @@ SUMMARY_LABELS = {
     "finish_reason": "stopped by",
 }
 FORMATS = {"chat": "chat template (a user turn, then the assistant's)", "raw": "raw text"}
+TREE_NOTE = (
+    "A tree round proposes many nodes and keeps at most one path, so α (kept / proposed nodes) "
+    "is low by design, and the chain speedup estimates do not apply (—): race it instead."
+)
+LAW = {
+    True: "yes (exact verification)",
+    False: "NO: a lossy rule (typical acceptance) chose tokens",
+}
 ESTIMATES_NOTE = (
     "Both speedups are estimates, not bounds: the i.i.d. one assumes every draft is kept "
     "independently with the same α, while real drafts agree in stretches (a round that kept "
@@ -52,7 +61,17 @@ def summary_html(summary: Mapping[str, Any]) -> str:
     """The summary table (γ is the configured draft length), the prompt's format and a note on
     the two speedup estimates (saying so where the measurement beats the i.i.d. one)."""
     settings = summary.get("settings") or {}
-    rows = [f"<tr><td>γ (largest of any round)</td><td>{number(summary.get('gamma'))}</td></tr>"]
+    gamma = "tree depth (deepest round)" if summary.get("tree") else "γ (largest of any round)"
+    rows = [f"<tr><td>{gamma}</td><td>{number(summary.get('gamma'))}</td></tr>"]
+    if summary.get("follows_target_law") is not None:
+        law, cls = (
+            summary["follows_target_law"],
+            "" if summary["follows_target_law"] else "sv-lossy",
+        )
+        rows.append(
+            f'<tr data-key="follows_target_law" class="{cls}"><td>follows the target\'s law</td>'
+            f"<td>{escape(LAW[bool(law)])}</td></tr>"
+        )
     if settings.get("prompt_format") in FORMATS:
         shown = FORMATS[settings["prompt_format"]]
         rows.append(f'<tr data-key="prompt_format"><td>prompt sent as</td><td>{shown}</td></tr>')
@@ -60,7 +79,7 @@ def summary_html(summary: Mapping[str, Any]) -> str:
         f'<tr data-key="{k}"><td>{escape(label)}</td><td>{number(summary.get(k))}</td></tr>'
         for k, label in SUMMARY_LABELS.items()
     ]
-    notes = [ESTIMATES_NOTE]
+    notes = [TREE_NOTE if summary.get("tree") else ESTIMATES_NOTE]
     measured, iid = summary.get("measured_speedup"), summary.get("iid_speedup_estimate")
     if measured is None:
         notes.append("Run the race to measure the speedup against plain decoding.")
@@ -74,9 +93,15 @@ def summary_html(summary: Mapping[str, Any]) -> str:
 
 
 def race_html(plain: Mapping[str, Any], spec: Mapping[str, Any], greedy: bool) -> str:
-    """Plain and speculative decoding side by side, their speeds and (at T = 0) a match check."""
+    """Plain and speculative decoding side by side, their speeds and (at T = 0) a match check;
+    a speculative side that a lossy rule chose is marked so, and never claimed to match."""
+    lossy = spec.get("follows_target_law") is False
+    marks = {
+        "plain": "",
+        "spec": f'<div class="sv-lossy">{escape(LAW[False])}</div>' if lossy else "",
+    }
     sides = "".join(
-        f'<div class="sv-race-{name}"><b>{title}</b><br>{_speed(side)}'
+        f'<div class="sv-race-{name}"><b>{title}</b><br>{_speed(side)}{marks[name]}'
         f"<pre>{escape(str(side.get('text', '')))}</pre></div>"
         for name, title, side in (
             ("plain", "plain (target only)", plain),
@@ -84,7 +109,9 @@ def race_html(plain: Mapping[str, Any], spec: Mapping[str, Any], greedy: bool) -
         )
     )
     foot = _speedup(plain, spec)
-    if greedy and plain.get("done") and spec.get("done"):
+    if lossy:
+        foot += " · the speculative side is LOSSY: it does not follow the target's law"
+    elif greedy and plain.get("done") and spec.get("done"):
         same = plain.get("tokens", plain.get("text")) == spec.get("tokens", spec.get("text"))
         cls, word = ("sv-match", "identical ✓") if same else ("sv-mismatch", "different ✗")
         foot += f' · T = 0: texts are <span class="{cls}">{word}</span>'

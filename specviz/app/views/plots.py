@@ -78,9 +78,12 @@ def _alpha(rounds: Sequence[RoundSummary]) -> float:
     return sum(r.accepted for r in rounds) / proposed if proposed else 0.0
 
 
-def acceptance_figure(rounds: Sequence[RoundSummary], window: int = 8) -> go.Figure:
-    """Acceptance rate per round, its rolling mean over `window` rounds, and the running total."""
-    title = "Acceptance rate over time"
+def acceptance_figure(
+    rounds: Sequence[RoundSummary], window: int = 8, tree: bool = False
+) -> go.Figure:
+    """Acceptance rate per round, its rolling mean over `window` rounds, and the running total
+    (tree: kept path nodes over proposed nodes)."""
+    title = "Acceptance rate over time" + (": kept / proposed tree nodes" if tree else "")
     scored = [r for r in rounds if r.proposed]
     if not scored:
         return _empty(title, "no draft tokens proposed yet")
@@ -106,9 +109,12 @@ def acceptance_figure(rounds: Sequence[RoundSummary], window: int = 8) -> go.Fig
     return _layout(fig, title, "round", "accepted / proposed")
 
 
-def accepted_length_figure(rounds: Sequence[RoundSummary]) -> go.Figure:
-    """Accepted drafts per round against the expectation for the measured α and each round's γ."""
-    title = "Accepted drafts per round (bonus not counted)"
+def accepted_length_figure(rounds: Sequence[RoundSummary], tree: bool = False) -> go.Figure:
+    """Accepted drafts per round against the expectation for the measured α and each round's γ
+    (tree: the kept path's length, with no chain estimate)."""
+    title = "Kept path per round (bonus not counted)" if tree else (
+        "Accepted drafts per round (bonus not counted)"
+    )  # fmt: skip
     if not rounds:
         return _empty(title, "no rounds yet")
     alpha = _alpha(rounds)
@@ -117,6 +123,10 @@ def accepted_length_figure(rounds: Sequence[RoundSummary]) -> go.Figure:
     fig.add_bar(
         x=x, y=[r.accepted for r in rounds], name="accepted", marker_color=COLORS["accepted"]
     )
+    whole_ticks(fig, "x", x)
+    whole_ticks(fig, "y", [0, max(r.gamma for r in rounds)], pad=0.3)
+    if tree:
+        return _layout(fig, title, "round", "kept path nodes")
     fig.add_scatter(
         x=x,
         y=[expected_accepted_per_round(alpha, r.gamma) for r in rounds],
@@ -125,24 +135,27 @@ def accepted_length_figure(rounds: Sequence[RoundSummary]) -> go.Figure:
         name=f"i.i.d. estimate α + … + α^γ for α = {alpha:.2f}",
         line={"color": COLORS["rejected"], "dash": "dash"},
     )
-    whole_ticks(fig, "x", x)
-    whole_ticks(fig, "y", [0, max(r.gamma for r in rounds)], pad=0.3)
     return _layout(fig, title, "round", "accepted drafts")
 
 
-def accepted_histogram(rounds: Sequence[RoundSummary]) -> go.Figure:
-    """How often 0..γ drafts were accepted, with the truncated-geometric expectation."""
-    title = "Histogram of accepted drafts per round"
+def accepted_histogram(rounds: Sequence[RoundSummary], tree: bool = False) -> go.Figure:
+    """How often 0..γ drafts were accepted, with the truncated-geometric expectation (tree:
+    kept path lengths, with no chain estimate)."""
+    title = "Histogram of kept path lengths" if tree else "Histogram of accepted drafts per round"
     if not rounds:
         return _empty(title, "no rounds yet")
     gamma, alpha = max(r.gamma for r in rounds), _alpha(rounds)
     counts = [sum(r.accepted == n for r in rounds) for n in range(gamma + 1)]
+    fig = go.Figure()
+    fig.add_bar(x=list(range(gamma + 1)), y=counts, name="rounds", marker_color=COLORS["bonus"])
+    whole_ticks(fig, "x", list(range(gamma + 1)))
+    if tree:
+        whole_ticks(fig, "y", [0, *counts], pad=0.3)
+        return _layout(fig, title, "kept path nodes in the round", "rounds")
     expected = [0.0] * (gamma + 1)
     for r in rounds:  # each round's own γ (policies and the last round may shorten it)
         for n, pr in enumerate(accepted_length_pmf(alpha, r.gamma)):
             expected[n] += pr
-    fig = go.Figure()
-    fig.add_bar(x=list(range(gamma + 1)), y=counts, name="rounds", marker_color=COLORS["bonus"])
     fig.add_scatter(
         x=list(range(gamma + 1)),
         y=expected,
@@ -150,7 +163,6 @@ def accepted_histogram(rounds: Sequence[RoundSummary]) -> go.Figure:
         name=f"i.i.d. estimate (independent α = {alpha:.2f})",
         line={"color": COLORS["rejected"], "dash": "dot"},
     )
-    whole_ticks(fig, "x", list(range(gamma + 1)))
     whole_ticks(fig, "y", [0, max(*counts, *expected)], pad=0.3)
     return _layout(fig, title, "accepted drafts in the round", "rounds")
 

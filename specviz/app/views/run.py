@@ -8,7 +8,8 @@ from typing import Any
 
 from specviz.app.views.cells import Cell, Decode, cells_from_events
 from specviz.app.views.metrics import summarize
-from specviz.core.events import Event, Finished, RoundSummary, Sampled
+from specviz.app.views.tree import TreeRound, tree_rounds
+from specviz.core.events import Event, Finished, RoundSummary, Sampled, TreeVerified
 
 STEP_ENDS = (RoundSummary, Sampled, Finished)  # a step stops after one of these
 
@@ -73,6 +74,16 @@ class Run:
     def rounds(self) -> list[RoundSummary]:
         """The round summaries so far."""
         return [e for e in self.log if isinstance(e, RoundSummary)]
+
+    @property
+    def trees(self) -> list[TreeRound]:
+        """The tree rounds so far (empty unless a tree drafter drafts)."""
+        return tree_rounds(self.log)
+
+    @property
+    def exact(self) -> bool:
+        """False once a lossy rule chose a token: the output then is not the target's law."""
+        return all(e.exact for e in self.log if isinstance(e, TreeVerified))
 
     @property
     def finished(self) -> Finished | None:

@@ -20,6 +20,7 @@ LABELS = {
     "bonus": "bonus token from p (all drafts kept)",
     "sampled": "plain decoding (sampled from p)",
 }
+LOSSY = "LOSSY: typical acceptance chose these tokens, so they do not follow the target's law"
 CUES = {
     "accepted": "solid underline",
     "rejected": "strike-through, dashed box",
@@ -76,4 +77,37 @@ CSS = """
 #sv-bench-tables { max-height: 720px; overflow: auto; }
 #sv-bench-tables table { display: block; overflow-x: auto; max-width: 100%; width: max-content; }
 #sv-bench-tables th, #sv-bench-tables td { white-space: nowrap; padding: 2px 8px; }
+.sv-lossy { background: #fff3cd; color: #6b4a00; border: 2px solid #b07a00; border-radius: 4px;
+  padding: 4px 8px; margin: 0 0 6px 0; font-family: ui-sans-serif, system-ui, sans-serif;
+  font-weight: 700; font-size: 14px; white-space: normal; }
+.sv-tree-head { font-size: 13px; color: #444; margin: 2px 0 6px 0; }
+.sv-tree-body { display: flex; flex-wrap: wrap; gap: 12px 24px; align-items: flex-start; }
+.sv-tree-list, .sv-tree-list ul { list-style: none; margin: 0; padding-left: 18px; }
+.sv-tree-list { padding-left: 0; font-family: ui-monospace, Consolas, monospace; font-size: 13px; }
+.sv-tree-list ul { border-left: 1px solid #bbb; }
+.sv-tree-list li { margin: 3px 0; }
+.sv-node { display: inline-block; cursor: pointer; border-radius: 3px; padding: 0 4px;
+  border: 1px solid transparent; }
+.sv-node small { color: #666; font-size: 11px; }
+.sv-node:hover, .sv-node.sv-selected { outline: 2px solid #000; outline-offset: 1px; }
+.sv-node-root { cursor: default; color: #555; font-style: italic; }
+.sv-node-kept { background: rgba(0,114,178,.22); border: 2px solid #0072B2; font-weight: 700; }
+.sv-node-rejected { background: #eee; color: #777; text-decoration: line-through;
+  border: 1px solid #bbb; }
+.sv-node-untried { color: #555; border: 1px dotted #888; background: #fff; }
+.sv-node-next { border-width: 2px; }
+.sv-mask { border-collapse: collapse; font-size: 11px; font-family: ui-monospace, monospace; }
+.sv-mask caption { caption-side: top; text-align: left; font-size: 12px; color: #555;
+  font-family: ui-sans-serif, system-ui, sans-serif; max-width: 420px; padding-bottom: 4px; }
+.sv-mask th, .sv-mask td { border: 1px solid #ddd; min-width: 14px; height: 14px; padding: 0 2px;
+  text-align: center; }
+.sv-mask th { font-weight: 400; color: #555; white-space: nowrap; }
+.sv-mask td.sv-on { background: rgba(0,0,0,.08); }
+.sv-mask tr.sv-mask-kept th { font-weight: 700; color: #0072B2; }
+.sv-mask tr.sv-mask-kept td.sv-on { background: rgba(0,114,178,.45); color: #003b5c; }
+.sv-mask tr.sv-mask-rejected th { color: #999; text-decoration: line-through; }
+.sv-tree-inspector table { border-collapse: collapse; font-size: 13px; width: 100%; }
+.sv-tree-inspector td, .sv-tree-inspector th { padding: 2px 10px 2px 0; vertical-align: top;
+  text-align: left; }
+.sv-tree-inspector td:first-child { color: #555; white-space: nowrap; }
 """

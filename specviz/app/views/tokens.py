@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from html import escape
 
 from specviz.app.views.cells import Cell
-from specviz.app.views.style import CUES, LABELS
+from specviz.app.views.style import CUES, LABELS, LOSSY
 
 SPECULATIVE = ("accepted", "rejected", "resampled", "bonus")
 
@@ -37,6 +37,8 @@ def legend_html(kinds: Sequence[str] = SPECULATIVE) -> str:
 
 def verdict(cell: Cell) -> str:
     """One line saying why the token was kept, discarded or drawn."""
+    if cell.tree:
+        return tree_verdict(cell)
     if cell.kind == "accepted":
         return f"accepted: u = {fmt(cell.u)} < min(1, p/q) = {fmt(cell.accept_prob)}"
     if cell.kind == "rejected":
@@ -46,6 +48,18 @@ def verdict(cell: Cell) -> str:
     if cell.kind == "bonus":
         return "bonus: every draft of the round was accepted, so one more token is drawn from p"
     return "sampled from p by plain decoding"
+
+
+def tree_verdict(cell: Cell) -> str:
+    """The verdict on a token of a tree round (the rule's P(keep) in place of min(1, p/q))."""
+    node = f"(tree node #{cell.node})"
+    if cell.kind == "accepted":
+        return f"kept: u = {fmt(cell.u)} < P(keep) = {fmt(cell.accept_prob)} {node}"
+    if cell.kind == "rejected":
+        return f"rejected: u = {fmt(cell.u)} ≥ P(keep) = {fmt(cell.accept_prob)} {node}"
+    if cell.kind == "resampled":
+        return "resampled: every child tried here was rejected, so drawn from what is left of p"
+    return "bonus: the kept path reached a leaf of the tree, so one more token is drawn from p"
 
 
 def rows(cell: Cell) -> list[tuple[str, str]]:
@@ -59,8 +73,11 @@ def rows(cell: Cell) -> list[tuple[str, str]]:
         ("p(x) target", fmt(cell.p_x)),
         ("q(x) draft", fmt(cell.q_x)),
     ]
+    if cell.tree and cell.node is not None:
+        out.insert(4, ("tree node", f"#{cell.node} (see the Tree rounds tab)"))
     if cell.kind in ("accepted", "rejected"):
-        out += [("min(1, p/q)", fmt(cell.accept_prob)), ("u ~ U(0, 1)", fmt(cell.u))]
+        keep = "P(keep) (the tree rule's)" if cell.tree else "min(1, p/q)"
+        out += [(keep, fmt(cell.accept_prob)), ("u ~ U(0, 1)", fmt(cell.u))]
     if cell.kind == "resampled":
         out += [
             ("residual(x)", fmt(cell.residual_x)),
@@ -94,12 +111,21 @@ NUMBERING = (
 )
 
 
+def lossy_html(message: str = LOSSY) -> str:
+    """The banner on an output that a lossy rule chose: it does not follow the target's law."""
+    return f'<div class="sv-lossy" role="alert" data-lossy="true">⚠ {escape(message)}</div>'
+
+
 def stream_html(
-    cells: Sequence[Cell], prompt: str = "", note: str = "", prompt_format: str = ""
+    cells: Sequence[Cell],
+    prompt: str = "",
+    note: str = "",
+    prompt_format: str = "",
+    lossy: bool = False,
 ) -> str:
     """The prompt (tagged with how it was sent), then every token coloured by outcome, with a
-    marker where each round starts."""
-    parts = []
+    marker where each round starts; under a banner when a lossy rule chose the tokens."""
+    parts = [lossy_html()] if lossy else []
     if prompt_format in SENT:
         tag = escape(SENT[prompt_format])
         parts.append(f'<span class="sv-sent" data-format="{prompt_format}">{tag}</span>\n')
