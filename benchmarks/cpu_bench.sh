@@ -10,17 +10,26 @@
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code lean-target code-all
 #        json-prose repeat lookup hybrid hybrid-cap draft-size batch temperature dynamic replay
-#        tables (default: all, about 3 hours)
+#        tree-sweep tree-sweep-t1 tables tree-tables (default: all, about 3 hours)
+#        RESUME=1: skip each part whose OUTDIR/PART.json is already there (rerun the same command
+#        after an interruption; a part cut off writes no JSON and runs again)
+#
+# The tree speculation sweep alone (minutes, not hours, on 2 idle cores), into benchmarks/tree:
+#        RESUME=1 bash benchmarks/cpu_bench.sh benchmarks/tree tree-sweep tree-sweep-t1 tree-tables
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
-PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch temperature dynamic replay tables}"
+PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch temperature dynamic tree-sweep tree-sweep-t1 replay tables tree-tables}"
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
   name="$1"; shift
   case " $PARTS " in *" $name "*) ;; *) return 0 ;; esac
+  if [[ -n "${RESUME:-}" && -f "$OUT/$name.json" ]]; then
+    echo "part $name: $OUT/$name.json is already there (RESUME), skipped"
+    return 0
+  fi
   # --raw: the saved results were measured on the workloads' raw text; drop it to time the
   # chat-formatted prompts that specviz sends by default.
   python -m specviz bench --raw "$@" --out "$OUT/$name.json" --html "$OUT/$name.html"
@@ -78,6 +87,17 @@ bench temperature --workloads code --limit 4 --temperatures 0,0.3,0.6,1,1.3 \
 bench dynamic --workloads code --limit 4 --temperatures 0,1 --drafters model,model-trimmed \
     --gammas 2,3,4 $DYNAMIC --reps 2 --no-hf
 
+# 5b. tree speculation: the node-budget sweep (specviz/bench/tree_sweep.py) at depth 4, width 4.
+#     N = 1 is the draft model's chain at gamma = 4 (as many draft calls a round as a depth-4 tree),
+#     N = 4..32 trees of at most N nodes; every run paired with one plain decode, and with
+#     transformers' assisted generation at gamma = 4, in the same repetition; r(N) timed over the
+#     first prompt. At T = 0 the draft's top-k children (EAGLE-2 style); at T = 1 also children
+#     sampled from the draft (SpecInfer style). Exact rules only.
+TREE="--tree-sweep 1,4,8,16,32 --tree-depth 4 --tree-width 4 --reps 2 --batch-sizes 1"
+bench tree-sweep --workloads code --limit 6 --temperatures 0 --drafters tree-model $TREE
+bench tree-sweep-t1 --workloads code --limit 4 --temperatures 1 \
+    --drafters tree-model,tree-sampled $TREE
+
 # 6. dynamic gamma replayed on every prompt (specviz.bench.replay), priced at pass costs measured
 #    once, so free of timing noise: at T = 0 on code, JSON and repeat (the rounds a real run
 #    makes), at T = 1 on code, prose and repeat (rounds with a real run's law; 3 target decodes
@@ -97,9 +117,19 @@ case " $PARTS " in *" replay "*)
       | tail -n +3; } > "$OUT/replay.md" ;;
 esac
 
+# the tree sweeps' JSON that are there (a part not run is left out)
+TREES=()
+for name in tree-sweep tree-sweep-t1; do [[ -f "$OUT/$name.json" ]] && TREES+=("$OUT/$name.json"); done
+case " $PARTS " in *" tree-tables "*)
+  if ((${#TREES[@]})); then
+    python -m specviz.bench.markdown "${TREES[@]}" > "$OUT/tree-tables.md"
+    echo "wrote $OUT/tree-tables.md"
+  fi ;;
+esac
+
 case " $PARTS " in *" tables "*) ;; *) exit 0 ;; esac
 python -m specviz.bench.markdown "$OUT"/code.json "$OUT"/lean-target.json "$OUT"/code-all.json \
     "$OUT"/json-prose.json "$OUT"/repeat.json "$OUT"/lookup.json "$OUT"/hybrid.json \
     "$OUT"/hybrid-cap.json "$OUT"/draft-size.json "$OUT"/batch.json "$OUT"/temperature.json "$OUT"/dynamic.json \
-    > "$OUT/tables.md"
+    ${TREES[@]+"${TREES[@]}"} > "$OUT/tables.md"
 echo "wrote $OUT/*.json, *.html and tables.md"

@@ -4,7 +4,7 @@
 #
 # Usage: bash benchmarks/gpu_bench.sh [OUTDIR]        (default OUTDIR: benchmarks/gpu)
 #
-# By default five parts run in order of priority, each writing OUTDIR/NAME.json and
+# By default seven parts run in order of priority, each writing OUTDIR/NAME.json and
 # OUTDIR/NAME.html; OUTDIR/machine.txt records the GPU, the versions and any part skipped or cut
 # off. Rebuild a part's report from its JSON with
 #   python -m specviz.bench.saved OUTDIR/NAME.json NAME.html   (the HTML report)
@@ -14,6 +14,11 @@
 #   BUDGET=N       stop after N seconds: a part that cannot start in the time left is skipped, one
 #                  still running when it runs out is cut off (its JSON is not written), and the
 #                  parts before it are kept. Unset: no limit.
+#   PARTS="A B"    only the named parts (of code code-t1 repeat code-full-head code-fp32
+#                  tree-sweep tree-sweep-t1), e.g. PARTS="tree-sweep tree-sweep-t1" for the tree
+#                  speculation sweep alone.
+#   RESUME=1       skip each part whose OUTDIR/NAME.json is already there (rerun the same command
+#                  after an interruption).
 #   FULL=1         the whole sweep instead: bfloat16 and float32, every workload, 10 prompts each
 #                  (hours).
 #   DEVICE=cpu SMOKE=1
@@ -30,7 +35,7 @@ DEVICE="${DEVICE:-cuda}"
 BUDGET="${BUDGET:-}"
 START=$SECONDS
 mkdir -p "$OUT"
-: >"$OUT/machine.txt"
+[[ -n "${RESUME:-}" ]] || : >"$OUT/machine.txt"  # RESUME keeps what earlier runs recorded
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 
 if [[ -n "${WHEELS:-}" ]]; then
@@ -57,6 +62,13 @@ SMALL=()
 part() {  # part NAME SECONDS_IT_NEEDS_AT_LEAST ARGS...: run one bench, within BUDGET if set
   local name="$1" need="$2" limit=()
   shift 2
+  if [[ -n "${PARTS:-}" && " $PARTS " != *" $name "* ]]; then
+    return 0
+  fi
+  if [[ -n "${RESUME:-}" && -f "$OUT/$name.json" ]]; then
+    echo "part $name: $OUT/$name.json is already there (RESUME), skipped" | tee -a "$OUT/machine.txt"
+    return 0
+  fi
   if [[ -n "$BUDGET" ]]; then
     local left=$((BUDGET - (SECONDS - START)))
     [[ -n "${SMOKE:-}" ]] && need=10
@@ -95,5 +107,16 @@ else
   # 5. float32 against bfloat16 at the same gamma
   part code-fp32 45 --dtype float32 --workloads code --limit 4 --temperatures 0 \
       --drafters model-trimmed --gammas 3 --reps 2 --batch-sizes 1,8,64
+  # 6. tree speculation, the node-budget sweep at depth 4, width 4: the draft model's chain at
+  #    gamma = 4 (N = 1, as many draft calls a round) against trees of up to 4, 8, 16 and 32
+  #    nodes (the draft's top-k children), paired with plain decoding and transformers' assisted
+  #    generation at gamma = 4; r(N), a target pass over N tree tokens against a 1-token step,
+  #    is where a GPU differs most from a CPU
+  TREE=(--tree-sweep 1,4,8,16,32 --tree-depth 4 --tree-width 4 --reps 2 --batch-sizes 1)
+  part tree-sweep 90 --dtype bfloat16 --workloads code --limit 6 --temperatures 0 \
+      --drafters tree-model "${TREE[@]}"
+  # 7. the same at T = 1, with children sampled from the draft too (SpecInfer style)
+  part tree-sweep-t1 90 --dtype bfloat16 --workloads code --limit 4 --temperatures 1 \
+      --drafters tree-model,tree-sampled "${TREE[@]}"
 fi
 echo "done in $((SECONDS - START))s" | tee -a "$OUT/machine.txt"

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 import transformers
 
+from specviz.bench.machine import cpu_name, draft_forward, gpu_meta, target_forward
 from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR
 from specviz.bench.report import (
     figures,
@@ -31,13 +32,24 @@ from specviz.bench.runner import (
     BenchSetting,
     Record,
     batch_step_times,
+    drafter_label,
     run_all,
 )
 from specviz.bench.schema import SCHEMA, batch_steps, validate
+from specviz.bench.tree_cli import (
+    add_tree_arguments,
+    check_tree_flags,
+    drafter_names,
+    sweep_plan,
+    sweep_result,
+    tree_settings,
+)
+from specviz.bench.tree_sweep import run_sweep
+from specviz.bench.tree_table import render_sweep
 from specviz.bench.workloads import WORKLOADS, load_requests
 from specviz.console import progress_bar, say
+from specviz.drafters.registry import TREE_DRAFTERS
 from specviz.drafters.trimmed import load_head_tokens
-from specviz.fast.lean import lean_problem
 from specviz.fast.packed import is_packed
 from specviz.models.chat import prompt_format
 from specviz.models.loading import BUNDLED, DTYPES, check_device, load_pair, parse_dtype, resolve
@@ -67,7 +79,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "bench",
         help="benchmark speedup on workloads against plain and transformers",
         description="Benchmark speculative decoding on workloads, interleaved with plain "
-        "decoding and transformers' assisted generation; writes JSON and an HTML report.",
+        "decoding and transformers' assisted generation; writes JSON and an HTML report. "
+        "--tree-sweep runs the tree drafters' node-budget sweep instead.",
         formatter_class=HelpFormatter,
     )
     b.add_argument("--target", default=BUNDLED, help="target: local folder, hub id, or 'bundled'")
@@ -94,10 +107,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     b.add_argument(
         "--drafters",
-        default="model",
+        default=None,
         help="comma list of model, model-trimmed (head cut to 8,192 tokens), ngram, early-exit, "
         "early-exit-shared (the same layers drafting into the target's own KV cache), "
-        "ngram+model, ngram+model-trimmed (n-gram lookup where the text repeats, else the draft)",
+        "ngram+model, ngram+model-trimmed (n-gram lookup where the text repeats, else the "
+        "draft), tree-model, tree-sampled, tree-ngram (token trees verified in one pass: "
+        "--tree-nodes, --tree-depth, --tree-width; no transformers counterpart) (default: "
+        "model; tree-model with --tree-sweep)",
     )
     b.add_argument(
         "--exit-layer",
@@ -157,13 +173,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="run the target (plain and speculative) through specviz.fast.lean's forward where it "
         "applies (packed Llama targets); transformers' own generation keeps its forward",
     )
+    add_tree_arguments(b)
     b.add_argument("--out", default="bench.json", help="JSON results")
     b.add_argument("--html", default="bench.html", help="self-contained plotly report")
 
 
 def _check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """Validate flags before any model work; returns the drafter and policy names."""
-    drafters = [d.strip() for d in args.drafters.split(",") if d.strip()]
+    drafters = drafter_names(args)
     if not drafters or any(d not in DRAFTERS for d in drafters):
         raise ValueError(
             f"--drafters must list some of {', '.join(map(repr, DRAFTERS))} (got {args.drafters!r})"
@@ -194,6 +211,7 @@ def _check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     if not policies or any(p not in POLICIES for p in policies):
         raise ValueError(f"--policies must list some of {POLICIES} (got {args.policies!r})")
+    check_tree_flags(args, drafters, policies)
     return drafters, policies
 
 
@@ -203,9 +221,11 @@ def _settings(
     """Every drafter x policy x gamma (x exit layer, x draft-model cap) point; n-gram has no
     confidence policy.
 
-    The fixed policy sweeps --gammas; each dynamic policy runs once, from --start-gamma.
+    The fixed policy sweeps --gammas; each dynamic policy runs once, from --start-gamma. A tree
+    drafter runs once, at --tree-depth (tree_cli.tree_settings).
     """
-    return [
+    trees = [s for d in drafters if d in TREE_DRAFTERS for s in tree_settings(args, d, draft, t)]
+    return trees + [
         BenchSetting(
             drafter=d,
             gamma=g,
@@ -216,6 +236,7 @@ def _settings(
             model_gamma=cap,
         )
         for d in drafters
+        if d not in TREE_DRAFTERS
         for k in (args.exit_layer if d in EXIT_DRAFTERS else args.exit_layer[:1])
         for cap in (args.model_gamma if d in HYBRID_DRAFTERS else [None])
         for p in policies
@@ -227,10 +248,12 @@ def _settings(
 def run_bench(args: argparse.Namespace) -> int:
     """Load, run every sweep point interleaved, write JSON and HTML, print a summary."""
     drafters, policies = _check(args)
+    plan = sweep_plan(args, drafters)  # None unless --tree-sweep
     requests = [r for w in args.workloads.split(",") for r in _limit(load_requests(w), args.limit)]
     records: list[Record] = []
+    sweep: dict[str, Any] | None = None
     drafts: dict[str, dict[str, Any]] = {}  # what was measured with each --draft loaded
-    packed, target_forward, fmt = False, "", "raw"
+    packed, forward, fmt = False, "", "raw"
     if any(d.endswith("model-trimmed") for d in drafters):  # ranking first, before any model
         for draft_spec in args.draft or [BUNDLED]:
             load_head_tokens(resolve(draft_spec, "draft", say))
@@ -253,6 +276,13 @@ def run_bench(args: argparse.Namespace) -> int:
             subset = [
                 r for r in requests if args.temperatures is not None or r.temperature == temperature
             ]
+            if plan is not None:
+                records += run_sweep(
+                    pair.target, pair.draft, pair.tokenizer, subset, plan,
+                    temperature=temperature, draft_name=draft_spec, repetitions=args.reps,
+                    with_hf=not args.no_hf, progress=progress_bar, raw=args.raw,
+                )  # fmt: skip
+                continue
             settings = _settings(drafters, policies, args, draft_spec, temperature)
             records += run_all(
                 pair.target,
@@ -267,13 +297,15 @@ def run_bench(args: argparse.Namespace) -> int:
                 lean_target=args.lean_target,
                 raw=args.raw,
             )
+        if plan is not None:
+            sweep = sweep_result(plan, pair, requests[0].prompt, args.raw, records)
         steps = batch_step_times(pair.target, args.batch_sizes)
         drafts[draft_spec] = {
-            "draft_forward": _draft_forward(args, pair.draft),
+            "draft_forward": draft_forward(args, pair.draft),
             "batch_step_seconds": [[b, t] for b, t in steps],
         }
         packed = is_packed(pair.target.get_output_embeddings())  # the target's: the same each time
-        target_forward = _target_forward(args, pair.target)
+        forward = target_forward(args, pair.target)
     meta = {
         "torch": torch.__version__,
         "transformers": transformers.__version__,
@@ -285,44 +317,59 @@ def run_bench(args: argparse.Namespace) -> int:
         **gpu_meta(args.device),
         "dtype": args.dtype,
         "packed_weights": packed,
-        "target_forward": target_forward,
+        "target_forward": forward,
         "price_per_hour": args.price_per_hour,
         "prompt_format": fmt,
         "command": shlex.join(["specviz", *sys.argv[1:]]),
     }
-    payload = saved_result(meta, drafts, records)
+    payload = saved_result(meta, drafts, records, sweep)
     rows, dynamic = payload["summary"], payload["policies_vs_best_fixed"]
     Path(args.out).write_text(json.dumps(payload, indent=2), encoding="utf-8")
     report = figures(records, payload["gamma_curves"], batch_steps(payload))
     title = f"specviz benchmark (prompts {PROMPT_FORMATS[fmt]})"
     Path(args.html).write_text(html_report(report, title), encoding="utf-8")
     for row in rows:
-        s = row["setting"]
-        print(
-            f"{row['workload']:7s} {s['drafter']:5s} {s['policy']:9s} gamma={s['gamma']} "
-            f"T={s['temperature']}: "
-            f"speedup {row['speedup']['median']:.2f}x (bound {row['bound']['median']:.2f}x, "
-            f"efficiency {row['efficiency']['median']:.2f}), alpha {row['alpha']['median']:.2f}, "
-            f"c {row['cost_ratio']['median']:.3f}"
-        )
+        print(_summary_line(row))
     for d in dynamic:
         print(
             f"{d['workload']:7s} {d['drafter']:5s} {d['policy']:9s} from gamma={d['start_gamma']} "
             f"T={d['temperature']}: {d['ratio']:.2f} of the best fixed gamma "
             f"({d['best_fixed_gamma']}, {d['best_fixed_speedup']:.2f}x)"
         )
+    if payload["tree_sweep"] is not None:
+        print(render_sweep(payload["tree_sweep"]))
     print(f"prompts {PROMPT_FORMATS[fmt]}; wrote {args.out} and {args.html}")
     return 0
 
 
+def _summary_line(row: dict[str, Any]) -> str:
+    """One summary row in a line: speedup, the chain bound where it applies, alpha and c."""
+    s = row["setting"]
+    head = f"{row['workload']:7s} {s['drafter']:5s} {s['policy']:9s} gamma={s['gamma']} "
+    if s.get("tree_nodes") is not None:  # a tree: its gamma is its depth; no chain bound
+        head = f"{row['workload']:7s} {drafter_label(s)} depth={s['gamma']} "
+    theory = (
+        f" (bound {row['bound']['median']:.2f}x, efficiency {row['efficiency']['median']:.2f})"
+        if row["bound"] is not None
+        else ""
+    )
+    return (
+        f"{head}T={s['temperature']}: speedup {row['speedup']['median']:.2f}x{theory}, "
+        f"alpha {row['alpha']['median']:.2f}, c {row['cost_ratio']['median']:.3f}"
+    )
+
+
 def saved_result(
-    meta: dict[str, Any], drafts: dict[str, dict[str, Any]], records: Sequence[Record]
+    meta: dict[str, Any],
+    drafts: dict[str, dict[str, Any]],
+    records: Sequence[Record],
+    tree_sweep: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What `specviz bench --out` writes (specviz.bench.schema, version SCHEMA).
 
     meta: what is common to the run, its price_per_hour among it; drafts: each --draft's own
     draft_forward and batch_step_seconds; the summary, γ curves and policy table are the
-    records' at that price.
+    records' at that price; tree_sweep: --tree-sweep's section (specviz.bench.tree_table).
     """
     rows = summarize(records, meta["price_per_hour"])
     payload = {
@@ -332,43 +379,11 @@ def saved_result(
         "summary": rows,
         "gamma_curves": gamma_curves(rows),
         "policies_vs_best_fixed": policies_vs_best_fixed(rows),
+        "tree_sweep": tree_sweep,
         "records": [r.to_dict() for r in records],
     }
     validate(payload)
     return payload
-
-
-def cpu_name() -> str:
-    """The CPU model from /proc/cpuinfo (Linux), else platform.processor()."""
-    info = Path("/proc/cpuinfo")
-    if info.is_file():
-        for line in info.read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
-
-
-def gpu_meta(device: str) -> dict[str, str]:
-    """The GPU's name and the CUDA version torch was built with, on a CUDA device ({} else)."""
-    if not device.startswith("cuda"):
-        return {}
-    return {"gpu": torch.cuda.get_device_name(device), "cuda": str(torch.version.cuda)}
-
-
-def _draft_forward(args: argparse.Namespace, draft: Any) -> str:
-    """How the draft model ran: specviz.fast.lean's forward, or transformers' (and why)."""
-    if args.no_lean:
-        return "transformers (--no-lean)"
-    problem = lean_problem(draft)
-    return "lean (specviz.fast.lean)" if problem is None else f"transformers ({problem})"
-
-
-def _target_forward(args: argparse.Namespace, target: Any) -> str:
-    """How the target ran in our loops: transformers' forward, or specviz.fast.lean's."""
-    if not args.lean_target:
-        return "transformers"
-    problem = lean_problem(target, wide=True)
-    return "lean (specviz.fast.lean)" if problem is None else f"transformers ({problem})"
 
 
 def _limit(requests: list, n: int) -> list:  # type: ignore[type-arg]

@@ -15,6 +15,8 @@ from typing import Any
 from specviz.bench.report import gamma_curves, policies_vs_best_fixed, summarize
 from specviz.bench.runner import Record, drafter_label
 from specviz.bench.schema import batch_steps, flat_meta, migrate, read_result
+from specviz.bench.tree_table import render_sweep, resweep
+from specviz.bench.trees import is_tree
 
 
 def _spread(s: dict[str, float], fmt: str = ".2f") -> str:
@@ -28,9 +30,16 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return lines + ["| " + " | ".join(r) + " |" for r in rows]
 
 
+def _median(s: dict[str, float] | None) -> str:
+    """A spread's median, '–' where there is none (the chain bounds of a tree row)."""
+    return "–" if s is None else f"{s['median']:.2f}"
+
+
 def _setting(s: dict[str, Any]) -> str:
-    """Drafter, policy and gamma in a few words."""
+    """Drafter, policy and gamma in a few words (a tree's depth D for its gamma)."""
     drafter = drafter_label(s)
+    if is_tree(s):
+        return f"{drafter} D={s['gamma']}"
     policy = "" if s["policy"] == "fixed" else f" {s['policy']} from"
     return f"{drafter}{policy} γ={s['gamma']}"
 
@@ -70,15 +79,15 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> list[str]:
                 _setting(r["setting"]),
                 str(r["requests"]),
                 _spread(r["speedup"]),
-                f"{r['bound']['median']:.2f}",
-                _spread(r["efficiency"]),
+                _median(r["bound"]),
+                _spread(r["efficiency"]) if r["efficiency"] else "–",
                 _spread(r["decode_speedup"]) if r["decode_speedup"] else "–",
                 _spread(r["decode_efficiency"]) if r["decode_efficiency"] else "–",
                 _spread(r["alpha"]),
                 f"{r['cost_ratio']['median']:.3f}",
                 f"{r['verify_ratio']['median']:.2f}",
-                f"{r['refined_bound']['median']:.2f}",
-                f"{r['loop_efficiency']['median']:.2f}",
+                _median(r["refined_bound"]),
+                _median(r["loop_efficiency"]),
                 f"{r['tokens_per_round']['median']:.2f}",
                 f"{r['target_calls_per_token']['median']:.2f}",
                 _spread(hf) if hf else "–",
@@ -186,10 +195,12 @@ def resummarized(result: dict[str, Any]) -> dict[str, Any]:
     result = migrate(result)
     records = [Record.from_dict(r) for r in result["records"]]
     rows = summarize(records, result["meta"]["price_per_hour"])
+    sweep = result["tree_sweep"]
     return result | {
         "summary": rows,
         "gamma_curves": gamma_curves(rows),
         "policies_vs_best_fixed": policies_vs_best_fixed(rows),
+        "tree_sweep": None if sweep is None else resweep(sweep, records),
     }
 
 
@@ -241,6 +252,8 @@ def render(result: dict[str, Any], title: str) -> str:
             "",
         ]
         out += [*policies_table(result["policies_vs_best_fixed"]), ""]
+    if result["tree_sweep"] is not None:
+        out += [render_sweep(result["tree_sweep"]), ""]
     out += ["Cost per 1k generated tokens:", "", *cost_table(result["summary"]), ""]
     for name, batch in batch_steps(result).items():
         if not batch:

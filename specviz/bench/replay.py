@@ -44,13 +44,14 @@ from specviz.core.policy import FixedGamma, GammaPolicy
 from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
-from specviz.drafters.registry import DRAFTER_NAMES, DrafterOptions, build_drafter
+from specviz.drafters.registry import DRAFTER_NAMES, TREE_DRAFTERS, DrafterOptions, build_drafter
 from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import CostModel, make_policy
 from specviz.models.loading import load_pair
 
 GREEDY = SamplingConfig(temperature=0.0)
-DRAFTERS = tuple(n for n in DRAFTER_NAMES if n != "early-exit-shared")  # a cache of their own
+# chain drafters with a cache of their own (a tree's rounds are not a lookahead's prefixes)
+DRAFTERS = tuple(n for n in DRAFTER_NAMES if n != "early-exit-shared" and n not in TREE_DRAFTERS)
 LOOKAHEAD = 16  # the most tokens a policy drafts (specviz.gamma.policies' max_gamma)
 
 
@@ -192,12 +193,20 @@ def report(label: str, speedups: dict[str, list[float]], gammas: Sequence[int]) 
 def _drafter_factory(
     name: str, pair: Any, sampling: SamplingConfig, model_gamma: int | None = None
 ) -> Callable[[], Drafter]:
-    """Fresh drafters of one registered kind, as the bench builds them (model_gamma: the draft
-    model's share of a round ahead of lookup)."""
+    """Fresh drafters of one registered chain kind, as the bench builds them (model_gamma: the
+    draft model's share of a round ahead of lookup); ValueError for a tree drafter."""
+    if name not in DRAFTERS:
+        raise ValueError(f"replay supports the chain drafters {', '.join(DRAFTERS)} (got {name!r})")
     options = DrafterOptions(model_gamma=model_gamma if name.startswith("ngram+") else None)
-    return lambda: build_drafter(
-        name, target=pair.target, draft=pair.draft, sampling=sampling, options=options
-    )
+
+    def make() -> Drafter:
+        drafter = build_drafter(
+            name, target=pair.target, draft=pair.draft, sampling=sampling, options=options
+        )
+        assert isinstance(drafter, Drafter)  # DRAFTERS holds chain drafters only
+        return drafter
+
+    return make
 
 
 def lookaheads(drafter: Drafter, path: TargetPath, draws: int, seed: int) -> list[Lookahead]:

@@ -14,6 +14,7 @@ from scipy import stats
 
 from specviz.bench.metrics import cost_per_1k_tokens, spread
 from specviz.bench.runner import BenchSetting, Record, drafter_label
+from specviz.bench.trees import is_tree
 from specviz.gamma.policies import VerifyCost
 from specviz.gamma.theory import optimal_gamma, speedup_bound
 
@@ -23,10 +24,19 @@ def _key(r: Record) -> tuple[str, BenchSetting]:
     return r.category, r.setting
 
 
-def _pricing_key(r: Record) -> tuple[str, str, str, int, float]:
-    """Records priced together: same workload, drafter and temperature (any gamma or policy)."""
+PricingKey = tuple[str, str, str, int, float, int | None, int | None]
+
+
+def _pricing_key(r: Record) -> PricingKey:
+    """Records priced together: same workload, drafter and temperature (any gamma or policy);
+    a tree drafter's node budget and width too (its draft passes grow with them)."""
     s = r.setting
-    return r.category, s.drafter, s.draft_name, s.exit_layer, s.temperature
+    return r.category, s.drafter, s.draft_name, s.exit_layer, s.temperature, *_tree_key(s)
+
+
+def _tree_key(s: BenchSetting) -> tuple[int | None, int | None]:
+    """A tree setting's node budget and width (None, None for a chain)."""
+    return s.tree_nodes, s.tree_width
 
 
 def priced_speedups(records: Sequence[Record]) -> list[float]:
@@ -39,7 +49,7 @@ def priced_speedups(records: Sequence[Record]) -> list[float]:
     (benchmarks/RESULTS.md, section Machine and parts), is gone; what is left
     compares the policies' choices. nan where per-pass timings were not recorded.
     """
-    groups: dict[tuple[str, str, str, int, float], list[int]] = defaultdict(list)
+    groups: dict[PricingKey, list[int]] = defaultdict(list)
     for i, r in enumerate(records):
         groups[_pricing_key(r)].append(i)
     out = [float("nan")] * len(records)
@@ -70,6 +80,7 @@ def summarize(records: Sequence[Record], price_per_hour: float) -> list[dict[str
     rows = []
     for (category, setting), rs in groups.items():
         ms = [r.metrics for r in rs]
+        chain = not setting.tree  # the Leviathan bound and its kin describe chains only
         hf = [r for r in rs if r.hf_latency is not None and r.hf_tokens]
         hf_runs = [(r.hf_latency, r.hf_tokens) for r in rs if r.hf_latency and r.hf_tokens]
         spec_s, plain_s = sum(m.latency for m in ms), sum(m.plain_latency for m in ms)
@@ -78,17 +89,22 @@ def summarize(records: Sequence[Record], price_per_hour: float) -> list[dict[str
             {
                 "workload": category,
                 "setting": asdict(setting),
+                "exact": setting.exact,  # False: a lossy tree rule, not the target's law
                 "requests": len(rs),
                 "speedup": asdict(spread([m.speedup for m in ms])),
                 "mean_gamma": asdict(spread([m.mean_gamma for m in ms])),
-                "bound": asdict(spread([m.bound() for m in ms])),
-                "efficiency": asdict(spread([m.efficiency() for m in ms])),
+                "bound": asdict(spread([m.bound() for m in ms])) if chain else None,
+                "efficiency": asdict(spread([m.efficiency() for m in ms])) if chain else None,
                 "decode_speedup": _spread_known([m.decode_speedup for m in ms]),
-                "decode_efficiency": _spread_known([m.decode_efficiency() for m in ms]),
+                "decode_efficiency": _spread_known([m.decode_efficiency() for m in ms])
+                if chain
+                else None,
                 "priced_speedup": _spread_known(priced[category, setting]),
                 "verify_ratio": asdict(spread([m.verify_ratio for m in ms])),
-                "refined_bound": asdict(spread([m.refined_bound() for m in ms])),
-                "loop_efficiency": asdict(spread([m.loop_efficiency() for m in ms])),
+                "refined_bound": asdict(spread([m.refined_bound() for m in ms])) if chain else None,
+                "loop_efficiency": asdict(spread([m.loop_efficiency() for m in ms]))
+                if chain
+                else None,
                 "alpha": asdict(spread([m.alpha for m in ms if m.alpha == m.alpha] or [0.0])),
                 "cost_ratio": asdict(spread([m.cost_ratio for m in ms])),
                 "tokens": asdict(spread([m.tokens for m in ms])),
@@ -155,10 +171,11 @@ def _curve_key(row: dict[str, Any]) -> Curve:
 
 
 def gamma_curves(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (workload, drafter, T): measured speedup of fixed gammas, and theory's optimum."""
+    """Per (workload, drafter, T): measured speedup of fixed gammas, and theory's optimum
+    (chain drafters only: a tree's speedup against its node budget is the tree sweep's)."""
     curves: dict[Curve, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
-        if row["setting"]["policy"] == "fixed":
+        if row["setting"]["policy"] == "fixed" and not is_tree(row["setting"]):
             curves[_curve_key(row)].append(row)
     out = []
     for (workload, drafter, draft_name, exit_layer, cap, temperature), points in curves.items():

@@ -2,66 +2,63 @@
 
 from __future__ import annotations
 
-import copy
 import statistics
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import DynamicCache
 
-from specviz.api import autoregressive_generate, speculative_generate
+from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
+from specviz.bench.assisted import assistant_settings, has_hf_counterpart, hf_generate
 from specviz.bench.metrics import RequestMetrics, request_metrics
+from specviz.bench.setting import (
+    CONFIDENCE,
+    DRAFTERS,
+    EXIT_DRAFTERS,
+    HYBRID_DRAFTERS,
+    MODEL_DRAFTERS,
+    POLICIES,
+    BenchSetting,
+    drafter_label,
+)
+from specviz.bench.trees import TREE_RULES
 from specviz.bench.workloads import Request
 from specviz.core.cache import CachedForward, KVCache, cache_kwarg
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import clock
 from specviz.core.drafter import Drafter
 from specviz.core.policy import GammaPolicy
-from specviz.drafters.registry import DRAFTER_NAMES, REGISTRY, DrafterOptions, build_drafter
+from specviz.drafters.registry import DrafterOptions, build_drafter
 from specviz.drafters.shared_exit import SharedExit
 from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import CostModel, make_policy
 from specviz.models.chat import prompt_ids as chat_prompt_ids
+from specviz.tree.decoding import TreeDrafter
 
-
-@dataclass(frozen=True, kw_only=True)
-class BenchSetting:
-    """One point of a sweep."""
-
-    drafter: str  # one of DRAFTERS
-    gamma: int
-    temperature: float
-    draft_name: str = "draft"
-    exit_layer: int = 8
-    policy: str = "fixed"  # "fixed", "heuristic", "theory" or "confidence" (see POLICIES)
-    model_gamma: int | None = None  # hybrids: at most this many draft-model tokens a round
-
-
-# gamma policies of the bench: the first three are specviz.gamma.policies; "confidence" drafts up to
-# gamma tokens but stops after one whose draft top probability is below CONFIDENCE (the same
-# rule and default as transformers' assistant_confidence_threshold).
-POLICIES = ("fixed", "heuristic", "theory", "confidence")
-HYBRID_DRAFTERS = ("ngram+model", "ngram+model-trimmed")  # lookup first, else the draft model
-MODEL_DRAFTERS = tuple(n for n, s in REGISTRY.items() if s.uses_draft_model)
-EXIT_DRAFTERS = ("early-exit", "early-exit-shared")  # the target's first k layers draft
-DRAFTERS = DRAFTER_NAMES
-CONFIDENCE = 0.4
-
-
-def drafter_label(setting: Mapping[str, Any]) -> str:
-    """A setting's drafter in a few words: its exit layer, draft folder or draft-model cap."""
-    drafter = str(setting["drafter"])
-    if drafter in EXIT_DRAFTERS:
-        return f"{drafter} k={setting['exit_layer']}"
-    if drafter in ("model", "model-trimmed") and setting["draft_name"] != "bundled":
-        return f"{drafter} ({Path(str(setting['draft_name'])).name})"
-    if drafter in HYBRID_DRAFTERS and setting["model_gamma"] is not None:
-        return f"{drafter} (model ≤ {setting['model_gamma']})"
-    return drafter
+__all__ = [  # BenchSetting and transformers' baseline live in setting.py and assisted.py
+    "CONFIDENCE",
+    "DRAFTERS",
+    "EXIT_DRAFTERS",
+    "HYBRID_DRAFTERS",
+    "MODEL_DRAFTERS",
+    "POLICIES",
+    "BenchSetting",
+    "Record",
+    "assistant_settings",
+    "batch_step_times",
+    "check_runnable",
+    "drafter_label",
+    "has_hf_counterpart",
+    "hf_generate",
+    "plain_cache",
+    "run_all",
+    "run_request",
+    "speculative_cache",
+    "speculative_run",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +77,7 @@ class Record:
     def to_dict(self) -> dict[str, object]:
         """Plain data for JSON."""
         m = self.metrics
+        chain_theory = not self.setting.tree  # the Leviathan bound describes chains only
         derived = {
             "mean_gamma": m.mean_gamma,
             "tokens_per_second": m.tokens_per_second,
@@ -89,15 +87,16 @@ class Record:
             "tokens_per_round": m.tokens_per_round,
             "cost_ratio": m.cost_ratio,
             "speedup": m.speedup,
-            "bound": m.bound(),
-            "efficiency": m.efficiency(),
+            "bound": m.bound() if chain_theory else None,
+            "efficiency": m.efficiency() if chain_theory else None,
             "decode_speedup": m.decode_speedup,
-            "decode_efficiency": m.decode_efficiency(),
+            "decode_efficiency": m.decode_efficiency() if chain_theory else None,
             "verify_ratio": m.verify_ratio,
-            "refined_bound": m.refined_bound(),
-            "loop_efficiency": m.loop_efficiency(),
+            "refined_bound": m.refined_bound() if chain_theory else None,
+            "loop_efficiency": m.loop_efficiency() if chain_theory else None,
         }
         return {
+            "exact": self.setting.exact,  # False: a lossy tree rule, not the target's law
             "request_id": self.request_id,
             "category": self.category,
             "setting": asdict(self.setting),
@@ -131,13 +130,18 @@ class Record:
 
 def _drafter(
     setting: BenchSetting, target: Any, draft: Any, sampling: SamplingConfig, lean: bool
-) -> Drafter:
-    """A fresh drafter for one run; lean=False drafts through transformers' forward."""
+) -> Drafter | TreeDrafter:
+    """A fresh drafter for one run; lean=False drafts through transformers' forward (tree
+    drafters always do)."""
+    defaults = DrafterOptions()
     options = DrafterOptions(
         exit_layer=setting.exit_layer,  # with the adapter shipped for k, if any
         min_confidence=CONFIDENCE if setting.policy == "confidence" else 0.0,
         model_gamma=setting.model_gamma if setting.drafter in HYBRID_DRAFTERS else None,
         make_cache=None if lean else KVCache,
+        tree_nodes=setting.tree_nodes or defaults.tree_nodes,
+        tree_depth=setting.gamma,
+        tree_width=setting.tree_width or defaults.tree_width,
     )
     return build_drafter(
         setting.drafter, target=target, draft=draft, sampling=sampling, options=options
@@ -172,62 +176,53 @@ def _policy(setting: BenchSetting, costs: CostModel) -> GammaPolicy | None:
     return None
 
 
-def assistant_settings(setting: BenchSetting) -> dict[str, Any]:
-    """transformers' draft schedule for a setting: gamma, schedule and confidence threshold.
+def check_runnable(setting: BenchSetting, lean_target: bool) -> None:
+    """ValueError, saying what to change, for a tree setting the tree decoder cannot run."""
+    if not setting.tree:
+        return
+    if lean_target:
+        raise ValueError(
+            f"{setting.drafter} verifies its trees through transformers' forward with a 4D "
+            "attention mask, which specviz.fast.lean's target forward does not take: drop "
+            "--lean-target, or bench the tree drafters in a run of their own"
+        )
+    if setting.policy != "fixed":
+        raise ValueError(
+            f"{setting.drafter} drafts to a fixed depth: run it with the fixed policy "
+            f"(got {setting.policy!r})"
+        )
 
-    transformers reads these from the assistant model's generation_config, not from
-    generate()'s arguments (passed there, they are ignored and its defaults, 20 tokens with a
-    0.4 confidence stop, apply).
+
+def speculative_run(
+    target: Any,
+    draft: Any,
+    tokenizer: Any,
+    prompt_ids: list[int],
+    setting: BenchSetting,
+    *,
+    sampling: SamplingConfig,
+    max_new_tokens: int,
+    costs: CostModel,
+    lean: bool = True,
+    lean_target: bool = False,
+) -> GenerationResult:
+    """One speculative decode of prompt_ids under setting, with a fresh drafter.
+
+    A tree drafter's trees are verified by the setting's tree rule through transformers'
+    forward (check_runnable refuses what it cannot run).
     """
-    return {
-        "num_assistant_tokens": setting.gamma,
-        "num_assistant_tokens_schedule": "heuristic"
-        if setting.policy == "heuristic"
-        else "constant",
-        "assistant_confidence_threshold": CONFIDENCE if setting.policy == "confidence" else 0.0,
-    }
-
-
-@torch.no_grad()
-def hf_generate(
-    target: Any, draft: Any, prompt_ids: list[int], setting: BenchSetting, max_new_tokens: int
-) -> tuple[float, list[int]]:
-    """transformers' own assisted generation (or prompt lookup) on the same request.
-
-    The draft's generation_config is replaced by a copy carrying assistant_settings for the
-    call and restored after it (transformers' heuristic writes its gamma back to it).
-    """
-    ids = torch.tensor([prompt_ids], device=target.device)
-    kwargs: dict[str, Any] = {
-        "max_new_tokens": max_new_tokens,
-        "do_sample": setting.temperature > 0,
-    }
-    if setting.temperature > 0:
-        kwargs.update(temperature=setting.temperature, top_k=0, top_p=1.0)
-    saved = draft.generation_config if setting.drafter != "ngram" else None
-    if saved is None:
-        kwargs.update(prompt_lookup_num_tokens=setting.gamma, max_matching_ngram_size=3)
-    else:
-        kwargs.update(assistant_model=draft)
-        draft.generation_config = copy.deepcopy(saved)
-        draft.generation_config.update(**assistant_settings(setting))
-    try:
-        start = clock(target.device)
-        out = target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
-        seconds = clock(target.device) - start
-    finally:
-        if saved is not None:
-            draft.generation_config = saved
-    return seconds, out[0, len(prompt_ids) :].tolist()
-
-
-def has_hf_counterpart(setting: BenchSetting) -> bool:
-    """transformers has no early-exit or lookup-then-model drafter and no theory-driven gamma.
-
-    For model-trimmed the comparison is transformers with the same draft and its full head.
-    """
-    no_counterpart = (*EXIT_DRAFTERS, *HYBRID_DRAFTERS)
-    return setting.drafter not in no_counterpart and setting.policy != "theory"
+    check_runnable(setting, lean_target)
+    return speculative_generate(
+        target,
+        _drafter(setting, target, draft, sampling, lean),
+        tokenizer,
+        prompt_ids,
+        sampling=sampling,
+        speculation=SpeculationConfig(gamma=setting.gamma, max_new_tokens=max_new_tokens),
+        policy=_policy(setting, costs),
+        make_cache=None if setting.tree else speculative_cache(setting, lean_target),
+        tree_rule=TREE_RULES[setting.tree_rule or "exact"],
+    )
 
 
 def run_request(
@@ -254,6 +249,7 @@ def run_request(
     generation keeps its forward). raw=True sends the prompt as plain text; by default it goes
     through the tokenizer's chat template where there is one (specviz.models.chat).
     """
+    check_runnable(setting, lean_target)
     prompt_ids = chat_prompt_ids(tokenizer, request.prompt, raw=raw)
     costs = costs if costs is not None else CostModel()
     for rep in range(-1, repetitions):  # rep -1 is the untimed warm-up
@@ -262,18 +258,11 @@ def run_request(
             target, tokenizer, prompt_ids, sampling=sampling,
             max_new_tokens=request.max_new_tokens, make_cache=plain_cache(setting, lean_target),
         )  # fmt: skip
-        spec = speculative_generate(
-            target,
-            _drafter(setting, target, draft, sampling, lean),
-            tokenizer,
-            prompt_ids,
-            sampling=sampling,
-            speculation=SpeculationConfig(
-                gamma=setting.gamma, max_new_tokens=request.max_new_tokens
-            ),
-            policy=_policy(setting, costs),
-            make_cache=speculative_cache(setting, lean_target),
-        )
+        spec = speculative_run(
+            target, draft, tokenizer, prompt_ids, setting, sampling=sampling,
+            max_new_tokens=request.max_new_tokens, costs=costs, lean=lean,
+            lean_target=lean_target,
+        )  # fmt: skip
         hf_seconds, hf_tokens = (
             hf_generate(target, draft, prompt_ids, setting, request.max_new_tokens)
             if with_hf and has_hf_counterpart(setting)

@@ -13,13 +13,18 @@ Versions (1 and 2 carry no "schema" key and are told apart by their records):
 4. "schema": 4. meta's prompt_format says how the prompts reached the models: "chat" (through
    the target tokenizer's chat template, the default since this version) or "raw" (plain
    text, `--raw`).
+5. "schema": 5. Tree drafters: settings hold tree_nodes, tree_width and tree_rule (null for a
+   chain drafter; a tree's gamma is its depth), records an "exact" flag (false where a lossy
+   tree rule chose tokens), and the file a "tree_sweep" section (null unless `--tree-sweep`
+   ran: specviz.bench.tree_table).
 
 migrate() brings any of them to the current version and checks the result. What an older
 file did not record stays unknown: 0.0 and [] in a record's decode-phase split, and no cpu,
 packed_weights or target_forward in meta nor draft_forward in its draft (gpu and cuda are
 only ever there on CUDA). What it fills in is what those runs did: exit layer 8, the fixed
 policy, no draft-model cap, the last --draft of their command (else the bundled draft), raw
-prompts (versions 1 to 3 sent every prompt as plain text).
+prompts (versions 1 to 3 sent every prompt as plain text), chain drafters and no tree sweep
+(versions 1 to 4 had no tree drafters).
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR, RequestMetrics
 from specviz.bench.runner import BenchSetting
 from specviz.models.loading import BUNDLED
 
-SCHEMA = 4  # what `specviz bench` writes now
+SCHEMA = 5  # what `specviz bench` writes now
 RECORD_KEYS: tuple[str, ...] = ("request_id", "category", "setting", "repetition", "metrics")
 RECORD_KEYS += ("hf_latency", "hf_tokens", "hf_identical")
 LISTS = ("summary", "gamma_curves", "policies_vs_best_fixed", "records")
@@ -174,7 +179,19 @@ def _to_4(data: dict[str, Any]) -> dict[str, Any]:
     return data | {"schema": 4}
 
 
-STEPS: tuple[Callable[[dict[str, Any]], dict[str, Any]], ...] = (_to_2, _to_3, _to_4)  # from 1..3
+def _to_5(data: dict[str, Any]) -> dict[str, Any]:
+    """Every setting a chain drafter's (no tree fields), every record exact, no tree sweep."""
+    chain = {"tree_nodes": None, "tree_width": None, "tree_rule": None}
+    for r in data["records"]:
+        r["setting"] = chain | r["setting"]
+        r.setdefault("exact", True)
+    for row in data["summary"]:
+        row["setting"] = chain | row["setting"]
+    data.setdefault("tree_sweep", None)
+    return data | {"schema": 5}
+
+
+STEPS: tuple[Callable[[dict[str, Any]], dict[str, Any]], ...] = (_to_2, _to_3, _to_4, _to_5)
 
 
 def _last_draft(command: str) -> str:
@@ -201,6 +218,12 @@ def validate(data: dict[str, Any]) -> None:
         problems.append("meta has no price_per_hour")
     elif meta.get("prompt_format") not in PROMPT_FORMATS:
         problems.append(f"meta's prompt_format is not one of {PROMPT_FORMATS}")
+    sweep = data.get("tree_sweep", "missing")
+    parts = {"plan": dict, "passes": dict, "rows": list, "verdicts": list}
+    if sweep is not None and not (
+        isinstance(sweep, dict) and all(isinstance(sweep.get(k), t) for k, t in parts.items())
+    ):
+        problems.append("tree_sweep is neither null nor a sweep (plan, passes, rows, verdicts)")
     drafts = data.get("drafts")
     if not isinstance(drafts, dict) or not drafts:
         problems.append("drafts is not a non-empty object")

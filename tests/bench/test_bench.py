@@ -35,6 +35,7 @@ from specviz.bench.runner import (
 )
 from specviz.bench.saved import load_result_view
 from specviz.bench.saved import main as saved_main
+from specviz.bench.schema import SCHEMA
 from specviz.bench.workloads import PROMPT_FORMAT, WORKLOADS, Request, load_requests, workload_path
 from specviz.cli import build_parser, main
 from specviz.core.cache import KVCache
@@ -309,7 +310,7 @@ def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -
         assert d["ratio"] == pytest.approx(d["speedup"] / d["best_fixed_speedup"])
         priced = d["priced_speedup"] / d["best_fixed_priced_speedup"]
         assert d["priced_ratio"] == pytest.approx(priced)
-    assert result["schema"] == 4 and list(result["drafts"]) == [str(tmp_path / "d")]
+    assert result["schema"] == SCHEMA and list(result["drafts"]) == [str(tmp_path / "d")]
     assert result["meta"]["prompt_format"] == "raw"  # the char tokenizer has no chat template
     assert [b for b, _ in result["drafts"][str(tmp_path / "d")]["batch_step_seconds"]] == [1, 2]
     assert "plotly" in html.read_text()[:5_000_000] and "speedup" in capsys.readouterr().out
