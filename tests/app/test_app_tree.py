@@ -24,7 +24,7 @@ from specviz.tree.verify import EXACT_TREE, TYPICAL
 
 from .test_app import lab_request, model_dirs, served, settings
 
-__all__ = ["model_dirs", "served"]  # session fixtures shared with test_app
+__all__ = ["model_dirs", "served"]  # fixtures shared with test_app
 
 pytestmark = [  # gradio's queue calls pandas in ways pandas 3 deprecates: not ours to fix
     pytest.mark.filterwarnings("ignore:'future.no_silent_downcasting':Warning"),
