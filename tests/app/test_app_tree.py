@@ -202,3 +202,35 @@ def test_the_chosen_rounds_panel_is_built_from_the_views(app: SpecVizApp) -> Non
     assert "Choose a tree drafter" in views.tree_panel_html([], None, str)
     assert "Click a node" in app.tree_view(None, 3, 1)[1]
     assert REGISTRY["tree-model"].tree and not REGISTRY["model"].tree
+
+
+@pytest.mark.parametrize("rule", ["exact", "typical"])
+def test_the_benchmark_tab_shows_a_tree_setting_and_labels_a_lossy_one(
+    app: SpecVizApp, tmp_path: Path, rule: str
+) -> None:
+    from specviz.bench.metrics import RequestMetrics
+    from specviz.bench.report import gamma_curves, policies_vs_best_fixed, summarize
+    from specviz.bench.runner import Record
+    from specviz.bench.setting import BenchSetting
+
+    setting = BenchSetting(
+        drafter="tree-model", gamma=4, temperature=0.0, draft_name="bundled", tree_nodes=16,
+        tree_width=4, tree_rule=rule,
+    )  # fmt: skip
+    metrics = RequestMetrics(
+        latency=1.0, plain_latency=1.5, tokens=10, rounds=5, proposed=40, accepted=12,
+        rejected=20, draft_seconds=0.1, draft_calls=10, target_seconds=0.8,
+    )  # fmt: skip
+    record = Record(
+        request_id="c-1", category="code", setting=setting, repetition=0, metrics=metrics,
+        hf_latency=1.1, hf_tokens=10, hf_identical=True,
+    )  # fmt: skip
+    rows = summarize([record], 0.1)
+    payload: dict[str, object] = {"meta": {"command": "specviz bench"}, "summary": rows}
+    payload |= {"gamma_curves": gamma_curves(rows), "records": [record.to_dict()]}
+    payload |= {"policies_vs_best_fixed": policies_vs_best_fixed(rows)}
+    saved = tmp_path / "tree.json"
+    saved.write_text(json.dumps(payload))
+    *figs, tables = app.bench_result(None, str(saved))
+    assert len(figs) == 5 and "tree-model N=16 w=4" in tables
+    assert ("LOSSY" in tables) is (rule == "typical")
