@@ -131,8 +131,7 @@ class Record:
 def _drafter(
     setting: BenchSetting, target: Any, draft: Any, sampling: SamplingConfig, lean: bool
 ) -> Drafter | TreeDrafter:
-    """A fresh drafter for one run; lean=False drafts through transformers' forward (tree
-    drafters always do)."""
+    """A fresh drafter for one run; lean=False drafts through transformers' forward."""
     defaults = DrafterOptions()
     options = DrafterOptions(
         exit_layer=setting.exit_layer,  # with the adapter shipped for k, if any

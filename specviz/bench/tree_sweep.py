@@ -3,11 +3,11 @@
 At a fixed depth D every setting makes the same draft calls a round: the chain (N = 1) is the
 chain drafter at gamma = D (the draft model for tree-model and tree-sampled, n-gram lookup for
 tree-ngram), and each tree (N > 1) grows D levels of at most N nodes. Every draft model runs
-through transformers' forward, the chain's too (the tree drafters have no other), so a round's
-draft work differs only by the tree. Per request and repetition, one plain decode and, where
-transformers has the chain's counterpart, one transformers' assisted generation at gamma = D
-are shared by every setting, whose speculative runs follow in an order that rotates each
-repetition.
+through the same forward (specviz.fast.lean's where it applies, as the registry builds them),
+so a round's draft work differs only by the tree. Per request and repetition, one plain decode
+and, where transformers has the chain's counterpart, one transformers' assisted generation at
+gamma = D are shared by every setting, whose speculative runs follow in an order that rotates
+each repetition.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def run_sweep_request(
         for setting in _rotated(settings, max(rep, 0)):
             spec = speculative_run(
                 target, draft, tokenizer, prompt_ids, setting, sampling=sampling,
-                max_new_tokens=n, costs=CostModel(), lean=False,
+                max_new_tokens=n, costs=CostModel(), lean=True,
             )  # fmt: skip
             if rep < 0:
                 continue

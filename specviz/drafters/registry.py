@@ -32,7 +32,8 @@ class DrafterOptions:
     one-token matches out). model_cls and make_cache swap the draft-model drafter's class and
     cached forward (the statistical suite's mutants; transformers' forward for a benchmark).
     tree_nodes, tree_depth and tree_width bound the tree drafters' trees: at most that many
-    nodes, levels, and children per node.
+    nodes, levels, and children per node. A tree drafter drafts through specviz.fast.lean's
+    forward where it applies, or transformers' (a KVCache) when make_cache is given.
     """
 
     exit_layer: int = 8
@@ -168,6 +169,7 @@ def _tree_model(sampled: bool) -> Factory:
     def build(target: Any, draft: Any, sampling: SamplingConfig, o: DrafterOptions) -> TreeDrafter:
         if draft is None:
             raise ValueError("this drafter needs a draft model: pass draft=...")
+        from specviz.core.cache import KVCache
         from specviz.drafters.tree_model import TreeModelDrafter, TreeShape
         from specviz.fast.lean import tree_draft_cache
 
@@ -175,7 +177,7 @@ def _tree_model(sampled: bool) -> Factory:
         shape = TreeShape(nodes=o.tree_nodes, depth=o.tree_depth, width=o.tree_width)
         return TreeModelDrafter(
             draft, sampling, vocab_size(target), shape=shape, sampled=sampled,
-            make_cache=tree_draft_cache,
+            make_cache=tree_draft_cache if o.make_cache is None else KVCache,
         )  # fmt: skip
 
     return build
