@@ -216,7 +216,8 @@ class SpecVizApp:
             views.pq_figure(cells),
         ]
         status = views.status_html(f"round {len(rounds)} · {note}")
-        latest = trees[-1].round if trees else None
+        shown = views.pick_round(trees, None)  # the latest round that drafted a tree
+        latest = shown.round if shown else None
         stream = views.stream_html(
             cells, run.prompt, prompt_format=run.prompt_format, lossy=not run.exact
         )

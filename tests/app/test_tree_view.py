@@ -134,6 +134,11 @@ def test_tree_rounds_collect_each_rounds_proposal_verdicts_path_and_next_token()
     assert views.pick_round([first, second], 0) is first
     assert views.pick_round([first, second], "x") is second  # not a round: the latest
     assert views.pick_round([], 0) is None and not views.tree_rounds(tree_log()[:1])
+    empty = views.TreeRound(round=2, position=4, tokens=(), parents=(), q_x=(), sampled=())
+    assert views.pick_round([first, second, empty], None) is second  # the latest with a tree
+    assert views.pick_round([first, second, empty], 2) is empty and "<table" in views.mask_html(
+        empty, decode
+    )  # asked for: shown, empty as it is
 
 
 def test_the_tree_highlights_the_path_greys_rejections_and_marks_untried_nodes() -> None:

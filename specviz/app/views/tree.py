@@ -122,9 +122,11 @@ def _with(tr: TreeRound, e: Event) -> TreeRound:
 
 
 def pick_round(rounds: Sequence[TreeRound], number: object) -> TreeRound | None:
-    """The round numbered number (as the stream numbers rounds), else the latest, else None."""
+    """The round numbered number (as the stream numbers rounds), else the latest that drafted
+    a tree (a decode's last round may have no room for one), else the latest, else None."""
     chosen = next((r for r in rounds if r.round == whole_number(number)), None)
-    return chosen or (rounds[-1] if rounds else None)
+    drafted = next((r for r in reversed(rounds) if r.size), None)
+    return chosen or drafted or (rounds[-1] if rounds else None)
 
 
 def whole_number(value: object) -> int | None:
