@@ -254,7 +254,7 @@ class TreeDecoder:
     ) -> Generator[Event, None, int]:
         """Yield a verdict per tried node, the path, the next token; returns tokens emitted."""
         first, depths = self.new_tokens, tree.depths
-        emitted = 0
+        emitted, stopped = 0, False
         for trial in verdict.trials:
             cls = Accepted if trial.accepted else Rejected
             yield cls(
@@ -270,12 +270,13 @@ class TreeDecoder:
             if trial.accepted:
                 self.ids.append(int(tree.tokens[trial.node]))
                 emitted += 1
-                if self.ids[-1] in self.stop_ids:  # an accepted stop token ends the decode
+                stopped = self.ids[-1] in self.stop_ids
+                if stopped:  # an accepted stop token ends the decode
                     break
         yield TreeVerified(
             round=round_index, path=verdict.path, rule=self.rule.name, exact=self.rule.exact
         )
-        if emitted == len(verdict.path):
+        if not stopped:
             yield self._next_event(round_index, first + emitted, tree, verdict, p_target)
             self.ids.append(verdict.next_token)
             emitted += 1

@@ -145,15 +145,18 @@ def test_max_new_tokens_cuts_the_tree(models: dict[str, tuple[Any, Any]]) -> Non
 
 
 def test_an_accepted_stop_token_ends_the_decode(models: dict[str, tuple[Any, Any]]) -> None:
+    """Wherever the stop token lands: inside the kept path, at its end, or drawn after it."""
     target, draft = models["llama"]
     plain = emitted(list(autoregressive_events(target, PROMPT, sampling=GREEDY, max_new_tokens=30)))
-    stop = plain[5]
-    drafter = TreeModelDrafter(draft, GREEDY, VOCAB, shape=SHAPES[1], sampled=False)
-    decoder = TreeDecoder(
-        target, drafter, PROMPT, sampling=GREEDY, max_new_tokens=30, stop_ids={stop}
-    )
-    tokens = emitted(list(decoder.events()))
-    assert tokens == plain[: plain.index(stop) + 1]
+    for stop in dict.fromkeys(plain[1:20]):
+        for sampled in (False, True):
+            drafter = TreeModelDrafter(draft, GREEDY, VOCAB, shape=SHAPES[1], sampled=sampled)
+            decoder = TreeDecoder(
+                target, drafter, PROMPT, sampling=GREEDY, max_new_tokens=30, stop_ids={stop}
+            )
+            events = list(decoder.events())
+            assert emitted(events) == plain[: plain.index(stop) + 1], (stop, sampled)
+            assert events[-1].reason == "eos"
 
 
 def test_both_caches_hold_exactly_the_committed_prefix(models: dict[str, tuple[Any, Any]]) -> None:
