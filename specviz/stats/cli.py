@@ -3,22 +3,28 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from specviz.console import progress_bar, say
 from specviz.core.config import SamplingConfig
-from specviz.core.drafter import Drafter
-from specviz.drafters.registry import DRAFTER_NAMES, DrafterOptions, build_drafter, drafter_spec
+from specviz.drafters.registry import (
+    DRAFTER_NAMES,
+    TREE_DRAFTERS,
+    DrafterOptions,
+    build_drafter,
+    drafter_spec,
+)
 from specviz.models.chat import PromptFormat, prompt_format, prompt_ids
 from specviz.models.loading import BUNDLED, load_pair
 from specviz.runtime import HelpFormatter, add_threads_argument, utf8_text
-from specviz.stats.laws import EXACT_VARIANT
-from specviz.stats.mutants import MUTANTS
+from specviz.stats.laws import EXACT_VARIANT, AnyDrafter, Variant
+from specviz.stats.mutants import MUTANTS, TREE_MUTANTS
 from specviz.stats.report import table, to_json
-from specviz.stats.suite import Setting, default_settings, run_suite
-from specviz.stats.toy import random_pair
+from specviz.stats.suite import Setting, default_settings, run_suite, tree_settings
+from specviz.stats.toy import REPEATING_PROMPT, random_pair
 
 TOY_UNSUPPORTED = {  # drafters that need a real transformer, and what the toy pair lacks
     "model-trimmed": "no output head to trim",
@@ -27,6 +33,9 @@ TOY_UNSUPPORTED = {  # drafters that need a real transformer, and what the toy p
     "early-exit-shared": "no layers to exit from",
 }
 QUICK = ("gamma=1 T=1", "gamma=4 T=1", "gamma=4 T=0.5", "gamma=2 T=0.7 top_p=0.8")
+TREE_QUICK = ("tree T=1", "tree T=0.7 top_p=0.8")
+TREE_FLAGS = ("tree_nodes", "tree_depth", "tree_width")  # DrafterOptions fields, as flags
+CHAIN_DRAFTERS = tuple(name for name in DRAFTER_NAMES if name not in TREE_DRAFTERS)
 
 
 MODELS_ONLY = ("--target", "--draft", "--prompt", "--raw")  # flags of --pair models alone
@@ -73,7 +82,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         choices=["quick", "full"],
         default="full",
         help=f"full: the whole grid of gamma, temperature, top-k and top-p settings; quick: "
-        f"{len(QUICK)} of them",
+        f"{len(QUICK)} of them (tree drafters: {len(tree_settings())} tree settings, quick: "
+        f"{len(TREE_QUICK)})",
     )
     ver.add_argument(
         "--drafter",
@@ -87,14 +97,60 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         default=8,
         help="early-exit drafters: the target's layers that draft",
     )
-    ver.add_argument("--mutant", choices=[m.name for m in MUTANTS], help="swap in a known bug")
+    defaults = DrafterOptions()
+    for field, what in zip(TREE_FLAGS, ("nodes", "levels", "children per node"), strict=True):
+        ver.add_argument(
+            f"--{field.replace('_', '-')}",
+            type=int,
+            help=f"tree drafters: at most this many {what} (default: {getattr(defaults, field)})",
+        )
+    ver.add_argument(
+        "--mutant",
+        choices=[m.name for m in (*MUTANTS, *TREE_MUTANTS)],
+        help=f"swap in a known bug (chain drafters: {', '.join(m.name for m in MUTANTS)}; tree "
+        f"drafters: {', '.join(m.name for m in TREE_MUTANTS)})",
+    )
     ver.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     add_threads_argument(ver)
 
 
-def _settings(choice: str) -> list[Setting]:
-    """The chosen subset of the default grid."""
+def _settings(choice: str, tree_depth: int | None) -> list[Setting]:
+    """The chosen subset of the default grid, or of the tree grid for a tree of that depth."""
+    if tree_depth is not None:
+        return [s for s in tree_settings(tree_depth) if choice == "full" or s.name in TREE_QUICK]
     return [s for s in default_settings() if choice == "full" or s.name in QUICK]
+
+
+def _check_tree_flags(args: argparse.Namespace, tree: bool) -> DrafterOptions:
+    """The tree flags as drafter options; ValueError where a chain drafter is given them."""
+    given = {
+        field: getattr(args, field) for field in TREE_FLAGS if getattr(args, field) is not None
+    }
+    for field, value in given.items():
+        if value < 1:
+            raise ValueError(f"--{field.replace('_', '-')} must be >= 1 (got {value})")
+    if given and not tree:
+        flags = ", ".join(f"--{field.replace('_', '-')}" for field in given)
+        verb = "shapes" if len(given) == 1 else "shape"
+        raise ValueError(
+            f"{flags} {verb} the trees of tree drafters ({', '.join(TREE_DRAFTERS)}): pick one "
+            f"with --drafter, or drop {flags}"
+        )
+    return DrafterOptions(**given)
+
+
+def _check_mutant(variant: Variant, drafter: str, tree: bool) -> None:
+    """ValueError when the mutant swaps a piece the drafter's kind of speculation lacks."""
+    if variant.swaps_tree and not tree:
+        raise ValueError(
+            f"mutant {variant.name} is a bug of tree speculation: it applies to the tree "
+            f"drafters ({', '.join(TREE_DRAFTERS)}), not to --drafter {drafter}"
+        )
+    if variant.swaps_chain and tree:
+        raise ValueError(
+            f"mutant {variant.name} is a bug of chain speculation: it applies to the chain "
+            f"drafters ({', '.join(CHAIN_DRAFTERS)}), not to --drafter {drafter}"
+        )
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -115,20 +171,26 @@ def run_verify(args: argparse.Namespace) -> int:
             f"the toy pair has {TOY_UNSUPPORTED[args.drafter]}: use --pair models for "
             f"--drafter {args.drafter}"
         )
-    variant = next((m for m in MUTANTS if m.name == args.mutant), EXACT_VARIANT)
+    tree = drafter_spec(args.drafter).tree
+    shape = _check_tree_flags(args, tree)
+    variant = next((m for m in (*MUTANTS, *TREE_MUTANTS) if m.name == args.mutant), EXACT_VARIANT)
+    _check_mutant(variant, args.drafter, tree)
     swaps_drafter = variant.drafter_cls is not EXACT_VARIANT.drafter_cls or variant.make_cache
     if args.drafter == "early-exit-shared" and swaps_drafter:
         raise ValueError(
             f"mutant {variant.name} swaps the draft model's drafter or cache, which "
             "early-exit-shared does not use: verify it with --drafter early-exit"
         )
-    options = DrafterOptions(
-        exit_layer=args.exit_layer, model_cls=variant.drafter_cls, make_cache=variant.make_cache
+    options = replace(
+        shape,
+        exit_layer=args.exit_layer,
+        model_cls=variant.drafter_cls,
+        make_cache=variant.make_cache,
     )
     fmt: PromptFormat | None = None  # how the models' prompt was formatted
     if args.pair == "toy":
         target, draft = random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
-        context = [1, 2]
+        context = list(REPEATING_PROMPT) if tree else [1, 2]
     else:
         spec = drafter_spec(args.drafter)
         draft_spec = (args.draft or BUNDLED) if spec.uses_draft_model else None
@@ -138,7 +200,7 @@ def run_verify(args: argparse.Namespace) -> int:
         context = prompt_ids(pair.tokenizer, prompt, raw=args.raw)
         fmt = prompt_format(pair.tokenizer, raw=args.raw)
 
-    def make_drafter(sampling: SamplingConfig) -> Drafter:
+    def make_drafter(sampling: SamplingConfig) -> AnyDrafter:
         return build_drafter(
             args.drafter, target=target, draft=draft, sampling=sampling, options=options
         )
@@ -148,7 +210,7 @@ def run_verify(args: argparse.Namespace) -> int:
             target,
             draft,
             context,
-            _settings(args.settings),
+            _settings(args.settings, options.tree_depth if tree else None),
             n=args.n,
             alpha=args.alpha,
             variant=variant,

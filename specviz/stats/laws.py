@@ -22,6 +22,8 @@ from specviz.core.policy import GammaPolicy
 from specviz.core.sampling import logits_to_probs
 from specviz.drafters.model import ModelDrafter
 from specviz.fast.lean import draft_cache
+from specviz.tree.decoding import TreeDecoder, TreeDrafter
+from specviz.tree.verify import EXACT_TREE, TreeRule
 
 Outcome = tuple[int, ...]
 Sampler = Callable[[int], Outcome]  # seed → outcome
@@ -66,7 +68,11 @@ def outcome(events: list[Event], k: int) -> Outcome:
 
 @dataclass(frozen=True, kw_only=True)
 class Variant:
-    """A speculative sampler assembled from swappable pieces; the default is the real one."""
+    """A speculative sampler assembled from swappable pieces; the default is the real one.
+
+    rule, drafter_cls, decoder_cls and make_cache are the pieces of chain speculation;
+    tree_rule and tree_decoder_cls those of tree speculation (used with a tree drafter).
+    """
 
     name: str = "exact"
     description: str = "the real sampler"
@@ -74,14 +80,43 @@ class Variant:
     drafter_cls: type[ModelDrafter] = ModelDrafter
     decoder_cls: type[SpeculativeDecoder] = SpeculativeDecoder
     make_cache: Callable[[Any], CachedForward] | None = None  # None: each component's default
+    tree_rule: TreeRule = EXACT_TREE
+    tree_decoder_cls: type[TreeDecoder] = TreeDecoder
 
     @property
     def draft_cache(self) -> Callable[[Any], CachedForward]:
         """The drafter's cached forward: make_cache, or the lean one where it applies."""
         return self.make_cache or draft_cache
 
+    @property
+    def swaps_chain(self) -> bool:
+        """True when a piece of chain speculation is swapped (it then needs a chain drafter)."""
+        chain = (self.rule, self.drafter_cls, self.decoder_cls, self.make_cache)
+        return chain != (EXACT, ModelDrafter, SpeculativeDecoder, None)
+
+    @property
+    def swaps_tree(self) -> bool:
+        """True when a piece of tree speculation is swapped (it then needs a tree drafter)."""
+        return (self.tree_rule, self.tree_decoder_cls) != (EXACT_TREE, TreeDecoder)
+
 
 EXACT_VARIANT = Variant()
+
+AnyDrafter = Drafter | TreeDrafter
+
+
+def check_variant_fits(variant: Variant, *, tree: bool) -> None:
+    """Raise ValueError when variant swaps a piece the drafter's kind of speculation lacks."""
+    if tree and variant.swaps_chain:
+        raise ValueError(
+            f"{variant.name} swaps a piece of chain speculation: it needs a chain drafter, "
+            "not a tree drafter"
+        )
+    if not tree and variant.swaps_tree:
+        raise ValueError(
+            f"{variant.name} swaps a piece of tree speculation: it needs a tree drafter, "
+            "not a chain drafter"
+        )
 
 
 def speculative_sampler(
@@ -94,12 +129,14 @@ def speculative_sampler(
     k: int,
     stop_ids: Collection[int] = (),
     variant: Variant = EXACT_VARIANT,
-    make_drafter: Callable[[SamplingConfig], Drafter] | None = None,
+    make_drafter: Callable[[SamplingConfig], AnyDrafter] | None = None,
     make_policy: Callable[[], GammaPolicy] | None = None,
 ) -> Sampler:
     """seed → the first k tokens of one speculative decode with that seed.
 
-    make_drafter builds another drafter (e.g. n-gram) instead of the variant's draft-model one.
+    make_drafter builds another drafter (e.g. n-gram) instead of the variant's draft-model one;
+    a tree drafter (specviz.tree.decoding.TreeDrafter) is decoded by the variant's tree decoder
+    to its own depth (speculation.gamma is then unused) with the variant's tree rule.
     """
     vocab = int(target.config.vocab_size)
 
@@ -110,6 +147,20 @@ def speculative_sampler(
             if make_drafter is not None
             else variant.drafter_cls(draft, seeded, vocab, make_cache=variant.draft_cache)
         )
+        check_variant_fits(variant, tree=isinstance(drafter, TreeDrafter))
+        if isinstance(drafter, TreeDrafter):
+            if make_policy is not None:
+                raise ValueError("a gamma policy applies to chain drafters: a tree has its depth")
+            tree_decoder = variant.tree_decoder_cls(
+                target,
+                drafter,
+                prompt_ids,
+                sampling=seeded,
+                max_new_tokens=speculation.max_new_tokens,
+                stop_ids=stop_ids,
+                rule=variant.tree_rule,
+            )
+            return outcome(list(tree_decoder.events()), k)
         decoder = variant.decoder_cls(
             target,
             drafter,

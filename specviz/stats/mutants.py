@@ -1,4 +1,8 @@
-"""Known bugs from the field, each the real sampler with one piece swapped (negative controls)."""
+"""Known bugs from the field, each the real sampler with one piece swapped (negative controls).
+
+MUTANTS swap a piece of chain speculation and need a chain drafter; TREE_MUTANTS swap a piece
+of tree speculation (specviz.tree) and need a tree drafter.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from specviz.core.acceptance import AcceptanceRule, Verdict, verify
+from specviz.core.acceptance import (
+    AcceptanceRule,
+    Verdict,
+    deterministic_step,
+    sampled_step,
+    verify,
+)
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig
 from specviz.core.decoding import SpeculativeDecoder
@@ -17,6 +27,8 @@ from specviz.core.sampling import logits_to_probs, sample, uniform
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.shared_exit import SharedExit
 from specviz.stats.laws import Variant
+from specviz.tree.decoding import TreeDecoder
+from specviz.tree.verify import TYPICAL, TreeRule
 
 
 class GreedyDraftSoftmaxQ(ModelDrafter):
@@ -168,3 +180,59 @@ class SkipLastDraftSharedExit(SharedExit):
     def _reusable(self, start: int, ids: list[int]) -> int:
         """Trust every position of the pass, drafted or not."""
         return len(ids) if self.exit_len > start else 0
+
+
+def _sampled_kept_r(r: Tensor, q: Tensor, x: int) -> tuple[Tensor, Tensor]:
+    """The sampled step's P(keep x), but r left as it was after a rejection."""
+    return sampled_step(r, q, x)[0], r
+
+
+def _deterministic_kept_r(r: Tensor, q: Tensor, x: int) -> tuple[Tensor, Tensor]:
+    """The deterministic step's P(keep x), but the rejected x left in r."""
+    return deterministic_step(r, q, x)[0], r
+
+
+class RejectedKeysKept(TreeDecoder):
+    """Leaves the whole tree in the target's cache after a round: the next round's tokens also
+    attend to the rejected branches' keys (the committed count still advances by the path)."""
+
+    def _compact(self, base: int, path: tuple[int, ...]) -> None:
+        """Keep every position, rejected nodes included."""
+
+
+TREE_MUTANTS: tuple[Variant, ...] = (
+    Variant(
+        name="tree_typical",
+        description="LOSSY by design: Medusa's typical acceptance, which does not follow the "
+        "target's law",
+        tree_rule=TYPICAL,
+    ),
+    Variant(
+        name="tree_residual_not_updated",
+        description="siblings tried against p itself: r not updated after a rejection",
+        tree_rule=TreeRule(
+            name="residual_not_updated",
+            sampled=_sampled_kept_r,
+            deterministic=_deterministic_kept_r,
+        ),
+    ),
+    Variant(
+        name="tree_same_uniform",
+        description="one uniform draw reused for every sibling of a node",
+        tree_rule=TreeRule(name="same_uniform", uniforms=_same_uniform),
+    ),
+    Variant(
+        name="tree_rejected_keys_kept",
+        description="the rejected branches' keys left in the target's KV cache",
+        tree_decoder_cls=RejectedKeysKept,
+    ),
+)
+
+# The tree drafter and suite.tree_settings() setting in which each tree bug shows.
+# (Reusing one uniform barely shows with sampled siblings; top-k siblings show it at once.)
+TREE_SHOWS_IN: dict[str, tuple[str, str]] = {
+    "tree_typical": ("tree-ngram", "tree T=1"),
+    "tree_residual_not_updated": ("tree-sampled", "tree T=1"),
+    "tree_same_uniform": ("tree-model", "tree T=1"),
+    "tree_rejected_keys_kept": ("tree-sampled", "tree T=0.7 top_p=0.8"),
+}

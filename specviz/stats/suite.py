@@ -13,13 +13,13 @@ import torch
 from scipy import stats
 
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.drafter import Drafter
 from specviz.core.events import Accepted, Event, Rejected, RoundSummary
 from specviz.core.policy import GammaPolicy
 from specviz.core.sampling import logits_to_probs
 from specviz.gamma.theory import expected_tokens_per_round
 from specviz.stats.laws import (
     EXACT_VARIANT,
+    AnyDrafter,
     Law,
     Outcome,
     Variant,
@@ -98,6 +98,23 @@ def default_settings(stop_id: int = 0) -> list[Setting]:
     return grid
 
 
+def tree_settings(depth: int = 4, stop_id: int = 0) -> list[Setting]:
+    """Settings for a tree drafter of `depth` levels: the joint law of 3 tokens at T 1, at T 0.7
+    with top-p 0.8, and greedy; and of 4 tokens with a stop token. The first round has room for
+    the whole tree (max_new_tokens >= depth + 1); gamma records the depth (a tree ignores it)."""
+    t1 = SamplingConfig(temperature=1.0)
+    grid = [
+        ("tree T=1", t1, 3, frozenset[int]()),
+        ("tree T=0.7 top_p=0.8", SamplingConfig(temperature=0.7, top_p=0.8), 3, frozenset()),
+        ("tree greedy", SamplingConfig(temperature=0.0), 3, frozenset()),
+        ("tree EOS in round", t1, 4, frozenset({stop_id})),
+    ]
+    return [
+        Setting(name=name, sampling=sampling, speculation=_spec(depth, k), k=k, stop_ids=stop)
+        for name, sampling, k, stop in grid
+    ]
+
+
 def _spec(gamma: int, k: int) -> SpeculationConfig:
     """gamma, with room for a full first round and for the k tokens under test."""
     return SpeculationConfig(gamma=gamma, max_new_tokens=max(k, gamma + 1))
@@ -134,7 +151,7 @@ def check_setting(
     alpha: float,
     variant: Variant = EXACT_VARIANT,
     first_seed: int = 0,
-    make_drafter: Callable[[SamplingConfig], Drafter] | None = None,
+    make_drafter: Callable[[SamplingConfig], AnyDrafter] | None = None,
     make_policy: Callable[[], GammaPolicy] | None = None,
 ) -> list[TestResult]:
     """All equivalence tests of one setting (each at level alpha; adjust across them later)."""
@@ -195,7 +212,7 @@ def run_suite(
     alpha: float,
     variant: Variant = EXACT_VARIANT,
     progress: Callable[[int, int, str], None] = lambda _i, _n, _s: None,
-    make_drafter: Callable[[SamplingConfig], Drafter] | None = None,
+    make_drafter: Callable[[SamplingConfig], AnyDrafter] | None = None,
 ) -> list[TestResult]:
     """Every setting's tests, Holm-adjusted as one family at level alpha."""
     results: list[TestResult] = []

@@ -1,0 +1,190 @@
+"""The equivalence suite on tree drafters: the real sampler passes; every tree mutant is caught.
+
+Significance: each test at ALPHA = 0.01, Holm-adjusted across one run (family-wise 0.01), on
+the toy pair after a prompt that repeats (so n-gram trees branch). Seeds are fixed, so every
+verdict is deterministic. The negative controls are the tree mutants, rejected with estimated
+power >= 0.99 at the strictest Holm level; `specviz verify` runs the same suite.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+import torch
+
+from specviz.cli import main
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.events import EMITTING, RoundSummary, TreeProposed
+from specviz.drafters.registry import TREE_DRAFTERS, DrafterOptions, build_drafter
+from specviz.stats.laws import EXACT_VARIANT, Variant, draw, speculative_sampler
+from specviz.stats.mutants import MUTANTS, TREE_MUTANTS, TREE_SHOWS_IN
+from specviz.stats.suite import check_setting, family_adjusted, run_suite, tree_settings
+from specviz.stats.testing import estimated_power
+from specviz.stats.toy import REPEATING_PROMPT, random_pair
+from specviz.tree.decoding import TreeDecoder
+
+ALPHA = 0.01
+N = 600  # samples per sampler and setting
+DEPTH = DrafterOptions().tree_depth
+PROMPT = list(REPEATING_PROMPT)
+SETTINGS = {s.name: s for s in tree_settings(DEPTH, stop_id=0)}
+
+
+@pytest.fixture(scope="module")
+def toy() -> tuple[torch.nn.Module, torch.nn.Module]:
+    return random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
+
+
+def _maker(name: str, target: Any, draft: Any) -> Any:
+    return lambda sampling: build_drafter(name, target=target, draft=draft, sampling=sampling)
+
+
+def _events(toy: Any, name: str, seed: int, **kwargs: Any) -> list[Any]:
+    target, draft = toy
+    sampling = SamplingConfig(temperature=1.0, seed=seed)
+    drafter = _maker(name, target, draft)(sampling)
+    decoder = TreeDecoder(target, drafter, PROMPT, sampling=sampling, **kwargs)
+    return list(decoder.events())
+
+
+@pytest.mark.parametrize("name", TREE_DRAFTERS)
+def test_tree_drafters_branch_on_the_toy_pair(toy: Any, name: str) -> None:
+    """The suite tests real trees: every first round has a node with several children."""
+    for seed in range(20):
+        first = next(
+            e for e in _events(toy, name, seed, max_new_tokens=5) if isinstance(e, TreeProposed)
+        )
+        assert max(Counter(first.parents).values()) >= 2, (name, seed, first.parents)
+    if name == "tree-ngram":  # the prompt's three continuations of (1, 2), latest first
+        roots = [t for t, parent in zip(first.tokens, first.parents, strict=True) if parent == -1]
+        assert roots == [5, 4, 3]
+
+
+def test_each_tree_setting_drafts_the_full_depth_in_the_first_round(toy: Any) -> None:
+    for setting in SETTINGS.values():
+        target, draft = toy
+        drafter = _maker("tree-model", target, draft)(setting.sampling)
+        decoder = TreeDecoder(
+            target,
+            drafter,
+            PROMPT,
+            sampling=setting.sampling,
+            max_new_tokens=setting.speculation.max_new_tokens,
+            stop_ids=setting.stop_ids,
+        )
+        first = next(e for e in decoder.events() if isinstance(e, RoundSummary))
+        assert first.gamma == DEPTH, setting.name
+
+
+def test_no_token_follows_an_accepted_stop_token(toy: Any) -> None:
+    """A stop token kept as the last node of the path ends the decode (no bonus after it)."""
+    for seed in range(50):
+        events = _events(toy, "tree-model", seed, max_new_tokens=8, stop_ids={0})
+        tokens = [e.token for e in events if isinstance(e, EMITTING)]
+        assert 0 not in tokens[:-1], (seed, tokens)
+
+
+@pytest.mark.parametrize("name", TREE_DRAFTERS)
+def test_exact_tree_sampler_passes_every_tree_setting(toy: Any, name: str) -> None:
+    target, draft = toy
+    results = run_suite(
+        target,
+        draft,
+        PROMPT,
+        list(SETTINGS.values()),
+        n=N,
+        alpha=ALPHA,
+        make_drafter=_maker(name, target, draft),
+    )
+    failed = [(r.name, r.p_value) for r in results if r.reject]
+    assert not failed, failed
+    assert len(results) >= 4 * len(SETTINGS)  # joint, marginals, two-sample and KS per setting
+
+
+@pytest.mark.parametrize("mutant", TREE_MUTANTS, ids=lambda m: m.name)
+def test_each_tree_mutant_is_rejected(toy: Any, mutant: Variant) -> None:
+    target, draft = toy
+    drafter, setting = TREE_SHOWS_IN[mutant.name]
+    results = family_adjusted(
+        check_setting(
+            target,
+            draft,
+            PROMPT,
+            SETTINGS[setting],
+            n=N,
+            alpha=ALPHA,
+            variant=mutant,
+            make_drafter=_maker(drafter, target, draft),
+        )
+    )
+    rejected = [r for r in results if r.reject]
+    assert rejected, f"{mutant.name} slipped through: {[(r.name, r.p_value) for r in results]}"
+    level = ALPHA / len(results)  # the strictest Holm threshold: power there bounds power below
+    best = max(estimated_power(r, level) for r in rejected if r.df > 0)
+    assert best >= 0.99, f"{mutant.name}: estimated power {best:.3f}"
+
+
+def test_a_mutant_needs_a_drafter_of_its_kind(toy: Any) -> None:
+    target, draft = toy
+    setting = SETTINGS["tree T=1"]
+    for variant, name, kind in (
+        (MUTANTS[0], "tree-model", "chain"),
+        (TREE_MUTANTS[0], "model", "tree"),
+    ):
+        sampler = speculative_sampler(
+            target,
+            draft,
+            PROMPT,
+            sampling=setting.sampling,
+            speculation=SpeculationConfig(gamma=2, max_new_tokens=3),
+            k=3,
+            variant=variant,
+            make_drafter=_maker(name, target, draft),
+        )
+        with pytest.raises(ValueError, match=f"needs a {kind} drafter"):
+            draw(sampler, 1)
+    assert not EXACT_VARIANT.swaps_tree and not EXACT_VARIANT.swaps_chain
+    assert all(m.swaps_tree and not m.swaps_chain for m in TREE_MUTANTS)
+    assert all(m.swaps_chain and not m.swaps_tree for m in MUTANTS)
+
+
+# --- specviz verify ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", TREE_DRAFTERS)
+def test_verify_runs_each_tree_drafter_on_the_toy_pair(capsys: Any, name: str) -> None:
+    assert main(["verify", "--drafter", name, "--settings", "quick", "--n", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "tree T=1" in out and "0 of" in out
+
+
+def test_verify_takes_the_tree_shape(capsys: Any) -> None:
+    argv = ["verify", "--drafter", "tree-sampled", "--settings", "quick", "--n", "20"]
+    assert main([*argv, "--tree-nodes", "3", "--tree-depth", "2", "--tree-width", "2"]) == 0
+    assert main([*argv, "--tree-nodes", "0"]) == 2
+    assert "--tree-nodes must be >= 1" in capsys.readouterr().err
+
+
+def test_verify_rejects_typical_acceptance_with_a_tree_drafter(capsys: Any) -> None:
+    """Negative control of the command: the lossy rule is rejected (exit 1)."""
+    argv = ["verify", "--drafter", "tree-ngram", "--settings", "quick", "--n", "200"]
+    assert main([*argv, "--mutant", "tree_typical"]) == 1
+    out = capsys.readouterr().out
+    assert "LOSSY" in out and "REJECT" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--drafter", "model", "--mutant", "tree_typical"], "applies to the tree drafters"),
+        (["--drafter", "tree-model", "--mutant", "accept_all"], "applies to the chain drafters"),
+        (["--drafter", "ngram", "--tree-depth", "2"], "shapes the trees of tree drafters"),
+    ],
+)
+def test_verify_refuses_what_the_drafter_cannot_take(
+    capsys: Any, argv: list[str], message: str
+) -> None:
+    assert main(["verify", "--settings", "quick", *argv]) == 2
+    assert message in capsys.readouterr().err
