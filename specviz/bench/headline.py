@@ -24,6 +24,7 @@ from typing import Any
 from specviz.bench.markdown import _setting, _spread, _table, resummarized
 from specviz.bench.runner import drafter_label
 from specviz.bench.saved import RESULTS_DIR
+from specviz.bench.tree_table import pivot_table
 from specviz.gamma.theory import alpha_to_match, optimal_gamma, speedup_bound
 
 ROOT = RESULTS_DIR.parents[1]
@@ -470,6 +471,15 @@ def _share(values: Sequence[float]) -> str:
     return f"{low:.0%}" if low == high else f"{low:.0%}–{high:.0%}"
 
 
+TREE_PARTS = ("tree-sweep", "tree-sweep-t1")
+
+
+def trees() -> list[str]:
+    """The node-budget sweeps: tokens a pass, r(N) and the speedup at each N (tree parts)."""
+    saved = [p for p in TREE_PARTS if (RESULTS_DIR / f"{p}.json").exists()]
+    return pivot_table([load(p)["tree_sweep"] for p in saved])
+
+
 TABLES: dict[str, Callable[[], list[str]]] = {
     "headline": headline,
     "limits": limits,
@@ -484,6 +494,7 @@ TABLES: dict[str, Callable[[], list[str]]] = {
     "drafters": drafters,
     "dynamic": dynamic,
     "transformers": transformers,
+    "trees": trees,
 }
 
 

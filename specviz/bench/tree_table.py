@@ -266,3 +266,37 @@ def render_sweep(section: dict[str, Any]) -> str:
     """The sweep section of a result as Markdown (what `python -m specviz.bench.markdown`
     prints under its other tables)."""
     return "\n".join(sweep_table(section))
+
+
+def pivot_table(sections: Sequence[dict[str, Any]]) -> list[str]:
+    """The sweeps in one compact table: per workload, T and tree drafter, a row each for tokens
+    a pass, r(N) and the speedup over plain decoding, one column per node budget N."""
+    budgets = sorted({int(r["nodes"]) for s in sections for r in s["rows"]})
+    head = ["workload", "T", "tree drafter", "", *(_budget(n) for n in budgets)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for section in sections:
+        groups: dict[tuple[str, float, str], dict[int, dict[str, Any]]] = defaultdict(dict)
+        for row in section["rows"]:
+            groups[row["workload"], row["temperature"], row["drafter"]][int(row["nodes"])] = row
+        for (workload, temperature, drafter), by_n in groups.items():
+            cells = {
+                "tokens a pass": [_median(by_n.get(n), "tokens_per_pass") for n in budgets],
+                "r(N)": [_ratio(by_n.get(n)) for n in budgets],
+                "speedup vs plain": [_median(by_n.get(n), "speedup") for n in budgets],
+            }
+            for i, (measure, values) in enumerate(cells.items()):
+                first = [workload, f"{temperature:g}", drafter] if i == 0 else ["", "", ""]
+                lines.append("| " + " | ".join([*first, measure, *values]) + " |")
+    return lines
+
+
+def _budget(n: int) -> str:
+    return "N = 1 (chain)" if n == 1 else f"N = {n}"
+
+
+def _median(row: dict[str, Any] | None, key: str) -> str:
+    return "–" if row is None or row.get(key) is None else f"{row[key]['median']:.2f}"
+
+
+def _ratio(row: dict[str, Any] | None) -> str:
+    return "–" if row is None else f"{row['pass_ratio']:.2f}"

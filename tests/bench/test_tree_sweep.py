@@ -253,3 +253,19 @@ def test_an_older_result_migrates_without_a_sweep_and_a_bad_sweep_is_refused() -
     del result["tree_sweep"]  # a current result always says whether it has a sweep
     with pytest.raises(ValueError, match="tree_sweep is neither null"):
         validate(result)
+
+
+def test_the_pivot_table_puts_each_rows_figures_under_its_node_budget() -> None:
+    from specviz.bench.headline import load
+    from specviz.bench.tree_table import pivot_table
+
+    section = load("tree-sweep")["tree_sweep"]
+    lines = pivot_table([section])
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    budgets = [int(r["nodes"]) for r in section["rows"]]
+    assert header[4:] == [("N = 1 (chain)" if n == 1 else f"N = {n}") for n in budgets]
+    cells = {line.split("|")[4].strip(): line for line in lines[2:]}
+    tokens = [c.strip() for c in cells["tokens a pass"].strip("|").split("|")[4:]]
+    assert tokens == [f"{r['tokens_per_pass']['median']:.2f}" for r in section["rows"]]
+    speedups = [c.strip() for c in cells["speedup vs plain"].strip("|").split("|")[4:]]
+    assert speedups == [f"{r['speedup']['median']:.2f}" for r in section["rows"]]
