@@ -99,16 +99,22 @@ def build_parser() -> argparse.ArgumentParser:
         "(ngram+model, ngram+model-trimmed; default: no cap)",
     )
     gen.add_argument(
-        "--tree-nodes", type=int, default=16, help="tree drafters: at most this many nodes"
+        "--tree-nodes",
+        type=int,
+        default=DrafterOptions().tree_nodes,
+        help="tree drafters: at most this many nodes",
     )
     gen.add_argument(
         "--tree-depth",
         type=int,
-        default=4,
+        default=DrafterOptions().tree_depth,
         help="tree drafters: at most this many levels (a tree's depth replaces --gamma)",
     )
     gen.add_argument(
-        "--tree-width", type=int, default=4, help="tree-model, tree-sampled: children per node"
+        "--tree-width",
+        type=int,
+        default=DrafterOptions().tree_width,
+        help="tree-model, tree-sampled: children per node",
     )
     gen.add_argument(
         "--tree-rule",

@@ -36,7 +36,7 @@ from specviz.tree.proposal import TokenTree
 class TreeShape:
     """A tree's budget: at most `nodes` nodes, `depth` levels, `width` children per node."""
 
-    nodes: int = 16
+    nodes: int = 8
     depth: int = 4
     width: int = 4
 
