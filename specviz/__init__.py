@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from specviz.drafters.registry import DRAFTER_NAMES, DrafterOptions, build_drafter
     from specviz.models.chat import prompt_ids
     from specviz.models.loading import ModelPair, load_pair
-    from specviz.tree.decoding import TreeDrafter
+    from specviz.tree.drafter import TreeDrafter
     from specviz.tree.proposal import TokenTree
     from specviz.tree.verify import EXACT_TREE, TYPICAL, TreeRule
 
@@ -57,7 +57,7 @@ _WHERE = {
     "read_jsonl": "specviz.core.events",
     "write_jsonl": "specviz.core.events",
     "TokenTree": "specviz.tree.proposal",
-    "TreeDrafter": "specviz.tree.decoding",
+    "TreeDrafter": "specviz.tree.drafter",
     "TreeRule": "specviz.tree.verify",
     "EXACT_TREE": "specviz.tree.verify",
     "TYPICAL": "specviz.tree.verify",

@@ -27,7 +27,8 @@ from specviz.core.events import (
 )
 from specviz.core.policy import GammaPolicy
 from specviz.drafters.registry import build_drafter
-from specviz.tree.decoding import TreeDecoder, TreeDrafter
+from specviz.tree.decoding import TreeDecoder
+from specviz.tree.drafter import TreeDrafter
 from specviz.tree.verify import EXACT_TREE, TreeRule
 
 

@@ -46,7 +46,8 @@ from specviz.stats.testing import (
     two_sample,
 )
 from specviz.stats.toy import random_pair
-from specviz.tree.decoding import TreeDecoder, TreeDrafter
+from specviz.tree.decoding import TreeDecoder
+from specviz.tree.drafter import TreeDrafter
 from specviz.tree.verify import EXACT_TREE, TreeRule
 
 TOY, MODELS = "toy pair (exact law known)", "selected model pair"

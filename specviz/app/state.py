@@ -22,7 +22,7 @@ from specviz.drafters.early_exit import adapter_path
 from specviz.drafters.registry import build_drafter
 from specviz.models.chat import prompt_format, prompt_ids
 from specviz.models.loading import ModelPair, load_pair, parse_dtype
-from specviz.tree.decoding import TreeDrafter
+from specviz.tree.drafter import TreeDrafter
 from specviz.tree.verify import EXACT_TREE, TYPICAL, TreeRule
 
 log = logging.getLogger("specviz.app")

@@ -36,7 +36,7 @@ from specviz.drafters.shared_exit import SharedExit
 from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import CostModel, make_policy
 from specviz.models.chat import prompt_ids as chat_prompt_ids
-from specviz.tree.decoding import TreeDrafter
+from specviz.tree.drafter import TreeDrafter
 
 __all__ = [  # BenchSetting and transformers' baseline live in setting.py and assisted.py
     "CONFIDENCE",

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from specviz.core.drafter import Drafter
     from specviz.drafters.model import ModelDrafter
     from specviz.drafters.ngram import NgramDrafter
-    from specviz.tree.decoding import TreeDrafter
+    from specviz.tree.drafter import TreeDrafter
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,7 +28,7 @@ from torch import Tensor
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig
 from specviz.core.sampling import logits_to_probs, sample
-from specviz.tree.decoding import TreeCache
+from specviz.tree.drafter import TreeCache
 from specviz.tree.proposal import TokenTree
 
 

@@ -22,7 +22,8 @@ from specviz.core.policy import GammaPolicy
 from specviz.core.sampling import logits_to_probs
 from specviz.drafters.model import ModelDrafter
 from specviz.fast.lean import draft_cache
-from specviz.tree.decoding import TreeDecoder, TreeDrafter
+from specviz.tree.decoding import TreeDecoder
+from specviz.tree.drafter import TreeDrafter
 from specviz.tree.verify import EXACT_TREE, TreeRule
 
 Outcome = tuple[int, ...]

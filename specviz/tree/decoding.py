@@ -9,7 +9,7 @@ the drafter rolls its own cache back and feeds the kept tokens next round.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Generator, Iterator
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -18,7 +18,6 @@ from transformers import PretrainedConfig
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, check_max_new_tokens
 from specviz.core.decoding import RESIDUAL_TOP, clock, make_generator
-from specviz.core.drafter import Drafter
 from specviz.core.events import (
     Accepted,
     Bonus,
@@ -32,7 +31,8 @@ from specviz.core.events import (
     TreeVerified,
 )
 from specviz.core.sampling import logits_to_probs
-from specviz.tree.proposal import TokenTree, chain
+from specviz.tree.drafter import TreeCache, TreeDrafter
+from specviz.tree.proposal import TokenTree
 from specviz.tree.verify import EXACT_TREE, TreeRule, TreeVerdict, verify_tree
 
 TREE_ATTENTION = ("eager", "sdpa")  # attention backends that take a custom 4D mask as given
@@ -47,70 +47,6 @@ def check_tree_attention(model: Any) -> None:
             f"tree verification needs an attention backend that takes a custom 4D mask; this "
             f"model uses {impl!r}: load it with attn_implementation='sdpa' (or 'eager')"
         )
-
-
-class TreeCache(Protocol):
-    """A cached forward that takes a tree's positions and mask and keeps chosen positions
-    (specviz.core.cache.KVCache; specviz.fast.lean.LeanLlama)."""
-
-    def __len__(self) -> int:
-        """Number of token positions currently cached."""
-
-    def forward(
-        self,
-        input_ids: Tensor,
-        keep: int = 0,
-        positions: Tensor | None = None,
-        visible: Tensor | None = None,
-    ) -> Tensor:
-        """Feed tokens (T,) at positions, each seeing the columns visible (T, cached + T)."""
-
-    def crop(self, length: int) -> None:
-        """Roll back to the first `length` positions."""
-
-    def keep_only(self, indices: Tensor) -> None:
-        """Keep the cached positions `indices` (ascending), dropping the rest."""
-
-
-@runtime_checkable
-class TreeDrafter(Protocol):
-    """What the tree decoder needs from a drafter that proposes token trees."""
-
-    depth: int  # the deepest level a proposal reaches
-
-    def prefill(self, prefix: list[int]) -> None:
-        """Process a prompt prefix before the first round (may be a no-op)."""
-
-    def propose_tree(
-        self, ids: list[int], max_depth: int, generator: torch.Generator, stop_ids: Collection[int]
-    ) -> TokenTree:
-        """A tree of continuations of ids, no deeper than max_depth (no children after a stop)."""
-
-    def rollback(self, committed: int) -> None:
-        """Forget everything past the first `committed` tokens of the sequence."""
-
-
-class ChainAsTree:
-    """Any chain drafter as a tree drafter: its gamma tokens as a one-child-per-node tree."""
-
-    def __init__(self, drafter: Drafter, gamma: int) -> None:
-        """Wrap drafter; each proposal asks it for up to gamma tokens."""
-        self.drafter, self.depth = drafter, gamma
-
-    def prefill(self, prefix: list[int]) -> None:
-        """The wrapped drafter's prefill."""
-        self.drafter.prefill(prefix)
-
-    def propose_tree(
-        self, ids: list[int], max_depth: int, generator: torch.Generator, stop_ids: Collection[int]
-    ) -> TokenTree:
-        """The wrapped drafter's chain of up to max_depth tokens."""
-        draft = self.drafter.propose(ids, max_depth, generator, stop_ids)
-        return chain(draft.tokens, draft.q_draft, draft.forward_calls)
-
-    def rollback(self, committed: int) -> None:
-        """The wrapped drafter's rollback."""
-        self.drafter.rollback(committed)
 
 
 def tree_inputs(tree: TokenTree, fresh: int, cached: int, start: int) -> tuple[Tensor, Tensor]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 CORE = Path(__file__).resolve().parents[2] / "specviz" / "core"
 OUTSIDE = ("specviz.fast", "specviz.drafters", "specviz.app", "specviz.bench", "specviz.gamma")
+OUTSIDE += ("specviz.tree", "specviz.stats")
 
 
 def loaded_after(code: str) -> list[str]:

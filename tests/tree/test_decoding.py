@@ -27,7 +27,8 @@ from specviz.drafters.registry import DrafterOptions, build_drafter
 from specviz.drafters.tree_model import TreeModelDrafter, TreeShape
 from specviz.drafters.tree_ngram import TreeNgramDrafter
 from specviz.gamma.policies import make_policy
-from specviz.tree.decoding import ChainAsTree, TreeDecoder, TreeDrafter
+from specviz.tree.decoding import TreeDecoder
+from specviz.tree.drafter import ChainAsTree, TreeDrafter
 from specviz.tree.verify import TYPICAL
 
 from ..conftest import EOS, VOCAB, perturbed_copy, tiny_model
