@@ -249,17 +249,25 @@ class SpeculativeDecoder:
         if verdict.is_bonus:
             return Bonus(round=round_index, position=position, token=token, p_x=float(p[token]))
         q = draft.q_draft[n].to(p)  # (V,)
-        top = verdict.next_dist.topk(min(RESIDUAL_TOP, p.shape[0]))
-        return Resampled(
-            round=round_index,
-            position=position,
-            token=token,
-            p_x=float(p[token]),
-            q_x=float(q[token]),
-            residual_x=float(verdict.next_dist[token]),
-            residual_mass=float(torch.clamp(p - q, min=0.0).sum()),
-            top=tuple(
-                (int(t), float(r), float(p[t]), float(q[t]))
-                for r, t in zip(top.values.tolist(), top.indices.tolist(), strict=True)
-            ),
-        )
+        mass = float(torch.clamp(p - q, min=0.0).sum())
+        return resampled(round_index, position, token, p, q, verdict.next_dist, mass)
+
+
+def resampled(
+    round_index: int, position: int, token: int, p: Tensor, q: Tensor, dist: Tensor, mass: float
+) -> Resampled:
+    """The event for `token` drawn from dist (V,) after a rejection, p and q (V,) beside it."""
+    top = dist.topk(min(RESIDUAL_TOP, p.shape[0]))
+    return Resampled(
+        round=round_index,
+        position=position,
+        token=token,
+        p_x=float(p[token]),
+        q_x=float(q[token]),
+        residual_x=float(dist[token]),
+        residual_mass=mass,
+        top=tuple(
+            (int(t), float(r), float(p[t]), float(q[t]))
+            for r, t in zip(top.values.tolist(), top.indices.tolist(), strict=True)
+        ),
+    )

@@ -20,11 +20,7 @@ class NgramDrafter:
         self, vocab_size: int, *, max_ngram: int = 3, min_ngram: int = 1, device: str = "cpu"
     ) -> None:
         """Validate the n-gram range; nothing is cached between rounds."""
-        if min_ngram < 1 or max_ngram < min_ngram:
-            raise ValueError(
-                f"n-gram sizes must satisfy 1 <= min_ngram <= max_ngram "
-                f"(got min_ngram={min_ngram}, max_ngram={max_ngram})"
-            )
+        check_ngram_sizes(min_ngram, max_ngram)
         self.vocab_size, self.max_ngram, self.min_ngram = vocab_size, max_ngram, min_ngram
         self.device = torch.device(device)
 
@@ -53,6 +49,15 @@ class NgramDrafter:
             tokens=torch.tensor(tokens, dtype=torch.long, device=self.device),
             q_draft=q_draft.to(self.device),
             forward_calls=0,
+        )
+
+
+def check_ngram_sizes(min_ngram: int, max_ngram: int) -> None:
+    """Raise ValueError unless 1 <= min_ngram <= max_ngram."""
+    if min_ngram < 1 or max_ngram < min_ngram:
+        raise ValueError(
+            f"n-gram sizes must satisfy 1 <= min_ngram <= max_ngram "
+            f"(got min_ngram={min_ngram}, max_ngram={max_ngram})"
         )
 
 

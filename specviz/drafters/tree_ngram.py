@@ -11,6 +11,7 @@ from collections.abc import Collection
 
 import torch
 
+from specviz.drafters.ngram import check_ngram_sizes
 from specviz.tree.proposal import TokenTree
 
 
@@ -21,11 +22,7 @@ class TreeNgramDrafter:
         self, vocab_size: int, *, nodes: int, depth: int, max_ngram: int = 3, min_ngram: int = 1
     ) -> None:
         """At most `nodes` nodes and `depth` levels; n-grams from max_ngram down to min_ngram."""
-        if min_ngram < 1 or max_ngram < min_ngram:
-            raise ValueError(
-                f"n-gram sizes must satisfy 1 <= min_ngram <= max_ngram "
-                f"(got min_ngram={min_ngram}, max_ngram={max_ngram})"
-            )
+        check_ngram_sizes(min_ngram, max_ngram)
         self.vocab_size, self.nodes, self.depth = vocab_size, nodes, depth
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
 

@@ -17,7 +17,7 @@ from transformers import PretrainedConfig
 
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, check_max_new_tokens
-from specviz.core.decoding import RESIDUAL_TOP, clock, make_generator
+from specviz.core.decoding import clock, make_generator, resampled
 from specviz.core.events import (
     Accepted,
     Bonus,
@@ -237,17 +237,4 @@ class TreeDecoder:
             mass = float(torch.clamp(p - q, min=0.0).sum())
         else:  # chosen children: what p leaves outside them
             mass = 1.0 - float(p[torch.unique(tree.tokens[kids].to(p.device))].sum())
-        top = verdict.next_dist.topk(min(RESIDUAL_TOP, p.shape[0]))
-        return Resampled(
-            round=round_index,
-            position=position,
-            token=token,
-            p_x=float(p[token]),
-            q_x=float(q[token]),
-            residual_x=float(verdict.next_dist[token]),
-            residual_mass=mass,
-            top=tuple(
-                (int(t), float(r), float(p[t]), float(q[t]))
-                for r, t in zip(top.values.tolist(), top.indices.tolist(), strict=True)
-            ),
-        )
+        return resampled(round_index, position, token, p, q, verdict.next_dist, mass)
