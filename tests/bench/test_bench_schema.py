@@ -20,7 +20,9 @@ from specviz.cli import main
 
 from ..conftest import PairFactory, tiny_model
 
-SAVED = saved_results()
+SAVED_ALL = saved_results()
+SAVED = [p for p in SAVED_ALL if "schema" not in json.loads(Path(p).read_text(encoding="utf-8"))]
+CURRENT = [p for p in SAVED_ALL if p not in SAVED]  # saved with a schema version (the tree sweeps)
 SPLIT = ("prefill_seconds", "plain_decode_seconds", "widths", "pass_seconds")
 
 
@@ -55,6 +57,18 @@ def test_every_saved_result_migrates_to_the_current_shape(path: str) -> None:
     lacked = [i for i, r in enumerate(raw["records"]) if "model_gamma" not in r["setting"]]
     assert all(records[i].setting.model_gamma is None for i in lacked)  # no cap then
     assert raw == _raw(path)  # migrate copies: the input is not changed
+
+
+@pytest.mark.parametrize("path", CURRENT, ids=[Path(p).stem for p in CURRENT])
+def test_a_result_saved_in_the_current_schema_loads_as_it_is(path: str) -> None:
+    raw = _raw(path)
+    assert raw["schema"] == SCHEMA
+    validate(raw)
+    assert migrate(raw) == raw
+
+
+def test_the_tree_sweeps_are_saved_in_the_current_schema() -> None:
+    assert {Path(p).stem for p in CURRENT} == {"tree-sweep", "tree-sweep-t1"}
 
 
 @pytest.mark.parametrize("path", SAVED[:3], ids=[Path(p).stem for p in SAVED[:3]])
