@@ -54,7 +54,7 @@ from specviz.bench.runner import BenchSetting, Record
 from specviz.core.events import read_jsonl
 from specviz.drafters import early_exit
 from specviz.drafters.model import ModelDrafter
-from specviz.drafters.registry import DRAFTER_NAMES, REGISTRY, TREE_DRAFTERS
+from specviz.drafters.registry import DRAFTER_NAMES, REGISTRY, TREE_DRAFTERS, DrafterOptions
 from specviz.drafters.trimmed import save_ranking
 from specviz.models.loading import ModelLoadError
 from specviz.stats.laws import draw
@@ -75,9 +75,9 @@ TEST_FORM |= {"prompt": PROMPT, "gamma": GAMMA, "temperature": TEMPERATURE, "top
 TEST_FORM |= {"top_p": 1.0, "max_new": MAX_NEW, "seed": SEED, "exit_layer": 1, "confidence": 0.0}
 TEST_FORM |= {
     "raw": False,
-    "tree_nodes": 16,
-    "tree_depth": 4,
-    "tree_width": 4,
+    "tree_nodes": DrafterOptions().tree_nodes,  # the form's defaults (the browser tests use them)
+    "tree_depth": DrafterOptions().tree_depth,
+    "tree_width": DrafterOptions().tree_width,
     "tree_rule": "exact",
 }
 
