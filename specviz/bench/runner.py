@@ -269,16 +269,29 @@ def run_request(
         )
         if rep < 0:
             continue
-        yield Record(
-            request_id=request.id,
-            category=request.category,
-            setting=setting,
-            repetition=rep,
-            metrics=request_metrics(spec, plain),
-            hf_latency=hf_seconds,
-            hf_tokens=len(hf_tokens) if hf_tokens is not None else None,
-            hf_identical=hf_tokens == list(spec.tokens) if hf_tokens is not None else None,
-        )
+        yield record(request, setting, rep, spec, plain, hf_seconds, hf_tokens)
+
+
+def record(
+    request: Request,
+    setting: BenchSetting,
+    rep: int,
+    spec: GenerationResult,
+    plain: GenerationResult,
+    hf_seconds: float | None,
+    hf_tokens: list[int] | None,
+) -> Record:
+    """One repetition's record: the speculative run against its plain run and transformers'."""
+    return Record(
+        request_id=request.id,
+        category=request.category,
+        setting=setting,
+        repetition=rep,
+        metrics=request_metrics(spec, plain),
+        hf_latency=hf_seconds,
+        hf_tokens=len(hf_tokens) if hf_tokens is not None else None,
+        hf_identical=hf_tokens == list(spec.tokens) if hf_tokens is not None else None,
+    )
 
 
 @torch.no_grad()

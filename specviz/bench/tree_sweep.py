@@ -20,8 +20,7 @@ from typing import Any
 
 from specviz.api import autoregressive_generate
 from specviz.bench.assisted import has_hf_counterpart, hf_generate
-from specviz.bench.metrics import request_metrics
-from specviz.bench.runner import Record, speculative_run
+from specviz.bench.runner import Record, record, speculative_run
 from specviz.bench.setting import MODEL_DRAFTERS, BenchSetting
 from specviz.bench.trees import CHAIN_OF, TREE_RULES, top_k_capacity
 from specviz.bench.workloads import Request
@@ -185,16 +184,7 @@ def run_sweep_request(
             if rep < 0:
                 continue
             hf_seconds, hf_tokens = hf.get(setting, (None, None))
-            yield Record(
-                request_id=request.id,
-                category=request.category,
-                setting=setting,
-                repetition=rep,
-                metrics=request_metrics(spec, plain),
-                hf_latency=hf_seconds,
-                hf_tokens=len(hf_tokens) if hf_tokens is not None else None,
-                hf_identical=hf_tokens == list(spec.tokens) if hf_tokens is not None else None,
-            )
+            yield record(request, setting, rep, spec, plain, hf_seconds, hf_tokens)
 
 
 def run_sweep(
