@@ -32,7 +32,9 @@ class DrafterOptions:
     one-token matches out). model_cls and make_cache swap the draft-model drafter's class and
     cached forward (the statistical suite's mutants; transformers' forward for a benchmark).
     tree_nodes, tree_depth and tree_width bound the tree drafters' trees: at most that many
-    nodes, levels, and children per node. A tree drafter drafts through specviz.fast.lean's
+    nodes, levels, and children per node. heads: the folder with the drafting heads' weights
+    (eagle.safetensors, medusa.safetensors) trained for this target; None: the shipped ones.
+    A tree drafter drafts through specviz.fast.lean's
     forward where it applies, or transformers' (a KVCache) when make_cache is given.
     """
 
@@ -46,6 +48,7 @@ class DrafterOptions:
     tree_nodes: int = 8  # the sweep's best budget on the bundled pair (benchmarks/RESULTS.md)
     tree_depth: int = 4
     tree_width: int = 4
+    heads: str | None = None  # folder of eagle/medusa .safetensors (None: the shipped ones)
 
     def __post_init__(self) -> None:
         for flag, value in (
@@ -194,6 +197,22 @@ def _tree_ngram(
     )  # fmt: skip
 
 
+def _head(kind: str, tree: bool = False, sampled: bool = False) -> Factory:
+    """A drafting head trained on the target's own features (specviz.heads)."""
+
+    def build(target: Any, _draft: Any, sampling: SamplingConfig, o: DrafterOptions) -> Any:
+        from specviz.drafters.tree_model import TreeShape
+        from specviz.heads.build import build_head_drafter
+
+        shape = TreeShape(nodes=o.tree_nodes, depth=o.tree_depth, width=o.tree_width)
+        return build_head_drafter(
+            kind, target, sampling, tree=shape if tree else None, sampled=sampled,
+            lean=o.make_cache is None, folder=o.heads,
+        )  # fmt: skip
+
+    return build
+
+
 SPECS = (
     DrafterSpec(
         name="model",
@@ -245,6 +264,20 @@ SPECS = (
         build=_early_exit(share=True),
     ),
     DrafterSpec(
+        name="eagle",
+        label="EAGLE head on the target's features",
+        description="one trained layer predicts the target's next feature, drafting gamma tokens",
+        uses_draft_model=False,
+        build=_head("eagle"),
+    ),
+    DrafterSpec(
+        name="medusa",
+        label="Medusa heads on the target's features",
+        description="trained heads guess 2, 3, ... tokens ahead from the target's last feature",
+        uses_draft_model=False,
+        build=_head("medusa"),
+    ),
+    DrafterSpec(
         name="tree-model",
         label="tree: draft model's top-k children",
         description="the draft model grows a tree of its likeliest tokens (EAGLE-2 style)",
@@ -266,6 +299,30 @@ SPECS = (
         description="every distinct earlier continuation of the last n tokens as a branch",
         uses_draft_model=False,
         build=_tree_ngram,
+        tree=True,
+    ),
+    DrafterSpec(
+        name="eagle-tree",
+        label="tree: EAGLE head's top-k children",
+        description="the EAGLE head grows a tree of its likeliest tokens (EAGLE-2 style)",
+        uses_draft_model=False,
+        build=_head("eagle", tree=True),
+        tree=True,
+    ),
+    DrafterSpec(
+        name="eagle-tree-sampled",
+        label="tree: children sampled from the EAGLE head",
+        description="each node gets width children drawn i.i.d. from the EAGLE head's q",
+        uses_draft_model=False,
+        build=_head("eagle", tree=True, sampled=True),
+        tree=True,
+    ),
+    DrafterSpec(
+        name="medusa-tree",
+        label="tree: Medusa heads' top-k children",
+        description="the Medusa heads' likeliest tokens at each depth, combined into a tree",
+        uses_draft_model=False,
+        build=_head("medusa", tree=True),
         tree=True,
     ),
 )

@@ -242,9 +242,14 @@ class LeanLlama:
         for index, weights in enumerate(self.layers):
             x = self._layer(index, weights, x, start, rope, mask)
         self.length = end
+        return self._logits(x, keep, start)  # (T or keep, V)
+
+    def _logits(self, x: Tensor, keep: int, start: int) -> Tensor:
+        """The output head on the last decoder layer's x (T, H) (the last `keep` rows)."""
+        del start  # where x begins: used by subclasses that record hidden states
         x = x[-keep:] if keep else x
         logits: Tensor = self.head(self.final_norm(x))
-        return logits  # (T or keep, V)
+        return logits
 
     def _layer(
         self,

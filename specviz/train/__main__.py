@@ -23,6 +23,15 @@ def build_parser() -> argparse.ArgumentParser:
     teacher = sub.add_parser("teacher", help="cache the target's top-k log-probs (resumable)")
     teacher.add_argument("--jobs", type=int, default=100_000, help="highest shard index + 1")
     teacher.add_argument("--hours", type=_hours, default=None, help="stop after this long")
+    features = sub.add_parser("features", help="cache the target's hidden states (resumable)")
+    features.add_argument("--jobs", type=int, default=400, help="highest shard index + 1")
+    features.add_argument("--hours", type=_hours, default=None, help="stop after this long")
+    features.add_argument("--worker", default="0/1", help="k/n: this process makes jobs i % n == k")
+    heads = sub.add_parser("heads", help="train the EAGLE head or the Medusa heads (resumable)")
+    heads.add_argument("which", choices=("eagle", "medusa"))
+    heads.add_argument("--hours", type=_hours, default=None, help="stop after this long")
+    heads.add_argument("--steps", type=int, default=1_000_000, help="stop at this step")
+    heads.add_argument("--total-steps", type=int, default=2000, help="length of the lr schedule")
     student = sub.add_parser("student", help="distil the draft from the shards (resumable)")
     student.add_argument("--hours", type=_hours, default=None, help="stop after this long")
     student.add_argument("--steps", type=int, default=1_000_000, help="stop at this step")
@@ -48,6 +57,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         from specviz.train.teacher import TeacherConfig, run_teacher
 
         run_teacher(TeacherConfig(), args.jobs, args.hours, args.threads)
+    elif args.step == "features":
+        from specviz.train.features import FeatureConfig, run_features
+
+        k, n = (int(x) for x in args.worker.split("/"))
+        run_features(FeatureConfig(), range(k, args.jobs, n), args.hours, args.threads)
+    elif args.step == "heads":
+        from specviz.train.heads import HeadConfig, run_heads
+
+        cfg = HeadConfig(which=args.which, total_steps=args.total_steps)
+        print(run_heads(cfg, args.steps, args.hours, args.threads))
     elif args.step == "student":
         from specviz.train.student import StudentConfig, run_student
 

@@ -162,3 +162,62 @@ def training_prompts(generator: torch.Generator) -> list[str]:
         prompts += maker(doc["text"])
     order = torch.randperm(len(prompts), generator=generator).tolist()
     return [prompts[i] for i in order]
+
+
+JSON_THINGS = (
+    "a city you would like to visit",
+    "a fictional book",
+    "a pet adoption listing",
+    "a laptop for sale",
+    "a weekly workout plan",
+    "a recipe for soup",
+    "a concert ticket",
+    "an employee record",
+    "a movie you like",
+    "a hotel booking",
+    "a planet",
+    "a board game",
+)
+JSON_KEYS = (
+    "name, type, price",
+    "title, year, rating, tags",
+    "id, name, email, active",
+    "name, country, population, languages",
+    "title, steps, minutes",
+)
+STORY_OPENINGS = (
+    "Once upon a time, a young {t} enthusiast",
+    "The first thing you should know about {t} is that",
+    "It was a quiet morning when I first learned about {t}, and",
+    "Here is a short essay on {t}.\n\n",
+    "My grandmother always said that {t}",
+)
+
+
+def _stub_prompts(source: str) -> list[str]:
+    """A stdlib function's signature and docstring, for the target to complete."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    lines, stubs = source.splitlines(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and ast.get_docstring(node) and node.body:
+            doc = node.body[0]
+            if doc.end_lineno and doc.end_lineno - node.lineno < 12 and node.col_offset == 0:
+                stubs.append("\n".join(lines[node.lineno - 1 : doc.end_lineno]) + "\n")
+    return stubs
+
+
+def workload_style_prompts(docs: list[dict[str, str]], generator: torch.Generator) -> list[str]:
+    """Requests in the styles a benchmark sends: code stubs, JSON to fill in, text to continue."""
+    prompts = [p for d in docs if d["kind"] == "code" for p in _stub_prompts(d["text"])]
+    keep = torch.randperm(len(prompts), generator=generator)[:3000].tolist()
+    prompts = [prompts[i] for i in keep]
+    for thing in JSON_THINGS:
+        for keys in JSON_KEYS:
+            head = '{"' + keys.split(",")[0] + '":'
+            prompts += [f"Describe {thing} as JSON with keys {keys}.\n{head}"] * 2
+            prompts.append(f"Give {thing} as a JSON object ({keys}).")
+    prompts += [s.format(t=t) for s in STORY_OPENINGS for t in TOPICS] * 2
+    return prompts

@@ -148,7 +148,7 @@ def corpus_windows(
     by_kind = {k: [d["text"] for d in docs if d["kind"] == k] for k in ("code", "prose")}
     rows: list[list[int]] = []
     while len(rows) < count:
-        pool = by_kind["code" if len(rows) % 2 == 0 else "prose"]
+        pool = by_kind["code" if len(rows) % 2 == 0 else "prose"] or by_kind["code"]
         text = pool[int(torch.randint(len(pool), (1,), generator=gen))]
         start = int(torch.randint(max(1, len(text) - length * 3), (1,), generator=gen))
         start = text.rfind("\n", 0, start) + 1

@@ -9,7 +9,7 @@ the drafter rolls its own cache back and feeds the kept tokens next round.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Generator, Iterator
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -18,6 +18,7 @@ from transformers import PretrainedConfig
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, check_max_new_tokens
 from specviz.core.decoding import clock, make_generator, resampled
+from specviz.core.drafter import SharesTargetCache
 from specviz.core.events import (
     Accepted,
     Bonus,
@@ -84,7 +85,8 @@ class TreeDecoder:
     ) -> None:
         """Set up a decode of prompt_ids; nothing runs until events() is iterated.
 
-        make_cache: the target's cached forward (default transformers' forward with a KVCache).
+        make_cache: the target's cached forward (default transformers' forward with a KVCache);
+        a drafter that shares the target's cache (SharesTargetCache) provides it instead.
         """
         check_max_new_tokens(max_new_tokens)
         check_tree_attention(target)
@@ -92,7 +94,10 @@ class TreeDecoder:
         self.sampling, self.max_new_tokens, self.stop_ids = sampling, max_new_tokens, stop_ids
         self.device = target.device
         self.ids, self.prompt_len = list(prompt_ids), len(prompt_ids)
-        self.target_cache = make_cache(target)
+        if isinstance(drafter, SharesTargetCache):
+            self.target_cache = cast(TreeCache, drafter.target_cache(target))
+        else:
+            self.target_cache = make_cache(target)
         self.cached = 0  # committed positions in the target's cache
         self.generator = make_generator(sampling, self.device)
 

@@ -1,0 +1,57 @@
+"""Build the head drafters by name (the registry's factories for eagle*, medusa*)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from specviz.core.config import SamplingConfig
+from specviz.drafters.tree_model import TreeShape
+from specviz.heads.cache import EagleCache, HeadCache, MedusaCache
+from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
+from specviz.heads.eagle import EagleHead
+from specviz.heads.medusa import MedusaHeads
+from specviz.heads.tap import FeatureCache, feature_cache
+from specviz.heads.weights import load_head
+
+
+def head_cache(kind: str, target: Any, folder: str | Path | None = None) -> HeadCache:
+    """The head of `kind` ('eagle' or 'medusa') for target, as a cached forward.
+
+    folder: where {kind}.safetensors lies (None: the heads shipped for the bundled target).
+    """
+    path = None if folder is None else Path(folder) / f"{kind}.safetensors"
+    module, head_tokens = load_head(kind, target, path)
+    if isinstance(module, EagleHead):
+        return EagleCache(target, module, head_tokens)
+    assert isinstance(module, MedusaHeads)
+    return MedusaCache(target, module, head_tokens)
+
+
+def build_head_drafter(
+    kind: str,
+    target: Any,
+    sampling: SamplingConfig,
+    *,
+    tree: TreeShape | None = None,
+    sampled: bool = False,
+    lean: bool = True,
+    folder: str | Path | None = None,
+) -> HeadDrafter | HeadTreeDrafter:
+    """A chain (tree None) or tree drafter over the shipped head of `kind` for target.
+
+    lean: verify through specviz.fast.lean's forward where it applies (else transformers').
+    folder: where the weights lie (head_cache). A Medusa tree is no deeper than its heads.
+    """
+    cache = head_cache(kind, target, folder)
+    make_target = feature_cache if lean else FeatureCache
+    if tree is None:
+        return HeadDrafter(cache, sampling, make_target_cache=make_target)
+    if isinstance(cache, MedusaCache) and tree.depth > cache.heads.k:
+        raise ValueError(
+            f"the Medusa drafter has {cache.heads.k} heads: set the tree depth to at most "
+            f"{cache.heads.k} (got {tree.depth})"
+        )
+    return HeadTreeDrafter(
+        cache, sampling, shape=tree, sampled=sampled, make_target_cache=make_target
+    )

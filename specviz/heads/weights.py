@@ -1,0 +1,113 @@
+"""Shipped drafting-head weights: where they live, how they are saved, loaded and checked.
+
+A head is only meaningful for the target whose features it was trained on, so every weights
+file records that target's name and a fingerprint of its embeddings; loading refuses another
+target with an error that says what to use instead.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from specviz.heads.eagle import EagleHead, EagleShape
+from specviz.heads.medusa import MedusaHeads
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets" / "heads"  # {kind}.safetensors
+RANKING = Path(__file__).resolve().parent.parent / "assets" / "draft" / "token_ranking.safetensors"
+HEAD_TOKENS = 8192  # output-head rows the heads score (q = 0 elsewhere)
+KINDS = ("eagle", "medusa")
+FORMAT = 1
+
+
+def bundled_head_tokens(size: int = HEAD_TOKENS) -> Tensor:
+    """The `size` token ids (S,) carrying most of the bundled target's probability."""
+    from safetensors.torch import load_file
+
+    return load_file(str(RANKING))["ranking"].long()[:size]
+
+
+def fingerprint(target: Any) -> str:
+    """'V x D: mean |embedding|' of the first 1024 rows: tells one target's weights apart."""
+    embed = target.get_input_embeddings().weight.detach()
+    return f"{embed.shape[0]}x{embed.shape[1]}:{float(embed[:1024].double().abs().mean()):.6f}"
+
+
+def head_path(kind: str) -> Path:
+    """The shipped weights of one head kind."""
+    return ASSETS / f"{kind}.safetensors"
+
+
+def save_head(
+    module: nn.Module,
+    kind: str,
+    head_tokens: Tensor,
+    target: Any,
+    summary: dict[str, Any],
+    folder: Path,
+) -> Path:
+    """Write module (bf16) and head_tokens to folder/{kind}.safetensors with its metadata."""
+    from safetensors.torch import save_file
+
+    tensors = {
+        k: v.detach().to(torch.bfloat16).contiguous() for k, v in module.state_dict().items()
+    }
+    tensors["head_tokens"] = head_tokens.to(torch.int32).contiguous()
+    meta = {
+        "format": str(FORMAT),
+        "kind": kind,
+        "target": str(getattr(target.config, "_name_or_path", "")),
+        "fingerprint": fingerprint(target),
+        "shape": json.dumps(EagleShape.of(target.config).as_dict()),
+        "heads": str(getattr(module, "k", 0)),
+        "steps": str(summary.get("step", 0)),
+    }
+    path = folder / f"{kind}.safetensors"
+    save_file(tensors, str(path), metadata=meta)
+    return path
+
+
+def head_problem(target: Any, path: Path) -> str | None:
+    """Why the head at path cannot draft for target, or None if it can."""
+    if not path.is_file():
+        return f"no head weights at {path}"
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as handle:
+        meta = handle.metadata() or {}
+    config = getattr(target, "config", None)
+    if config is None or getattr(config, "model_type", None) != "llama":
+        return "the shipped heads were trained on the bundled SmolLM2 (a Llama) target"
+    if meta.get("fingerprint") != fingerprint(target):
+        return (
+            f"this head was trained on the features of {meta.get('target') or 'another model'} "
+            f"(fingerprint {meta.get('fingerprint')}); this target's is {fingerprint(target)}"
+        )
+    return None
+
+
+def load_head(kind: str, target: Any, path: Path | None = None) -> tuple[nn.Module, Tensor]:
+    """The head module (target's dtype and device, eval) and its head tokens (S,)."""
+    from safetensors.torch import load_file
+
+    path = path or head_path(kind)
+    problem = head_problem(target, path)
+    if problem is not None:
+        raise ValueError(
+            f"the {kind} drafter cannot draft for this target: {problem}. Train one for it "
+            "(python -m specviz.train features, then heads), or use another drafter"
+        )
+    tensors = load_file(str(path))
+    head_tokens = tensors.pop("head_tokens").long()
+    if kind == "eagle":
+        module: nn.Module = EagleHead(EagleShape.of(target.config))
+    else:
+        k = sum(1 for name in tensors if name.endswith(".weight"))
+        module = MedusaHeads(int(target.config.hidden_size), k)
+    module.load_state_dict({k: v.float() for k, v in tensors.items()})
+    weight = target.get_output_embeddings().weight
+    return module.to(device=weight.device, dtype=weight.dtype).eval(), head_tokens

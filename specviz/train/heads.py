@@ -1,0 +1,257 @@
+"""Step ``heads``: train an EAGLE-style head or Medusa heads on the cached target features.
+
+Reads the shards of step ``features`` (shards with index % 20 == 1 are held out for
+validation), keeps the target frozen (its embeddings and output head rows for the head tokens
+are only read) and trains the new parameters with AdamW, checkpointing every few minutes, so
+that a stopped run resumes where it stopped. Losses, per position i:
+
+* EAGLE: smooth L1 between f̂_i and the target's feature f_i, plus `token_weight` × the cross
+  entropy of q(x_{i+1}) from f̂_i against p_target(x_{i+1}) from f_i (over the head tokens);
+  the input features f_{i-1} carry uniform noise of ±`noise` (as in the EAGLE paper).
+* Medusa: for each head k, the cross entropy of its guess at x_{i+1+k} against
+  p_target(x_{i+1+k}) (the target's own distribution there, from f_{i+k}).
+
+Validation reports α₁ = Σ_x min(p, q) at T = 1 for the first drafted token (EAGLE) or for each
+head's guess given the true features, and the greedy agreement argmax q = argmax p.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from specviz.heads.eagle import EagleHead, EagleShape
+from specviz.heads.medusa import MedusaHeads
+from specviz.heads.weights import bundled_head_tokens, save_head
+from specviz.train.common import Deadline, load_target, save_atomic, work_dir, write_json_atomic
+from specviz.train.features import feature_dir
+
+LOG = logging.getLogger("specviz.train.heads")
+Seq = dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class HeadConfig:
+    """Knobs of the head training."""
+
+    which: str = "eagle"  # or "medusa"
+    medusa_heads: int = 4
+    lr: float = 1e-3
+    warmup: int = 50
+    total_steps: int = 2000
+    batch_positions: int = 2048
+    max_len: int = 448
+    token_weight: float = 0.5
+    noise: float = 0.2
+    val_every: int = 50
+    ckpt_every_s: float = 300.0
+    seed: int = 97531
+
+
+def head_dir(which: str) -> Path:
+    """Folder with ``ckpt.pt`` and ``metrics.json`` for one head kind."""
+    path = work_dir() / f"head-{which}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def load_shards() -> tuple[list[Seq], list[Seq], str]:
+    """(train, validation) sequences from every feature shard, and a digest of the shard list."""
+    import hashlib
+
+    train: list[Seq] = []
+    val: list[Seq] = []
+    names: list[str] = []
+    for path in sorted(feature_dir().glob("features_*.pt")):
+        shard = torch.load(path, weights_only=False)
+        index = int(path.stem.split("_")[1])
+        (val if index % 20 == 1 else train).extend(shard["seqs"])
+        names.append(f"{path.name}:{path.stat().st_size}")
+    digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
+    return train, val, digest
+
+
+def collate(seqs: list[Seq], max_len: int) -> dict[str, Tensor]:
+    """Right-padded tokens (B, L), features (B, L, D), log-normalisers (B, L), loss mask (B, L)."""
+    length = min(max_len, max(int(s["tokens"].shape[0]) for s in seqs))
+    b, d = len(seqs), int(seqs[0]["features"].shape[1])
+    tokens = torch.zeros(b, length, dtype=torch.long)
+    feats = torch.zeros(b, length, d)
+    logz = torch.zeros(b, length)
+    mask = torch.zeros(b, length, dtype=torch.bool)
+    for row, s in enumerate(seqs):
+        n = min(length, int(s["tokens"].shape[0]))
+        tokens[row, :n] = s["tokens"][:n].long()
+        feats[row, :n] = s["features"][:n].float()
+        logz[row, :n] = s["logz"][:n]
+        mask[row, max(0, int(s["start"]) - 1) : n] = True
+    return {"tokens": tokens, "features": feats, "logz": logz, "mask": mask}
+
+
+def pick(pool: list[Seq], budget: int, max_len: int, gen: torch.Generator) -> list[Seq]:
+    """Random sequences holding about `budget` positions."""
+    out, used = [], 0
+    while used < budget:
+        s = pool[int(torch.randint(len(pool), (1,), generator=gen))]
+        out.append(s)
+        used += min(max_len, int(s["tokens"].shape[0]))
+    return out
+
+
+class Trainer:
+    """The frozen target parts, the head being trained and its losses."""
+
+    def __init__(self, cfg: HeadConfig, target: Any) -> None:
+        """Build a fresh head for target and keep its embeddings and head-token output rows."""
+        self.cfg = cfg
+        self.head_tokens = bundled_head_tokens()
+        self.embed = target.get_input_embeddings().weight.detach()  # (V, D)
+        out = target.get_output_embeddings().weight.detach()
+        self.rows = out.index_select(0, self.head_tokens).contiguous()  # (S, D)
+        self.shape = EagleShape.of(target.config)
+        torch.manual_seed(cfg.seed)  # parameter init only; data order has its own generator
+        if cfg.which == "eagle":
+            self.module: torch.nn.Module = EagleHead(self.shape)
+        else:
+            self.module = MedusaHeads(self.shape.width, cfg.medusa_heads)
+
+    def p_target(self, feats: Tensor, logz: Tensor) -> Tensor:
+        """p_target over the head tokens (…, S) from features (…, D) (mass off S left out)."""
+        return torch.exp(feats @ self.rows.T - logz[..., None])
+
+    def losses(self, batch: dict[str, Tensor], gen: torch.Generator | None) -> dict[str, Tensor]:
+        """Mean loss (with grad) and, without grad, α₁ and greedy agreement per guess."""
+        if self.cfg.which == "eagle":
+            return self._eagle(batch, gen)
+        return self._medusa(batch)
+
+    def _eagle(self, batch: dict[str, Tensor], gen: torch.Generator | None) -> dict[str, Tensor]:
+        tokens, feats, mask = batch["tokens"], batch["features"], batch["mask"]
+        prev = torch.cat([torch.zeros_like(feats[:, :1]), feats[:, :-1]], 1)  # f_{i-1}
+        if gen is not None and self.cfg.noise:
+            prev = prev + (torch.rand(prev.shape, generator=gen) * 2 - 1) * self.cfg.noise
+        positions = torch.arange(tokens.shape[1])
+        assert isinstance(self.module, EagleHead)
+        guessed, _ = self.module(self.embed[tokens], prev, positions)  # (B, L, D)
+        reg = F.smooth_l1_loss(guessed, feats, reduction="none").mean(-1)  # (B, L)
+        with torch.no_grad():
+            p = self.p_target(feats, batch["logz"])  # (B, L, S)
+        q_log = torch.log_softmax(guessed @ self.rows.T, -1)  # (B, L, S)
+        ce = -(p * q_log).sum(-1)
+        m = mask.float()
+        loss = ((reg + self.cfg.token_weight * ce) * m).sum() / m.sum()
+        return {"loss": loss, **self._quality(p, q_log.detach(), m)}
+
+    def _medusa(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        feats, mask = batch["features"], batch["mask"]
+        assert isinstance(self.module, MedusaHeads)
+        with torch.no_grad():
+            p = self.p_target(feats, batch["logz"])  # (B, L, S): x_{i+1} from f_i
+        guessed = self.module(feats)  # (B, L, K, D)
+        total, out = torch.zeros(()), {}
+        for k in range(1, self.module.k + 1):  # head k at i guesses x_{i+1+k}: p at i + k
+            q_log = torch.log_softmax(guessed[:, :-k, k - 1] @ self.rows.T, -1)
+            m = (mask[:, :-k] & mask[:, k:]).float()
+            total = total + (-(p[:, k:] * q_log).sum(-1) * m).sum() / m.sum()
+            for name, value in self._quality(p[:, k:], q_log.detach(), m).items():
+                out[f"{name}_{k}"] = value
+        return {"loss": total / self.module.k, **out}
+
+    @staticmethod
+    def _quality(p: Tensor, q_log: Tensor, m: Tensor) -> dict[str, Tensor]:
+        """α = Σ min(p, q) and greedy agreement, averaged over the masked positions."""
+        alpha = torch.minimum(p, q_log.exp()).sum(-1)
+        agree = (p.argmax(-1) == q_log.argmax(-1)).float()
+        return {"alpha": (alpha * m).sum() / m.sum(), "agree": (agree * m).sum() / m.sum()}
+
+
+def learning_rate(cfg: HeadConfig, step: int) -> float:
+    """Linear warmup, then cosine decay to 10 % over total_steps."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    frac = min(1.0, (step - cfg.warmup) / max(1, cfg.total_steps - cfg.warmup))
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+@torch.no_grad()
+def validate(trainer: Trainer, val: list[Seq], cfg: HeadConfig) -> dict[str, float]:
+    """Mean losses and quality over (up to 48 of) the held-out sequences."""
+    trainer.module.eval()
+    sums: dict[str, float] = {}
+    chunks = [val[i : i + 8] for i in range(0, min(len(val), 48), 8)]
+    for chunk in chunks:
+        for name, value in trainer.losses(collate(chunk, cfg.max_len), None).items():
+            sums[name] = sums.get(name, 0.0) + float(value) / len(chunks)
+    trainer.module.train()
+    return {f"val_{k}": round(v, 4) for k, v in sums.items()}
+
+
+def run_heads(cfg: HeadConfig, max_steps: int, seconds: float | None, threads: int) -> Path:
+    """Train until max_steps or the time budget; checkpoint; export the weights; return them."""
+    target, _ = load_target(threads)
+    trainer = Trainer(cfg, target)
+    optimizer = torch.optim.AdamW(trainer.module.parameters(), lr=cfg.lr, weight_decay=0.0)
+    folder = head_dir(cfg.which)
+    state: dict[str, Any] = {"step": 0, "elapsed": 0.0, "positions": 0, "history": []}
+    if (folder / "ckpt.pt").is_file():
+        ckpt = torch.load(folder / "ckpt.pt", weights_only=False)
+        trainer.module.load_state_dict(ckpt["module"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        state = ckpt["state"]
+        LOG.info("resumed %s at step %d", cfg.which, state["step"])
+    train, val, digest = load_shards()
+    if not train or not val:
+        raise SystemExit(f"no feature shards in {feature_dir()}; run the `features` step first")
+    LOG.info("%d train / %d validation sequences (shards %s)", len(train), len(val), digest)
+    gen = torch.Generator().manual_seed(cfg.seed + state["step"])
+    deadline, began, last = Deadline(seconds), time.monotonic(), time.monotonic()
+    base = state["elapsed"]
+    trainer.module.train()
+    while state["step"] < max_steps and not deadline.passed():
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(cfg, state["step"])
+        batch = collate(pick(train, cfg.batch_positions, cfg.max_len, gen), cfg.max_len)
+        out = trainer.losses(batch, gen)
+        optimizer.zero_grad(set_to_none=True)
+        out["loss"].backward()  # type: ignore[no-untyped-call]
+        torch.nn.utils.clip_grad_norm_(trainer.module.parameters(), 1.0)
+        optimizer.step()
+        state["step"] += 1
+        state["positions"] += int(batch["mask"].sum())
+        state["elapsed"] = base + time.monotonic() - began
+        if state["step"] % cfg.val_every == 0:
+            row = {
+                "step": state["step"],
+                "elapsed": round(state["elapsed"]),
+                "loss": float(out["loss"]),
+            }
+            row.update(validate(trainer, val, cfg))
+            state["history"].append(row)
+            LOG.info("%s", row)
+        if time.monotonic() - last > cfg.ckpt_every_s or deadline.passed():
+            _checkpoint(folder, trainer, optimizer, state)
+            last = time.monotonic()
+    _checkpoint(folder, trainer, optimizer, state)
+    summary = {"config": asdict(cfg), "data": digest, **state, "train_sequences": len(train)}
+    write_json_atomic(folder / "metrics.json", summary)
+    return save_head(trainer.module, cfg.which, trainer.head_tokens, target, summary, folder)
+
+
+def _checkpoint(folder: Path, trainer: Trainer, optimizer: Any, state: dict[str, Any]) -> None:
+    """Save the head, optimizer and progress (atomic)."""
+    save_atomic(
+        {
+            "module": trainer.module.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "state": state,
+        },
+        folder / "ckpt.pt",
+    )

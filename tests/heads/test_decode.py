@@ -1,0 +1,60 @@
+"""Head drafters decode exactly: greedy output equals plain greedy decoding, chains and trees."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.decoding import SpeculativeDecoder, autoregressive_events
+from specviz.core.events import Accepted, Sampled, TreeProposed
+from specviz.drafters.tree_model import TreeShape
+from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
+from specviz.heads.tap import FeatureCache, FeatureLean
+from specviz.tree.decoding import TreeDecoder
+from tests.conftest import VOCAB, tiny_model
+from tests.heads.helpers import random_head
+
+PROMPT = [5, 6, 7, 8, 5, 6]
+HEAD_TOKENS = torch.arange(2, VOCAB)  # q = 0 on tokens 0 and 1
+
+
+@pytest.fixture(scope="module")
+def target() -> Any:
+    return tiny_model("llama", seed=5, scale=3.0)
+
+
+def _plain(target: Any, n: int) -> list[int]:
+    sampling = SamplingConfig(temperature=0.0)
+    events = autoregressive_events(target, PROMPT, sampling=sampling, max_new_tokens=n)
+    return [e.token for e in events if isinstance(e, Sampled)]
+
+
+@pytest.mark.parametrize("kind", ["eagle", "medusa"])
+@pytest.mark.parametrize("make_target", [FeatureCache, FeatureLean])
+@pytest.mark.parametrize("tree", [None, "topk", "sampled"])
+def test_greedy_heads_match_plain_greedy(
+    target: Any, kind: str, make_target: Any, tree: str | None
+) -> None:
+    sampling = SamplingConfig(temperature=0.0)
+    cache = random_head(kind, target, seed=11, head_tokens=HEAD_TOKENS)
+    n = 24
+    if tree is None:
+        drafter: Any = HeadDrafter(cache, sampling, make_target_cache=make_target)
+        decoder: Any = SpeculativeDecoder(
+            target, drafter, PROMPT, sampling=sampling,
+            speculation=SpeculationConfig(gamma=3, max_new_tokens=n),
+        )  # fmt: skip
+    else:
+        shape = TreeShape(nodes=6, depth=3, width=2)
+        drafter = HeadTreeDrafter(
+            cache, sampling, shape=shape, sampled=tree == "sampled", make_target_cache=make_target
+        )
+        decoder = TreeDecoder(target, drafter, PROMPT, sampling=sampling, max_new_tokens=n)
+    events = list(decoder.events())
+    ids = decoder.ids[len(PROMPT) :]
+    assert ids == _plain(target, n)
+    assert any(isinstance(e, TreeProposed) for e in events) == (tree is not None)
+    assert sum(isinstance(e, Accepted) for e in events) >= 0
