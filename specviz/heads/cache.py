@@ -70,6 +70,20 @@ class HeadCache:
         """Token positions fed so far."""
         return self.length
 
+    def forward(
+        self,
+        input_ids: Tensor,
+        keep: int = 0,
+        positions: Tensor | None = None,
+        visible: Tensor | None = None,
+    ) -> Tensor:
+        """Feed tokens (T,) at positions; logits (T, V), or (keep, V) for the last."""
+        raise NotImplementedError
+
+    def crop(self, length: int) -> None:
+        """Roll back to at most `length` positions."""
+        raise NotImplementedError
+
     def keep_only(self, indices: Tensor) -> None:
         """Not needed: tree drafters crop their draft cache back to the prefix."""
         raise ValueError("a drafting head's cache is cropped, never compacted")

@@ -32,6 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     heads.add_argument("--hours", type=_hours, default=None, help="stop after this long")
     heads.add_argument("--steps", type=int, default=1_000_000, help="stop at this step")
     heads.add_argument("--total-steps", type=int, default=2000, help="length of the lr schedule")
+    heval = sub.add_parser("heads-eval", help="held-out alpha per draft position, agreement, c")
+    heval.add_argument("which", choices=("eagle", "medusa"))
+    heval.add_argument("--heads", default=None, help="folder of the weights (default: shipped)")
+    heval.add_argument("--prompts", type=int, default=16, help="held-out prompts per kind")
     student = sub.add_parser("student", help="distil the draft from the shards (resumable)")
     student.add_argument("--hours", type=_hours, default=None, help="stop after this long")
     student.add_argument("--steps", type=int, default=1_000_000, help="stop at this step")
@@ -67,6 +71,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         cfg = HeadConfig(which=args.which, total_steps=args.total_steps)
         print(run_heads(cfg, args.steps, args.hours, args.threads))
+    elif args.step == "heads-eval":
+        from specviz.train.heads_eval import run_heads_eval
+
+        print(run_heads_eval(args.which, args.heads, args.prompts, args.threads))
     elif args.step == "student":
         from specviz.train.student import StudentConfig, run_student
 

@@ -52,6 +52,7 @@ class HeadConfig:
     token_weight: float = 0.5
     noise: float = 0.2
     val_every: int = 50
+    refresh_every: int = 50  # steps between looks for new feature shards
     ckpt_every_s: float = 300.0
     seed: int = 97531
 
@@ -63,20 +64,31 @@ def head_dir(which: str) -> Path:
     return path
 
 
-def load_shards() -> tuple[list[Seq], list[Seq], str]:
-    """(train, validation) sequences from every feature shard, and a digest of the shard list."""
-    import hashlib
+class ShardPool:
+    """Feature sequences in memory; shards with index % 20 == 1 are held out for validation."""
 
-    train: list[Seq] = []
-    val: list[Seq] = []
-    names: list[str] = []
-    for path in sorted(feature_dir().glob("features_*.pt")):
-        shard = torch.load(path, weights_only=False)
-        index = int(path.stem.split("_")[1])
-        (val if index % 20 == 1 else train).extend(shard["seqs"])
-        names.append(f"{path.name}:{path.stat().st_size}")
-    digest = hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
-    return train, val, digest
+    def __init__(self) -> None:
+        """Nothing loaded yet."""
+        self.train: list[Seq] = []
+        self.val: list[Seq] = []
+        self.names: list[str] = []
+
+    def refresh(self) -> int:
+        """Load the shards that appeared since the last call; return how many."""
+        fresh = [p for p in sorted(feature_dir().glob("features_*.pt")) if p.name not in self.names]
+        for path in fresh:
+            shard = torch.load(path, weights_only=False)
+            index = int(path.stem.split("_")[1])
+            (self.val if index % 20 == 1 else self.train).extend(shard["seqs"])
+            self.names.append(path.name)
+        return len(fresh)
+
+    def digest(self) -> str:
+        """A short hash of the loaded shards' names and contents' sizes."""
+        import hashlib
+
+        sizes = [f"{n}:{(feature_dir() / n).stat().st_size}" for n in sorted(self.names)]
+        return hashlib.sha256("\n".join(sizes).encode()).hexdigest()[:16]
 
 
 def collate(seqs: list[Seq], max_len: int) -> dict[str, Tensor]:
@@ -207,10 +219,11 @@ def run_heads(cfg: HeadConfig, max_steps: int, seconds: float | None, threads: i
         optimizer.load_state_dict(ckpt["optimizer"])
         state = ckpt["state"]
         LOG.info("resumed %s at step %d", cfg.which, state["step"])
-    train, val, digest = load_shards()
-    if not train or not val:
+    pool = ShardPool()
+    pool.refresh()
+    if not pool.train or not pool.val:
         raise SystemExit(f"no feature shards in {feature_dir()}; run the `features` step first")
-    LOG.info("%d train / %d validation sequences (shards %s)", len(train), len(val), digest)
+    LOG.info("%d train / %d validation sequences", len(pool.train), len(pool.val))
     gen = torch.Generator().manual_seed(cfg.seed + state["step"])
     deadline, began, last = Deadline(seconds), time.monotonic(), time.monotonic()
     base = state["elapsed"]
@@ -218,7 +231,9 @@ def run_heads(cfg: HeadConfig, max_steps: int, seconds: float | None, threads: i
     while state["step"] < max_steps and not deadline.passed():
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(cfg, state["step"])
-        batch = collate(pick(train, cfg.batch_positions, cfg.max_len, gen), cfg.max_len)
+        if state["step"] % cfg.refresh_every == 0 and pool.refresh():
+            LOG.info("now %d train / %d validation sequences", len(pool.train), len(pool.val))
+        batch = collate(pick(pool.train, cfg.batch_positions, cfg.max_len, gen), cfg.max_len)
         out = trainer.losses(batch, gen)
         optimizer.zero_grad(set_to_none=True)
         out["loss"].backward()  # type: ignore[no-untyped-call]
@@ -233,14 +248,21 @@ def run_heads(cfg: HeadConfig, max_steps: int, seconds: float | None, threads: i
                 "elapsed": round(state["elapsed"]),
                 "loss": float(out["loss"]),
             }
-            row.update(validate(trainer, val, cfg))
+            row.update(validate(trainer, pool.val, cfg))
             state["history"].append(row)
             LOG.info("%s", row)
         if time.monotonic() - last > cfg.ckpt_every_s or deadline.passed():
             _checkpoint(folder, trainer, optimizer, state)
             last = time.monotonic()
     _checkpoint(folder, trainer, optimizer, state)
-    summary = {"config": asdict(cfg), "data": digest, **state, "train_sequences": len(train)}
+    summary = {
+        "config": asdict(cfg),
+        "data": pool.digest(),
+        "shards": len(pool.names),
+        "train_sequences": len(pool.train),
+        "train_positions": sum(int(s["tokens"].shape[0]) for s in pool.train),
+        **state,
+    }
     write_json_atomic(folder / "metrics.json", summary)
     return save_head(trainer.module, cfg.which, trainer.head_tokens, target, summary, folder)
 
