@@ -90,6 +90,26 @@ class EagleHead(nn.Module):
         nn.init.zeros_(self.o_proj.weight)
         nn.init.zeros_(self.down_proj.weight)
 
+    def project(self, embeds: Tensor, features: Tensor, positions: Tensor) -> Projected:
+        """fc's output x (B, T, D) and rotated q (B, H, T, hd), k, v (B, kv, T, hd)."""
+        s = self.shape
+        b, t, _ = embeds.shape
+        x = self.fc(torch.cat([embeds, features], -1))  # (B, T, D)
+        cos, sin = rope(positions, s.head_dim, s.rope_theta)
+        q = apply_rope(self.q_proj(x).view(b, t, s.heads, s.head_dim), cos, sin)
+        k = apply_rope(self.k_proj(x).view(b, t, s.kv_heads, s.head_dim), cos, sin)
+        v = self.v_proj(x).view(b, t, s.kv_heads, s.head_dim)
+        return Projected(x=x, q=q.transpose(1, 2), k=k.transpose(1, 2), v=v.transpose(1, 2))
+
+    def finish(self, x: Tensor, attended: Tensor) -> Tensor:
+        """f̂ (B, T, D) from fc's output x and the attention output (B, H, T, hd)."""
+        s = self.shape
+        b, _, t, _ = attended.shape
+        x = x + self.o_proj(attended.transpose(1, 2).reshape(b, t, s.heads * s.head_dim))
+        h = F.rms_norm(x, (s.width,), self.norm_mlp, s.eps)
+        out: Tensor = x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+        return out
+
     def forward(
         self,
         embeds: Tensor,
@@ -103,25 +123,26 @@ class EagleHead(nn.Module):
         past: cached keys and values (B, kv_heads, S, hd), or None (then a causal pass);
         visible (T, S + T) bool replaces the causal mask. Returns f̂ and this call's keys/values.
         """
-        s = self.shape
-        b, t, _ = embeds.shape
-        x = self.fc(torch.cat([embeds, features], -1))  # (B, T, D)
-        cos, sin = rope(positions, s.head_dim, s.rope_theta)
-        q = apply_rope(self.q_proj(x).view(b, t, s.heads, s.head_dim), cos, sin)
-        k = apply_rope(self.k_proj(x).view(b, t, s.kv_heads, s.head_dim), cos, sin)
-        v = self.v_proj(x).view(b, t, s.kv_heads, s.head_dim)
-        k, v = k.transpose(1, 2), v.transpose(1, 2)  # (B, kv_heads, T, hd)
-        keys = k if past is None else torch.cat([past[0], k], 2)
-        values = v if past is None else torch.cat([past[1], v], 2)
+        pr = self.project(embeds, features, positions)
+        t = embeds.shape[1]
+        keys = pr.k if past is None else torch.cat([past[0], pr.k], 2)
+        values = pr.v if past is None else torch.cat([past[1], pr.v], 2)
         mask = None if visible is None else visible[None, None]
         causal = visible is None and past is None and t > 1
         if visible is None and past is not None and t > 1:
-            mask = torch.ones(t, keys.shape[2], dtype=torch.bool, device=x.device)
+            mask = torch.ones(t, keys.shape[2], dtype=torch.bool, device=pr.x.device)
             mask = mask.tril(keys.shape[2] - t)[None, None]
-        out = F.scaled_dot_product_attention(
-            q.transpose(1, 2), keys, values, attn_mask=mask, is_causal=causal, enable_gqa=True
+        attended = F.scaled_dot_product_attention(
+            pr.q, keys, values, attn_mask=mask, is_causal=causal, enable_gqa=True
         )  # (B, heads, T, hd)
-        x = x + self.o_proj(out.transpose(1, 2).reshape(b, t, s.heads * s.head_dim))
-        h = F.rms_norm(x, (s.width,), self.norm_mlp, s.eps)
-        x = x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
-        return x, (k, v)
+        return self.finish(pr.x, attended), (pr.k, pr.v)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Projected:
+    """A pass's fc output x (B, T, D), queries (B, H, T, hd), keys and values (B, kv, T, hd)."""
+
+    x: Tensor
+    q: Tensor
+    k: Tensor
+    v: Tensor

@@ -6,8 +6,10 @@ are only read) and trains the new parameters with AdamW, checkpointing every few
 that a stopped run resumes where it stopped. Losses, per position i:
 
 * EAGLE: smooth L1 between f̂_i and the target's feature f_i, plus `token_weight` × the cross
-  entropy of q(x_{i+1}) from f̂_i against p_target(x_{i+1}) from f_i (over the head tokens);
-  the input features f_{i-1} carry uniform noise of ±`noise` (as in the EAGLE paper).
+  entropy of q(x_{i+1}) from f̂_i against p_target(x_{i+1}) from f_i (over the head tokens),
+  at each drafting depth d = 1..`unroll` (specviz.train.unroll: f̂_i as the d-th draft of a
+  chain, from the head's own earlier predictions), weighted `depth_decay` ** (d - 1); the real
+  input features carry uniform noise of ±`noise` (as in the EAGLE paper).
 * Medusa: for each head k, the cross entropy of its guess at x_{i+1+k} against
   p_target(x_{i+1+k}) (the target's own distribution there, from f_{i+k}).
 
@@ -33,6 +35,7 @@ from specviz.heads.medusa import MedusaHeads
 from specviz.heads.weights import bundled_head_tokens, save_head
 from specviz.train.common import Deadline, load_target, save_atomic, work_dir, write_json_atomic
 from specviz.train.features import feature_dir
+from specviz.train.unroll import unrolled
 
 LOG = logging.getLogger("specviz.train.heads")
 Seq = dict[str, Any]
@@ -51,6 +54,8 @@ class HeadConfig:
     max_len: int = 448
     token_weight: float = 0.5
     noise: float = 0.2
+    unroll: int = 3  # EAGLE: drafting depths trained at once (specviz.train.unroll)
+    depth_decay: float = 0.8  # weight of depth d: depth_decay ** (d - 1)
     val_every: int = 50
     refresh_every: int = 50  # steps between looks for new feature shards
     ckpt_every_s: float = 300.0
@@ -147,20 +152,27 @@ class Trainer:
 
     def _eagle(self, batch: dict[str, Tensor], gen: torch.Generator | None) -> dict[str, Tensor]:
         tokens, feats, mask = batch["tokens"], batch["features"], batch["mask"]
-        prev = torch.cat([torch.zeros_like(feats[:, :1]), feats[:, :-1]], 1)  # f_{i-1}
+        first = torch.cat([torch.zeros_like(feats[:, :1]), feats[:, :-1]], 1)  # f_{i-1}
         if gen is not None and self.cfg.noise:
-            prev = prev + (torch.rand(prev.shape, generator=gen) * 2 - 1) * self.cfg.noise
-        positions = torch.arange(tokens.shape[1])
+            first = first + (torch.rand(first.shape, generator=gen) * 2 - 1) * self.cfg.noise
         assert isinstance(self.module, EagleHead)
-        guessed, _ = self.module(self.embed[tokens], prev, positions)  # (B, L, D)
-        reg = F.smooth_l1_loss(guessed, feats, reduction="none").mean(-1)  # (B, L)
+        outs = unrolled(self.module, self.embed[tokens], first, self.cfg.unroll)
         with torch.no_grad():
             p = self.p_target(feats, batch["logz"])  # (B, L, S)
-        q_log = torch.log_softmax(guessed @ self.rows.T, -1)  # (B, L, S)
-        ce = -(p * q_log).sum(-1)
-        m = mask.float()
-        loss = ((reg + self.cfg.token_weight * ce) * m).sum() / m.sum()
-        return {"loss": loss, **self._quality(p, q_log.detach(), m)}
+        total, weights, out = torch.zeros(()), 0.0, {}
+        for d, guessed in enumerate(outs, start=1):  # pass d: valid from position d - 1 on
+            m = mask.clone()
+            m[:, : d - 1] = False
+            mf = m.float()
+            reg = F.smooth_l1_loss(guessed, feats, reduction="none").mean(-1)  # (B, L)
+            q_log = torch.log_softmax(guessed @ self.rows.T, -1)  # (B, L, S)
+            ce = -(p * q_log).sum(-1)
+            weight = self.cfg.depth_decay ** (d - 1)
+            total = total + weight * ((reg + self.cfg.token_weight * ce) * mf).sum() / mf.sum()
+            weights += weight
+            for name, value in self._quality(p, q_log.detach(), mf).items():
+                out[f"{name}_{d}"] = value
+        return {"loss": total / weights, **out}
 
     def _medusa(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
         feats, mask = batch["features"], batch["mask"]
