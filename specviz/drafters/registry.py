@@ -197,6 +197,18 @@ def _tree_ngram(
     )  # fmt: skip
 
 
+def _lookup_then_head(
+    target: Any, _draft: Any, sampling: SamplingConfig, o: DrafterOptions
+) -> Drafter:
+    """N-gram lookup where it finds a match, the EAGLE head's chain elsewhere."""
+    from specviz.heads.build import build_head_drafter
+    from specviz.heads.drafters import HeadDrafter, LookupThenHead
+
+    head = build_head_drafter("eagle", target, sampling, lean=o.make_cache is None, folder=o.heads)
+    assert isinstance(head, HeadDrafter)
+    return LookupThenHead(head, _lookup(target, o, shortest=2), o.model_gamma)
+
+
 def _head(kind: str, tree: bool = False, sampled: bool = False) -> Factory:
     """A drafting head trained on the target's own features (specviz.heads)."""
 
@@ -276,6 +288,13 @@ SPECS = (
         description="trained heads guess 2, 3, ... tokens ahead from the target's last feature",
         uses_draft_model=False,
         build=_head("medusa"),
+    ),
+    DrafterSpec(
+        name="ngram+eagle",
+        label="n-gram lookup, else EAGLE head",
+        description="n-gram lookup where it finds a match, the EAGLE head elsewhere",
+        uses_draft_model=False,
+        build=_lookup_then_head,
     ),
     DrafterSpec(
         name="tree-model",

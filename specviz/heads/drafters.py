@@ -16,7 +16,9 @@ import torch
 
 from specviz.core.config import SamplingConfig
 from specviz.core.drafter import Draft
+from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.model import ModelDrafter
+from specviz.drafters.ngram import NgramDrafter
 from specviz.drafters.tree_model import TreeModelDrafter, TreeShape
 from specviz.heads.cache import HeadCache
 from specviz.heads.tap import FeatureCache
@@ -98,3 +100,16 @@ class HeadTreeDrafter(TreeModelDrafter):
                 forward_calls=0,
             )
         return super().propose_tree(ids, max_depth, generator, stop_ids)
+
+
+class LookupThenHead(LookupThenModelDrafter):
+    """N-gram lookup where the text repeats, else the head's chain (sharing the target cache)."""
+
+    def __init__(self, head: HeadDrafter, lookup: NgramDrafter, model_gamma: int | None) -> None:
+        """Lookup first, else head (at most model_gamma of its tokens a round)."""
+        super().__init__(head, lookup, model_gamma=model_gamma)
+        self.head = head
+
+    def target_cache(self, target: Any) -> Any:
+        """The head's target cache: it records the features of every verified position."""
+        return self.head.target_cache(target)

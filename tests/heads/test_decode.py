@@ -58,3 +58,18 @@ def test_greedy_heads_match_plain_greedy(
     assert ids == _plain(target, n)
     assert any(isinstance(e, TreeProposed) for e in events) == (tree is not None)
     assert sum(isinstance(e, Accepted) for e in events) >= 0
+
+
+def test_lookup_then_head_matches_plain_greedy(target: Any) -> None:
+    from specviz.drafters.ngram import NgramDrafter
+    from specviz.heads.drafters import LookupThenHead
+
+    sampling = SamplingConfig(temperature=0.0)
+    head = HeadDrafter(random_head("eagle", target, seed=11, head_tokens=HEAD_TOKENS), sampling)
+    drafter = LookupThenHead(head, NgramDrafter(VOCAB, min_ngram=2), model_gamma=None)
+    decoder = SpeculativeDecoder(
+        target, drafter, PROMPT, sampling=sampling,
+        speculation=SpeculationConfig(gamma=3, max_new_tokens=24),
+    )  # fmt: skip
+    list(decoder.events())
+    assert decoder.ids[len(PROMPT) :] == _plain(target, 24)
