@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     heval.add_argument("which", choices=("eagle", "medusa"))
     heval.add_argument("--heads", default=None, help="folder of the weights (default: shipped)")
     heval.add_argument("--prompts", type=int, default=16, help="held-out prompts per kind")
+    hexport = sub.add_parser("heads-export", help="copy a trained head into specviz/assets/heads")
+    hexport.add_argument("which", choices=("eagle", "medusa"))
     student = sub.add_parser("student", help="distil the draft from the shards (resumable)")
     student.add_argument("--hours", type=_hours, default=None, help="stop after this long")
     student.add_argument("--steps", type=int, default=1_000_000, help="stop at this step")
@@ -75,6 +77,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         from specviz.train.heads_eval import run_heads_eval
 
         print(run_heads_eval(args.which, args.heads, args.prompts, args.threads))
+    elif args.step == "heads-export":
+        from specviz.train.heads_export import run_heads_export
+
+        print(run_heads_export(args.which))
     elif args.step == "student":
         from specviz.train.student import StudentConfig, run_student
 

@@ -1,0 +1,48 @@
+"""Step ``heads-export``: ship a trained head into specviz/assets/heads with its summary.
+
+Copies ``head-{kind}/{kind}.safetensors`` (written when training stops) and writes
+``{kind}.json`` beside it: parameters, bytes, data digest, training positions and time, the
+config, and the held-out measurements of step ``heads-eval`` when they exist.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from typing import Any
+
+from safetensors.torch import load_file
+
+from specviz.heads.weights import ASSETS
+from specviz.train.common import work_dir, write_json_atomic
+from specviz.train.heads import head_dir
+
+
+def run_heads_export(kind: str) -> dict[str, Any]:
+    """Copy the trained weights of `kind` into the package; return the summary written."""
+    folder = head_dir(kind)
+    weights = folder / f"{kind}.safetensors"
+    if not weights.is_file():
+        raise SystemExit(f"no {weights}: run `python -m specviz.train heads {kind}` first")
+    ASSETS.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(weights, ASSETS / weights.name)
+    tensors = load_file(str(weights))
+    metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
+    summary: dict[str, Any] = {
+        "parameters": sum(t.numel() for n, t in tensors.items() if n != "head_tokens"),
+        "weights_bytes": weights.stat().st_size,
+        "data": metrics["data"],
+        "shards": metrics["shards"],
+        "train_sequences": metrics["train_sequences"],
+        "train_positions": metrics["train_positions"],
+        "steps": metrics["step"],
+        "trained_positions": metrics["positions"],
+        "hours": round(metrics["elapsed"] / 3600, 3),
+        "config": metrics["config"],
+        "last_validation": metrics["history"][-1] if metrics["history"] else {},
+    }
+    evaluation = work_dir() / "eval" / f"{kind}.json"
+    if evaluation.is_file():
+        summary["held_out"] = json.loads(evaluation.read_text(encoding="utf-8"))
+    write_json_atomic(ASSETS / f"{kind}.json", summary)
+    return summary
