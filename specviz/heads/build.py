@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from specviz.core.checks import vocab_size
 from specviz.core.config import SamplingConfig
+from specviz.drafters.ngram import NgramDrafter
+from specviz.drafters.options import DrafterOptions
 from specviz.drafters.tree_model import TreeShape
 from specviz.heads.cache import EagleCache, HeadCache, MedusaCache
-from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
+from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter, LookupThenHead
 from specviz.heads.eagle import EagleHead
 from specviz.heads.medusa import MedusaHeads
 from specviz.heads.tap import FeatureCache, feature_cache
@@ -55,3 +58,36 @@ def build_head_drafter(
     return HeadTreeDrafter(
         cache, sampling, shape=tree, sampled=sampled, make_target_cache=make_target
     )
+
+
+def build_registered(
+    kind: str,
+    target: Any,
+    sampling: SamplingConfig,
+    options: DrafterOptions,
+    *,
+    tree: bool,
+    sampled: bool,
+    lookup: bool,
+) -> HeadDrafter | HeadTreeDrafter | LookupThenHead:
+    """The registry's head drafters: a chain, a tree, or n-gram lookup then the chain."""
+    shape = TreeShape(nodes=options.tree_nodes, depth=options.tree_depth, width=options.tree_width)
+    drafter = build_head_drafter(
+        kind,
+        target,
+        sampling,
+        tree=shape if tree else None,
+        sampled=sampled,
+        lean=options.make_cache is None,
+        folder=options.heads,
+    )
+    if not lookup:
+        return drafter
+    assert isinstance(drafter, HeadDrafter)
+    ngram = NgramDrafter(
+        vocab_size(target),
+        max_ngram=options.ngram_max,
+        min_ngram=options.ngram_min or 2,
+        device=str(target.device),
+    )
+    return LookupThenHead(drafter, ngram, options.model_gamma)

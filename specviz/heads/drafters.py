@@ -20,7 +20,7 @@ from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
 from specviz.drafters.tree_model import TreeModelDrafter, TreeShape
-from specviz.heads.cache import HeadCache
+from specviz.heads.cache import HeadCache, MedusaCache
 from specviz.heads.tap import FeatureCache
 from specviz.tree.proposal import TokenTree
 
@@ -50,10 +50,13 @@ class HeadDrafter(ModelDrafter):
     def propose(
         self, ids: list[int], gamma: int, generator: torch.Generator, stop_ids: Collection[int]
     ) -> Draft:
-        """Up to gamma tokens; none before the target has scored the prompt."""
+        """Up to gamma tokens (Medusa: no more than its heads); none before the target's first
+        pass."""
         if not self.head.ready(ids):
             empty = torch.empty(0, dtype=torch.long, device=self.device)
             return Draft(tokens=empty, q_draft=torch.empty(0, self.vocab_size), forward_calls=0)
+        if isinstance(self.head, MedusaCache):  # head k guesses k + 1 ahead: k tokens at most
+            gamma = min(gamma, self.head.heads.k)
         return super().propose(ids, gamma, generator, stop_ids)
 
 
