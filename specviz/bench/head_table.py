@@ -1,0 +1,100 @@
+"""The drafting heads against the other drafters: one table from the saved `heads` parts.
+
+Per workload and temperature, each drafter's fastest fixed setting: its speedup over plain
+decoding (pair by pair, on the same requests and the same target forward), α, tokens a round,
+the draft cost c, and its time per token over transformers' assisted generation with the
+bundled draft model on the same requests (the best of transformers' settings in the part,
+request by request: the baseline a user of transformers would compare with).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from specviz.bench.markdown import _setting, _spread, _table
+from specviz.bench.setting import drafter_label
+
+HEAD_PARTS: tuple[tuple[str, str, float], ...] = (
+    ("heads-code", "code", 0.0),
+    ("heads-code", "code", 1.0),
+    ("heads-json-prose", "json", 0.0),
+    ("heads-json-prose", "prose", 1.0),
+)
+Loader = Callable[[str], dict[str, Any]]
+
+
+def _per_token(records: Sequence[dict[str, Any]], hf: bool) -> dict[str, float]:
+    """Seconds per generated token of each request (mean over its repetitions)."""
+    runs: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        if hf and r.get("hf_latency") is not None and r.get("hf_tokens"):
+            runs[r["request_id"]].append(r["hf_latency"] / r["hf_tokens"])
+        elif not hf and r["metrics"]["tokens"]:
+            runs[r["request_id"]].append(r["metrics"]["latency"] / r["metrics"]["tokens"])
+    return {k: statistics.fmean(v) for k, v in runs.items()}
+
+
+def _hf_best(records: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """transformers' fastest setting's seconds per token on each request."""
+    by_setting: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        by_setting[repr(sorted(r["setting"].items()))].append(r)
+    best: dict[str, float] = {}
+    for group in by_setting.values():
+        for request, value in _per_token(group, hf=True).items():
+            best[request] = min(best.get(request, value), value)
+    return best
+
+
+def _versus_hf(ours: Sequence[dict[str, Any]], hf: dict[str, float]) -> str:
+    """'median (min–max), faster on k of n' of our time per token over transformers'."""
+    mine = _per_token(ours, hf=False)
+    ratios = sorted(mine[k] / hf[k] for k in mine if k in hf)
+    if not ratios:
+        return "–"
+    faster = sum(x < 1 for x in ratios)
+    middle = statistics.median(ratios)
+    return f"{middle:.2f} ({ratios[0]:.2f}–{ratios[-1]:.2f}), {faster} of {len(ratios)}"
+
+
+def heads_table(load: Loader) -> list[str]:
+    """Each drafter's fastest fixed setting per workload and temperature of the heads parts."""
+    header = ["workload", "T", "fastest setting", "prompts", "speedup (min–max)", "α"]
+    header += ["tokens a round", "c", "time/token over transformers assisted (faster on)"]
+    body = []
+    for part, workload, temperature in HEAD_PARTS:
+        result = load(part)
+        records = [
+            r
+            for r in result["records"]
+            if r["category"] == workload and r["setting"]["temperature"] == temperature
+        ]
+        hf = _hf_best(records)
+        best: dict[str, dict[str, Any]] = {}
+        for row in result["summary"]:
+            if row["workload"] != workload or row["setting"]["temperature"] != temperature:
+                continue
+            if row["setting"]["policy"] != "fixed":
+                continue
+            label = drafter_label(row["setting"])
+            if label not in best or row["speedup"]["median"] > best[label]["speedup"]["median"]:
+                best[label] = row
+        for row in sorted(best.values(), key=lambda r: -r["speedup"]["median"]):
+            ours = [r for r in records if r["setting"] == row["setting"]]
+            body.append(
+                [
+                    workload,
+                    f"{temperature:g}",
+                    _setting(row["setting"]),
+                    str(row["requests"]),
+                    _spread(row["speedup"]),
+                    f"{row['alpha']['median']:.2f}",
+                    f"{row['tokens_per_round']['median']:.2f}",
+                    f"{row['cost_ratio']['median']:.3f}",
+                    _versus_hf(ours, hf),
+                ]
+            )
+    return _table(header, body)
