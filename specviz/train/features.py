@@ -6,7 +6,9 @@ text, sampled at T=1 or greedily; prompts in the styles of chat, code, JSON and 
 and teacher-forced windows of the offline corpus. Every shard holds, per sequence: the tokens
 (L,), the target's post-norm features (L, D) in fp16 (what its output head reads), the log of
 its softmax normaliser (L,) and where the answer starts. One batched teacher-forced pass of the
-target computes the features; generating the answers is the expensive part.
+target computes the features; generating the answers is the expensive part, so where the
+draft pipeline's teacher step already cached the target's answers (``teacher/shard_*.pt``) the
+job with the same index scores those instead.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import torch
 from specviz.train.common import Deadline, load_target, save_atomic, work_dir
 from specviz.train.corpus import load_docs
 from specviz.train.prompts import training_prompts, workload_style_prompts
-from specviz.train.teacher import chat_ids, corpus_windows, sample_batch
+from specviz.train.teacher import chat_ids, corpus_windows, sample_batch, shard_dir
 
 LOG = logging.getLogger("specviz.train.features")
 TEMPERATURES = (1.0, 0.0, 1.0)
@@ -66,13 +68,30 @@ def target_features(model: Any, seqs: list[list[int]], pad: int) -> list[dict[st
     return out
 
 
+def teacher_answers(index: int) -> list[dict[str, Any]] | None:
+    """The records of the draft pipeline's teacher shard ``index``, if it made one."""
+    path = shard_dir() / f"shard_{index:05d}.pt"
+    if not path.is_file():
+        return None
+    records: list[dict[str, Any]] = torch.load(path, weights_only=False)["records"]
+    return records
+
+
 def run_job(
     index: int, cfg: FeatureConfig, model: Any, tokenizer: Any, prompts: list[str], docs: Any
 ) -> dict[str, Any]:
-    """Compute shard ``index`` (deterministic in ``cfg.seed`` and ``index``)."""
+    """Compute shard ``index`` (deterministic in ``cfg.seed`` and ``index``).
+
+    Where the draft pipeline already cached the target's answers (its teacher shard ``index``),
+    their tokens are scored teacher-forced instead of generating new answers.
+    """
     gen = torch.Generator().manual_seed(cfg.seed * 100_003 + index)
     eos = int(tokenizer.eos_token_id)
-    if index % cfg.score_every == cfg.score_every - 1:
+    cached = teacher_answers(index)
+    if cached is not None:
+        seqs = [r["tokens"].tolist() for r in cached]
+        starts, kind = [0] * len(seqs), "teacher-shard"
+    elif index % cfg.score_every == cfg.score_every - 1:
         windows = corpus_windows(tokenizer, docs, cfg.score_batch, cfg.score_len, gen)
         seqs, starts, kind = windows.tolist(), [0] * len(windows), "corpus"
     else:
