@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     heads.add_argument("--hours", type=_hours, default=None, help="stop after this long")
     heads.add_argument("--steps", type=int, default=1_000_000, help="stop at this step")
     heads.add_argument("--total-steps", type=int, default=2000, help="length of the lr schedule")
+    heads.add_argument("--batch", type=int, default=2048, help="trained positions per step")
     heval = sub.add_parser("heads-eval", help="held-out alpha per draft position, agreement, c")
     heval.add_argument("which", choices=("eagle", "medusa"))
     heval.add_argument("--heads", default=None, help="folder of the weights (default: shipped)")
@@ -71,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.step == "heads":
         from specviz.train.heads import HeadConfig, run_heads
 
-        cfg = HeadConfig(which=args.which, total_steps=args.total_steps)
+        cfg = HeadConfig(which=args.which, total_steps=args.total_steps, batch_positions=args.batch)
         print(run_heads(cfg, args.steps, args.hours, args.threads))
     elif args.step == "heads-eval":
         from specviz.train.heads_eval import run_heads_eval
