@@ -15,7 +15,7 @@ from specviz.core.cache import CachedForward, KVCache
 from specviz.core.checks import check_prompt, check_token_ids, vocab_size
 from specviz.core.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
 from specviz.core.decoding import SpeculativeDecoder, autoregressive_events
-from specviz.core.drafter import Drafter
+from specviz.core.drafter import Drafter, SharesTargetCache
 from specviz.core.events import (
     EMITTING,
     Event,
@@ -143,7 +143,8 @@ def speculative_stream(
     speculative_generate also takes a draft model), or a TreeDrafter, whose trees are verified
     by tree_rule (its depth replaces speculation.gamma); policy chooses gamma per round
     (default: speculation.gamma every round); make_cache: the target's cached forward (default
-    a KVCache).
+    a KVCache), None with a drafter that shares the target's cache (SharesTargetCache: the
+    shared early exit, the drafting heads), whose own forward of the target verifies.
     """
     if not isinstance(drafter, Drafter | TreeDrafter):
         raise ValueError(
@@ -187,6 +188,12 @@ def _tree_events(
     """A tree decode's events, after refusing what a tree decode cannot take."""
     if policy is not None:
         raise ValueError("a tree drafter's depth is fixed: drop the gamma policy")
+    if make_cache is not None and isinstance(drafter, SharesTargetCache):
+        raise ValueError(
+            f"{type(drafter).__name__} verifies through its own forward of the target: drop "
+            "make_cache (a drafting head's forward is DrafterOptions.make_cache's: None for "
+            "specviz.fast.lean's, a KVCache for transformers')"
+        )
     if make_cache is not None:
         raise ValueError(
             "tree verification needs transformers' forward with a 4D mask: drop make_cache "

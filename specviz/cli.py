@@ -10,6 +10,7 @@ from pathlib import Path
 
 from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
 from specviz.bench import cli as bench_cli
+from specviz.bench.heads import HEAD_DRAFTERS, check_heads, head_forward
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import write_jsonl
@@ -85,6 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="; ".join(f"{s.name}: {s.description}" for s in REGISTRY.values()),
     )
     gen.add_argument("--exit-layer", type=int, default=8, help="layers used by early-exit")
+    gen.add_argument(
+        "--heads",
+        metavar="DIR",
+        help="head drafters (eagle, medusa and their trees): the folder of eagle.safetensors / "
+        "medusa.safetensors trained for --target (default: the heads shipped for the bundled "
+        "target)",
+    )
     gen.add_argument("--ngram-max", type=int, default=3, help="longest n-gram to match (ngram)")
     gen.add_argument(
         "--ngram-min", type=int, help="shortest n-gram to match (default 1; 2 for ngram+...)"
@@ -114,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--tree-width",
         type=int,
         default=DrafterOptions().tree_width,
-        help="tree-model, tree-sampled: children per node",
+        help="tree drafters but tree-ngram: children per node",
     )
     gen.add_argument(
         "--tree-rule",
@@ -217,7 +225,12 @@ LOSSY_NOTE = (
 
 
 def drafter_options(args: argparse.Namespace) -> DrafterOptions:
-    """The registry's drafter options as the flags set them."""
+    """The registry's drafter options as the flags set them.
+
+    A head drafter verifies through the target forward plain decoding runs on: specviz.fast.lean's
+    with --lean-target, else transformers' (specviz.bench.heads.head_forward).
+    """
+    head = args.drafter in HEAD_DRAFTERS
     return DrafterOptions(
         exit_layer=args.exit_layer,
         ngram_max=args.ngram_max,
@@ -227,6 +240,8 @@ def drafter_options(args: argparse.Namespace) -> DrafterOptions:
         tree_nodes=args.tree_nodes,
         tree_depth=args.tree_depth,
         tree_width=args.tree_width,
+        make_cache=head_forward(args.lean_target) if head else None,
+        heads=args.heads,
     )
 
 
@@ -240,10 +255,10 @@ def check_tree_flags(args: argparse.Namespace) -> None:
             f"--drafter {args.drafter} drafts a tree of fixed depth: use --tree-depth, not "
             "--gamma-policy"
         )
-    if tree and args.lean_target:
+    if tree and args.lean_target and args.drafter not in HEAD_DRAFTERS:
         raise ValueError(
             f"--drafter {args.drafter} verifies a tree through transformers' forward with a 4D "
-            "mask: drop --lean-target"
+            "mask: drop --lean-target (the head trees take it: eagle-tree, medusa-tree, ...)"
         )
 
 
@@ -267,6 +282,7 @@ def run_generate(args: argparse.Namespace) -> int:
         raise ValueError(f"--model-gamma must be >= 1 (got {args.model_gamma})")
     options = drafter_options(args)  # validated before loading anything
     check_tree_flags(args)
+    check_heads([] if args.plain else [args.drafter], args.heads)  # before loading weights
     if args.drafter.endswith("model-trimmed") and not args.plain:
         load_head_tokens(resolve(args.draft, "draft", lambda _m: None))  # before loading weights
     pair = load_pair(
@@ -279,6 +295,7 @@ def run_generate(args: argparse.Namespace) -> int:
     )
     fmt = prompt_format(pair.tokenizer, raw=args.raw)
     ids = prompt_ids(pair.tokenizer, text, raw=args.raw)
+    shares = args.drafter in HEAD_DRAFTERS  # verifies through its own forward of the target
     if args.plain:
         result = autoregressive_generate(
             pair.target,
@@ -303,7 +320,7 @@ def run_generate(args: argparse.Namespace) -> int:
             sampling=sampling,
             speculation=speculation,
             policy=None if drafter_spec(args.drafter).tree else policy,
-            make_cache=make_cache if args.lean_target else None,
+            make_cache=make_cache if args.lean_target and not shares else None,
             tree_rule=TYPICAL if args.tree_rule == "typical" else EXACT_TREE,
         )
     if args.events:

@@ -14,12 +14,15 @@ import pytest
 import torch
 
 from specviz.api import autoregressive_generate
-from specviz.cli import build_parser, main
+from specviz.cli import build_parser, drafter_options, main
+from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig
 from specviz.core.events import Accepted, Prefill, read_jsonl
+from specviz.heads import weights
 from specviz.runtime import DEFAULT_THREADS, set_threads
 
-from .conftest import PairFactory, save_pair
+from .bench.random_heads import save_random_heads
+from .conftest import VOCAB, PairFactory, save_pair, tiny_model
 from .templated import as_chat, templated_tokenizer
 
 
@@ -495,3 +498,86 @@ def test_verify_with_models_sends_its_prompt_through_the_chat_template(
         assert main([*argv, *extra]) in (0, 1)  # 10 samples: only the format is checked here
         assert printed in capsys.readouterr().out
         assert json.loads(out.read_text())["prompt_format"] == fmt
+
+
+@pytest.fixture(scope="module")
+def heads_dir(pair: PairFactory, tmp_path_factory) -> Path:
+    """Random eagle and medusa (3 heads) weights for the tiny target of `folders`."""
+    folder = tmp_path_factory.mktemp("heads")
+    return save_random_heads(pair("llama")[0], folder, seed=4, head_tokens=torch.arange(2, VOCAB))
+
+
+HEAD_RUNS = [
+    ["--drafter", "eagle"],
+    ["--drafter", "medusa", "--gamma", "3"],
+    ["--drafter", "ngram+eagle"],
+    ["--drafter", "eagle-tree", "--tree-depth", "3"],
+    ["--drafter", "eagle-tree-sampled", "--tree-depth", "3", "--tree-width", "2"],
+    ["--drafter", "medusa-tree", "--tree-depth", "3", "--tree-nodes", "5"],
+    ["--drafter", "eagle", "--lean-target"],
+    ["--drafter", "medusa-tree", "--tree-depth", "3", "--lean-target"],  # a head tree takes it
+]
+
+
+@pytest.mark.parametrize("extra", HEAD_RUNS, ids=" ".join)
+def test_head_drafters_decode_as_plain_greedy_decoding(
+    folders, heads_dir, pair, tokenizer, capsys, extra
+) -> None:
+    argv = _generate(folders, "--prompt", "abab", "--heads", str(heads_dir), *GREEDY, *extra)
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    plain = autoregressive_generate(
+        pair("llama")[0], tokenizer, "abab", sampling=SamplingConfig(temperature=0),
+        max_new_tokens=8,
+    )  # fmt: skip
+    assert summary["tokens"] == list(plain.tokens) and summary["proposed"] > 0
+    if "ngram+eagle" not in extra:  # lookup copies from the prompt; a head needs features
+        assert summary["per_round"][0]["proposed"] == 0
+
+
+@pytest.mark.parametrize(
+    ("drafter", "lean_target", "made"),
+    [
+        *(("eagle", False, KVCache), ("eagle", True, None), ("medusa-tree", False, KVCache)),
+        *(("medusa-tree", True, None), ("model", False, None), ("model", True, None)),
+    ],
+)
+def test_a_head_verifies_through_the_target_forward_plain_decoding_uses(
+    drafter: str, lean_target: bool, made: object
+) -> None:
+    """--lean-target decides the heads' target forward (None: specviz.fast.lean's, as the plain
+    run's with it); a draft model's forward stays the registry's either way."""
+    flags = ["--lean-target"] if lean_target else []
+    args = build_parser().parse_args(["generate", "--prompt", "a", "--drafter", drafter, *flags])
+    assert drafter_options(args).make_cache is made
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--heads", "{heads}"], "--heads gives the drafting heads' weights: it applies to"),
+        (["--heads", "{heads}", "--plain", "--drafter", "eagle"], "it applies to --drafter"),
+        (["--heads", "/no/such/heads", "--drafter", "eagle"], "/no/such/heads: no such folder"),
+        (["--heads", "{empty}", "--drafter", "medusa-tree"], "holds no medusa.safetensors"),
+        (["--drafter", "eagle-tree"], "the eagle-tree drafter reads the eagle head shipped"),
+        (["--drafter", "tree-model", "--lean-target"], "drop --lean-target (the head trees"),
+    ],
+)
+def test_head_flags_that_do_not_fit_exit_2_before_any_model_loads(
+    heads_dir, tmp_path, capsys, monkeypatch, extra: list[str], message: str
+) -> None:
+    monkeypatch.setattr(weights, "ASSETS", tmp_path / "none")  # no shipped heads
+    given = [a.format(heads=heads_dir, empty=tmp_path) for a in extra]
+    assert main(["generate", "--target", "/no/such/model", "--prompt", "ab", *given]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_heads_trained_for_another_target_are_refused(folders, pair, tmp_path, capsys) -> None:
+    other = tiny_model("llama", seed=9, scale=3.0)  # same shapes, other weights
+    save_random_heads(other, tmp_path, seed=4, head_tokens=torch.arange(2, VOCAB))
+    argv = _generate(folders, "--prompt", "ab", "--heads", str(tmp_path), *GREEDY)
+    assert main([*argv, "--drafter", "eagle"]) == 2
+    err = capsys.readouterr().err
+    assert "the eagle drafter cannot draft for this target" in err
+    assert "this head was trained on the features of" in err and "Traceback" not in err

@@ -138,8 +138,17 @@ def form_only(values: Mapping[str, Any]) -> tuple[Settings]:
 class SpecVizApp:
     """One app instance: its model cache, export folder, handlers and Blocks."""
 
-    def __init__(self, target: str = BUNDLED, draft: str = BUNDLED, dtype: str = "float32") -> None:
+    def __init__(
+        self,
+        target: str = BUNDLED,
+        draft: str = BUNDLED,
+        dtype: str = "float32",
+        heads: str | None = None,
+    ) -> None:
+        """An app whose form starts at target, draft and dtype; heads: the folder of the drafting
+        heads' weights (eagle.safetensors, medusa.safetensors; None: the shipped ones)."""
         self.defaults = {"target": target, "draft": draft, "dtype": dtype}
+        self.heads = heads
         self.pairs = PairCache()
         self.costs: dict[tuple[Any, ...], CostModel] = {}  # theory policy's costs, per setup
         self.export_dir = Path(tempfile.mkdtemp(prefix="specviz-app-"))
@@ -186,7 +195,7 @@ class SpecVizApp:
                 None if s.tree else make_policy(s.policy, s.speculation.gamma, self.cost_model(s))
             )
             _, stream = speculative_stream(
-                p.target, make_drafter(s, p), p.tokenizer, ids, sampling=s.sampling,
+                p.target, make_drafter(s, p, self.heads), p.tokenizer, ids, sampling=s.sampling,
                 speculation=s.speculation, policy=policy, tree_rule=tree_rule(s),
             )  # fmt: skip
         return views.Run(
@@ -379,14 +388,13 @@ class SpecVizApp:
         status = views.status_html(f"preset: {name} ({shown}); press Generate")
         return [*(values[f] for f in PRESET_FIELDS), status]
 
-    @staticmethod
-    def drafter_fields(drafter: str) -> list[Any]:
+    def drafter_fields(self, drafter: str) -> list[Any]:
         """Show the fields the drafter reads, hide the others (DRAFTER_FIELDS: exit layer, its
         note, confidence, γ and its policy, the tree's fields); then the note on what the
-        drafter does (for a tree drafter: why γ is gone)."""
+        drafter does (for a tree drafter: why γ is gone; for a drafting head: its weights)."""
         shown = shown_fields(drafter)
         fields = [gr.update(visible=shown[k]) for k in DRAFTER_FIELDS]
-        return [*fields, drafter_note(drafter)]
+        return [*fields, drafter_note(drafter, self.heads)]
 
     def lab(
         self, s: Settings, req: LabRequest, progress: gr.Progress = NO_PROGRESS
@@ -402,7 +410,7 @@ class SpecVizApp:
             try:
                 g = s.speculation.gamma  # a tree drafter's: its depth, and no γ policy
                 policy = None if s.tree else lambda: make_policy(s.policy, g)
-                for step in run_lab(lab_pair(s, models), req, s.sampling, g, policy):
+                for step in run_lab(lab_pair(s, models, self.heads), req, s.sampling, g, policy):
                     if isinstance(step, LabProgress):
                         progress(step.fraction, desc=step.text)
                         yield show(step.text)
@@ -565,11 +573,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--target", default=BUNDLED, help="folder, hub id or 'bundled'")
     parser.add_argument("--draft", default=BUNDLED, help="folder, hub id or 'bundled'")
     parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
+    parser.add_argument(
+        "--heads",
+        metavar="DIR",
+        help="the drafting heads' weights (eagle.safetensors, medusa.safetensors) trained for "
+        "the target (default: the ones shipped for the bundled target)",
+    )
     add_threads_argument(parser)
     args = parser.parse_args(argv)
+    if args.heads is not None and not Path(args.heads).is_dir():
+        parser.error(f"--heads {args.heads}: no such folder")
     set_threads(args.threads)  # once, for the whole process (specviz.runtime)
     log_to_terminal()
-    app = SpecVizApp(args.target, args.draft, args.dtype)
+    app = SpecVizApp(args.target, args.draft, args.dtype, heads=args.heads)
     app.launch(app.build(), args.host, args.port)
     return 0
 

@@ -17,6 +17,7 @@ from typing import Any
 from specviz.api import stop_ids
 from specviz.app.lab import LabPair, toy_pair
 from specviz.app.views.form import Settings
+from specviz.bench.heads import HEAD_DRAFTERS, head_forward
 from specviz.core.drafter import Drafter
 from specviz.drafters.early_exit import adapter_path
 from specviz.drafters.registry import build_drafter
@@ -28,6 +29,9 @@ from specviz.tree.verify import EXACT_TREE, TYPICAL, TreeRule
 log = logging.getLogger("specviz.app")
 Key = tuple[str, str | None, str]
 TREE_RULES = {rule.name: rule for rule in (EXACT_TREE, TYPICAL)}  # form's TREE_RULE_CHOICES
+# the toy pair's tree drafter in a head tree's place: the same kind of children, from its draft
+TOY_TREES = {"eagle-tree": "tree-model", "eagle-tree-sampled": "tree-sampled"}
+TOY_TREES |= {"medusa-tree": "tree-model"}
 LOG_EVERY = 10.0  # seconds: a load's repeated progress lines reach the terminal this often
 
 
@@ -145,11 +149,16 @@ def decoder(tokenizer: Any) -> Callable[[int], str]:
     return lambda token: str(tokenizer.decode([token]))
 
 
-def make_drafter(s: Settings, pair: ModelPair) -> Drafter | TreeDrafter:
+def make_drafter(s: Settings, pair: ModelPair, heads: str | None = None) -> Drafter | TreeDrafter:
     """The drafter the settings name, built by the registry with the settings' options (a tree
-    drafter for the tree drafters)."""
+    drafter for the tree drafters; a drafting head with the weights in heads, None: the shipped
+    ones). A head verifies through transformers' forward of the target, the one the app's
+    plain decoding runs on, so that the race compares the two on the same forward."""
+    options = s.options(heads)
+    if s.drafter in HEAD_DRAFTERS:
+        options = replace(options, make_cache=head_forward(lean_target=False))
     return build_drafter(
-        s.drafter, target=pair.target, draft=pair.draft, sampling=s.sampling, options=s.options()
+        s.drafter, target=pair.target, draft=pair.draft, sampling=s.sampling, options=options
     )
 
 
@@ -182,17 +191,21 @@ def parameter_counts(pair: ModelPair) -> str:
     )
 
 
-def lab_pair(s: Settings, pair: ModelPair | None) -> LabPair:
+def lab_pair(s: Settings, pair: ModelPair | None, heads: str | None = None) -> LabPair:
     """What the equivalence lab samples: the toy pair and its draft model (pair None), or the
     loaded pair with the drafter the settings name, the prompt formatted as the decode's is
-    (the chat template unless raw)."""
-    if pair is None:  # a tree drafter grows its trees on the toy pair too
-        drafter = s.drafter if s.tree else "model"
+    (the chat template unless raw; a drafting head with the weights in heads).
+
+    On the toy pair a chain drafter is its draft model; a tree drafter grows its trees there
+    too, a head tree with the draft model in the head's place (the toy target has no heads).
+    """
+    if pair is None:
+        drafter = TOY_TREES.get(s.drafter, s.drafter) if s.tree else "model"
         return replace(toy_pair(), drafter=drafter, options=s.options(), tree_rule=tree_rule(s))
     return LabPair(
         target=pair.target, draft=pair.draft,
         prompt_ids=prompt_ids(pair.tokenizer, s.prompt, raw=s.raw),
         prompt_format=prompt_format(pair.tokenizer, raw=s.raw),
         stop_ids=stop_ids(pair.target, pair.tokenizer), decode=decoder(pair.tokenizer),
-        drafter=s.drafter, options=s.options(), tree_rule=tree_rule(s),
+        drafter=s.drafter, options=s.options(heads), tree_rule=tree_rule(s),
     )  # fmt: skip

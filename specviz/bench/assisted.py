@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from specviz.bench.heads import HEAD_DRAFTERS
 from specviz.bench.setting import (
     CONFIDENCE,
     EXIT_DRAFTERS,
@@ -67,10 +68,10 @@ def hf_generate(
 
 
 def has_hf_counterpart(setting: BenchSetting) -> bool:
-    """transformers has no early-exit, lookup-then-model or tree drafter and no theory-driven
-    gamma.
+    """transformers has no early-exit, lookup-then-model, drafting-head or tree drafter and no
+    theory-driven gamma.
 
     For model-trimmed the comparison is transformers with the same draft and its full head.
     """
-    no_counterpart = (*EXIT_DRAFTERS, *HYBRID_DRAFTERS, *TREE_DRAFTERS)
+    no_counterpart = (*EXIT_DRAFTERS, *HYBRID_DRAFTERS, *HEAD_DRAFTERS, *TREE_DRAFTERS)
     return setting.drafter not in no_counterpart and setting.policy != "theory"

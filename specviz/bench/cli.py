@@ -14,6 +14,7 @@ from typing import Any
 import torch
 import transformers
 
+from specviz.bench.heads import HEAD_DRAFTERS, check_heads
 from specviz.bench.machine import cpu_name, draft_forward, gpu_meta, target_forward
 from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR
 from specviz.bench.report import (
@@ -111,9 +112,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="comma list of model, model-trimmed (head cut to 8,192 tokens), ngram, early-exit, "
         "early-exit-shared (the same layers drafting into the target's own KV cache), "
         "ngram+model, ngram+model-trimmed (n-gram lookup where the text repeats, else the "
-        "draft), tree-model, tree-sampled, tree-ngram (token trees verified in one pass: "
-        "--tree-nodes, --tree-depth, --tree-width; no transformers counterpart) (default: "
-        "model; tree-model with --tree-sweep)",
+        "draft), eagle, medusa (drafting heads on the target's own features: --heads), "
+        "tree-model, tree-sampled, tree-ngram, eagle-tree, eagle-tree-sampled, medusa-tree "
+        "(token trees verified in one pass: --tree-nodes, --tree-depth, --tree-width; no "
+        "transformers counterpart) (default: model; tree-model with --tree-sweep)",
+    )
+    b.add_argument(
+        "--heads",
+        metavar="DIR",
+        help="head drafters (eagle, medusa and their trees): the folder of eagle.safetensors / "
+        "medusa.safetensors trained for --target (default: the heads shipped for the bundled "
+        "target); they verify through the target forward plain decoding runs on",
     )
     b.add_argument(
         "--exit-layer",
@@ -165,7 +174,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "--no-lean",
         action="store_true",
         help="draft through transformers' forward instead of specviz.fast.lean's "
-        "(small Llama drafts)",
+        "(small Llama drafts; the drafting heads' target forward follows --lean-target)",
     )
     b.add_argument(
         "--lean-target",
@@ -212,14 +221,15 @@ def _check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     if not policies or any(p not in POLICIES for p in policies):
         raise ValueError(f"--policies must list some of {POLICIES} (got {args.policies!r})")
     check_tree_flags(args, drafters, policies)
+    check_heads(drafters, args.heads, flag="--drafters")
     return drafters, policies
 
 
 def _settings(
     drafters: list[str], policies: list[str], args: argparse.Namespace, draft: str, t: float
 ) -> list[BenchSetting]:
-    """Every drafter x policy x gamma (x exit layer, x draft-model cap) point; n-gram has no
-    confidence policy.
+    """Every drafter x policy x gamma (x exit layer, x draft-model cap) point; n-gram and the
+    head drafters have no confidence policy (they never stop drafting on their q).
 
     The fixed policy sweeps --gammas; each dynamic policy runs once, from --start-gamma. A tree
     drafter runs once, at --tree-depth (tree_cli.tree_settings).
@@ -240,7 +250,7 @@ def _settings(
         for k in (args.exit_layer if d in EXIT_DRAFTERS else args.exit_layer[:1])
         for cap in (args.model_gamma if d in HYBRID_DRAFTERS else [None])
         for p in policies
-        if not (d == "ngram" and p == "confidence")
+        if not (p == "confidence" and (d == "ngram" or d in HEAD_DRAFTERS))
         for g in (args.gammas if p == "fixed" else [args.start_gamma])
     ]
 
@@ -281,6 +291,7 @@ def run_bench(args: argparse.Namespace) -> int:
                     pair.target, pair.draft, pair.tokenizer, subset, plan,
                     temperature=temperature, draft_name=draft_spec, repetitions=args.reps,
                     with_hf=not args.no_hf, progress=progress_bar, raw=args.raw,
+                    heads=args.heads,
                 )  # fmt: skip
                 continue
             settings = _settings(drafters, policies, args, draft_spec, temperature)
@@ -296,6 +307,7 @@ def run_bench(args: argparse.Namespace) -> int:
                 lean=not args.no_lean,
                 lean_target=args.lean_target,
                 raw=args.raw,
+                heads=args.heads,
             )
         if plan is not None:
             sweep = sweep_result(plan, pair, requests[0].prompt, args.raw, records)
@@ -322,6 +334,8 @@ def run_bench(args: argparse.Namespace) -> int:
         "prompt_format": fmt,
         "command": shlex.join(["specviz", *sys.argv[1:]]),
     }
+    if any(d in HEAD_DRAFTERS for d in drafters):  # whose features the heads were trained on
+        meta["heads"] = args.heads or "shipped (specviz/assets/heads)"
     payload = saved_result(meta, drafts, records, sweep)
     rows, dynamic = payload["summary"], payload["policies_vs_best_fixed"]
     Path(args.out).write_text(json.dumps(payload, indent=2), encoding="utf-8")

@@ -104,15 +104,19 @@ def model_lookahead(keeps: Sequence[float], generator: torch.Generator) -> Looka
 def lookup_then_model(lookup: Lookahead, model: Lookahead, limit: int) -> Lookahead:
     """The lookup's proposal wherever it has one, the model's elsewhere (specviz.drafters.hybrid).
 
-    Leaves out the draft model's catch-up over tokens copied while it idled (one forward of a
-    few tokens at its next round, about one draft step).
+    limit: the model's share of a round, and no more than it offers there (a drafting head
+    offers none in the first round). Leaves out the model's catch-up over tokens copied while
+    it idled (one forward of a few tokens at its next round, about one draft step).
     """
-    assert lookup.offered is not None and model.offered is None
+    assert lookup.offered is not None
     copies = [offered > 0 for offered in lookup.offered]
-    pick = list(zip(copies, lookup.kept, model.kept, lookup.offered, strict=True))
+    limits = (
+        [limit] * len(copies) if model.offered is None else [min(limit, o) for o in model.offered]
+    )
+    pick = list(zip(copies, lookup.kept, model.kept, lookup.offered, limits, strict=True))
     return Lookahead(
-        kept=tuple(by_lookup if copy else by_model for copy, by_lookup, by_model, _ in pick),
-        offered=tuple(offered if copy else limit for copy, _, _, offered in pick),
+        kept=tuple(by_lookup if copy else by_model for copy, by_lookup, by_model, _, _ in pick),
+        offered=tuple(offered if copy else most for copy, _, _, offered, most in pick),
         forwards=tuple(not copy for copy in copies),
     )
 

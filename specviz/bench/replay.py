@@ -10,8 +10,14 @@ the machine's timing noise and drift, which is the point; the confidence thresho
 decides while drafting on tokens that may leave the target's path; and stop tokens (a draft
 model that would stop drafting after proposing one is replayed as drafting on).
 
+The drafting heads (eagle, medusa) are replayed from rounds drafted at every start position
+(specviz.bench.head_lookahead), their target passes timed on the forward they verify through:
+transformers', or specviz.fast.lean's with --lean-target, the one their plain steps are priced
+on too.
+
     python -m specviz.bench.replay --workloads code,json --drafters model,model-trimmed
     python -m specviz.bench.replay --workloads code,prose --temperature 1 --samples 2 --draws 4
+    python -m specviz.bench.replay --workloads code --drafters eagle,medusa --heads DIR
 """
 
 from __future__ import annotations
@@ -24,35 +30,22 @@ from typing import Any
 
 import torch
 
-from specviz.bench.lookahead import (
-    Lookahead,
-    TargetPath,
-    draft_probabilities,
-    keep_probabilities,
-    lookup_then_model,
-    model_lookahead,
-    ngram_lookahead,
-    target_paths,
-)
+from specviz.bench.heads import check_heads
+from specviz.bench.lookahead import Lookahead, target_paths
+from specviz.bench.replay_drafters import DRAFTERS, drafter_factory, lookaheads
 from specviz.bench.workloads import load_requests
 from specviz.core.cache import CachedForward, KVCache
 from specviz.core.config import SamplingConfig
 from specviz.core.decoding import clock
-from specviz.core.drafter import Drafter
+from specviz.core.drafter import Drafter, SharesTargetCache
 from specviz.core.events import RoundSummary
 from specviz.core.policy import FixedGamma, GammaPolicy
 from specviz.drafters.hybrid import LookupThenModelDrafter
-from specviz.drafters.model import ModelDrafter
-from specviz.drafters.ngram import NgramDrafter
-from specviz.drafters.registry import DRAFTER_NAMES, TREE_DRAFTERS, DrafterOptions, build_drafter
 from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import CostModel, make_policy
 from specviz.models.loading import load_pair
 
 GREEDY = SamplingConfig(temperature=0.0)
-# chain drafters with a cache of their own (a tree's rounds are not a lookahead's prefixes)
-DRAFTERS = tuple(n for n in DRAFTER_NAMES if n != "early-exit-shared" and n not in TREE_DRAFTERS)
-LOOKAHEAD = 16  # the most tokens a policy drafts (specviz.gamma.policies' max_gamma)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,9 +123,14 @@ def measure_costs(
     As in a real round, draft steps run right after a target pass (which has pushed the draft's
     weights out of the CPU's caches): timed alone, back to back, they would look cheaper.
     make_cache: the target's forward (transformers' by default; specviz.fast.lean's for a lean
-    target).
+    target). A drafter that shares the target's cache (a drafting head) is timed on its own
+    forward of the target instead: the one its rounds verify through, which records the
+    features it drafts from.
     """
-    cache = make_cache(target)
+    if isinstance(drafter, SharesTargetCache):
+        cache = drafter.target_cache(target)
+    else:
+        cache = make_cache(target)
     cache.forward(torch.tensor(prompt_ids, device=target.device))
     held = len(cache)
     drafter.prefill(prompt_ids[:-1])
@@ -190,41 +188,6 @@ def report(label: str, speedups: dict[str, list[float]], gammas: Sequence[int]) 
     return rows
 
 
-def _drafter_factory(
-    name: str, pair: Any, sampling: SamplingConfig, model_gamma: int | None = None
-) -> Callable[[], Drafter]:
-    """Fresh drafters of one registered chain kind, as the bench builds them (model_gamma: the
-    draft model's share of a round ahead of lookup); ValueError for a tree drafter."""
-    if name not in DRAFTERS:
-        raise ValueError(f"replay supports the chain drafters {', '.join(DRAFTERS)} (got {name!r})")
-    options = DrafterOptions(model_gamma=model_gamma if name.startswith("ngram+") else None)
-
-    def make() -> Drafter:
-        drafter = build_drafter(
-            name, target=pair.target, draft=pair.draft, sampling=sampling, options=options
-        )
-        assert isinstance(drafter, Drafter)  # DRAFTERS holds chain drafters only
-        return drafter
-
-    return make
-
-
-def lookaheads(drafter: Drafter, path: TargetPath, draws: int, seed: int) -> list[Lookahead]:
-    """draws lookaheads of one path (a lookup's or a greedy draft's verdicts are certain: 1)."""
-    if isinstance(drafter, NgramDrafter):
-        return [ngram_lookahead(drafter, path, LOOKAHEAD)]
-    if isinstance(drafter, LookupThenModelDrafter):
-        lookup = ngram_lookahead(drafter.lookup, path, LOOKAHEAD)
-        models = lookaheads(drafter.model, path, draws, seed)
-        limit = min(LOOKAHEAD, drafter.model_gamma or LOOKAHEAD)  # the model's share of a round
-        return [lookup_then_model(lookup, model, limit) for model in models]
-    assert isinstance(drafter, ModelDrafter)
-    keeps = keep_probabilities(draft_probabilities(drafter, path), path.p_tokens)
-    generator = torch.Generator().manual_seed(seed)
-    certain = all(k in (0.0, 1.0) for k in keeps)
-    return [model_lookahead(keeps, generator) for _ in range(1 if certain else draws)]
-
-
 def main(argv: list[str] | None = None) -> int:
     """Replay fixed gammas and policies on each workload's requests; print markdown tables."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -240,10 +203,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--lean-target",
         action="store_true",
-        help="price the target's passes on specviz.fast.lean's",
+        help="price the target's passes on specviz.fast.lean's (the heads' forward too)",
     )
     parser.add_argument(
         "--model-gamma", type=int, help="cap on the draft model's tokens a round (ngram+...)"
+    )
+    parser.add_argument(
+        "--heads",
+        metavar="DIR",
+        help="eagle, medusa: the folder of their weights, trained for the bundled target "
+        "(default: the shipped ones)",
     )
     args = parser.parse_args(argv)
     try:  # every bad value is reported before any model loads
@@ -269,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--drafters: replay supports {', '.join(DRAFTERS)} (got {bad})")
     if bad := sorted(set(policies) - {"heuristic", "theory"}):
         parser.error(f"--policies: heuristic and/or theory (fixed gammas: --gammas; got {bad})")
+    try:
+        check_heads(drafters, args.heads, flag="--drafters")
+    except ValueError as error:
+        parser.error(str(error))
     pair = load_pair()  # the bundled pair, packed as in the bench
     target_forward = lean_target_cache if args.lean_target else KVCache
     print("| workload, drafter | setting | mean speedup (min–max) | / best fixed γ |")
@@ -276,11 +249,14 @@ def main(argv: list[str] | None = None) -> int:
     for workload, requests in workloads.items():
         paths = target_paths(pair, requests, sampling, args.samples)
         for name in drafters:
-            make = _drafter_factory(name, pair, sampling, args.model_gamma)
+            make = drafter_factory(
+                name, pair, sampling, args.model_gamma, heads=args.heads,
+                lean_target=args.lean_target,
+            )  # fmt: skip
             looks = [
                 look
                 for seed, path in enumerate(paths)
-                for look in lookaheads(make(), path, args.draws, seed)
+                for look in lookaheads(make(), path, args.draws, seed, pair.target)
             ]
             prompt = list(paths[0].prompt_ids)
             timed = make()  # a hybrid's draft steps are its model's

@@ -13,6 +13,7 @@ from transformers import DynamicCache
 
 from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
 from specviz.bench.assisted import assistant_settings, has_hf_counterpart, hf_generate
+from specviz.bench.heads import HEAD_DRAFTERS, head_forward
 from specviz.bench.metrics import RequestMetrics, request_metrics
 from specviz.bench.setting import (
     CONFIDENCE,
@@ -129,18 +130,31 @@ class Record:
 
 
 def _drafter(
-    setting: BenchSetting, target: Any, draft: Any, sampling: SamplingConfig, lean: bool
+    setting: BenchSetting,
+    target: Any,
+    draft: Any,
+    sampling: SamplingConfig,
+    lean: bool,
+    *,
+    lean_target: bool = False,
+    heads: str | None = None,
 ) -> Drafter | TreeDrafter:
-    """A fresh drafter for one run; lean=False drafts through transformers' forward."""
+    """A fresh drafter for one run; lean=False drafts through transformers' forward.
+
+    A head drafter (heads: its weights' folder, None: the shipped ones) drafts with its head and
+    verifies through the target forward of the setting's plain run (head_forward(lean_target)).
+    """
     defaults = DrafterOptions()
+    head = setting.drafter in HEAD_DRAFTERS
     options = DrafterOptions(
         exit_layer=setting.exit_layer,  # with the adapter shipped for k, if any
         min_confidence=CONFIDENCE if setting.policy == "confidence" else 0.0,
         model_gamma=setting.model_gamma if setting.drafter in HYBRID_DRAFTERS else None,
-        make_cache=None if lean else KVCache,
+        make_cache=head_forward(lean_target) if head else (None if lean else KVCache),
         tree_nodes=setting.tree_nodes or defaults.tree_nodes,
         tree_depth=setting.gamma,
         tree_width=setting.tree_width or defaults.tree_width,
+        heads=heads,
     )
     return build_drafter(
         setting.drafter, target=target, draft=draft, sampling=sampling, options=options
@@ -154,7 +168,9 @@ def plain_cache(setting: BenchSetting, lean_target: bool) -> Callable[[Any], Cac
     which costs less per pass than transformers' here, so its plain baseline runs on that
     forward too (all layers, nothing shared); every other setting's target uses transformers'
     forward, or with lean_target specviz.fast.lean's (where it applies), the same as its
-    speculative run.
+    speculative run. The head drafters verify through a forward of their own too (recording
+    the target's features), built on the same one: transformers', or specviz.fast.lean's with
+    lean_target (specviz.bench.heads.head_forward).
     """
     if setting.drafter == "early-exit-shared":
         return lambda target: SharedExit(target, setting.exit_layer).target_view
@@ -165,7 +181,8 @@ def speculative_cache(
     setting: BenchSetting, lean_target: bool
 ) -> Callable[[Any], CachedForward] | None:
     """The target's cached forward in `setting`'s speculative run (None: the drafter's share)."""
-    return None if setting.drafter == "early-exit-shared" else plain_cache(setting, lean_target)
+    shares = setting.drafter == "early-exit-shared" or setting.drafter in HEAD_DRAFTERS
+    return None if shares else plain_cache(setting, lean_target)
 
 
 def _policy(setting: BenchSetting, costs: CostModel) -> GammaPolicy | None:
@@ -176,10 +193,11 @@ def _policy(setting: BenchSetting, costs: CostModel) -> GammaPolicy | None:
 
 
 def check_runnable(setting: BenchSetting, lean_target: bool) -> None:
-    """ValueError, saying what to change, for a tree setting the tree decoder cannot run."""
+    """ValueError, saying what to change, for a tree setting the tree decoder cannot run (a head
+    tree verifies through its own forward, which takes --lean-target's)."""
     if not setting.tree:
         return
-    if lean_target:
+    if lean_target and setting.drafter not in HEAD_DRAFTERS:
         raise ValueError(
             f"{setting.drafter} verifies its trees through transformers' forward with a 4D "
             "attention mask, which specviz.fast.lean's target forward does not take: drop "
@@ -204,16 +222,18 @@ def speculative_run(
     costs: CostModel,
     lean: bool = True,
     lean_target: bool = False,
+    heads: str | None = None,
 ) -> GenerationResult:
     """One speculative decode of prompt_ids under setting, with a fresh drafter.
 
     A tree drafter's trees are verified by the setting's tree rule through transformers'
-    forward (check_runnable refuses what it cannot run).
+    forward, a head tree's through its own (check_runnable refuses what it cannot run).
+    heads: the head drafters' weights folder (None: the shipped ones).
     """
     check_runnable(setting, lean_target)
     return speculative_generate(
         target,
-        _drafter(setting, target, draft, sampling, lean),
+        _drafter(setting, target, draft, sampling, lean, lean_target=lean_target, heads=heads),
         tokenizer,
         prompt_ids,
         sampling=sampling,
@@ -238,6 +258,7 @@ def run_request(
     lean: bool = True,
     lean_target: bool = False,
     raw: bool = False,
+    heads: str | None = None,
 ) -> Iterator[Record]:
     """Warm up, then A (plain) B (speculative) C (transformers) interleaved, `repetitions` times.
 
@@ -246,7 +267,8 @@ def run_request(
     lean=False drafts through transformers' forward instead of specviz.fast.lean's; lean_target=True
     runs the target through specviz.fast.lean's (plain and speculative alike; transformers' own
     generation keeps its forward). raw=True sends the prompt as plain text; by default it goes
-    through the tokenizer's chat template where there is one (specviz.models.chat).
+    through the tokenizer's chat template where there is one (specviz.models.chat). heads: the
+    head drafters' weights folder (None: the shipped ones).
     """
     check_runnable(setting, lean_target)
     prompt_ids = chat_prompt_ids(tokenizer, request.prompt, raw=raw)
@@ -260,7 +282,7 @@ def run_request(
         spec = speculative_run(
             target, draft, tokenizer, prompt_ids, setting, sampling=sampling,
             max_new_tokens=request.max_new_tokens, costs=costs, lean=lean,
-            lean_target=lean_target,
+            lean_target=lean_target, heads=heads,
         )  # fmt: skip
         hf_seconds, hf_tokens = (
             hf_generate(target, draft, prompt_ids, setting, request.max_new_tokens)
@@ -333,10 +355,12 @@ def run_all(
     lean: bool = True,
     lean_target: bool = False,
     raw: bool = False,
+    heads: str | None = None,
 ) -> list[Record]:
     """Every request under every setting; progress(done, total, label) after each.
 
-    raw=True sends the prompts as plain text, else through the chat template (as run_request).
+    raw=True sends the prompts as plain text, else through the chat template (as run_request);
+    heads: the head drafters' weights folder (None: the shipped ones).
     """
     records: list[Record] = []
     total = len(requests) * len(settings)
@@ -361,6 +385,7 @@ def run_all(
             lean=lean,
             lean_target=lean_target,
             raw=raw,
+            heads=heads,
         )
     progress(total, total, f"done in {time.perf_counter() - t0:.0f} s")
     return records

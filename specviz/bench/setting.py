@@ -44,7 +44,8 @@ class BenchSetting:
 # gamma tokens but stops after one whose draft top probability is below CONFIDENCE (the same
 # rule and default as transformers' assistant_confidence_threshold).
 POLICIES = ("fixed", "heuristic", "theory", "confidence")
-HYBRID_DRAFTERS = ("ngram+model", "ngram+model-trimmed")  # lookup first, else the draft model
+# lookup first, else the draft model (or the EAGLE head)
+HYBRID_DRAFTERS = ("ngram+model", "ngram+model-trimmed", "ngram+eagle")
 MODEL_DRAFTERS = tuple(n for n, s in REGISTRY.items() if s.uses_draft_model)
 EXIT_DRAFTERS = ("early-exit", "early-exit-shared")  # the target's first k layers draft
 DRAFTERS = DRAFTER_NAMES

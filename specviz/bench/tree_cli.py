@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from specviz.bench.heads import HEAD_DRAFTERS
 from specviz.bench.runner import Record
 from specviz.bench.setting import MODEL_DRAFTERS, BenchSetting
 from specviz.bench.tree_passes import tree_pass_timings
@@ -88,6 +89,10 @@ def sweep_plan(args: argparse.Namespace, drafters: list[str]) -> SweepPlan | Non
         raise ValueError("--tree-sweep compares node budgets on one draft: give one --draft")
     if args.policies.strip() != "fixed":
         raise ValueError("--tree-sweep drafts to a fixed depth: drop --policies")
+    if args.lean_target:
+        raise ValueError(
+            "--tree-sweep runs the target on transformers' forward: drop --lean-target"
+        )
     return plan
 
 
@@ -101,9 +106,10 @@ def check_tree_flags(args: argparse.Namespace, drafters: list[str], policies: li
         if value < 1:
             raise ValueError(f"{flag} must be an integer >= 1 (got {value})")
     trees = [d for d in drafters if d in TREE_DRAFTERS]
-    if trees and args.lean_target:
+    masked = [d for d in trees if d not in HEAD_DRAFTERS]  # the head trees verify on their own
+    if masked and args.lean_target:
         raise ValueError(
-            f"{', '.join(trees)} verify their trees through transformers' forward with a 4D "
+            f"{', '.join(masked)} verify their trees through transformers' forward with a 4D "
             "attention mask, which --lean-target's forward does not take: drop --lean-target, "
             "or bench the tree drafters in a run of their own"
         )

@@ -2,12 +2,13 @@
 
 At a fixed depth D every setting makes the same draft calls a round: the chain (N = 1) is the
 chain drafter at gamma = D (the draft model for tree-model and tree-sampled, n-gram lookup for
-tree-ngram), and each tree (N > 1) grows D levels of at most N nodes. Every draft model runs
-through the same forward (specviz.fast.lean's where it applies, as the registry builds them),
-so a round's draft work differs only by the tree. Per request and repetition, one plain decode
-and, where transformers has the chain's counterpart, one transformers' assisted generation at
-gamma = D are shared by every setting, whose speculative runs follow in an order that rotates
-each repetition.
+tree-ngram, the head's chain for the head trees), and each tree (N > 1) grows D levels of at
+most N nodes. Every draft model runs through the same forward (specviz.fast.lean's where it
+applies, as the registry builds them), so a round's draft work differs only by the tree. The
+target runs on transformers' forward throughout, the head drafters' own forward of it too.
+Per request and repetition, one plain decode and, where transformers has the chain's
+counterpart, one transformers' assisted generation at gamma = D are shared by every setting,
+whose speculative runs follow in an order that rotates each repetition.
 """
 
 from __future__ import annotations
@@ -160,9 +161,11 @@ def run_sweep_request(
     with_hf: bool,
     seed: int = 0,
     raw: bool = False,
+    heads: str | None = None,
 ) -> Iterator[Record]:
     """Warm up, then per repetition: plain, transformers' assisted generation of each chain,
-    and every setting's speculative run, each paired with that plain run."""
+    and every setting's speculative run, each paired with that plain run (heads: the head
+    drafters' weights folder, None: the shipped ones)."""
     prompt_ids = chat_prompt_ids(tokenizer, request.prompt, raw=raw)
     settings = plan.settings(temperature, draft_name)
     n = request.max_new_tokens
@@ -179,7 +182,7 @@ def run_sweep_request(
         for setting in _rotated(settings, max(rep, 0)):
             spec = speculative_run(
                 target, draft, tokenizer, prompt_ids, setting, sampling=sampling,
-                max_new_tokens=n, costs=CostModel(), lean=True,
+                max_new_tokens=n, costs=CostModel(), lean=True, heads=heads,
             )  # fmt: skip
             if rep < 0:
                 continue
@@ -200,6 +203,7 @@ def run_sweep(
     with_hf: bool,
     progress: Callable[[int, int, str], None] = lambda _i, _n, _s: None,
     raw: bool = False,
+    heads: str | None = None,
 ) -> list[Record]:
     """Every request through the sweep; progress(done, total, label) after each."""
     records: list[Record] = []
@@ -208,7 +212,7 @@ def run_sweep(
         progress(i, len(requests), f"{request.id} tree sweep N={plan.nodes} T={temperature}")
         records += run_sweep_request(
             target, draft, tokenizer, request, plan, temperature=temperature,
-            draft_name=draft_name, repetitions=repetitions, with_hf=with_hf, raw=raw,
+            draft_name=draft_name, repetitions=repetitions, with_hf=with_hf, raw=raw, heads=heads,
         )  # fmt: skip
     progress(len(requests), len(requests), f"done in {time.perf_counter() - t0:.0f} s")
     return records

@@ -19,6 +19,7 @@ from typing import Any
 import gradio as gr
 import pytest
 import torch
+from transformers import AutoModelForCausalLM
 
 import specviz.app.main as specviz_app
 from specviz.app import views
@@ -56,6 +57,9 @@ from specviz.drafters import early_exit
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.registry import DRAFTER_NAMES, REGISTRY, TREE_DRAFTERS, DrafterOptions
 from specviz.drafters.trimmed import save_ranking
+from specviz.heads.eagle import EagleHead, EagleShape
+from specviz.heads.medusa import MedusaHeads
+from specviz.heads.weights import save_head
 from specviz.models.loading import ModelLoadError
 from specviz.stats.laws import draw
 from specviz.stats.mutants import MUTANTS, OffByOneCache
@@ -92,6 +96,28 @@ def model_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
         model.save_pretrained(root / name)
         tok.save_pretrained(root / name)
     return str(root / "target"), str(root / "draft")
+
+
+HEAD_TOKENS = torch.arange(2, VOCAB)
+
+
+def save_heads(target_dir: str, folder: Path, medusa_heads: int = 4) -> str:
+    """An EAGLE head at its initial weights (drawn under a forked RNG) and Medusa heads at
+    theirs, saved for the target in target_dir as the app loads it (float32)."""
+    target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        eagle = EagleHead(EagleShape.of(target.config))
+    save_head(eagle, "eagle", HEAD_TOKENS, target, {}, folder)
+    medusa = MedusaHeads(int(target.config.hidden_size), medusa_heads)
+    save_head(medusa, "medusa", HEAD_TOKENS, target, {}, folder)
+    return str(folder)
+
+
+@pytest.fixture(scope="session")
+def heads_dir(model_dirs: tuple[str, str], tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Drafting heads for the tiny target (4 Medusa heads: the form's default tree depth)."""
+    return save_heads(model_dirs[0], tmp_path_factory.mktemp("heads"))
 
 
 @pytest.fixture(scope="session")
@@ -144,8 +170,8 @@ def served(model_dirs: tuple[str, str]) -> Iterator[tuple[SpecVizApp, str]]:
 
 
 @pytest.fixture(scope="module")
-def app(model_dirs: tuple[str, str]) -> SpecVizApp:
-    return SpecVizApp(*model_dirs)
+def app(model_dirs: tuple[str, str], heads_dir: str) -> SpecVizApp:
+    return SpecVizApp(*model_dirs, heads=heads_dir)
 
 
 @pytest.mark.parametrize(
@@ -576,6 +602,12 @@ REFUSED = {  # (drafter, mutant): the drafter has no such piece to swap
     ("early-exit-shared", DRAFTER_MUTANT.name): "builds a drafter of its own",
     ("early-exit-shared", CACHE_MUTANT.name): "shares with the target",
 }
+REFUSED |= {  # a drafting head: its own drafter, verifying through its own forward of the target
+    (head, mutant.name): why
+    for head in ("eagle", "medusa", "ngram+eagle")
+    for mutant, why in ((DRAFTER_MUTANT, "builds a drafter of its own"),
+                        (CACHE_MUTANT, "shares with the target"))
+}  # fmt: skip
 REFUSED |= {  # a tree drafter: the mutants break chain speculation
     (tree, mutant.name): "breaks a piece of chain speculation"
     for tree in TREE_DRAFTERS
@@ -589,7 +621,7 @@ def test_lab_swaps_a_mutant_into_every_drafter_that_has_its_piece(
     app: SpecVizApp, ranked_dirs: tuple[str, str], drafter: str, mutant: Any
 ) -> None:
     s = settings(ranked_dirs, drafter=drafter)
-    pair = lab_pair(s, app.pair(s, NO_PROGRESS))
+    pair = lab_pair(s, app.pair(s, NO_PROGRESS), app.heads)
     if (drafter, mutant.name) in REFUSED:
         with pytest.raises(ValueError, match=REFUSED[drafter, mutant.name]):
             lab_drafter(pair, mutant)
@@ -720,8 +752,8 @@ def test_the_classic_draft_model_is_one_click_away(app: SpecVizApp) -> None:
 
 
 @pytest.mark.parametrize("drafter", DRAFTER_NAMES)
-def test_the_form_shows_only_the_fields_the_drafter_reads(drafter: str) -> None:
-    *updates, note = SpecVizApp.drafter_fields(drafter)
+def test_the_form_shows_only_the_fields_the_drafter_reads(app: SpecVizApp, drafter: str) -> None:
+    *updates, note = app.drafter_fields(drafter)
     exits, tree = drafter in EXIT_DRAFTERS, REGISTRY[drafter].tree
     shown = dict(zip(DRAFTER_FIELDS, (u["visible"] for u in updates), strict=True))
     assert shown == {
@@ -729,7 +761,7 @@ def test_the_form_shows_only_the_fields_the_drafter_reads(drafter: str) -> None:
         "confidence": not tree and drafter not in UNCONFIDENT_DRAFTERS,
         "gamma": not tree, "policy": not tree,  # a tree's depth replaces γ
         "tree_nodes": tree, "tree_depth": tree,
-        "tree_width": drafter in ("tree-model", "tree-sampled"),  # the n-gram tree has no width
+        "tree_width": tree and drafter != "tree-ngram",  # the n-gram tree has no width
         "tree_rule": tree,
     }  # fmt: skip
     assert REGISTRY[drafter].label in note and REGISTRY[drafter].description in note

@@ -22,9 +22,9 @@ from specviz.stats.laws import draw
 from specviz.stats.testing import estimated_power
 from specviz.tree.verify import EXACT_TREE, TYPICAL
 
-from .test_app import lab_request, model_dirs, served, settings
+from .test_app import heads_dir, lab_request, model_dirs, served, settings
 
-__all__ = ["model_dirs", "served"]  # fixtures shared with test_app
+__all__ = ["heads_dir", "model_dirs", "served"]  # fixtures shared with test_app
 
 pytestmark = [  # gradio's queue calls pandas in ways pandas 3 deprecates: not ours to fix
     pytest.mark.filterwarnings("ignore:'future.no_silent_downcasting':Warning"),
@@ -34,12 +34,12 @@ STREAM, STATUS, SUMMARY, ROUND, TREE, NODE = 1, 2, 7, 8, 9, 10  # render()'s out
 
 
 @pytest.fixture(scope="module")
-def app(model_dirs: tuple[str, str]) -> SpecVizApp:
-    return SpecVizApp(*model_dirs)
+def app(model_dirs: tuple[str, str], heads_dir: str) -> SpecVizApp:
+    return SpecVizApp(*model_dirs, heads=heads_dir)
 
 
 def test_the_form_knows_every_registered_tree_drafter_and_rule() -> None:
-    assert sorted(TREE_DRAFTERS) == sorted(REGISTERED_TREES) and len(TREE_DRAFTERS) == 3
+    assert sorted(TREE_DRAFTERS) == sorted(REGISTERED_TREES) and len(TREE_DRAFTERS) == 6
     assert set(TREE_RULE_CHOICES) == set(TREE_RULES) == {EXACT_TREE.name, TYPICAL.name}
     assert TREE_RULES["typical"] is TYPICAL and not TYPICAL.exact
     assert tree_rule(settings(("t", "d"), drafter="tree-model")) is EXACT_TREE
@@ -76,7 +76,8 @@ def test_a_tree_drafter_runs_through_the_apps_run_path(
         for node in range(tr.size + 1):
             inspector = app.tree_view(run, tr.round, node)[1]
             assert f'data-node="{node}"' in inspector and "verdict" in inspector
-    node, inspector = app.tree_click(run, run.trees[0].round, gr.EventData(None, {"node": 0}))
+    drafted = next(t for t in run.trees if t.size)  # a head drafts nothing in the first round
+    node, inspector = app.tree_click(run, drafted.round, gr.EventData(None, {"node": 0}))
     assert node == 0 and "q(x) draft" in inspector
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from specviz.bench.heads import HEAD_KIND, heads_problem, weights_path
 from specviz.bench.workloads import WORKLOADS, load_requests
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.drafters.registry import DRAFTER_NAMES, REGISTRY, DrafterOptions
@@ -18,12 +19,13 @@ from specviz.drafters.registry import DRAFTER_NAMES, REGISTRY, DrafterOptions
 BUNDLED = "bundled"  # the same word specviz.models.loading uses for the bundled pair
 LABELS = {"code": "code", "json": "structured JSON", "repeat": "repeat / rewrite the prompt"}
 LABELS |= {"prose": "open-ended story"}
-# Which registered drafters read exit_layer, and which have no q to be confident about (the
-# registry builds each one; these say which settings the summary shows for it).
+# Which registered drafters read exit_layer, and which read no confidence threshold (n-gram
+# lookup has no q to be confident about; the drafting heads never stop on theirs): the
+# registry builds each one; these say which settings the summary shows for it.
 EXIT_DRAFTERS = frozenset({"early-exit", "early-exit-shared"})
-UNCONFIDENT_DRAFTERS = frozenset({"ngram"})
+UNCONFIDENT_DRAFTERS = frozenset({"ngram", *HEAD_KIND})
 TREE_DRAFTERS = frozenset(name for name in DRAFTER_NAMES if REGISTRY[name].tree)
-WIDE_DRAFTERS = frozenset({"tree-model", "tree-sampled"})  # the tree drafters that read width
+WIDE_DRAFTERS = TREE_DRAFTERS - {"tree-ngram"}  # the tree drafters that read width
 POLICIES = ["fixed", "heuristic", "theory"]  # the names specviz.gamma.policies.make_policy takes
 # How a tree round is verified: the names of specviz.tree.verify's rules, with the menu's labels.
 # Only the exact rule follows the target's law; it is the default.
@@ -136,13 +138,20 @@ TREE_NOTE = (
 )
 
 
-def drafter_note(name: Any) -> str:
+def drafter_note(name: Any, heads: str | None = None) -> str:
     """Markdown under the drafter menu: the chosen drafter's whole label and what it does (the
-    menu may cut a long label short); for a tree drafter, why γ is gone and where its trees are."""
+    menu may cut a long label short); for a tree drafter, why γ is gone and where its trees are;
+    for a drafting head, the weights it reads from (heads: their folder, None: the shipped
+    ones), or why it cannot draft."""
     if name not in REGISTRY:
         return ""
     spec = REGISTRY[name]
-    return f"**{spec.label}**: {spec.description}." + (TREE_NOTE if spec.tree else "")
+    note = f"**{spec.label}**: {spec.description}." + (TREE_NOTE if spec.tree else "")
+    if name in HEAD_KIND:
+        problem = heads_problem(name, heads)
+        path = weights_path(HEAD_KIND[name], heads)
+        note += f" **No weights**: {problem}." if problem else f" Weights: `{path}`."
+    return note
 
 
 def drafter_choices() -> list[tuple[str, str]]:
@@ -265,11 +274,13 @@ class Settings:
             tree_rule=v["tree_rule"] if applies["tree_rule"] else "exact",
         )  # fmt: skip
 
-    def options(self) -> DrafterOptions:
-        """The registry's drafter options these settings give (the rest at their defaults)."""
+    def options(self, heads: str | None = None) -> DrafterOptions:
+        """The registry's drafter options these settings give (the rest at their defaults);
+        heads: the drafting heads' weights folder (None: the shipped ones)."""
         return DrafterOptions(
             exit_layer=self.exit_layer, min_confidence=self.min_confidence,
             tree_nodes=self.tree_nodes, tree_depth=self.tree_depth, tree_width=self.tree_width,
+            heads=heads,
         )  # fmt: skip
 
     def describe(self) -> dict[str, Any]:

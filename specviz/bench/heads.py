@@ -1,0 +1,101 @@
+"""The drafting-head drafters (specviz.heads) on the command lines and in the app.
+
+Each head drafter reads one weights file, {kind}.safetensors, trained on one target's features:
+by default the file shipped for the bundled target (specviz/assets/heads/), else the one in the
+folder `--heads DIR` names. `check_heads` refuses, before any model loads, a folder or a file
+that is not there; whether the weights fit the target (its fingerprint) is checked when the
+drafter is built, once the target has loaded.
+
+A head drafter verifies through its own cached forward of the target (it shares the target's
+cache, SharesTargetCache), which records the features the head reads. `head_forward` picks that
+forward so that it is the one plain decoding runs on in the same comparison: specviz.fast.lean's
+(where it applies) with --lean-target, transformers' without. A head's speedup is then never the
+lean forward's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from specviz.core.cache import CachedForward
+
+# each registered head drafter (specviz.drafters.registry) and the head kind whose weights it reads
+HEAD_KIND: Mapping[str, str] = MappingProxyType(
+    {
+        "eagle": "eagle",
+        "medusa": "medusa",
+        "ngram+eagle": "eagle",
+        "eagle-tree": "eagle",
+        "eagle-tree-sampled": "eagle",
+        "medusa-tree": "medusa",
+    }
+)
+HEAD_DRAFTERS = tuple(HEAD_KIND)  # all of them share the target's cache
+TRAIN = "python -m specviz.train features, then heads"
+
+
+def weights_path(kind: str, heads: str | Path | None) -> Path:
+    """Where the weights of a head kind lie: heads/{kind}.safetensors, or the shipped file."""
+    if heads is None:
+        from specviz.heads.weights import head_path
+
+        return head_path(kind)
+    return Path(heads) / f"{kind}.safetensors"
+
+
+def heads_problem(drafter: str, heads: str | Path | None) -> str | None:
+    """Why a head drafter finds no weights file (None: it does, or drafter is not a head one).
+
+    heads: the folder given (None: the shipped weights).
+    """
+    kind = HEAD_KIND.get(drafter)
+    if kind is None:
+        return None
+    path = weights_path(kind, heads)
+    if path.is_file():
+        return None
+    if heads is None:
+        return (
+            f"the {drafter} drafter reads the {kind} head shipped for the bundled target, and "
+            f"{path} is not there: train it ({TRAIN}, then heads-export), pass --heads with "
+            "a folder of weights trained for your target, or pick another drafter"
+        )
+    if not Path(heads).is_dir():
+        return f"--heads {heads}: no such folder (give the folder that holds {kind}.safetensors)"
+    return (
+        f"--heads {heads} holds no {kind}.safetensors, which the {drafter} drafter reads: train "
+        f"one for your target ({TRAIN}), or give the folder that holds it"
+    )
+
+
+def check_heads(drafters: Iterable[str], heads: str | None, flag: str = "--drafter") -> None:
+    """ValueError, saying what to change, unless every head drafter among drafters finds its
+    weights; --heads (heads not None) with no head drafter at all is refused too.
+
+    flag: how the command line names its drafter choice (--drafter, --drafters).
+    """
+    used = [d for d in drafters if d in HEAD_KIND]
+    if heads is not None and not used:
+        raise ValueError(
+            f"--heads gives the drafting heads' weights: it applies to {flag} "
+            f"{', '.join(HEAD_DRAFTERS)}"
+        )
+    for drafter in used:
+        problem = heads_problem(drafter, heads)
+        if problem is not None:
+            raise ValueError(problem)
+
+
+def head_forward(lean_target: bool) -> Callable[[Any], CachedForward] | None:
+    """DrafterOptions.make_cache for a head drafter: None (its target forward is then
+    specviz.fast.lean's where it applies, as --lean-target's) with lean_target, else a KVCache
+    (transformers' forward, as plain decoding's without --lean-target)."""
+    if lean_target:
+        return None
+    from specviz.core.cache import KVCache
+
+    return KVCache
