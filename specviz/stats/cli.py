@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from specviz.drafters.registry import (
     build_drafter,
     drafter_spec,
 )
+from specviz.heads.weights import KINDS
 from specviz.models.chat import PromptFormat, prompt_format, prompt_ids
 from specviz.models.loading import BUNDLED, load_pair
 from specviz.runtime import HelpFormatter, add_threads_argument, utf8_text
@@ -26,12 +28,15 @@ from specviz.stats.report import table, to_json
 from specviz.stats.suite import Setting, default_settings, run_suite, tree_settings
 from specviz.stats.toy import REPEATING_PROMPT, random_pair
 
+HEAD_DRAFTERS = tuple(n for n in DRAFTER_NAMES if set(re.split("[+-]", n)) & set(KINDS))
 TOY_UNSUPPORTED = {  # drafters that need a real transformer, and what the toy pair lacks
     "model-trimmed": "no output head to trim",
     "ngram+model-trimmed": "no output head to trim",
     "early-exit": "no layers to exit from",
     "early-exit-shared": "no layers to exit from",
+    **{name: "no hidden states for a drafting head" for name in HEAD_DRAFTERS},
 }
+SHARES_TARGET_CACHE = {"early-exit-shared": "early-exit", **{n: "model" for n in HEAD_DRAFTERS}}
 QUICK = ("gamma=1 T=1", "gamma=4 T=1", "gamma=4 T=0.5", "gamma=2 T=0.7 top_p=0.8")
 TREE_QUICK = ("tree T=1", "tree T=0.7 top_p=0.8")
 TREE_FLAGS = ("tree_nodes", "tree_depth", "tree_width")  # DrafterOptions fields, as flags
@@ -105,6 +110,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
             help=f"tree drafters: at most this many {what} (default: {getattr(defaults, field)})",
         )
     ver.add_argument(
+        "--heads",
+        metavar="DIR",
+        help="drafting-head drafters: the folder with eagle.safetensors / medusa.safetensors "
+        "trained for --target (default: the heads shipped for the bundled target)",
+    )
+    ver.add_argument(
         "--mutant",
         choices=[m.name for m in (*MUTANTS, *TREE_MUTANTS)],
         help=f"swap in a known bug (chain drafters: {', '.join(m.name for m in MUTANTS)}; tree "
@@ -114,11 +125,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     add_threads_argument(ver)
 
 
-def _settings(choice: str, tree_depth: int | None) -> list[Setting]:
-    """The chosen subset of the default grid, or of the tree grid for a tree of that depth."""
+def _settings(choice: str, tree_depth: int | None, *, late: bool = False) -> list[Setting]:
+    """The chosen subset of the default grid, or of the tree grid for a tree of that depth.
+
+    late: the drafter drafts nothing in the first round (a drafting head waits for the
+    target's features), so each setting writes one token more for its drafting round to
+    have the whole gamma (or depth).
+    """
     if tree_depth is not None:
-        return [s for s in tree_settings(tree_depth) if choice == "full" or s.name in TREE_QUICK]
-    return [s for s in default_settings() if choice == "full" or s.name in QUICK]
+        grid = [s for s in tree_settings(tree_depth) if choice == "full" or s.name in TREE_QUICK]
+    else:
+        grid = [s for s in default_settings() if choice == "full" or s.name in QUICK]
+    return [_one_more(s) for s in grid] if late else grid
+
+
+def _one_more(setting: Setting) -> Setting:
+    """setting writing one token more (a max_new_tokens in its name follows)."""
+    limit = setting.speculation.max_new_tokens
+    return replace(
+        setting,
+        name=setting.name.replace(f"max_new_tokens={limit}", f"max_new_tokens={limit + 1}"),
+        speculation=replace(setting.speculation, max_new_tokens=limit + 1),
+    )
 
 
 def _check_tree_flags(args: argparse.Namespace, tree: bool) -> DrafterOptions:
@@ -153,6 +181,48 @@ def _check_mutant(variant: Variant, drafter: str, tree: bool) -> None:
         )
 
 
+def _check_swaps(variant: Variant, drafter: str) -> None:
+    """ValueError when the mutant swaps the draft model's drafter or cache and drafter shares
+    the target's cache (early-exit-shared, the drafting heads): it has neither to swap."""
+    swaps = variant.drafter_cls is not EXACT_VARIANT.drafter_cls or variant.make_cache is not None
+    if swaps and drafter in SHARES_TARGET_CACHE:
+        raise ValueError(
+            f"mutant {variant.name} swaps the draft model's drafter or cache, which --drafter "
+            f"{drafter} does not use (it drafts through the target's own cache): verify it "
+            f"with --drafter {SHARES_TARGET_CACHE[drafter]}"
+        )
+
+
+def _check_heads(folder: str, drafter: str) -> None:
+    """ValueError unless --heads DIR is a folder and drafter is a drafting head."""
+    if drafter not in HEAD_DRAFTERS:
+        raise ValueError(
+            f"--heads gives the weights of the drafting-head drafters ({', '.join(HEAD_DRAFTERS)})"
+            f": pick one with --drafter, or drop --heads"
+        )
+    if not Path(folder).is_dir():
+        raise ValueError(f"--heads {folder}: no such folder")
+
+
+def _medusa_depth(options: DrafterOptions, target: object, *, given: bool) -> DrafterOptions:
+    """options with a tree no deeper than the Medusa heads reach (ValueError if --tree-depth
+    asks for more); the default depth is cut to the number of heads."""
+    from specviz.heads.build import head_cache
+    from specviz.heads.cache import MedusaCache
+
+    cache = head_cache("medusa", target, options.heads)
+    assert isinstance(cache, MedusaCache)
+    reach = cache.heads.k
+    if options.tree_depth <= reach:
+        return options
+    if given:
+        raise ValueError(
+            f"--tree-depth {options.tree_depth}: the Medusa heads guess at most {reach} "
+            f"tokens ahead; pass --tree-depth {reach} or less"
+        )
+    return replace(options, tree_depth=reach)
+
+
 def run_verify(args: argparse.Namespace) -> int:
     """Validate, build the pair, run the suite with a progress line, print the table."""
     if args.n < 10:
@@ -175,17 +245,15 @@ def run_verify(args: argparse.Namespace) -> int:
     shape = _check_tree_flags(args, tree)
     variant = next((m for m in (*MUTANTS, *TREE_MUTANTS) if m.name == args.mutant), EXACT_VARIANT)
     _check_mutant(variant, args.drafter, tree)
-    swaps_drafter = variant.drafter_cls is not EXACT_VARIANT.drafter_cls or variant.make_cache
-    if args.drafter == "early-exit-shared" and swaps_drafter:
-        raise ValueError(
-            f"mutant {variant.name} swaps the draft model's drafter or cache, which "
-            "early-exit-shared does not use: verify it with --drafter early-exit"
-        )
+    _check_swaps(variant, args.drafter)
+    if args.heads is not None:
+        _check_heads(args.heads, args.drafter)
     options = replace(
         shape,
         exit_layer=args.exit_layer,
         model_cls=variant.drafter_cls,
         make_cache=variant.make_cache,
+        heads=args.heads,
     )
     fmt: PromptFormat | None = None  # how the models' prompt was formatted
     if args.pair == "toy":
@@ -199,18 +267,22 @@ def run_verify(args: argparse.Namespace) -> int:
         prompt = DEFAULT_PROMPT if args.prompt is None else utf8_text(args.prompt, "--prompt")
         context = prompt_ids(pair.tokenizer, prompt, raw=args.raw)
         fmt = prompt_format(pair.tokenizer, raw=args.raw)
+    if args.drafter == "medusa-tree":
+        options = _medusa_depth(options, target, given=args.tree_depth is not None)
 
     def make_drafter(sampling: SamplingConfig) -> AnyDrafter:
         return build_drafter(
             args.drafter, target=target, draft=draft, sampling=sampling, options=options
         )
 
+    make_drafter(SamplingConfig())  # bad weights or options fail here, before the first sample
+    late = args.drafter in HEAD_DRAFTERS
     with torch.inference_mode():
         results = run_suite(
             target,
             draft,
             context,
-            _settings(args.settings, options.tree_depth if tree else None),
+            _settings(args.settings, options.tree_depth if tree else None, late=late),
             n=args.n,
             alpha=args.alpha,
             variant=variant,
@@ -233,5 +305,7 @@ def run_verify(args: argparse.Namespace) -> int:
         }
         if fmt is not None:
             meta["prompt_format"] = fmt
+        if args.heads is not None:
+            meta["heads"] = args.heads
         Path(args.json).write_text(to_json(results, meta), encoding="utf-8")
     return 1 if rejected else 0
