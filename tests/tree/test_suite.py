@@ -18,6 +18,7 @@ from specviz.cli import main
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import EMITTING, RoundSummary, TreeProposed
 from specviz.drafters.registry import TREE_DRAFTERS, DrafterOptions, build_drafter
+from specviz.stats.cli import TOY_UNSUPPORTED
 from specviz.stats.laws import EXACT_VARIANT, Variant, draw, speculative_sampler
 from specviz.stats.mutants import MUTANTS, TREE_MUTANTS, TREE_SHOWS_IN
 from specviz.stats.suite import check_setting, family_adjusted, run_suite, tree_settings
@@ -30,6 +31,8 @@ N = 600  # samples per sampler and setting
 DEPTH = DrafterOptions().tree_depth
 PROMPT = list(REPEATING_PROMPT)
 SETTINGS = {s.name: s for s in tree_settings(DEPTH, stop_id=0)}
+# the drafting heads' trees need hidden states the toy pair lacks: tests/heads/test_suite.py
+TOY_TREES = tuple(name for name in TREE_DRAFTERS if name not in TOY_UNSUPPORTED)
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +52,7 @@ def _events(toy: Any, name: str, seed: int, **kwargs: Any) -> list[Any]:
     return list(decoder.events())
 
 
-@pytest.mark.parametrize("name", TREE_DRAFTERS)
+@pytest.mark.parametrize("name", TOY_TREES)
 def test_tree_drafters_branch_on_the_toy_pair(toy: Any, name: str) -> None:
     """The suite tests real trees: every first round has a node with several children."""
     for seed in range(20):
@@ -86,7 +89,7 @@ def test_no_token_follows_an_accepted_stop_token(toy: Any) -> None:
         assert 0 not in tokens[:-1], (seed, tokens)
 
 
-@pytest.mark.parametrize("name", TREE_DRAFTERS)
+@pytest.mark.parametrize("name", TOY_TREES)
 def test_exact_tree_sampler_passes_every_tree_setting(toy: Any, name: str) -> None:
     target, draft = toy
     results = run_suite(
@@ -153,7 +156,7 @@ def test_a_mutant_needs_a_drafter_of_its_kind(toy: Any) -> None:
 # --- specviz verify ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", TREE_DRAFTERS)
+@pytest.mark.parametrize("name", TOY_TREES)
 def test_verify_runs_each_tree_drafter_on_the_toy_pair(capsys: Any, name: str) -> None:
     assert main(["verify", "--drafter", name, "--settings", "quick", "--n", "20"]) == 0
     out = capsys.readouterr().out
