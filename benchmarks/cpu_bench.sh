@@ -10,7 +10,8 @@
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code lean-target code-all
 #        json-prose repeat lookup hybrid hybrid-cap draft-size batch temperature dynamic replay
-#        tree-sweep tree-sweep-t1 tables tree-tables (default: all, about 3 hours)
+#        tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose tables tree-tables
+#        (default: all, about 3.5 hours)
 #        RESUME=1: skip each part whose OUTDIR/PART.json is already there (rerun the same command
 #        after an interruption; a part cut off writes no JSON and runs again)
 #
@@ -20,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
-PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch temperature dynamic tree-sweep tree-sweep-t1 replay tables tree-tables}"
+PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch temperature dynamic tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose replay tables tree-tables}"
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
@@ -98,6 +99,16 @@ bench tree-sweep --workloads code --limit 6 --temperatures 0 --drafters tree-mod
 bench tree-sweep-t1 --workloads code --limit 4 --temperatures 1 \
     --drafters tree-model,tree-sampled $TREE
 
+# 5b. the drafting heads trained on the target's own features (specviz/heads, weights in
+#     specviz/assets/heads): the whole code workload at T = 0, then code at T = 1 and JSON and
+#     prose, against the distilled draft after lookup (the fastest before) and transformers'
+#     assisted generation with the distilled draft (the `model` rows), lean target forward
+HEADS="--drafters model,ngram+model-trimmed,eagle,ngram+eagle,eagle-tree,medusa --gammas 3"
+HEADS="$HEADS --tree-nodes 16 --tree-depth 4 --tree-width 4 --reps 2 --lean-target"
+bench heads-code --workloads code --temperatures 0 $HEADS
+bench heads-t1 --workloads code --limit 6 --temperatures 1 $HEADS
+bench heads-json-prose --workloads json,prose --limit 6 $HEADS
+
 # 6. dynamic gamma replayed on every prompt (specviz.bench.replay), priced at pass costs measured
 #    once, so free of timing noise: at T = 0 on code, JSON and repeat (the rounds a real run
 #    makes), at T = 1 on code, prose and repeat (rounds with a real run's law; 3 target decodes
@@ -131,5 +142,6 @@ case " $PARTS " in *" tables "*) ;; *) exit 0 ;; esac
 python -m specviz.bench.markdown "$OUT"/code.json "$OUT"/lean-target.json "$OUT"/code-all.json \
     "$OUT"/json-prose.json "$OUT"/repeat.json "$OUT"/lookup.json "$OUT"/hybrid.json \
     "$OUT"/hybrid-cap.json "$OUT"/draft-size.json "$OUT"/batch.json "$OUT"/temperature.json "$OUT"/dynamic.json \
+    "$OUT"/heads-code.json "$OUT"/heads-t1.json "$OUT"/heads-json-prose.json \
     ${TREES[@]+"${TREES[@]}"} > "$OUT/tables.md"
 echo "wrote $OUT/*.json, *.html and tables.md"

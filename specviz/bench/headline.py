@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from specviz.bench.head_table import heads_table
 from specviz.bench.markdown import _setting, _spread, _table, resummarized
 from specviz.bench.runner import drafter_label
 from specviz.bench.saved import RESULTS_DIR
@@ -495,6 +496,7 @@ TABLES: dict[str, Callable[[], list[str]]] = {
     "dynamic": dynamic,
     "transformers": transformers,
     "trees": trees,
+    "heads": lambda: heads_table(load),
 }
 
 
