@@ -7,6 +7,7 @@ config, and the held-out measurements of step ``heads-eval`` when they exist.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from typing import Any
@@ -15,7 +16,18 @@ from safetensors.torch import load_file
 
 from specviz.heads.weights import ASSETS
 from specviz.train.common import work_dir, write_json_atomic
+from specviz.train.features import feature_dir
 from specviz.train.heads import head_dir
+
+
+def shards_sha256() -> str:
+    """sha256 over the feature shards' bytes, in name order (what the heads trained on)."""
+    digest = hashlib.sha256()
+    for path in sorted(feature_dir().glob("features_*.pt")):
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
 
 
 def run_heads_export(kind: str) -> dict[str, Any]:
@@ -33,6 +45,7 @@ def run_heads_export(kind: str) -> dict[str, Any]:
         "weights_bytes": weights.stat().st_size,
         "data": metrics["data"],
         "shards": metrics["shards"],
+        "shards_sha256": shards_sha256(),
         "train_sequences": metrics["train_sequences"],
         "train_positions": metrics["train_positions"],
         "steps": metrics["step"],
