@@ -2,7 +2,7 @@
 
 Per workload and temperature, each drafter's fastest fixed setting: its speedup over plain
 decoding (pair by pair, on the same requests and the same target forward), α, tokens a round,
-the draft cost c, and its time per token over transformers' assisted generation with the
+the draft cost c, the verification pass's cost r, and its time per token over transformers' assisted generation with the
 bundled draft model on the same requests (the best of transformers' settings in the part,
 request by request: the baseline a user of transformers would compare with).
 """
@@ -63,7 +63,7 @@ def _versus_hf(ours: Sequence[dict[str, Any]], hf: dict[str, float]) -> str:
 def heads_table(load: Loader) -> list[str]:
     """Each drafter's fastest fixed setting per workload and temperature of the heads parts."""
     header = ["workload", "T", "fastest setting", "prompts", "speedup (min–max)", "α"]
-    header += ["tokens a round", "c", "time/token over transformers assisted (faster on)"]
+    header += ["tokens a round", "c", "r", "time/token over transformers assisted (faster on)"]
     body = []
     for part, workload, temperature in HEAD_PARTS:
         result = load(part)
@@ -94,6 +94,7 @@ def heads_table(load: Loader) -> list[str]:
                     f"{row['alpha']['median']:.2f}",
                     f"{row['tokens_per_round']['median']:.2f}",
                     f"{row['cost_ratio']['median']:.3f}",
+                    f"{row['verify_ratio']['median']:.2f}",
                     _versus_hf(ours, hf),
                 ]
             )
