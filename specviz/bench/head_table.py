@@ -2,9 +2,10 @@
 
 Per workload and temperature, each drafter's fastest fixed setting: its speedup over plain
 decoding (pair by pair, on the same requests and the same target forward), α, tokens a round,
-the draft cost c, the verification pass's cost r, and its time per token over transformers' assisted generation with the
-bundled draft model on the same requests (the best of transformers' settings in the part,
-request by request: the baseline a user of transformers would compare with).
+the draft cost c, the verification pass's cost r, and its time per token over transformers'
+assisted generation with the bundled draft model on the same requests (the best of
+transformers' settings in the part, request by request: the baseline a user of transformers
+would compare with).
 """
 
 from __future__ import annotations
