@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from specviz.bench.markdown import _setting, _spread, _table
+from specviz.bench.markdown import _setting, _table
 from specviz.bench.setting import drafter_label
 
 HEAD_PARTS: tuple[tuple[str, str, float], ...] = (
@@ -61,12 +61,28 @@ def _versus_hf(ours: Sequence[dict[str, Any]], hf: dict[str, float]) -> str:
     return f"{middle:.2f} ({ratios[0]:.2f}–{ratios[-1]:.2f}), {faster} of {len(ratios)}"
 
 
+def _fastest(result: dict[str, Any], workload: str, temperature: float) -> dict[str, Any]:
+    """Each drafter's fastest fixed-setting summary row for one workload and temperature."""
+    best: dict[str, dict[str, Any]] = {}
+    for row in result["summary"]:
+        if row["workload"] != workload or row["setting"]["temperature"] != temperature:
+            continue
+        if row["setting"]["policy"] != "fixed":
+            continue
+        label = drafter_label(row["setting"])
+        if label not in best or row["speedup"]["median"] > best[label]["speedup"]["median"]:
+            best[label] = row
+    return best
+
+
 def heads_table(load: Loader) -> list[str]:
-    """Each drafter's fastest fixed setting per workload and temperature of the heads parts."""
-    header = ["workload", "T", "fastest setting", "prompts", "speedup (min–max)", "α"]
-    header += ["tokens a round", "c", "r", "time/token over transformers assisted (faster on)"]
-    body = []
-    for part, workload, temperature in HEAD_PARTS:
+    """One row per drafter: its best speedup (α, tokens a round) per workload and temperature,
+    c and r on code at T = 0, and its time per token over transformers' there."""
+    columns = [f"{w} T={t:g}: speedup (α, tokens a round)" for _, w, t in HEAD_PARTS]
+    header = ["drafter", *columns, "c", "r", "time/token over transformers assisted (faster on)"]
+    cells: dict[str, dict[int, str]] = defaultdict(dict)
+    extra: dict[str, list[str]] = {}
+    for index, (part, workload, temperature) in enumerate(HEAD_PARTS):
         result = load(part)
         records = [
             r
@@ -74,29 +90,21 @@ def heads_table(load: Loader) -> list[str]:
             if r["category"] == workload and r["setting"]["temperature"] == temperature
         ]
         hf = _hf_best(records)
-        best: dict[str, dict[str, Any]] = {}
-        for row in result["summary"]:
-            if row["workload"] != workload or row["setting"]["temperature"] != temperature:
-                continue
-            if row["setting"]["policy"] != "fixed":
-                continue
-            label = drafter_label(row["setting"])
-            if label not in best or row["speedup"]["median"] > best[label]["speedup"]["median"]:
-                best[label] = row
-        for row in sorted(best.values(), key=lambda r: -r["speedup"]["median"]):
-            ours = [r for r in records if r["setting"] == row["setting"]]
-            body.append(
-                [
-                    workload,
-                    f"{temperature:g}",
-                    _setting(row["setting"]),
-                    str(row["requests"]),
-                    _spread(row["speedup"]),
-                    f"{row['alpha']['median']:.2f}",
-                    f"{row['tokens_per_round']['median']:.2f}",
+        for label, row in _fastest(result, workload, temperature).items():
+            cells[label][index] = (
+                f"{_setting(row['setting']).removeprefix(label).strip() or '–'}: "
+                f"{row['speedup']['median']:.2f}× ({row['alpha']['median']:.2f}, "
+                f"{row['tokens_per_round']['median']:.2f})"
+            )
+            if index == 0:
+                ours = [r for r in records if r["setting"] == row["setting"]]
+                extra[label] = [
                     f"{row['cost_ratio']['median']:.3f}",
                     f"{row['verify_ratio']['median']:.2f}",
                     _versus_hf(ours, hf),
                 ]
-            )
+    body = [
+        [label, *(row.get(i, "–") for i in range(len(HEAD_PARTS))), *extra.get(label, ["–"] * 3)]
+        for label, row in cells.items()
+    ]
     return _table(header, body)
