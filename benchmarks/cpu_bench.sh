@@ -100,14 +100,16 @@ bench tree-sweep-t1 --workloads code --limit 4 --temperatures 1 \
     --drafters tree-model,tree-sampled $TREE
 
 # 5b. the drafting heads trained on the target's own features (specviz/heads, weights in
-#     specviz/assets/heads): the whole code workload at T = 0, then code at T = 1 and JSON and
-#     prose, against the distilled draft after lookup (the fastest before) and transformers'
-#     assisted generation with the distilled draft (the `model` rows), lean target forward
-HEADS="--drafters model,ngram+model-trimmed,eagle,ngram+eagle,eagle-tree,medusa --gammas 3"
-HEADS="$HEADS --tree-nodes 16 --tree-depth 4 --tree-width 4 --reps 2 --lean-target"
-bench heads-code --workloads code --temperatures 0 $HEADS
-bench heads-t1 --workloads code --limit 6 --temperatures 1 $HEADS
-bench heads-json-prose --workloads json,prose --limit 6 $HEADS
+#     specviz/assets/heads) against the distilled draft after lookup (the fastest before) and
+#     transformers' assisted generation with the distilled draft (the `model` rows), on the lean
+#     target forward: 8 code prompts at T = 0, then 4 at T = 1 and 4 JSON and 4 prose prompts
+HEADS="--gammas 3 --tree-nodes 16 --tree-depth 4 --tree-width 4 --reps 1 --lean-target"
+bench heads-code --workloads code --limit 8 --temperatures 0 $HEADS \
+    --drafters model,ngram+model-trimmed,eagle,ngram+eagle,eagle-tree,medusa
+bench heads-t1 --workloads code --limit 4 --temperatures 1 $HEADS \
+    --drafters model,model-trimmed,eagle,eagle-tree
+bench heads-json-prose --workloads json,prose --limit 4 $HEADS \
+    --drafters model,ngram+model-trimmed,eagle,eagle-tree
 
 # 6. dynamic gamma replayed on every prompt (specviz.bench.replay), priced at pass costs measured
 #    once, so free of timing noise: at T = 0 on code, JSON and repeat (the rounds a real run

@@ -20,7 +20,7 @@ from specviz.bench.setting import drafter_label
 
 HEAD_PARTS: tuple[tuple[str, str, float], ...] = (
     ("heads-code", "code", 0.0),
-    ("heads-code", "code", 1.0),
+    ("heads-t1", "code", 1.0),
     ("heads-json-prose", "json", 0.0),
     ("heads-json-prose", "prose", 1.0),
 )
