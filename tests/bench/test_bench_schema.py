@@ -67,8 +67,9 @@ def test_a_result_saved_in_the_current_schema_loads_as_it_is(path: str) -> None:
     assert migrate(raw) == raw
 
 
-def test_the_tree_sweeps_are_saved_in_the_current_schema() -> None:
-    assert {Path(p).stem for p in CURRENT} == {"tree-sweep", "tree-sweep-t1"}
+def test_the_newest_parts_are_saved_in_the_current_schema() -> None:
+    newest = {"tree-sweep", "tree-sweep-t1", "heads-code", "heads-t1", "heads-json-prose"}
+    assert {Path(p).stem for p in CURRENT} == newest
 
 
 @pytest.mark.parametrize("path", SAVED[:3], ids=[Path(p).stem for p in SAVED[:3]])
