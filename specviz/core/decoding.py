@@ -217,11 +217,33 @@ class SpeculativeDecoder:
         self, round_index: int, draft: Draft, verdict: Verdict, p_target: Tensor
     ) -> Generator[Event, None, int]:
         """Yield accept/reject/resample/bonus events, commit tokens; returns how many emitted."""
-        first, n = self.new_tokens, verdict.n_accepted
-        tokens = draft.tokens.tolist()
-        for i in range(n if verdict.is_bonus else n + 1):
-            verdict_cls = Rejected if i == n else Accepted
-            yield verdict_cls(
+        events, tokens = verdict_events(
+            round_index, self.new_tokens, draft, verdict, p_target, self.stop_ids
+        )
+        yield from events
+        self.ids += tokens
+        return len(tokens)
+
+
+def verdict_events(
+    round_index: int,
+    first: int,
+    draft: Draft,
+    verdict: Verdict,
+    p_target: Tensor,
+    stop_ids: Collection[int],
+    row: int = 0,
+) -> tuple[list[Event], list[int]]:
+    """One verdict's accept/reject/resample/bonus events and the tokens it commits.
+
+    first: the position of the round's first draft token; row: the request, in a batch.
+    """
+    n, tokens = verdict.n_accepted, draft.tokens.tolist()
+    events: list[Event] = []
+    for i in range(n if verdict.is_bonus else n + 1):
+        verdict_cls = Rejected if i == n else Accepted
+        events.append(
+            verdict_cls(
                 round=round_index,
                 position=first + i,
                 draft_index=i,
@@ -230,31 +252,39 @@ class SpeculativeDecoder:
                 q_x=verdict.q_x[i],
                 u=verdict.u[i],
                 accept_prob=verdict.accept_prob[i],
+                row=row,
             )
-            if i == n:
-                break
-            self.ids.append(tokens[i])
-            if tokens[i] in self.stop_ids:
-                return i + 1  # an accepted stop token ends the round (and the decode)
-        yield self._next_event(round_index, first + n, draft, verdict, p_target)
-        self.ids.append(verdict.next_token)
-        return n + 1
+        )
+        if i < n and tokens[i] in stop_ids:
+            return events, tokens[: i + 1]  # an accepted stop token ends the round (and decode)
+    events.append(next_event(round_index, first + n, draft, verdict, p_target, row))
+    return events, [*tokens[:n], verdict.next_token]
 
-    def _next_event(
-        self, round_index: int, position: int, draft: Draft, verdict: Verdict, p_target: Tensor
-    ) -> Resampled | Bonus:
-        """The event for the token that follows the accepted drafts."""
-        n, token = verdict.n_accepted, verdict.next_token
-        p = p_target[n]  # (V,)
-        if verdict.is_bonus:
-            return Bonus(round=round_index, position=position, token=token, p_x=float(p[token]))
-        q = draft.q_draft[n].to(p)  # (V,)
-        mass = float(torch.clamp(p - q, min=0.0).sum())
-        return resampled(round_index, position, token, p, q, verdict.next_dist, mass)
+
+def next_event(
+    round_index: int, position: int, draft: Draft, verdict: Verdict, p_target: Tensor, row: int
+) -> Resampled | Bonus:
+    """The event for the token that follows the accepted drafts."""
+    n, token = verdict.n_accepted, verdict.next_token
+    p = p_target[n]  # (V,)
+    if verdict.is_bonus:
+        return Bonus(
+            round=round_index, position=position, token=token, p_x=float(p[token]), row=row
+        )
+    q = draft.q_draft[n].to(p)  # (V,)
+    mass = float(torch.clamp(p - q, min=0.0).sum())
+    return resampled(round_index, position, token, p, q, verdict.next_dist, mass, row)
 
 
 def resampled(
-    round_index: int, position: int, token: int, p: Tensor, q: Tensor, dist: Tensor, mass: float
+    round_index: int,
+    position: int,
+    token: int,
+    p: Tensor,
+    q: Tensor,
+    dist: Tensor,
+    mass: float,
+    row: int = 0,
 ) -> Resampled:
     """The event for `token` drawn from dist (V,) after a rejection, p and q (V,) beside it."""
     top = dist.topk(min(RESIDUAL_TOP, p.shape[0]))
@@ -270,4 +300,5 @@ def resampled(
             (int(t), float(r), float(p[t]), float(q[t]))
             for r, t in zip(top.values.tolist(), top.indices.tolist(), strict=True)
         ),
+        row=row,
     )

@@ -1,7 +1,8 @@
 """Frozen dataclasses for every decoding event, and lossless JSON-lines in and out.
 
 Positions count generated tokens from 0. Probabilities are those of the warped (temperature,
-top-k, top-p) distributions: p for the target, q for the drafter.
+top-k, top-p) distributions: p for the target, q for the drafter. row is the request an event
+belongs to when a batch is decoded together (specviz.batch), 0 for a single decode.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class Prefill:
     prompt_tokens: int
     target_seconds: float
     draft_seconds: float
+    row: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -37,6 +39,7 @@ class Proposed:
     draft_index: int
     token: int
     q_x: float
+    row: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +57,7 @@ class TreeProposed:
     parents: tuple[int, ...]
     q_x: tuple[float, ...]
     sampled: tuple[bool, ...]
+    row: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +72,7 @@ class TreeVerified:
     path: tuple[int, ...]
     rule: str
     exact: bool
+    row: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,6 +87,7 @@ class _Verified:
     q_x: float
     u: float
     accept_prob: float
+    row: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,6 +122,7 @@ class Resampled:
     residual_x: float
     residual_mass: float
     top: tuple[tuple[int, float, float, float], ...]
+    row: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -127,6 +134,7 @@ class Bonus:
     position: int
     token: int
     p_x: float
+    row: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,6 +146,7 @@ class Sampled:
     token: int
     p_x: float
     target_seconds: float
+    row: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,6 +163,7 @@ class RoundSummary:
     target_seconds: float
     draft_forward_calls: int
     prompt_tokens: int = 0  # prompt tokens the target pass scored too (the first round's)
+    row: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,6 +174,7 @@ class Finished:
     reason: str
     new_tokens: int
     seconds: float
+    row: int = 0
 
 
 Event = (

@@ -2,7 +2,7 @@
 
 The model's KV cache stores the token ids themselves, so cache rollback bugs change the context
 the toy sees exactly as they would in a transformer. Given a 4D attention mask (a token tree),
-the token before a query is the last position it may attend to before its own.
+the token before a query is the last position it may attend to before its own (per row).
 """
 
 from __future__ import annotations
@@ -56,12 +56,13 @@ class MarkovLM(torch.nn.Module):
         hist = history[:, 0, :, 0].long()  # (B, L)
         length, steps = hist.shape[1], input_ids.shape[1]
         idx = torch.arange(length - steps, length, device=hist.device)  # (T,)
-        slot = idx - 1  # (T,) the position each query reads as the token before it
+        slot = (idx - 1)[None].expand(hist.shape[0], -1)  # (B, T) the token before each query
         if attention_mask is not None and attention_mask.dim() == 4:
             cols = torch.arange(length, device=hist.device)  # (L,)
-            seen = (attention_mask[0, 0] == 0) & (cols[None] < idx[:, None])  # (T, L)
-            slot = torch.where(seen, cols[None], -1).max(dim=-1).values
-        before = torch.where(slot >= 0, hist[:, slot.clamp(min=0)], self.table.shape[0] - 1)
+            seen = (attention_mask[:, 0] == 0) & (cols < idx[:, None])  # (B, T, L)
+            slot = torch.where(seen, cols, -1).max(dim=-1).values  # (B, T)
+        before = hist.gather(1, slot.clamp(min=0))  # (B, T)
+        before = torch.where(slot >= 0, before, self.table.shape[0] - 1)
         return SimpleNamespace(logits=self.table[before, hist[:, idx]])  # (B, T, V)
 
 

@@ -1,0 +1,136 @@
+"""One KV cache for B requests of different lengths, rolled back row by row.
+
+The B rows share one transformers DynamicCache of S slots; `valid` (B, S) says which slots hold a
+row's real positions. A slot of a pad token, or of a draft token the verifier rejected, is a
+*hole*: every later pass masks it out (a zeroed key would still take softmax mass, a masked one
+takes none). Each row's positions count only its real tokens, so row r's logits are those of its
+tokens alone. Holes are squeezed out (a per-row gather) once they are half of the cache.
+
+    cache = BatchKVCache(model, rows=3)
+    logits = cache.forward([[5, 6, 7], [8], [9, 10]], keep=1)  # (3, 1, V): each row's last
+    cache.crop([2, 1, 2])  # row 0 keeps its first 2 positions, row 1 its first 1, ...
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+from transformers import DynamicCache, PretrainedConfig
+
+from specviz.core.cache import cache_kwarg
+
+PAD_ID = 0  # the id fed in pad slots: masked out, its value never matters
+
+
+class BatchKVCache:
+    """The KV cache of B rows, each holding its own number of real positions."""
+
+    def __init__(self, model: Any, rows: int) -> None:
+        """An empty cache of `rows` rows for model (any Hugging Face causal LM)."""
+        if rows < 1:
+            raise ValueError(f"a batch needs at least one row (got {rows})")
+        self.model = model
+        config = getattr(model, "config", None)
+        is_hf = isinstance(config, PretrainedConfig)
+        self.kv = DynamicCache(config=config) if is_hf else DynamicCache()  # toy models: lazy
+        self._kwarg = cache_kwarg(model)
+        self._trims = "logits_to_keep" in inspect.signature(model.forward).parameters
+        self.device = model.device
+        self.valid = torch.zeros(rows, 0, dtype=torch.bool, device=self.device)  # (B, S)
+
+    @property
+    def rows(self) -> int:
+        """B, the number of rows."""
+        return int(self.valid.shape[0])
+
+    @property
+    def lengths(self) -> list[int]:
+        """Real positions cached per row."""
+        return [int(n) for n in self.valid.sum(dim=1).tolist()]
+
+    @torch.no_grad()
+    def forward(self, new: Sequence[Sequence[int]], keep: int = 0) -> Tensor:
+        """Feed row r the tokens new[r] (any number, 0 too) after its cached positions.
+
+        Returns logits (B, keep, V): row r's last min(keep, len(new[r])) tokens end each row
+        (the new tokens are right-aligned in the pass), or (B, T, V) for keep 0.
+        """
+        if len(new) != self.rows:
+            raise ValueError(f"{len(new)} rows of tokens for a cache of {self.rows} rows")
+        width = max(1, max(len(r) for r in new))  # T
+        real = torch.tensor([[j >= width - len(r) for j in range(width)] for r in new])
+        real = real.to(self.device)  # (B, T) True: a token of the row, False: a pad
+        ids = torch.tensor(
+            [[PAD_ID] * (width - len(r)) + list(r) for r in new], device=self.device
+        )  # (B, T)
+        starts = self.valid.sum(dim=1, keepdim=True)  # (B, 1)
+        positions = (starts + real.long().cumsum(dim=1) - 1).clamp(min=0)  # (B, T)
+        mask = self._mask(real)  # (B, 1, T, S + T)
+        extra: dict[str, Any] = {"logits_to_keep": keep} if self._trims and keep else {}
+        out = self.model(
+            input_ids=ids,
+            position_ids=positions,
+            attention_mask=mask,
+            use_cache=True,
+            **{self._kwarg: self.kv},
+            **extra,
+        )
+        self.valid = torch.cat([self.valid, real], dim=1)
+        logits: Tensor = out.logits  # (B, T, V) or (B, keep, V)
+        return logits[:, -keep:] if keep else logits
+
+    def _mask(self, real: Tensor) -> Tensor:
+        """The additive mask (B, 1, T, S + T): a query sees its row's real cached slots and
+        the row's real new tokens up to itself; a pad sees itself only (no empty softmax)."""
+        width = real.shape[1]
+        causal = torch.ones(width, width, dtype=torch.bool, device=self.device).tril()  # (T, T)
+        own = torch.eye(width, dtype=torch.bool, device=self.device)  # (T, T)
+        fresh = causal[None] & real[:, None, :] | own[None]  # (B, T, T)
+        cached = self.valid[:, None, :].expand(-1, width, -1)  # (B, T, S)
+        visible = torch.cat([cached, fresh], dim=2)  # (B, T, S + T)
+        dtype = getattr(self.model, "dtype", torch.float32)
+        dtype = dtype if dtype.is_floating_point else torch.float32
+        mask = torch.zeros(visible.shape, dtype=dtype, device=self.device)
+        return mask.masked_fill(~visible, float("-inf"))[:, None]
+
+    def crop(self, lengths: Sequence[int]) -> None:
+        """Keep the first lengths[r] real positions of each row r; the rest become holes."""
+        if len(lengths) != self.rows:
+            raise ValueError(f"{len(lengths)} lengths for a cache of {self.rows} rows")
+        limit = torch.tensor(lengths, device=self.device)[:, None]  # (B, 1)
+        self.valid &= self.valid.long().cumsum(dim=1) <= limit
+        used = self.valid.any(dim=0).nonzero()
+        end = int(used[-1]) + 1 if used.numel() else 0
+        if end < self.valid.shape[1]:  # trailing slots no row uses: drop them outright
+            self.kv.crop(end - self.valid.shape[1])  # crop(-n) drops the last n on every 5.x
+            self.valid = self.valid[:, :end]
+        if 2 * int(self.valid.sum()) < self.valid.numel():
+            self._squeeze()
+
+    def _squeeze(self) -> None:
+        """Gather each row's real slots to the right end (left padding); holes are gone."""
+        length = max(self.lengths)
+        if length == 0:
+            return
+        order = torch.argsort(self.valid.int(), dim=1, stable=True)[:, -length:]  # (B, S')
+        self._gather(lambda x: x.gather(2, order[:, None, :, None].expand_as(x[:, :, :length])))
+        self.valid = self.valid.gather(1, order)
+
+    def keep_rows(self, rows: Sequence[int]) -> None:
+        """Keep only these rows (e.g. drop the requests that finished), in this order."""
+        index = torch.tensor(list(rows), dtype=torch.long, device=self.device)
+        self._gather(lambda x: x.index_select(0, index))
+        self.valid = self.valid.index_select(0, index)
+
+    def _gather(self, take: Any) -> None:
+        """Apply take to every layer's keys and values (B, H, S, D)."""
+        layer: Any
+        for layer in self.kv.layers:
+            if getattr(layer, "is_sliding", False):
+                raise ValueError("a batched cache cannot compact a sliding-window cache")
+            if layer.is_initialized and layer.keys.numel():
+                layer.keys, layer.values = take(layer.keys), take(layer.values)
