@@ -3,7 +3,9 @@
 The public API, imported on first use (importing specviz loads nothing heavy):
 speculative_generate, autoregressive_generate, SamplingConfig, SpeculationConfig, load_pair,
 prompt_ids, build_drafter, DrafterOptions, the drafter protocol (Drafter, Draft) and the events;
-for trees, TokenTree, TreeDrafter, TreeRule with EXACT_TREE and the lossy TYPICAL.
+for trees, TokenTree, TreeDrafter, TreeRule with EXACT_TREE and the lossy TYPICAL; for a batch
+of requests, speculative_generate_batch, autoregressive_generate_batch, BatchResult and
+build_batch_drafter (BATCH_DRAFTERS names the drafters it builds).
 """
 
 from __future__ import annotations
@@ -13,6 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
+    from specviz.batch.api import (
+        BatchResult,
+        autoregressive_generate_batch,
+        speculative_generate_batch,
+    )
+    from specviz.batch.drafters import BATCH_DRAFTERS, build_batch_drafter
     from specviz.core.config import SamplingConfig, SpeculationConfig
     from specviz.core.drafter import Draft, Drafter
     from specviz.core.events import (
@@ -44,6 +52,11 @@ _WHERE = {
     "speculative_generate": "specviz.api",
     "autoregressive_generate": "specviz.api",
     "GenerationResult": "specviz.api",
+    "speculative_generate_batch": "specviz.batch.api",
+    "autoregressive_generate_batch": "specviz.batch.api",
+    "BatchResult": "specviz.batch.api",
+    "build_batch_drafter": "specviz.batch.drafters",
+    "BATCH_DRAFTERS": "specviz.batch.drafters",
     "SamplingConfig": "specviz.core.config",
     "SpeculationConfig": "specviz.core.config",
     "Draft": "specviz.core.drafter",
@@ -63,10 +76,12 @@ _WHERE = {
     "TYPICAL": "specviz.tree.verify",
 } | dict.fromkeys(_EVENTS.split(), "specviz.core.events")
 __all__ = [
+    "BATCH_DRAFTERS",
     "DRAFTER_NAMES",
     "EXACT_TREE",
     "TYPICAL",
     "Accepted",
+    "BatchResult",
     "Bonus",
     "Draft",
     "Drafter",
@@ -89,11 +104,14 @@ __all__ = [
     "TreeRule",
     "TreeVerified",
     "autoregressive_generate",
+    "autoregressive_generate_batch",
+    "build_batch_drafter",
     "build_drafter",
     "load_pair",
     "prompt_ids",
     "read_jsonl",
     "speculative_generate",
+    "speculative_generate_batch",
     "write_jsonl",
 ]
 
