@@ -16,10 +16,11 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from specviz.batch.cache import BatchKVCache
 from specviz.batch.drafters import BatchDrafter
-from specviz.core.acceptance import EXACT, AcceptanceRule, verify
+from specviz.core.acceptance import EXACT, AcceptanceRule, Verdict, verify
 from specviz.core.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
 from specviz.core.decoding import clock, verdict_events
 from specviz.core.drafter import Draft
@@ -162,19 +163,44 @@ class BatchSpeculativeDecoder:
         keep = max(len(d.tokens) for d in drafts) + 1
         logits = self.cache.forward(fresh, keep=keep)  # (B, keep, V)
         timing = {"draft_seconds": t1 - t0, "target_seconds": clock(self.device) - t1}
-        for i, (r, draft) in enumerate(zip(live, drafts, strict=True)):
-            k = len(draft.tokens)
-            p_target = logits_to_probs(logits[i, keep - k - 1 :], self.sampling)  # (k+1, V)
-            carried = len(fresh[i]) - k - 1  # prompt tokens this pass scored (first round)
+        p_targets = [  # row i's (k_i + 1, V): its drafts' positions and the bonus position
+            logits_to_probs(logits[i, keep - len(d.tokens) - 1 :], self.sampling)
+            for i, d in enumerate(drafts)
+        ]
+        verdicts = self.verify_rows(p_targets, drafts)
+        for i, r in enumerate(live):
+            carried = len(fresh[i]) - len(drafts[i].tokens) - 1  # prompt tokens scored too
             yield from self._conclude(
-                r, gammas[i], draft, p_target, {**timing, "prompt_tokens": carried}
+                r,
+                gammas[i],
+                drafts[i],
+                verdicts[i],
+                p_targets[i],
+                {**timing, "prompt_tokens": carried},
             )
         self.cached = [len(self.ids[r]) - 1 for r in live]
-        self.cache.crop(self.cached)
+        self.cache.crop(self.crop_lengths())
         self.drafter.rollback([len(self.ids[r]) for r in live])
 
+    def verify_rows(self, p_targets: list[Tensor], drafts: list[Draft]) -> list[Verdict]:
+        """Each live row's verdict alone: its own uniforms and draws, from its own generator."""
+        return [
+            verify(p, d.q_draft.to(p), d.tokens.to(self.device), self.generators[r], self.rule)
+            for r, p, d in zip(self.live, p_targets, drafts, strict=True)
+        ]
+
+    def crop_lengths(self) -> list[int]:
+        """What each live row's target cache keeps: its committed tokens but the last."""
+        return self.cached
+
     def _conclude(
-        self, r: int, gamma: int, draft: Draft, p_target: torch.Tensor, timing: dict[str, Any]
+        self,
+        r: int,
+        gamma: int,
+        draft: Draft,
+        verdict: Verdict,
+        p_target: Tensor,
+        timing: dict[str, Any],
     ) -> Iterator[Event]:
         """Row r's proposals, verdicts and round summary; its tokens are committed."""
         first, round_index = self.new_tokens(r), self.rounds[r]
@@ -184,10 +210,6 @@ class BatchSpeculativeDecoder:
             yield Proposed(
                 round=round_index, position=first + i, draft_index=i, token=token, q_x=q_x, row=r
             )
-        drafted = draft.tokens.to(self.device)
-        verdict = verify(
-            p_target, draft.q_draft.to(p_target), drafted, self.generators[r], self.rule
-        )
         events, committed = verdict_events(
             round_index, first, draft, verdict, p_target, self.stop_ids, row=r
         )
