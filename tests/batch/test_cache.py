@@ -1,0 +1,82 @@
+"""The batched cache after ragged rounds gives each row the logits of its prefix alone."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specviz.batch.cache import BatchKVCache
+
+from ..conftest import VOCAB, PairFactory
+
+
+def fresh_logits(model, prefix: list[int]) -> torch.Tensor:
+    """Next-token logits (V,) of prefix by a cache-free forward."""
+    with torch.no_grad():
+        return model(input_ids=torch.tensor([prefix])).logits[0, -1]
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2", "qwen2"])
+def test_next_logits_after_ragged_rounds_equal_a_fresh_forward(pair: PairFactory, arch) -> None:
+    target, _ = pair(arch)
+    gen = torch.Generator().manual_seed(0)
+    rows = [[3, 4, 5, 6, 7, 8], [9], [10, 11, 12]]
+    cache = BatchKVCache(target, len(rows))
+    cache.forward(rows, keep=1)
+    squeezes: list[int] = []
+    squeeze = cache._squeeze
+    cache._squeeze = lambda: (squeezes.append(1), squeeze())[1]  # count the compactions
+    for _ in range(10):  # a round: each row feeds its own count of tokens, keeps a random prefix
+        fed = [
+            torch.randint(1, VOCAB, (int(n),), generator=gen).tolist()
+            for n in torch.randint(0, 7, (3,), generator=gen)
+        ]
+        cache.forward(fed)
+        grown = [r + f for r, f in zip(rows, fed, strict=True)]
+        keep = [
+            len(r) + int(torch.randint(0, min(len(f), 2) + 1, (), generator=gen))
+            for r, f in zip(rows, fed, strict=True)
+        ]
+        cache.crop(keep)
+        rows = [g[:k] for g, k in zip(grown, keep, strict=True)]
+        assert cache.lengths == [len(r) for r in rows]
+        nxt = [[int(t)] for t in torch.randint(1, VOCAB, (3,), generator=gen)]
+        logits = cache.forward(nxt, keep=1)[:, -1]  # (3, V)
+        for r, (row, token) in enumerate(zip(rows, nxt, strict=True)):
+            torch.testing.assert_close(
+                logits[r], fresh_logits(target, row + token), rtol=1e-9, atol=1e-9
+            )
+        rows = [row + token for row, token in zip(rows, nxt, strict=True)]
+    assert squeezes  # holes were squeezed out by the per-row gather at least once
+
+
+def test_holes_are_masked_not_zeroed(pair: PairFactory) -> None:
+    """A rejected slot stays in the tensors until squeezed; only the mask keeps it out."""
+    target, _ = pair("llama")
+    cache = BatchKVCache(target, 2)
+    cache.forward([[3, 4, 5, 6], [7, 8, 9, 10]])
+    cache.crop([4, 2])  # row 1 keeps 2 of 4: two holes, fewer than half the slots
+    assert cache.valid.shape[1] == 4 and cache.lengths == [4, 2]
+    logits = cache.forward([[11], [12]], keep=1)[:, -1]
+    torch.testing.assert_close(logits[1], fresh_logits(target, [7, 8, 12]), rtol=1e-9, atol=1e-9)
+
+
+def test_rows_leave_and_the_rest_keep_their_contexts(pair: PairFactory) -> None:
+    target, _ = pair("llama")
+    cache = BatchKVCache(target, 3)
+    cache.forward([[3, 4], [5, 6, 7], [8]])
+    cache.keep_rows([2, 0])
+    logits = cache.forward([[9], [10]], keep=1)[:, -1]
+    torch.testing.assert_close(logits[0], fresh_logits(target, [8, 9]), rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(logits[1], fresh_logits(target, [3, 4, 10]), rtol=1e-9, atol=1e-9)
+
+
+def test_bad_shapes_are_refused(pair: PairFactory) -> None:
+    target, _ = pair("llama")
+    with pytest.raises(ValueError, match="at least one row"):
+        BatchKVCache(target, 0)
+    cache = BatchKVCache(target, 2)
+    with pytest.raises(ValueError, match="1 rows of tokens for a cache of 2 rows"):
+        cache.forward([[1]])
+    with pytest.raises(ValueError, match="3 lengths"):
+        cache.crop([1, 1, 1])
