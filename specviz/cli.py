@@ -9,6 +9,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
+from specviz.batch.api import batch_prompts
+from specviz.batch.cli import (
+    add_batch_argument,
+    check_batch_flags,
+    read_prompts,
+    report,
+    run_batches,
+)
 from specviz.bench import cli as bench_cli
 from specviz.bench.heads import HEAD_DRAFTERS, check_heads, head_forward
 from specviz.core.cache import KVCache
@@ -137,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="fixed",
         help="gamma per round: fixed, transformers' +2/-1 heuristic, or the theory optimum",
     )
+    add_batch_argument(gen)
     gen.add_argument("--events", metavar="FILE", help="write every event as JSON lines")
     gen.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
     verify_cli.add_parser(sub)
@@ -285,6 +294,9 @@ def run_generate(args: argparse.Namespace) -> int:
     check_heads([] if args.plain else [args.drafter], args.heads)  # before loading weights
     if args.drafter.endswith("model-trimmed") and not args.plain:
         load_head_tokens(resolve(args.draft, "draft", lambda _m: None))  # before loading weights
+    if args.batch is not None:
+        check_batch_flags(args)
+        texts = read_prompts(text, f"--prompt-file {args.prompt_file}")
     pair = load_pair(
         args.target,
         args.draft if drafter_spec(args.drafter).uses_draft_model and not args.plain else None,
@@ -294,6 +306,12 @@ def run_generate(args: argparse.Namespace) -> int:
         progress=lambda m: print(m, file=sys.stderr),
     )
     fmt = prompt_format(pair.tokenizer, raw=args.raw)
+    if args.batch is not None:
+        rows = [prompt_ids(pair.tokenizer, t, raw=args.raw) for t in texts]
+        drafts = [] if pair.draft is None else [pair.draft]
+        batch_prompts(pair.target, pair.tokenizer, rows, speculation.max_new_tokens, *drafts)
+        report(args, run_batches(args, pair, rows, sampling, speculation), fmt)
+        return 0
     ids = prompt_ids(pair.tokenizer, text, raw=args.raw)
     shares = args.drafter in HEAD_DRAFTERS  # verifies through its own forward of the target
     if args.plain:

@@ -47,9 +47,14 @@ def split(events: Sequence[Event], prompts: Sequence[list[int]], tokenizer: Any)
 
 
 def batch_prompts(
-    target: Any, tokenizer: Any, prompts: Sequence[str | list[int]], max_new_tokens: int
+    target: Any,
+    tokenizer: Any,
+    prompts: Sequence[str | list[int]],
+    max_new_tokens: int,
+    *drafts: Any,
 ) -> list[list[int]]:
-    """Every prompt's ids, each checked, before any model work; errors name the prompt."""
+    """Every prompt's ids, each checked (against the drafts' contexts too) before any model
+    work; an error names the prompt."""
     if isinstance(prompts, str) or not prompts:
         raise ValueError("prompts must be a non-empty list of prompts (texts or token ids)")
     check_max_new_tokens(max_new_tokens)
@@ -57,7 +62,7 @@ def batch_prompts(
     for r, prompt in enumerate(prompts):
         try:
             row = encode(tokenizer, prompt)
-            check_prompt(row, max_new_tokens, target)
+            check_prompt(row, max_new_tokens, target, *drafts)
             check_token_ids(row, vocab_size(target))
         except ValueError as err:
             raise ValueError(f"prompt {r}: {err}") from None
@@ -82,18 +87,16 @@ def speculative_stream_batch(
     drafter: a BatchDrafter built for len(prompts) rows, or a draft model (the "model"
     drafter); seeds: one per prompt (default sampling.seed + row).
     """
-    ids = batch_prompts(target, tokenizer, prompts, speculation.max_new_tokens)
     if drafter is None:
         raise ValueError("no drafter given: pass a draft model or a batch drafter")
-    if not isinstance(drafter, BatchDrafter):
-        check_pair(target, drafter)
-        for r, row in enumerate(ids):
-            try:
-                check_prompt(row, speculation.max_new_tokens, drafter)
-            except ValueError as err:
-                raise ValueError(f"prompt {r}: {err}") from None
+    model = None if isinstance(drafter, BatchDrafter) else drafter
+    if model is not None:
+        check_pair(target, model)
+    drafts = [] if model is None else [model]
+    ids = batch_prompts(target, tokenizer, prompts, speculation.max_new_tokens, *drafts)
+    if model is not None:
         drafter = build_batch_drafter(
-            "model", target=target, draft=drafter, sampling=sampling, rows=len(ids)
+            "model", target=target, draft=model, sampling=sampling, rows=len(ids)
         )
     decoder = BatchSpeculativeDecoder(
         target,
