@@ -12,6 +12,13 @@ from typing import Any
 import gradio as gr
 
 from specviz.app import views
+from specviz.app.batch import (
+    BATCH_CHOICES,
+    BATCH_DEFAULTS,
+    BATCH_NUMBERS,
+    MAX_ROWS,
+    MIN_ROWS,
+)
 from specviz.app.lab import DEFAULT_N, PAIRS, REAL, TOY, mutant_choices, mutant_note
 from specviz.app.state import early_exit_note
 from specviz.app.views.form import (
@@ -24,7 +31,14 @@ from specviz.app.views.form import (
     drafter_note,
     shown_fields,
 )
-from specviz.app.views.page import CLICK_JS, LAB_INTRO, MUTANT_NOTE, READY, TREE_JS
+from specviz.app.views.page import (
+    BATCH_INTRO,
+    CLICK_JS,
+    LAB_INTRO,
+    MUTANT_NOTE,
+    READY,
+    TREE_JS,
+)
 from specviz.bench.saved import most_informative, saved_results
 from specviz.models.loading import DTYPES
 
@@ -133,8 +147,8 @@ def actions() -> dict[str, Any]:
     return a
 
 
-def outputs() -> dict[str, Any]:
-    """The output panels, keyed by name."""
+def outputs(batch_drafter: str = "model") -> dict[str, Any]:
+    """The output panels, keyed by name (batch_drafter: the Batch tab's first drafter)."""
     o: dict[str, Any] = {}
     gr.HTML(views.legend_html(), elem_id="sv-legend")
     o["stream"] = gr.HTML(views.stream_html([]), js_on_load=CLICK_JS, elem_id="sv-stream")
@@ -163,6 +177,8 @@ def outputs() -> dict[str, Any]:
         o["files"] = gr.File(file_count="multiple", label="downloads")
     with gr.Tab("Race"):
         o["race"] = gr.HTML(views.race_html({}, {}, False), elem_id="sv-race")
+    with gr.Tab("Batch", elem_id="sv-batch-tab"):
+        batch_panel(o, batch_drafter)
     with gr.Tab("Equivalence lab", elem_id="sv-lab-tab"):
         lab_panel(o)
     with gr.Tab("Benchmark results", elem_id="sv-bench-tab") as bench_tab:
@@ -210,6 +226,39 @@ def bench_panel(o: dict[str, Any]) -> None:
     assert len(plots) == BENCH_FIGURES
     o["bench_plots"] = plots
     o["bench_tables"] = gr.Markdown(elem_id="sv-bench-tables")
+
+
+def batch_panel(o: dict[str, Any], drafter: str) -> None:
+    """The Batch tab's controls (the pair is the form's), its run button and status line, then
+    every row's coloured tokens, added to o under `batch_` + their names."""
+    gr.Markdown(BATCH_INTRO)
+    with gr.Row(equal_height=False):
+        o["batch_prompts"] = gr.Textbox(
+            BATCH_DEFAULTS["prompts"], lines=MIN_ROWS + 2, max_lines=MAX_ROWS + 2, scale=3,
+            label=f"prompts: one per line, {MIN_ROWS} to {MAX_ROWS}", elem_id="sv-batch-prompts",
+        )  # fmt: skip
+        with gr.Column(scale=2, min_width=260):
+            o["batch_drafter"] = gr.Dropdown(
+                [(label, name) for name, label in BATCH_CHOICES.items()], value=drafter,
+                label="batched drafter", elem_id="sv-batch-drafter",
+            )  # fmt: skip
+            o["batch_raw"] = gr.Checkbox(
+                BATCH_DEFAULTS["raw"], label="raw completion (no chat template)",
+                elem_id="sv-batch-raw",
+            )  # fmt: skip
+    with gr.Row():
+        for name, label in BATCH_NUMBERS.items():
+            o[f"batch_{name}"] = gr.Number(
+                BATCH_DEFAULTS[name], label=f"{label}: {RANGES[name].text()}",
+                elem_id=f"sv-batch-{name}", min_width=150,
+            )  # fmt: skip
+    with gr.Row(elem_id="sv-batch-actions", equal_height=True):
+        o["batch_run"] = gr.Button(
+            "Run batch", variant="primary", elem_id="sv-batch-run", scale=0, min_width=140
+        )
+        o["batch_status"] = gr.HTML(views.status_html("not run yet"), elem_id="sv-batch-status")
+    gr.HTML(views.legend_html(), elem_id="sv-batch-legend")
+    o["batch_view"] = gr.HTML(views.batch_html(None), elem_id="sv-batch-view")
 
 
 def lab_panel(o: dict[str, Any]) -> None:

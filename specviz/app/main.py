@@ -29,6 +29,14 @@ import gradio as gr
 
 from specviz.api import autoregressive_stream, speculative_stream
 from specviz.app import layout, views
+from specviz.app.batch import (
+    BATCH_FIELDS,
+    PAIR_FIELDS,
+    BatchRequest,
+    default_drafter,
+    run_batch,
+)
+from specviz.app.batch import outputs as batch_outputs
 from specviz.app.lab import (
     DEFAULT_N,
     LAB_FIELDS,
@@ -41,6 +49,7 @@ from specviz.app.lab import (
 from specviz.app.state import (
     Loading,
     PairCache,
+    PairSpec,
     decoder,
     early_exit_note,
     lab_pair,
@@ -159,7 +168,7 @@ class SpecVizApp:
         """The model pair for settings, loaded here (load messages shown as progress)."""
         return self.pairs.get(s.target, s.draft, s.dtype, lambda m: progress(None, desc=m))
 
-    def pair_for(self, s: Settings, show: Show) -> Generator[Any, None, ModelPair]:
+    def pair_for(self, s: PairSpec, show: Show) -> Generator[Any, None, ModelPair]:
         """Load (or find cached) the settings' pair in a thread, yielding show(message) for
         each progress message as it comes; returns the pair (raises the load's error)."""
         loading = Loading(self.pairs, s)
@@ -425,6 +434,11 @@ class SpecVizApp:
             log.exception("equivalence lab failed")
             raise gr.Error(f"{type(err).__name__}: {err}") from None
 
+    def batch(self, req: BatchRequest, progress: gr.Progress = NO_PROGRESS) -> Iterator[list[Any]]:
+        """The Batch tab: load (progress live), then decode its prompts as one batch, every
+        row redrawn after each batch round (specviz.app.batch)."""
+        yield from run_batch(self, req)
+
     def bench_result(self, path: str | None, upload: str | None) -> list[Any]:
         """A saved benchmark result's figures (in the app's look) and tables (an upload wins
         over the dropdown)."""
@@ -457,7 +471,8 @@ class SpecVizApp:
                     c = layout.controls(self.defaults, self.examples)
                 with gr.Column(scale=3):
                     buttons = layout.actions()
-                    o = {"status": buttons.pop("status"), **layout.outputs()}
+                    panels = layout.outputs(default_drafter(self.defaults["draft"]))
+                    o = {"status": buttons.pop("status"), **panels}
             self.wire(state, {**c, **buttons}, o)
         blocks: gr.Blocks = demo
         return blocks
@@ -479,6 +494,12 @@ class SpecVizApp:
         def with_run(values: Mapping[str, Any]) -> tuple[Any, Settings]:
             return values["run"], settings_from(values)
 
+        def with_batch(values: Mapping[str, Any]) -> tuple[BatchRequest]:
+            return (BatchRequest.parse(values),)
+
+        def batch_bad(err: ValueError) -> list[Any]:
+            return batch_outputs(str(err), error=True)
+
         def with_lab(values: Mapping[str, Any]) -> tuple[Settings, LabRequest]:
             lab = {name: values[name] for name in LAB_FIELDS}
             return settings_from(values), LabRequest.parse(lab)
@@ -490,6 +511,7 @@ class SpecVizApp:
             "race": callback(self.race, FIELDS, form_only, shown(MAIN_OUTPUTS + 1)),
             "load": callback(self.check, FIELDS, form_only, in_status),
             "lab": callback(self.lab, lab_names, with_lab, refused),
+            "batch": callback(self.batch, (*PAIR_FIELDS, *BATCH_FIELDS), with_batch, batch_bad),
         }
 
     def wire(self, state: gr.State, c: dict[str, Any], o: dict[str, Any]) -> None:
@@ -530,6 +552,9 @@ class SpecVizApp:
         lab_out = [o[k] for k in ("lab_status", "lab_first", "lab_joint", "lab_table")]
         o["lab_run"].click(on["lab"], lab_form, lab_out, api_name="lab", **work)
         o["lab_pair"].change(DEFAULT_N.get, o["lab_pair"], o["lab_n"], api_name=False)
+        batch_in = [*(c[n] for n in PAIR_FIELDS), *(o[f"batch_{n}"] for n in BATCH_FIELDS)]
+        batch_out = [o["batch_status"], o["batch_view"]]
+        o["batch_run"].click(on["batch"], batch_in, batch_out, api_name="batch", **work)
         o["lab_mutant"].change(mutant_note, o["lab_mutant"], o["lab_mutant_note"], api_name=False)
         c["exit_layer"].change(early_exit_note, c["exit_layer"], c["exit_note"], api_name=False)
         bench_in, bench_out = [o["bench_path"], o["bench_upload"]], [*o["bench_plots"]]

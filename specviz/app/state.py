@@ -12,7 +12,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from specviz.api import stop_ids
 from specviz.app.lab import LabPair, toy_pair
@@ -33,6 +33,22 @@ TREE_RULES = {rule.name: rule for rule in (EXACT_TREE, TYPICAL)}  # form's TREE_
 TOY_TREES = {"eagle-tree": "tree-model", "eagle-tree-sampled": "tree-sampled"}
 TOY_TREES |= {"medusa-tree": "tree-model"}
 LOG_EVERY = 10.0  # seconds: a load's repeated progress lines reach the terminal this often
+
+
+class PairSpec(Protocol):
+    """What names a model pair: the form's Settings, the Batch tab's request."""
+
+    @property
+    def target(self) -> str:
+        """The target: 'bundled', a folder or a hub id."""
+
+    @property
+    def draft(self) -> str | None:
+        """The draft, or None when the drafter needs no draft model."""
+
+    @property
+    def dtype(self) -> str:
+        """The dtype's name."""
 
 
 class PairCache:
@@ -87,7 +103,7 @@ class Loading:
     fetch says its stage, MB and seconds), then `pair` is the pair or raises the load's error.
     Every message is logged to the terminal too (a repeated one at most every LOG_EVERY s)."""
 
-    def __init__(self, cache: PairCache, s: Settings) -> None:
+    def __init__(self, cache: PairCache, s: PairSpec) -> None:
         self._messages: list[str] = []
         self._lock = threading.Lock()
         self._done = threading.Event()

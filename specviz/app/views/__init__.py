@@ -3,6 +3,7 @@
 Nothing here imports torch: views take events and a token-to-text function only.
 """
 
+from specviz.app.views.batch import BatchRun, batch_html
 from specviz.app.views.cells import OUTCOMES, Cell, Decode, cells_from_events, emitted_text
 from specviz.app.views.metrics import cost_ratio, summarize
 from specviz.app.views.panels import race_html, status_html, summary_html
@@ -26,6 +27,7 @@ __all__ = [
     "CSS",
     "LABELS",
     "OUTCOMES",
+    "BatchRun",
     "Cell",
     "Decode",
     "Run",
@@ -33,6 +35,7 @@ __all__ = [
     "acceptance_figure",
     "accepted_histogram",
     "accepted_length_figure",
+    "batch_html",
     "bench_look",
     "cells_from_events",
     "cost_ratio",

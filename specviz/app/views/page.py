@@ -11,6 +11,13 @@ tokens with speculative decoding and N with plain target sampling (prompt, γ, t
 top-k/top-p, drafter and seed from the controls on the left), and test equality in law with the
 statistical suite. The toy pair's exact law is known, so it is tested too. Swap in a broken
 sampler to watch the tests catch it."""
+BATCH_INTRO = """Decode a few requests **together**, as a server does: every round each row drafts
+its own γ tokens, one target pass scores all rows, and each row keeps its own number of them.
+Row r draws from its own generator, seeded seed + r: it writes the very tokens Generate writes
+for that prompt with seed seed + r and the same drafter, γ and temperature (top-k and top-p
+off, fixed γ). *model-trimmed* drafts over the draft's top-ranked tokens only (the bundled
+draft ships that ranking); *ngram* looks each row's next tokens up in its own text. A row's
+"finished at" is that request's latency. The model pair is the form's (Model pair, left)."""
 MUTANT_NOTE = """Warping mutants (`unprocessed_q`, `target_unwarped`) only differ from the real
 sampler when temperature ≠ 1 or top-k / top-p is set; at T = 0 every sampler is deterministic."""
 READY = "ready: press Generate (the first run loads the models; its progress shows here)"

@@ -80,6 +80,16 @@ CSS = """
 .sv-lossy { background: #fff3cd; color: #6b4a00; border: 2px solid #b07a00; border-radius: 4px;
   padding: 4px 8px; margin: 0 0 6px 0; font-family: ui-sans-serif, system-ui, sans-serif;
   font-weight: 700; font-size: 14px; white-space: normal; }
+.sv-batch-total { font-size: 14px; padding: 4px 0 8px 0; }
+.sv-batch-rows { display: grid; grid-template-columns: repeat(auto-fill, minmax(380px, 1fr));
+  gap: 10px; }
+.sv-batch-row { border: 1px solid #ccc; border-radius: 6px; padding: 6px 8px; min-width: 0; }
+.sv-batch-head { font-size: 13px; color: #333; border-bottom: 1px solid #eee;
+  padding-bottom: 3px; }
+.sv-batch-row .sv-stream { font-size: 13px; line-height: 1.9; min-height: 40px;
+  max-height: 300px; overflow-y: auto; padding: 4px 0; }
+#sv-batch-actions { align-items: center; }
+#sv-batch-status { min-width: 240px; flex: 1 1 240px; }
 .sv-tree-head { font-size: 13px; color: #444; margin: 2px 0 6px 0; }
 .sv-tree-body { display: flex; flex-wrap: wrap; gap: 12px 24px; align-items: flex-start; }
 .sv-tree-list, .sv-tree-list ul { list-style: none; margin: 0; padding-left: 18px; }
