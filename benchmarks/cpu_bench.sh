@@ -9,9 +9,9 @@
 # one after another, on an otherwise idle machine.
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code lean-target code-all
-#        json-prose repeat lookup hybrid hybrid-cap draft-size batch temperature dynamic replay
-#        tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose tables tree-tables
-#        (default: all, about 3.5 hours)
+#        json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep temperature
+#        dynamic replay tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose tables
+#        tree-tables (default: all, about 3.7 hours)
 #        RESUME=1: skip each part whose OUTDIR/PART.json is already there (rerun the same command
 #        after an interruption; a part cut off writes no JSON and runs again)
 #
@@ -21,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
-PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch temperature dynamic tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose replay tables tree-tables}"
+PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep temperature dynamic tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose replay tables tree-tables}"
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
@@ -77,11 +77,20 @@ bench draft-size --workloads code --limit 2 --temperatures 0 \
 # 4b. plain decode step time against batch size, 1 to 128 rows at a context of 64 (one short
 #     speculative run on one prompt carries it): up to how many rows a step costs about one row's
 bench batch --workloads code --limit 1 --temperatures 0 --drafters model-trimmed --gammas 3 \
-    --reps 1 --no-hf --lean-target --batch-sizes 1,2,4,8,16,32,64,128
+    --reps 1 --no-hf --lean-target --step-batch-sizes 1,2,4,8,16,32,64,128
+# 4b'. the batch sweep (specviz/bench/batch_sweep.py): where speculation stops paying as load
+#     rises. 32 code requests (the 24 prompts, then the first 8 again) decoded in groups of B =
+#     1..32 rows, plainly and with the trimmed draft at gamma = 1..4, on the same requests and
+#     seeds, through transformers' forward (specviz.batch); per B the throughput, per-request
+#     latency, cost, speedup, alpha and best gamma, beside the speedup predicted from batched
+#     passes timed at each B. About 11 minutes on 2 idle cores.
+bench batch-sweep --workloads code --temperatures 0 --drafters model-trimmed --gammas 1,2,3,4 \
+    --batch-sizes 1,2,4,8,16,32 --batch-requests 32 --batch-new-tokens 32 --reps 1 \
+    --step-batch-sizes 1
 # 4c. temperature: 4 code prompts at T = 0, 0.3, 0.6, 1 and 1.3, the gammas around the optimum,
 #     trimmed draft, lean target forward: how alpha and the speedup fall as sampling spreads
 bench temperature --workloads code --limit 4 --temperatures 0,0.3,0.6,1,1.3 \
-    --drafters model-trimmed --gammas 2,3,4 --reps 2 --no-hf --lean-target --batch-sizes 1
+    --drafters model-trimmed --gammas 2,3,4 --reps 2 --no-hf --lean-target --step-batch-sizes 1
 
 # 5. dynamic gamma against the fixed gammas around the optimum, on 4 code prompts per temperature
 #    (the theory policy carries only measured costs from one request to the next)
@@ -94,7 +103,7 @@ bench dynamic --workloads code --limit 4 --temperatures 0,1 --drafters model,mod
 #     transformers' assisted generation at gamma = 4, in the same repetition; r(N) timed over the
 #     first prompt. At T = 0 the draft's top-k children (EAGLE-2 style); at T = 1 also children
 #     sampled from the draft (SpecInfer style). Exact rules only.
-TREE="--tree-sweep 1,4,8,16,32 --tree-depth 4 --tree-width 4 --reps 2 --batch-sizes 1"
+TREE="--tree-sweep 1,4,8,16,32 --tree-depth 4 --tree-width 4 --reps 2 --step-batch-sizes 1"
 bench tree-sweep --workloads code --limit 6 --temperatures 0 --drafters tree-model $TREE
 bench tree-sweep-t1 --workloads code --limit 4 --temperatures 1 \
     --drafters tree-model,tree-sampled $TREE
@@ -130,9 +139,11 @@ case " $PARTS " in *" replay "*)
       | tail -n +3; } > "$OUT/replay.md" ;;
 esac
 
-# the tree sweeps' JSON that are there (a part not run is left out)
+# the tree sweeps' JSON that are there (a part not run is left out), and the batch sweep's
 TREES=()
 for name in tree-sweep tree-sweep-t1; do [[ -f "$OUT/$name.json" ]] && TREES+=("$OUT/$name.json"); done
+SWEEPS=()
+[[ -f "$OUT/batch-sweep.json" ]] && SWEEPS+=("$OUT/batch-sweep.json")
 case " $PARTS " in *" tree-tables "*)
   if ((${#TREES[@]})); then
     python -m specviz.bench.markdown "${TREES[@]}" > "$OUT/tree-tables.md"
@@ -145,5 +156,5 @@ python -m specviz.bench.markdown "$OUT"/code.json "$OUT"/lean-target.json "$OUT"
     "$OUT"/json-prose.json "$OUT"/repeat.json "$OUT"/lookup.json "$OUT"/hybrid.json \
     "$OUT"/hybrid-cap.json "$OUT"/draft-size.json "$OUT"/batch.json "$OUT"/temperature.json "$OUT"/dynamic.json \
     "$OUT"/heads-code.json "$OUT"/heads-t1.json "$OUT"/heads-json-prose.json \
-    ${TREES[@]+"${TREES[@]}"} > "$OUT/tables.md"
+    ${TREES[@]+"${TREES[@]}"} ${SWEEPS[@]+"${SWEEPS[@]}"} > "$OUT/tables.md"
 echo "wrote $OUT/*.json, *.html and tables.md"

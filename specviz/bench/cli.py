@@ -14,6 +14,8 @@ from typing import Any
 import torch
 import transformers
 
+from specviz.bench.batch_cli import add_batch_arguments, batch_plan, batch_result
+from specviz.bench.batch_table import render_batch_sweep
 from specviz.bench.heads import HEAD_DRAFTERS, check_heads
 from specviz.bench.machine import cpu_name, draft_forward, gpu_meta, target_forward
 from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR
@@ -45,9 +47,9 @@ from specviz.bench.tree_cli import (
     sweep_result,
     tree_settings,
 )
-from specviz.bench.tree_sweep import run_sweep
+from specviz.bench.tree_sweep import SweepPlan, run_sweep
 from specviz.bench.tree_table import render_sweep
-from specviz.bench.workloads import WORKLOADS, load_requests
+from specviz.bench.workloads import WORKLOADS, Request, load_requests
 from specviz.console import progress_bar, say
 from specviz.drafters.registry import TREE_DRAFTERS
 from specviz.drafters.trimmed import load_head_tokens
@@ -57,6 +59,7 @@ from specviz.models.loading import BUNDLED, DTYPES, check_device, load_pair, par
 from specviz.runtime import HelpFormatter, add_threads_argument
 
 PROMPT_FORMATS = {"chat": "through the chat template", "raw": "as raw text"}  # meta's wording
+BATCH_FORWARD = "transformers (--batch-sizes: batched through specviz.batch)"
 
 
 def _ints(text: str) -> list[int]:
@@ -81,7 +84,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="benchmark speedup on workloads against plain and transformers",
         description="Benchmark speculative decoding on workloads, interleaved with plain "
         "decoding and transformers' assisted generation; writes JSON and an HTML report. "
-        "--tree-sweep runs the tree drafters' node-budget sweep instead.",
+        "--tree-sweep runs the tree drafters' node-budget sweep instead, --batch-sizes the batch "
+        "sweep (plain and speculative decoding of the same requests at each batch size).",
         formatter_class=HelpFormatter,
     )
     b.add_argument("--target", default=BUNDLED, help="target: local folder, hub id, or 'bundled'")
@@ -148,12 +152,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     b.add_argument("--reps", type=int, default=3, help="timed repetitions after one warm-up")
     b.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
     b.add_argument(
-        "--batch-sizes",
-        type=_ints,
-        default="1,2,4,8,16",
-        help="comma list of batch sizes at which to time one plain decode step of the target",
-    )
-    b.add_argument(
         "--price-per-hour",
         type=float,
         default=DEFAULT_PRICE_PER_HOUR,
@@ -183,6 +181,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "applies (packed Llama targets); transformers' own generation keeps its forward",
     )
     add_tree_arguments(b)
+    add_batch_arguments(b)
     b.add_argument("--out", default="bench.json", help="JSON results")
     b.add_argument("--html", default="bench.html", help="self-contained plotly report")
 
@@ -255,13 +254,61 @@ def _settings(
     ]
 
 
+def _run_settings(
+    args: argparse.Namespace,
+    pair: Any,
+    requests: list[Request],
+    drafters: list[str],
+    policies: list[str],
+    plan: SweepPlan | None,
+    draft_spec: str,
+) -> list[Record]:
+    """Every setting (or the tree sweep's) on the requests, one temperature after another."""
+    records: list[Record] = []
+    temps = (
+        args.temperatures
+        if args.temperatures is not None
+        else sorted({r.temperature for r in requests})
+    )
+    for temperature in temps:
+        subset = [
+            r for r in requests if args.temperatures is not None or r.temperature == temperature
+        ]
+        if plan is not None:
+            records += run_sweep(
+                pair.target, pair.draft, pair.tokenizer, subset, plan,
+                temperature=temperature, draft_name=draft_spec, repetitions=args.reps,
+                with_hf=not args.no_hf, progress=progress_bar, raw=args.raw,
+                heads=args.heads,
+            )  # fmt: skip
+            continue
+        settings = _settings(drafters, policies, args, draft_spec, temperature)
+        records += run_all(
+            pair.target,
+            pair.draft,
+            pair.tokenizer,
+            subset,
+            settings,
+            repetitions=args.reps,
+            with_hf=not args.no_hf,
+            progress=progress_bar,
+            lean=not args.no_lean,
+            lean_target=args.lean_target,
+            raw=args.raw,
+            heads=args.heads,
+        )
+    return records
+
+
 def run_bench(args: argparse.Namespace) -> int:
     """Load, run every sweep point interleaved, write JSON and HTML, print a summary."""
     drafters, policies = _check(args)
     plan = sweep_plan(args, drafters)  # None unless --tree-sweep
     requests = [r for w in args.workloads.split(",") for r in _limit(load_requests(w), args.limit)]
+    batch = batch_plan(args, drafters, policies, requests)  # None unless --batch-sizes
     records: list[Record] = []
     sweep: dict[str, Any] | None = None
+    batch_sweep: dict[str, Any] | None = None
     drafts: dict[str, dict[str, Any]] = {}  # what was measured with each --draft loaded
     packed, forward, fmt = False, "", "raw"
     if any(d.endswith("model-trimmed") for d in drafters):  # ranking first, before any model
@@ -277,43 +324,18 @@ def run_bench(args: argparse.Namespace) -> int:
             progress=say,
         )
         fmt = prompt_format(pair.tokenizer, raw=args.raw)  # the target's: the same each time
-        temps = (
-            args.temperatures
-            if args.temperatures is not None
-            else sorted({r.temperature for r in requests})
-        )
-        for temperature in temps:
-            subset = [
-                r for r in requests if args.temperatures is not None or r.temperature == temperature
-            ]
-            if plan is not None:
-                records += run_sweep(
-                    pair.target, pair.draft, pair.tokenizer, subset, plan,
-                    temperature=temperature, draft_name=draft_spec, repetitions=args.reps,
-                    with_hf=not args.no_hf, progress=progress_bar, raw=args.raw,
-                    heads=args.heads,
-                )  # fmt: skip
-                continue
-            settings = _settings(drafters, policies, args, draft_spec, temperature)
-            records += run_all(
-                pair.target,
-                pair.draft,
-                pair.tokenizer,
-                subset,
-                settings,
-                repetitions=args.reps,
-                with_hf=not args.no_hf,
-                progress=progress_bar,
-                lean=not args.no_lean,
-                lean_target=args.lean_target,
-                raw=args.raw,
-                heads=args.heads,
-            )
+        if batch is not None:
+            batch_sweep = batch_result(
+                batch, pair, requests, temperatures=args.temperatures, repetitions=args.reps,
+                raw=args.raw, price_per_hour=args.price_per_hour, progress=progress_bar,
+            )  # fmt: skip
+        else:
+            records += _run_settings(args, pair, requests, drafters, policies, plan, draft_spec)
         if plan is not None:
             sweep = sweep_result(plan, pair, requests[0].prompt, args.raw, records)
-        steps = batch_step_times(pair.target, args.batch_sizes)
+        steps = batch_step_times(pair.target, args.step_batch_sizes)
         drafts[draft_spec] = {
-            "draft_forward": draft_forward(args, pair.draft),
+            "draft_forward": BATCH_FORWARD if batch else draft_forward(args, pair.draft),
             "batch_step_seconds": [[b, t] for b, t in steps],
         }
         packed = is_packed(pair.target.get_output_embeddings())  # the target's: the same each time
@@ -336,10 +358,10 @@ def run_bench(args: argparse.Namespace) -> int:
     }
     if any(d in HEAD_DRAFTERS for d in drafters):  # whose features the heads were trained on
         meta["heads"] = args.heads or "shipped (specviz/assets/heads)"
-    payload = saved_result(meta, drafts, records, sweep)
+    payload = saved_result(meta, drafts, records, sweep, batch_sweep)
     rows, dynamic = payload["summary"], payload["policies_vs_best_fixed"]
     Path(args.out).write_text(json.dumps(payload, indent=2), encoding="utf-8")
-    report = figures(records, payload["gamma_curves"], batch_steps(payload))
+    report = figures(records, payload["gamma_curves"], batch_steps(payload), sweep=batch_sweep)
     title = f"specviz benchmark (prompts {PROMPT_FORMATS[fmt]})"
     Path(args.html).write_text(html_report(report, title), encoding="utf-8")
     for row in rows:
@@ -352,6 +374,8 @@ def run_bench(args: argparse.Namespace) -> int:
         )
     if payload["tree_sweep"] is not None:
         print(render_sweep(payload["tree_sweep"]))
+    if batch_sweep is not None:
+        print(render_batch_sweep(batch_sweep))
     print(f"prompts {PROMPT_FORMATS[fmt]}; wrote {args.out} and {args.html}")
     return 0
 
@@ -378,12 +402,14 @@ def saved_result(
     drafts: dict[str, dict[str, Any]],
     records: Sequence[Record],
     tree_sweep: dict[str, Any] | None = None,
+    batch_sweep: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What `specviz bench --out` writes (specviz.bench.schema, version SCHEMA).
 
     meta: what is common to the run, its price_per_hour among it; drafts: each --draft's own
     draft_forward and batch_step_seconds; the summary, γ curves and policy table are the
-    records' at that price; tree_sweep: --tree-sweep's section (specviz.bench.tree_table).
+    records' at that price; tree_sweep: --tree-sweep's section (specviz.bench.tree_table);
+    batch_sweep: --batch-sizes' section (specviz.bench.batch_rows).
     """
     rows = summarize(records, meta["price_per_hour"])
     payload = {
@@ -394,6 +420,7 @@ def saved_result(
         "gamma_curves": gamma_curves(rows),
         "policies_vs_best_fixed": policies_vs_best_fixed(rows),
         "tree_sweep": tree_sweep,
+        "batch_sweep": batch_sweep,
         "records": [r.to_dict() for r in records],
     }
     validate(payload)

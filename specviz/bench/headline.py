@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from specviz.bench.batch_table import headline_table
 from specviz.bench.head_table import heads_table
 from specviz.bench.markdown import _setting, _spread, _table, resummarized
 from specviz.bench.runner import drafter_label
@@ -211,6 +212,9 @@ def parts() -> list[str]:
     body = []
     for part in parts_in_order():
         result = load(part)
+        if result.get("batch_sweep") is not None and not result["summary"]:
+            body.append(_batch_part(part, result["batch_sweep"]))
+            continue
         settings = [r["setting"] for r in result["summary"]]
         workloads = dict.fromkeys(r["workload"] for r in result["summary"])
         forward = _meta(part).get("target_forward", "transformers")
@@ -226,6 +230,23 @@ def parts() -> list[str]:
             ]
         )
     return _table(header, body)
+
+
+def _batch_part(part: str, sweep: dict[str, Any]) -> list[str]:
+    """A batch sweep part's row of the parts table: N requests × repetitions at each B."""
+    plan = sweep["plan"]
+    reps = len({r["repetition"] for r in sweep["runs"]})
+    workloads = ", ".join(dict.fromkeys(r["category"] for r in sweep["requests"]))
+    sizes = ", ".join(map(str, plan["batch_sizes"]))
+    return [
+        part,
+        f"{workloads} {plan['requests']} × {reps} (batches of {sizes})",
+        ", ".join(_t(t) for t in sorted({r["temperature"] for r in sweep["runs"]})),
+        ", ".join(plan["drafters"]),
+        ", ".join(map(str, plan["gammas"])),
+        "fixed",
+        "transformers",
+    ]
 
 
 def _by_drafter(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -383,6 +404,21 @@ def batch_fit() -> list[str]:
     )
 
 
+BATCH_SWEEP_PART = "batch-sweep"
+
+
+def batch_sweep() -> list[str]:
+    """The batch sweep part at each batch size, at its best γ (a one-line note until the part
+    is saved)."""
+    saved = (RESULTS_DIR / f"{BATCH_SWEEP_PART}.json").exists()
+    section = load(BATCH_SWEEP_PART).get("batch_sweep") if saved else None
+    if section is None:
+        command = f"bash benchmarks/cpu_bench.sh benchmarks/results {BATCH_SWEEP_PART}"
+        note = f"not measured yet: {command} writes benchmarks/results/{BATCH_SWEEP_PART}.json"
+        return _table(["batch sweep"], [[note]])
+    return headline_table(section)
+
+
 DRAFTER_PARTS = (("code-all", "code"), ("hybrid-cap", "json"), ("hybrid-cap", "repeat"))
 
 
@@ -492,6 +528,7 @@ TABLES: dict[str, Callable[[], list[str]]] = {
     "temperature": temperature,
     "batch": batch,
     "batch-fit": batch_fit,
+    "batch-sweep": batch_sweep,
     "drafters": drafters,
     "dynamic": dynamic,
     "transformers": transformers,

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from specviz.bench.batch_rows import rebatch
+from specviz.bench.batch_table import render_batch_sweep
 from specviz.bench.report import gamma_curves, policies_vs_best_fixed, summarize
 from specviz.bench.runner import Record, drafter_label
 from specviz.bench.schema import batch_steps, flat_meta, migrate, read_result
@@ -195,12 +197,15 @@ def resummarized(result: dict[str, Any]) -> dict[str, Any]:
     result = migrate(result)
     records = [Record.from_dict(r) for r in result["records"]]
     rows = summarize(records, result["meta"]["price_per_hour"])
-    sweep = result["tree_sweep"]
+    sweep, batch = result["tree_sweep"], result.get("batch_sweep")
+    price = float(result["meta"]["price_per_hour"])
+    rebatched = {} if batch is None else {"batch_sweep": rebatch(batch, price)}
     return result | {
         "summary": rows,
         "gamma_curves": gamma_curves(rows),
         "policies_vs_best_fixed": policies_vs_best_fixed(rows),
         "tree_sweep": None if sweep is None else resweep(sweep, records),
+        **rebatched,
     }
 
 
@@ -235,13 +240,14 @@ def render(result: dict[str, Any], title: str) -> str:
         ),
         "",
     ]
-    out += [*summary_table(result["summary"]), ""]
-    out += [
-        "Latency and throughput per request (medians with min–max; at T > 0 the plain run's "
-        "seconds are scaled to the speculative run's length):",
-        "",
-    ]
-    out += [*latency_table(result["summary"]), ""]
+    if result["summary"]:  # a batch sweep alone has no per-request records
+        out += [*summary_table(result["summary"]), ""]
+        out += [
+            "Latency and throughput per request (medians with min–max; at T > 0 the plain "
+            "run's seconds are scaled to the speculative run's length):",
+            "",
+        ]
+        out += [*latency_table(result["summary"]), ""]
     if result["gamma_curves"]:
         out += ["Speedup against γ, and the γ theory picks for the measured α and c:", ""]
         out += [*curves_table(result["gamma_curves"]), ""]
@@ -254,7 +260,10 @@ def render(result: dict[str, Any], title: str) -> str:
         out += [*policies_table(result["policies_vs_best_fixed"]), ""]
     if result["tree_sweep"] is not None:
         out += [render_sweep(result["tree_sweep"]), ""]
-    out += ["Cost per 1k generated tokens:", "", *cost_table(result["summary"]), ""]
+    if result.get("batch_sweep") is not None:
+        out += [render_batch_sweep(result["batch_sweep"]), ""]
+    if result["summary"]:
+        out += ["Cost per 1k generated tokens:", "", *cost_table(result["summary"]), ""]
     for name, batch in batch_steps(result).items():
         if not batch:
             continue

@@ -12,6 +12,7 @@ from typing import Any
 import plotly.graph_objects as go
 from scipy import stats
 
+from specviz.bench.batch_table import sweep_curves
 from specviz.bench.metrics import cost_per_1k_tokens, spread
 from specviz.bench.runner import BenchSetting, Record, drafter_label
 from specviz.bench.trees import is_tree
@@ -304,19 +305,23 @@ def figures(
     batch: Mapping[str, Sequence[tuple[int, float]]],
     look: Look = plain_look,
     empty: Empty = plain_empty,
+    *,
+    sweep: dict[str, Any] | None = None,
 ) -> list[go.Figure]:
-    """Speedup by drafter, gamma curves, alpha distribution, latency CDF, batch step times.
+    """Speedup by drafter, gamma curves, alpha distribution, latency CDF, and the batch figure:
+    the batch sweep's speedup against batch size where one ran, else batch step times.
 
-    batch: each draft's (batch size, seconds per plain step) points, by its --draft. A figure
-    the result has too little for says so (empty) instead of drawing a lone point; look gives
-    every figure its style.
+    batch: each draft's (batch size, seconds per plain step) points, by its --draft; sweep: a
+    result's batch_sweep section (None: none ran). A figure the result has too little for says
+    so (empty) instead of drawing a lone point; look gives every figure its style.
     """
+    last = _batch_figure(batch, look, empty) if sweep is None else _sweep_figure(sweep, look)
     return [
         _speedups(records, look, empty),
         _gamma_figure(curves, look, empty),
         _alpha_figure(records, look, empty),
         _latency_cdf(records, look, empty),
-        _batch_figure(batch, look, empty),
+        last,
     ]
 
 
@@ -413,6 +418,29 @@ def _batch_figure(
             name=Path(name).name or name, line={"color": PALETTE[i % len(PALETTE)]},
         )  # fmt: skip
     return _whole_x(look(fig, title, "batch size", "seconds per step"))
+
+
+def _sweep_figure(sweep: dict[str, Any], look: Look) -> go.Figure:
+    """The batch sweep's speedup over plain decoding against batch size: measured (solid) and
+    predicted from the batched pass timings (dashed), one colour per drafter, γ and T."""
+    title = "Batch sweep: speedup against batch size, measured (solid) vs predicted (dashed)"
+    fig = go.Figure()
+    for i, c in enumerate(sweep_curves(sweep)):
+        colour = PALETTE[i % len(PALETTE)]
+        fig.add_scatter(
+            x=c["batch_sizes"], y=c["measured"], name=c["label"], legendgroup=c["label"],
+            mode="lines+markers", line={"color": colour},
+        )  # fmt: skip
+        fig.add_scatter(
+            x=c["batch_sizes"], y=c["predicted"], name=f"{c['label']} predicted",
+            legendgroup=c["label"], showlegend=False, mode="lines",
+            line={"color": colour, "dash": "dash"},
+        )  # fmt: skip
+    fig.add_hline(y=1.0, line={"color": SERIES["plain"], "dash": "dot"})  # plain decoding
+    sizes = sorted(sweep["plan"]["batch_sizes"])
+    fig = look(fig, title, "batch size (rows a pass)", "speedup ×")
+    fig.update_xaxes(type="log", tickvals=sizes, ticktext=[str(b) for b in sizes])
+    return fig  # whole-number ticks at the batch sizes only, on a log axis
 
 
 def html_report(figs: Sequence[go.Figure], title: str) -> str:

@@ -16,7 +16,10 @@ Versions (1 and 2 carry no "schema" key and are told apart by their records):
 5. "schema": 5. Tree drafters: settings hold tree_nodes, tree_width and tree_rule (null for a
    chain drafter; a tree's gamma is its depth), records an "exact" flag (false where a lossy
    tree rule chose tokens), and the file a "tree_sweep" section (null unless `--tree-sweep`
-   ran: specviz.bench.tree_table).
+   ran: specviz.bench.tree_table). Added within this version: a "batch_sweep" section, null
+   unless `--batch-sizes` ran the batch sweep (specviz.bench.batch_rows); files written before
+   it have no such key, which reads as no batch sweep (a sweep's --batch-sizes was then
+   --step-batch-sizes: the plain decode step timings, batch_step_seconds in each draft).
 
 migrate() brings any of them to the current version and checks the result. What an older
 file did not record stays unknown: 0.0 and [] in a record's decode-phase split, and no cpu,
@@ -224,6 +227,7 @@ def validate(data: dict[str, Any]) -> None:
         isinstance(sweep, dict) and all(isinstance(sweep.get(k), t) for k, t in parts.items())
     ):
         problems.append("tree_sweep is neither null nor a sweep (plan, passes, rows, verdicts)")
+    problems += batch_sweep_problems(data.get("batch_sweep"))
     drafts = data.get("drafts")
     if not isinstance(drafts, dict) or not drafts:
         problems.append("drafts is not a non-empty object")
@@ -245,3 +249,30 @@ def validate(data: dict[str, Any]) -> None:
             break
     if problems:
         raise ValueError(f"{NOT_A_RESULT} of schema {SCHEMA}: {'; '.join(problems)}")
+
+
+BATCH_PARTS = {"plan": dict, "requests": list, "runs": list, "passes": list, "rows": list}
+BATCH_PARTS |= {"best": list, "verdicts": list, "verify": list}
+BATCH_PLAN = ("batch_sizes", "requests", "gammas", "drafters", "new_tokens")
+BATCH_RUN: tuple[str, ...] = ("temperature", "batch_size", "drafter", "gamma", "repetition")
+BATCH_RUN += ("seconds", "tokens", "latency", "row_rounds", "accepted", "rejected")
+BATCH_RUN += ("same_tokens_as_plain",)
+
+
+def batch_sweep_problems(sweep: object) -> list[str]:
+    """What is wrong with a result's batch_sweep section ([] for none, or a whole one)."""
+    if sweep is None:
+        return []
+    if not isinstance(sweep, dict) or not all(
+        isinstance(sweep.get(k), t) for k, t in BATCH_PARTS.items()
+    ):
+        return [f"batch_sweep is neither null nor a sweep ({', '.join(BATCH_PARTS)})"]
+    lacks = sorted(set(BATCH_PLAN) - set(sweep["plan"]))
+    runs = sweep["runs"]
+    bad = next((i for i, r in enumerate(runs) if not isinstance(r, dict)), None)
+    if bad is None:
+        bad = next((i for i, r in enumerate(runs) if set(BATCH_RUN) - set(r)), None)
+    out = [f"batch_sweep's plan lacks {', '.join(lacks)}"] if lacks else []
+    if bad is not None:
+        out.append(f"batch_sweep's run {bad} lacks some of {', '.join(BATCH_RUN)}")
+    return out

@@ -286,7 +286,7 @@ def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -
         "model,model-trimmed,ngram",
         "--reps",
         "1",
-        "--batch-sizes",
+        "--step-batch-sizes",
         "1,2",
     ]
     argv += ["--dtype", "float64", "--out", str(out), "--html", str(html)]
@@ -537,7 +537,8 @@ def test_a_bench_result_records_and_reports_its_prompt_format(
     out, html = tmp_path / "b.json", tmp_path / "b.html"
     argv = ["bench", "--target", str(tmp_path / "t"), "--draft", str(tmp_path / "d")]
     argv += ["--workloads", str(work), "--gammas", "2", "--reps", "1", "--no-hf"]
-    argv += ["--batch-sizes", "1", "--dtype", "float64", "--out", str(out), "--html", str(html)]
+    argv += ["--step-batch-sizes", "1", "--dtype", "float64"]
+    argv += ["--out", str(out), "--html", str(html)]
     for extra, fmt, words in (
         ([], "chat", "through the chat template"),
         (["--raw"], "raw", "as raw text"),

@@ -247,7 +247,7 @@ def test_a_bench_run_with_two_drafts_records_both(
     out = tmp_path / "b.json"
     argv = ["bench", "--target", str(tmp_path / "t"), "--workloads", str(work)]
     argv += ["--draft", str(tmp_path / "lean"), "--draft", str(tmp_path / "gpt2")]
-    argv += ["--gammas", "2", "--reps", "1", "--no-hf", "--batch-sizes", "1,2", "--dtype"]
+    argv += ["--gammas", "2", "--reps", "1", "--no-hf", "--step-batch-sizes", "1,2", "--dtype"]
     argv += ["float64", "--out", str(out), "--html", str(tmp_path / "b.html")]
     assert main(argv) == 0
     result = json.loads(out.read_text())

@@ -160,7 +160,7 @@ def _bench(root: Path, pair: PairFactory, tokenizer: Any, *extra: str) -> dict[s
         row = {"id": "c-1", "category": "code", "prompt": "abcabcab", "max_new_tokens": 8}
         (root / "w.jsonl").write_text(json.dumps(row | {"temperature": 0.0}))
     argv = ["bench", "--target", str(root / "target"), "--draft", str(root / "draft")]
-    argv += ["--workloads", str(root / "w.jsonl"), "--reps", "1", "--batch-sizes", "1"]
+    argv += ["--workloads", str(root / "w.jsonl"), "--reps", "1", "--step-batch-sizes", "1"]
     argv += ["--dtype", "float64", "--out", str(root / "b.json"), "--html", str(root / "b.html")]
     assert main([*argv, *extra]) == 0
     result: dict[str, Any] = json.loads((root / "b.json").read_text())

@@ -34,7 +34,7 @@ def _argv(root: Path, pair: PairFactory, tokenizer: Any, *extra: str) -> list[st
         ]
         (root / "w.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     argv = ["bench", "--target", str(root / "target"), "--draft", str(root / "draft")]
-    argv += ["--workloads", str(root / "w.jsonl"), "--reps", "1", "--batch-sizes", "1"]
+    argv += ["--workloads", str(root / "w.jsonl"), "--reps", "1", "--step-batch-sizes", "1"]
     argv += ["--dtype", "float64", "--out", str(root / "b.json"), "--html", str(root / "b.html")]
     return [*argv, *extra]
 
