@@ -48,7 +48,14 @@ def load_result_view(
     """
     result = resummarized(read_result(path))
     records = [Record.from_dict(r) for r in result["records"]]
-    figs = figures(records, result["gamma_curves"], batch_steps(result), look, empty)
+    figs = figures(
+        records,
+        result["gamma_curves"],
+        batch_steps(result),
+        look,
+        empty,
+        sweep=result.get("batch_sweep"),
+    )
     return figs, render(result, Path(path).stem)
 
 
