@@ -83,9 +83,9 @@ bench batch --workloads code --limit 1 --temperatures 0 --drafters model-trimmed
 #     1..32 rows, plainly and with the trimmed draft at gamma = 1..4, on the same requests and
 #     seeds, through transformers' forward (specviz.batch); per B the throughput, per-request
 #     latency, cost, speedup, alpha and best gamma, beside the speedup predicted from batched
-#     passes timed at each B. About 11 minutes on 2 idle cores.
+#     passes timed at each B. About 20 minutes on 2 idle cores.
 bench batch-sweep --workloads code --temperatures 0 --drafters model-trimmed --gammas 1,2,3,4 \
-    --batch-sizes 1,2,4,8,16,32 --batch-requests 32 --batch-new-tokens 32 --reps 1 \
+    --batch-sizes 1,2,4,8,16,32 --batch-requests 32 --batch-new-tokens 32 --reps 2 \
     --step-batch-sizes 1
 # 4c. temperature: 4 code prompts at T = 0, 0.3, 0.6, 1 and 1.3, the gammas around the optimum,
 #     trimmed draft, lean target forward: how alpha and the speedup fall as sampling spreads

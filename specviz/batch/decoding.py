@@ -77,8 +77,8 @@ def batch_autoregressive_events(
                     reason=reason, new_tokens=position + 1, seconds=clock(device) - start, row=r
                 )
                 done.append(i)
-        if done:
-            live = [r for i, r in enumerate(live) if i not in done]
+        live = [r for i, r in enumerate(live) if i not in done]
+        if done and live:  # the finished rows leave the batch (nothing to keep after the last)
             cache.keep_rows([i for i in range(cache.rows) if i not in done])
 
 
@@ -132,9 +132,9 @@ class BatchSpeculativeDecoder:
                 reason = "eos" if self.ids[r][-1] in self.stop_ids else "max_new_tokens"
                 elapsed = clock(self.device) - start
                 yield Finished(reason=reason, new_tokens=self.new_tokens(r), seconds=elapsed, row=r)
-            if done:
-                kept = [i for i in range(len(self.live)) if i not in done]
-                self.live = [self.live[i] for i in kept]
+            kept = [i for i in range(len(self.live)) if i not in done]
+            self.live = [self.live[i] for i in kept]
+            if done and kept:  # the finished rows leave the batch
                 self.cache.keep_rows(kept)
                 self.drafter.keep_rows(kept)
                 self.cached = [self.cached[i] for i in kept]
