@@ -162,8 +162,14 @@ def headline_table(section: dict[str, Any]) -> list[str]:
     (a T and drafter column where the sweep ran several)."""
     best = section["best"]
     several = len({(r["temperature"], r["drafter"]) for r in best}) > 1
+    gammas = sorted({r["gamma"] for r in section["rows"]})
+    ratios = {
+        (r["temperature"], r["drafter"], r["batch_size"], r["gamma"]): r["verify_ratio"]
+        for r in section["rows"]
+    }
     header = [*(["T", "drafter"] if several else []), "B", "plain tok/s"]
     header += ["speculative tok/s (best γ)", "speedup (min–max)", "best γ", "α"]
+    header += ["tokens a round", f"r at γ = {' / '.join(map(str, gammas))}"]
     header += ["latency plain / speculative, s", "$/1k tokens plain / speculative"]
     header += ["predicted speedup"]
     body = [
@@ -175,6 +181,12 @@ def headline_table(section: dict[str, Any]) -> list[str]:
             _spread(r["speedup"]),
             str(r["gamma"]),
             _alpha(r["alpha"]),
+            f"{r['tokens_per_round']:.2f}",
+            " / ".join(
+                f"{ratios[r['temperature'], r['drafter'], r['batch_size'], g]:.2f}"
+                for g in gammas
+                if (r["temperature"], r["drafter"], r["batch_size"], g) in ratios
+            ),
             f"{r['plain']['latency']:.2f} / {r['speculative']['latency']:.2f}",
             f"{_cost(r['plain']['cost_per_1k_tokens'])} / "
             f"{_cost(r['speculative']['cost_per_1k_tokens'])}",
