@@ -12,6 +12,7 @@ Every event carries its row: the request's index in the prompts given.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
@@ -211,9 +212,9 @@ class BatchSpeculativeDecoder:
                 round=round_index, position=first + i, draft_index=i, token=token, q_x=q_x, row=r
             )
         events, committed = verdict_events(
-            round_index, first, draft, verdict, p_target, self.stop_ids, row=r
+            round_index, first, draft, verdict, p_target, self.stop_ids
         )
-        yield from events
+        yield from (dataclasses.replace(e, row=r) for e in events)
         self.ids[r] += committed
         self.rounds[r] += 1
         yield RoundSummary(

@@ -85,6 +85,15 @@ class Verdict:
     u: tuple[float, ...]  # the uniform draw compared against accept_prob
     next_dist: Tensor  # (V,) the distribution next_token was drawn from (residual or p)
 
+    def fields(self, i: int) -> dict[str, float]:
+        """Draft token i's p_x, q_x, u and accept_prob, as an event's fields."""
+        return {
+            "p_x": self.p_x[i],
+            "q_x": self.q_x[i],
+            "u": self.u[i],
+            "accept_prob": self.accept_prob[i],
+        }
+
 
 def verify(
     p_target: Tensor,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Generator, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 import torch
@@ -67,13 +67,8 @@ def autoregressive_events(
         t0 = clock(device)  # the first step scores the whole prompt: no separate prompt pass
         logits = cache.forward(torch.tensor(ids[len(cache) :], device=device), keep=1)[-1]  # (V,)
         p = logits_to_probs(logits, sampling)
-        token = sample(p, generator)
-        yield Sampled(
-            position=position,
-            token=token,
-            p_x=float(p[token]),
-            target_seconds=clock(device) - t0,
-        )
+        token, seconds = sample(p, generator), clock(device) - t0
+        yield Sampled(position=position, token=token, p_x=float(p[token]), target_seconds=seconds)
         ids.append(token)
         if token in stop_ids:
             reason = "eos"
@@ -173,7 +168,11 @@ class SpeculativeDecoder:
                 round=round_index, position=first + i, draft_index=i, token=token, q_x=q_x
             )
         verdict = self._verify(p_target, draft)
-        emitted = yield from self._emit(round_index, draft, verdict, p_target)
+        events, committed = verdict_events(
+            round_index, first, draft, verdict, p_target, self.stop_ids
+        )
+        yield from events
+        self.ids += committed
         self.target_cache.crop(len(self.ids) - 1)
         self.drafter.rollback(len(self.ids))
         summary = RoundSummary(
@@ -181,7 +180,7 @@ class SpeculativeDecoder:
             gamma=gamma,
             proposed=len(draft.tokens),
             accepted=verdict.n_accepted,
-            emitted=emitted,
+            emitted=len(committed),
             draft_seconds=t1 - t0,
             target_seconds=t2 - t1,
             draft_forward_calls=draft.forward_calls,
@@ -213,17 +212,6 @@ class SpeculativeDecoder:
         q_draft, tokens = draft.q_draft.to(p_target), draft.tokens.to(self.device)
         return verify(p_target, q_draft, tokens, self.generator, self.rule)
 
-    def _emit(
-        self, round_index: int, draft: Draft, verdict: Verdict, p_target: Tensor
-    ) -> Generator[Event, None, int]:
-        """Yield accept/reject/resample/bonus events, commit tokens; returns how many emitted."""
-        events, tokens = verdict_events(
-            round_index, self.new_tokens, draft, verdict, p_target, self.stop_ids
-        )
-        yield from events
-        self.ids += tokens
-        return len(tokens)
-
 
 def verdict_events(
     round_index: int,
@@ -232,59 +220,36 @@ def verdict_events(
     verdict: Verdict,
     p_target: Tensor,
     stop_ids: Collection[int],
-    row: int = 0,
 ) -> tuple[list[Event], list[int]]:
-    """One verdict's accept/reject/resample/bonus events and the tokens it commits.
-
-    first: the position of the round's first draft token; row: the request, in a batch.
-    """
+    """One verdict's accept/reject/resample/bonus events and the tokens it commits (first: the
+    position of the round's first draft token)."""
     n, tokens = verdict.n_accepted, draft.tokens.tolist()
     events: list[Event] = []
     for i in range(n if verdict.is_bonus else n + 1):
         verdict_cls = Rejected if i == n else Accepted
-        events.append(
-            verdict_cls(
-                round=round_index,
-                position=first + i,
-                draft_index=i,
-                token=tokens[i],
-                p_x=verdict.p_x[i],
-                q_x=verdict.q_x[i],
-                u=verdict.u[i],
-                accept_prob=verdict.accept_prob[i],
-                row=row,
-            )
-        )
+        at = {"position": first + i, "draft_index": i, "token": tokens[i], **verdict.fields(i)}
+        events.append(verdict_cls(round=round_index, **at))
         if i < n and tokens[i] in stop_ids:
             return events, tokens[: i + 1]  # an accepted stop token ends the round (and decode)
-    events.append(next_event(round_index, first + n, draft, verdict, p_target, row))
+    events.append(next_event(round_index, first + n, draft, verdict, p_target))
     return events, [*tokens[:n], verdict.next_token]
 
 
 def next_event(
-    round_index: int, position: int, draft: Draft, verdict: Verdict, p_target: Tensor, row: int
+    round_index: int, position: int, draft: Draft, verdict: Verdict, p_target: Tensor
 ) -> Resampled | Bonus:
     """The event for the token that follows the accepted drafts."""
     n, token = verdict.n_accepted, verdict.next_token
     p = p_target[n]  # (V,)
     if verdict.is_bonus:
-        return Bonus(
-            round=round_index, position=position, token=token, p_x=float(p[token]), row=row
-        )
+        return Bonus(round=round_index, position=position, token=token, p_x=float(p[token]))
     q = draft.q_draft[n].to(p)  # (V,)
     mass = float(torch.clamp(p - q, min=0.0).sum())
-    return resampled(round_index, position, token, p, q, verdict.next_dist, mass, row)
+    return resampled(round_index, position, token, p, q, verdict.next_dist, mass)
 
 
 def resampled(
-    round_index: int,
-    position: int,
-    token: int,
-    p: Tensor,
-    q: Tensor,
-    dist: Tensor,
-    mass: float,
-    row: int = 0,
+    round_index: int, position: int, token: int, p: Tensor, q: Tensor, dist: Tensor, mass: float
 ) -> Resampled:
     """The event for `token` drawn from dist (V,) after a rejection, p and q (V,) beside it."""
     top = dist.topk(min(RESIDUAL_TOP, p.shape[0]))
@@ -300,5 +265,4 @@ def resampled(
             (int(t), float(r), float(p[t]), float(q[t]))
             for r, t in zip(top.values.tolist(), top.indices.tolist(), strict=True)
         ),
-        row=row,
     )

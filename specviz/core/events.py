@@ -16,7 +16,14 @@ from typing import Any, ClassVar
 
 
 @dataclass(frozen=True, kw_only=True)
-class Prefill:
+class _Row:
+    """The field every event has: the request it belongs to, in a batch."""
+
+    row: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Prefill(_Row):
     """The prompt was handed to the models: the drafter cached it (draft_seconds).
 
     The target scores the prompt in its first pass, as transformers does: target_seconds is 0.
@@ -26,11 +33,10 @@ class Prefill:
     prompt_tokens: int
     target_seconds: float
     draft_seconds: float
-    row: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
-class Proposed:
+class Proposed(_Row):
     """The drafter proposed `token` for `position`, drawn from q (q_x = q(token))."""
 
     kind: ClassVar[str] = "proposed"
@@ -39,11 +45,10 @@ class Proposed:
     draft_index: int
     token: int
     q_x: float
-    row: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
-class TreeProposed:
+class TreeProposed(_Row):
     """A tree drafter proposed nodes for positions position + depth - 1 (parents: -1 = root).
 
     q_x[i] = q(tokens[i]) under its parent's distribution; sampled[i] is False for children
@@ -57,11 +62,10 @@ class TreeProposed:
     parents: tuple[int, ...]
     q_x: tuple[float, ...]
     sampled: tuple[bool, ...]
-    row: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
-class TreeVerified:
+class TreeVerified(_Row):
     """The kept root-to-node path of a tree round, and the rule that chose it.
 
     exact is False for a lossy rule (typical acceptance): its tokens do not follow the target.
@@ -72,11 +76,10 @@ class TreeVerified:
     path: tuple[int, ...]
     rule: str
     exact: bool
-    row: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Verified:
+class _Verified(_Row):
     """Fields shared by the verdicts on a draft token."""
 
     round: int
@@ -87,7 +90,6 @@ class _Verified:
     q_x: float
     u: float
     accept_prob: float
-    row: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,7 +108,7 @@ class Rejected(_Verified):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Resampled:
+class Resampled(_Row):
     """After a rejection, `token` was drawn from norm(max(0, p - q)) at the same position.
 
     residual_mass = sum(max(0, p - q)) = 1 - alpha at this position; top lists the leading
@@ -122,11 +124,10 @@ class Resampled:
     residual_x: float
     residual_mass: float
     top: tuple[tuple[int, float, float, float], ...]
-    row: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
-class Bonus:
+class Bonus(_Row):
     """All drafts were kept; `token` was drawn from the target's next distribution p."""
 
     kind: ClassVar[str] = "bonus"
@@ -134,11 +135,10 @@ class Bonus:
     position: int
     token: int
     p_x: float
-    row: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
-class Sampled:
+class Sampled(_Row):
     """Plain decoding: `token` was drawn from p at `position` in one target forward pass."""
 
     kind: ClassVar[str] = "sampled"
@@ -146,11 +146,10 @@ class Sampled:
     token: int
     p_x: float
     target_seconds: float
-    row: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
-class RoundSummary:
+class RoundSummary(_Row):
     """End of a speculative round: counts and forward-pass timings."""
 
     kind: ClassVar[str] = "round"
@@ -163,18 +162,16 @@ class RoundSummary:
     target_seconds: float
     draft_forward_calls: int
     prompt_tokens: int = 0  # prompt tokens the target pass scored too (the first round's)
-    row: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
-class Finished:
+class Finished(_Row):
     """Decoding stopped: reason is 'eos' or 'max_new_tokens'."""
 
     kind: ClassVar[str] = "finished"
     reason: str
     new_tokens: int
     seconds: float
-    row: int = 0
 
 
 Event = (

@@ -160,7 +160,7 @@ def test_the_table_figure_and_headline_render(
     assert len(last.data) == 2 * 2 * 2  # measured and predicted, per drafter and γ
     assert list(last.layout.xaxis.tickvals) == SIZES and last.layout.xaxis.type == "log"
     figs, _ = load_result_view(root / "b.json")
-    assert len(figs) == 5
+    assert len(figs) == 5 and title in figs[-1].layout.title.text  # the app's view draws it too
     lines = headline_table(sweep)
     assert lines[0].startswith("| T | drafter | B | plain tok/s | speculative tok/s (best γ)")
     assert len(lines) == 2 + 2 * len(SIZES)  # a row per drafter and batch size
