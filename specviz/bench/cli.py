@@ -17,6 +17,8 @@ import transformers
 from specviz.bench.batch_cli import add_batch_arguments, batch_plan, batch_result
 from specviz.bench.batch_table import render_batch_sweep
 from specviz.bench.heads import HEAD_DRAFTERS, check_heads
+from specviz.bench.lever_table import render_levers
+from specviz.bench.levers_cli import add_levers_arguments, levers_plan, levers_result
 from specviz.bench.machine import cpu_name, draft_forward, gpu_meta, target_forward
 from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR
 from specviz.bench.report import (
@@ -55,10 +57,20 @@ from specviz.drafters.registry import TREE_DRAFTERS
 from specviz.drafters.trimmed import load_head_tokens
 from specviz.fast.packed import is_packed
 from specviz.models.chat import prompt_format
-from specviz.models.loading import BUNDLED, DTYPES, check_device, load_pair, parse_dtype, resolve
+from specviz.models.loading import (
+    BUNDLED,
+    DTYPES,
+    check_device,
+    load_pair,
+    load_tokenizer,
+    parse_dtype,
+    resolve,
+)
 from specviz.runtime import HelpFormatter, add_threads_argument
 
 PROMPT_FORMATS = {"chat": "through the chat template", "raw": "as raw text"}  # meta's wording
+LEVERS_FORWARD = "transformers (--levers: every lever's target; int8 weights through torchao)"
+LEVERS_DRAFT_FORWARD = "specviz.fast.lean where it applies (fp32, bf16), else transformers"
 BATCH_FORWARD = "transformers (--batch-sizes: batched through specviz.batch)"
 
 
@@ -85,7 +97,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         description="Benchmark speculative decoding on workloads, interleaved with plain "
         "decoding and transformers' assisted generation; writes JSON and an HTML report. "
         "--tree-sweep runs the tree drafters' node-budget sweep instead, --batch-sizes the batch "
-        "sweep (plain and speculative decoding of the same requests at each batch size).",
+        "sweep (plain and speculative decoding of the same requests at each batch size), "
+        "--levers the levers sweep (speculation beside lower precision and the small model).",
         formatter_class=HelpFormatter,
     )
     b.add_argument("--target", default=BUNDLED, help="target: local folder, hub id, or 'bundled'")
@@ -182,6 +195,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     add_tree_arguments(b)
     add_batch_arguments(b)
+    add_levers_arguments(b)
     b.add_argument("--out", default="bench.json", help="JSON results")
     b.add_argument("--html", default="bench.html", help="self-contained plotly report")
 
@@ -306,15 +320,23 @@ def run_bench(args: argparse.Namespace) -> int:
     plan = sweep_plan(args, drafters)  # None unless --tree-sweep
     requests = [r for w in args.workloads.split(",") for r in _limit(load_requests(w), args.limit)]
     batch = batch_plan(args, drafters, policies, requests)  # None unless --batch-sizes
+    levers = levers_plan(args, drafters, policies)  # None unless --levers
     records: list[Record] = []
     sweep: dict[str, Any] | None = None
     batch_sweep: dict[str, Any] | None = None
+    lever_section: dict[str, Any] | None = None
     drafts: dict[str, dict[str, Any]] = {}  # what was measured with each --draft loaded
     packed, forward, fmt = False, "", "raw"
-    if any(d.endswith("model-trimmed") for d in drafters):  # ranking first, before any model
+    if levers is not None:
+        lever_section = levers_result(levers, args, requests, progress_bar)
+        fmt = prompt_format(load_tokenizer(args.target, progress=say), raw=args.raw)
+        packed, forward = not args.no_pack, LEVERS_FORWARD
+        drafts[(args.draft or [BUNDLED])[0]] = {"draft_forward": LEVERS_DRAFT_FORWARD}
+        drafts[(args.draft or [BUNDLED])[0]]["batch_step_seconds"] = []
+    if levers is None and any(d.endswith("model-trimmed") for d in drafters):  # ranking first
         for draft_spec in args.draft or [BUNDLED]:
             load_head_tokens(resolve(draft_spec, "draft", say))
-    for draft_spec in args.draft or [BUNDLED]:
+    for draft_spec in [] if levers is not None else args.draft or [BUNDLED]:
         pair = load_pair(
             args.target,
             draft_spec,
@@ -358,10 +380,13 @@ def run_bench(args: argparse.Namespace) -> int:
     }
     if any(d in HEAD_DRAFTERS for d in drafters):  # whose features the heads were trained on
         meta["heads"] = args.heads or "shipped (specviz/assets/heads)"
-    payload = saved_result(meta, drafts, records, sweep, batch_sweep)
+    payload = saved_result(meta, drafts, records, sweep, batch_sweep, lever_section)
     rows, dynamic = payload["summary"], payload["policies_vs_best_fixed"]
     Path(args.out).write_text(json.dumps(payload, indent=2), encoding="utf-8")
-    report = figures(records, payload["gamma_curves"], batch_steps(payload), sweep=batch_sweep)
+    report = figures(
+        records, payload["gamma_curves"], batch_steps(payload), sweep=batch_sweep,
+        levers=payload["levers"], price_per_hour=args.price_per_hour,
+    )  # fmt: skip
     title = f"specviz benchmark (prompts {PROMPT_FORMATS[fmt]})"
     Path(args.html).write_text(html_report(report, title), encoding="utf-8")
     for row in rows:
@@ -376,6 +401,8 @@ def run_bench(args: argparse.Namespace) -> int:
         print(render_sweep(payload["tree_sweep"]))
     if batch_sweep is not None:
         print(render_batch_sweep(batch_sweep))
+    if payload["levers"] is not None:
+        print(render_levers(payload["levers"], args.price_per_hour))
     print(f"prompts {PROMPT_FORMATS[fmt]}; wrote {args.out} and {args.html}")
     return 0
 
@@ -403,13 +430,15 @@ def saved_result(
     records: Sequence[Record],
     tree_sweep: dict[str, Any] | None = None,
     batch_sweep: dict[str, Any] | None = None,
+    levers: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What `specviz bench --out` writes (specviz.bench.schema, version SCHEMA).
 
     meta: what is common to the run, its price_per_hour among it; drafts: each --draft's own
     draft_forward and batch_step_seconds; the summary, γ curves and policy table are the
     records' at that price; tree_sweep: --tree-sweep's section (specviz.bench.tree_table);
-    batch_sweep: --batch-sizes' section (specviz.bench.batch_rows).
+    batch_sweep: --batch-sizes' section (specviz.bench.batch_rows); levers: --levers' section
+    (specviz.bench.lever_sweep).
     """
     rows = summarize(records, meta["price_per_hour"])
     payload = {
@@ -421,6 +450,7 @@ def saved_result(
         "policies_vs_best_fixed": policies_vs_best_fixed(rows),
         "tree_sweep": tree_sweep,
         "batch_sweep": batch_sweep,
+        "levers": levers,
         "records": [r.to_dict() for r in records],
     }
     validate(payload)

@@ -14,6 +14,7 @@ from typing import Any
 
 from specviz.bench.batch_rows import rebatch
 from specviz.bench.batch_table import render_batch_sweep
+from specviz.bench.lever_table import render_levers
 from specviz.bench.report import gamma_curves, policies_vs_best_fixed, summarize
 from specviz.bench.runner import Record, drafter_label
 from specviz.bench.schema import batch_steps, flat_meta, migrate, read_result
@@ -262,6 +263,8 @@ def render(result: dict[str, Any], title: str) -> str:
         out += [render_sweep(result["tree_sweep"]), ""]
     if result.get("batch_sweep") is not None:
         out += [render_batch_sweep(result["batch_sweep"]), ""]
+    if result.get("levers") is not None:
+        out += [render_levers(result["levers"], float(result["meta"]["price_per_hour"])), ""]
     if result["summary"]:
         out += ["Cost per 1k generated tokens:", "", *cost_table(result["summary"]), ""]
     for name, batch in batch_steps(result).items():

@@ -13,7 +13,8 @@ import plotly.graph_objects as go
 from scipy import stats
 
 from specviz.bench.batch_table import sweep_curves
-from specviz.bench.metrics import cost_per_1k_tokens, spread
+from specviz.bench.lever_figure import frontier_figure
+from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR, cost_per_1k_tokens, spread
 from specviz.bench.runner import BenchSetting, Record, drafter_label
 from specviz.bench.trees import is_tree
 from specviz.gamma.policies import VerifyCost
@@ -307,17 +308,25 @@ def figures(
     empty: Empty = plain_empty,
     *,
     sweep: dict[str, Any] | None = None,
+    levers: dict[str, Any] | None = None,
+    price_per_hour: float = DEFAULT_PRICE_PER_HOUR,
 ) -> list[go.Figure]:
     """Speedup by drafter, gamma curves, alpha distribution, latency CDF, and the batch figure:
     the batch sweep's speedup against batch size where one ran, else batch step times.
 
     batch: each draft's (batch size, seconds per plain step) points, by its --draft; sweep: a
     result's batch_sweep section (None: none ran). A figure the result has too little for says
-    so (empty) instead of drawing a lone point; look gives every figure its style.
+    so (empty) instead of drawing a lone point; look gives every figure its style. levers: a
+    result's levers section, whose frontier (at price_per_hour) replaces the first figure.
     """
     last = _batch_figure(batch, look, empty) if sweep is None else _sweep_figure(sweep, look)
+    first = (
+        _speedups(records, look, empty)
+        if levers is None
+        else frontier_figure(levers, price_per_hour, look)
+    )
     return [
-        _speedups(records, look, empty),
+        first,
         _gamma_figure(curves, look, empty),
         _alpha_figure(records, look, empty),
         _latency_cdf(records, look, empty),

@@ -55,6 +55,8 @@ def load_result_view(
         look,
         empty,
         sweep=result.get("batch_sweep"),
+        levers=result.get("levers"),
+        price_per_hour=result["meta"]["price_per_hour"],
     )
     return figs, render(result, Path(path).stem)
 

@@ -19,7 +19,9 @@ Versions (1 and 2 carry no "schema" key and are told apart by their records):
    ran: specviz.bench.tree_table). Added within this version: a "batch_sweep" section, null
    unless `--batch-sizes` ran the batch sweep (specviz.bench.batch_rows); files written before
    it have no such key, which reads as no batch sweep (a sweep's --batch-sizes was then
-   --step-batch-sizes: the plain decode step timings, batch_step_seconds in each draft).
+   --step-batch-sizes: the plain decode step timings, batch_step_seconds in each draft); and a
+   "levers" section, null unless `--levers` ran the levers sweep (specviz.bench.lever_sweep),
+   absent from files written before it.
 
 migrate() brings any of them to the current version and checks the result. What an older
 file did not record stays unknown: 0.0 and [] in a record's decode-phase split, and no cpu,
@@ -228,6 +230,7 @@ def validate(data: dict[str, Any]) -> None:
     ):
         problems.append("tree_sweep is neither null nor a sweep (plan, passes, rows, verdicts)")
     problems += batch_sweep_problems(data.get("batch_sweep"))
+    problems += levers_problems(data.get("levers"))
     drafts = data.get("drafts")
     if not isinstance(drafts, dict) or not drafts:
         problems.append("drafts is not a non-empty object")
@@ -275,4 +278,48 @@ def batch_sweep_problems(sweep: object) -> list[str]:
     out = [f"batch_sweep's plan lacks {', '.join(lacks)}"] if lacks else []
     if bad is not None:
         out.append(f"batch_sweep's run {bad} lacks some of {', '.join(BATCH_RUN)}")
+    return out
+
+
+LEVER_PARTS = {"plan": dict, "memory_bytes": dict, "distances": list, "runs": list}
+LEVER_RUN: tuple[str, ...] = (
+    "request",
+    "category",
+    "temperature",
+    "lever",
+    "rep",
+    "seconds",
+    "tokens",
+)
+LEVER_RUN += ("proposed", "accepted")
+LEVER_DISTANCE: tuple[str, ...] = (
+    "request",
+    "category",
+    "lever",
+    "matched",
+    "compared",
+    "first_divergence",
+)
+LEVER_DISTANCE += ("tv", "tv_of")
+
+
+def levers_problems(section: object) -> list[str]:
+    """What is wrong with a result's levers section ([] for none, or a whole one)."""
+    if section is None:
+        return []
+    if not isinstance(section, dict) or not all(
+        isinstance(section.get(k), t) for k, t in LEVER_PARTS.items()
+    ):
+        return [f"levers is neither null nor a sweep ({', '.join(LEVER_PARTS)})"]
+    out = []
+    for part, name, keys in (("runs", "run", LEVER_RUN), ("distances", "distance", LEVER_DISTANCE)):
+        rows = section[part]
+        bad = next(
+            (i for i, r in enumerate(rows) if not isinstance(r, dict) or set(keys) - set(r)), None
+        )
+        if bad is not None:
+            out.append(f"levers' {name} {bad} lacks some of {', '.join(keys)}")
+    levers = section["plan"].get("levers")
+    if not isinstance(levers, list) or set(levers) - set(section["memory_bytes"]):
+        out.append("levers' plan lists levers without memory_bytes")
     return out

@@ -102,8 +102,8 @@ def _parts(inner: Any) -> list[tuple[str, Any]]:
 
 def _standard(module: Any) -> bool:
     """A bias-free Linear/PackedLinear or an RMSNorm (weight, variance_epsilon), nothing else."""
-    if type(module) in (nn.Linear, PackedLinear):
-        return module.bias is None
+    if type(module) in (nn.Linear, PackedLinear):  # plain weights: not torchao's int8 tensors
+        return module.bias is None and type(module.weight) in (Tensor, nn.Parameter)
     return hasattr(module, "variance_epsilon") and isinstance(module.weight, Tensor)
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,6 +104,21 @@ def hub_problem(endpoint: str | None = None, timeout: float | None = None) -> st
     return None
 
 
+@contextlib.contextmanager
+def quiet_torchao() -> Iterator[None]:
+    """Silence torchao's import-time warnings (GPU kernels it cannot load on a CPU machine;
+    transformers imports torchao whenever it is installed), restoring each level afterwards."""
+    names = ("torchao", "torch.utils._pytree")
+    before = {n: logging.getLogger(n).level for n in names}
+    for n in names:
+        logging.getLogger(n).setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for n, level in before.items():
+            logging.getLogger(n).setLevel(level)
+
+
 def _from_pretrained(loader: Any, source: str, role: str, **kwargs: Any) -> Any:
     """loader.from_pretrained with errors turned into a ModelLoadError that says what to do.
 
@@ -112,9 +129,10 @@ def _from_pretrained(loader: Any, source: str, role: str, **kwargs: Any) -> Any:
     is_local = Path(source).exists()
     unreachable = None if is_local or _offline() else hub_problem()
     try:
-        return loader.from_pretrained(
-            source, local_files_only=is_local or _offline() or unreachable is not None, **kwargs
-        )
+        with quiet_torchao():
+            return loader.from_pretrained(
+                source, local_files_only=is_local or _offline() or unreachable is not None, **kwargs
+            )
     except (OSError, ValueError) as err:
         if unreachable is not None:
             hint = (

@@ -1,0 +1,245 @@
+"""The levers sweep: every lever (specviz.bench.levers) on the same requests, timed and measured
+for its distance from the fp32 target.
+
+Per request, untimed first: each lever decodes greedily (T = 0; this is also its warm-up), and
+its tokens are compared with the reference's greedy tokens (greedy agreement, first
+divergence). The reference then samples one continuation at T = 1 (seed 0), and every model a
+lever's law follows scores it: the mean total variation of its next-token laws from the
+reference's along that continuation (specviz.quant.distance). A speculative lever's law is its
+verifying target's, so its TV is that target's (the run records where each TV came from). Then
+`repetitions` timed rounds: each lever decodes at the request's temperature, seeded by the
+round, the levers in an order that rotates each round. Latency is wall time around the whole
+call (drafter construction included); the target runs on transformers' forward in every lever.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
+from specviz.bench.levers import Lever, parse_lever
+from specviz.bench.workloads import Request
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.drafters.registry import build_drafter
+from specviz.quant.distance import greedy_agreement, mean_total_variation
+from specviz.quant.precision import INT8, weight_bytes
+
+LEVER_DRAFTERS = ("model", "model-trimmed")
+Models = dict[tuple[str, str], Any]  # (role, precision) → loaded model
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class LeverPlan:
+    """What a levers sweep runs: the levers (reference first), the drafter and its gamma."""
+
+    levers: tuple[Lever, ...]
+    drafter: str
+    gamma: int
+
+    def __post_init__(self) -> None:
+        check_lever_plan(self.levers, self.drafter, self.gamma)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON."""
+        return {
+            "levers": [lever.name for lever in self.levers],
+            "drafter": self.drafter,
+            "gamma": self.gamma,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LeverPlan:
+        """Inverse of to_dict."""
+        levers = tuple(parse_lever(n) for n in data["levers"])
+        return cls(levers=levers, drafter=data["drafter"], gamma=data["gamma"])
+
+    def models(self) -> list[tuple[str, str]]:
+        """Every (role, precision) some lever runs, each once, in order."""
+        out: list[tuple[str, str]] = []
+        for lever in self.levers:
+            out += [m for m in lever.models() if m not in out]
+        return out
+
+
+def check_lever_plan(levers: Sequence[Lever], drafter: str, gamma: int) -> None:
+    """ValueError, saying what to change, for a plan the sweep cannot run (no model loaded)."""
+    if not levers or levers[0].name != "target@fp32":
+        raise ValueError("a levers sweep measures from target@fp32: list it first")
+    if drafter not in LEVER_DRAFTERS:
+        raise ValueError(
+            f"the levers sweep drafts with one of {', '.join(LEVER_DRAFTERS)} (got {drafter!r}): "
+            "give one of them as --drafters"
+        )
+    if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
+        raise ValueError(f"gamma must be an integer >= 1 (got {gamma!r})")
+    quantized_draft = [lv.name for lv in levers if lv.speculative and lv.draft in INT8]
+    if drafter == "model-trimmed" and quantized_draft:
+        raise ValueError(
+            f"{', '.join(quantized_draft)}: model-trimmed slices the draft's output head, which "
+            "torchao's int8 weights do not support; give --drafters model, or drop those levers"
+        )
+
+
+def memory_bytes(lever: Lever, models: Models) -> int:
+    """Bytes of the weights the lever holds (each model once; packed copies not counted)."""
+    return sum(weight_bytes(models[m]) for m in lever.models())
+
+
+def decode(
+    lever: Lever,
+    models: Models,
+    plan: LeverPlan,
+    tokenizer: Any,
+    prompt_ids: list[int],
+    *,
+    sampling: SamplingConfig,
+    max_new_tokens: int,
+    stop: frozenset[int],
+) -> GenerationResult:
+    """One decode of prompt_ids by the lever (a fresh drafter for a speculative one)."""
+    if not lever.speculative:
+        model = models[lever.law_model]
+        return autoregressive_generate(
+            model, tokenizer, prompt_ids, sampling=sampling, max_new_tokens=max_new_tokens,
+            stop=stop,
+        )  # fmt: skip
+    target, draft = models[("target", lever.target)], models[("draft", lever.draft)]
+    drafter = build_drafter(plan.drafter, target=target, draft=draft, sampling=sampling)
+    return speculative_generate(
+        target, drafter, tokenizer, prompt_ids, sampling=sampling,
+        speculation=SpeculationConfig(gamma=plan.gamma, max_new_tokens=max_new_tokens), stop=stop,
+    )  # fmt: skip
+
+
+def distances(
+    plan: LeverPlan,
+    models: Models,
+    tokenizer: Any,
+    request: Request,
+    prompt_ids: list[int],
+    stop: frozenset[int],
+) -> list[dict[str, Any]]:
+    """Each lever's greedy agreement and mean TV from the reference on this request."""
+    new = request.max_new_tokens
+    greedy = {
+        lever.name: decode(
+            lever,
+            models,
+            plan,
+            tokenizer,
+            prompt_ids,
+            sampling=SamplingConfig(temperature=0.0),
+            max_new_tokens=new,
+            stop=stop,
+        ).tokens
+        for lever in plan.levers
+    }
+    reference = models[("target", "fp32")]
+    sampled = autoregressive_generate(
+        reference,
+        tokenizer,
+        prompt_ids,
+        sampling=SamplingConfig(temperature=1.0, seed=0),
+        max_new_tokens=new,
+        stop=stop,
+    ).tokens
+    ids = [*prompt_ids, *sampled]
+    tv: dict[tuple[str, str], float] = {}
+    for lever in plan.levers:
+        if lever.law_model not in tv:
+            model = models[lever.law_model]
+            tv[lever.law_model] = mean_total_variation(reference, model, ids, len(prompt_ids))
+    out = []
+    for lever in plan.levers:
+        agree = greedy_agreement(greedy[plan.levers[0].name], greedy[lever.name])
+        role, precision = lever.law_model
+        out.append(
+            {
+                "request": request.id,
+                "category": request.category,
+                "lever": lever.name,
+                "matched": agree.matched,
+                "compared": agree.compared,
+                "first_divergence": agree.first_divergence,
+                "tv": tv[lever.law_model],
+                "tv_of": f"{role}@{precision}",  # a speculative lever: its verifying target's
+                "tv_positions": len(sampled),
+            }
+        )
+    return out
+
+
+def timed_runs(
+    plan: LeverPlan,
+    models: Models,
+    tokenizer: Any,
+    request: Request,
+    prompt_ids: list[int],
+    *,
+    temperature: float,
+    repetitions: int,
+    stop: frozenset[int],
+) -> list[dict[str, Any]]:
+    """`repetitions` rounds of every lever at `temperature`, the order rotating each round."""
+    runs = []
+    n = len(plan.levers)
+    for rep in range(repetitions):
+        order = [plan.levers[(i + rep) % n] for i in range(n)]
+        for lever in order:
+            sampling = SamplingConfig(temperature=temperature, seed=rep)
+            start = time.perf_counter()
+            result = decode(
+                lever, models, plan, tokenizer, prompt_ids, sampling=sampling,
+                max_new_tokens=request.max_new_tokens, stop=stop,
+            )  # fmt: skip
+            seconds = time.perf_counter() - start
+            runs.append(
+                {
+                    "request": request.id,
+                    "category": request.category,
+                    "temperature": temperature,
+                    "lever": lever.name,
+                    "rep": rep,
+                    "seconds": seconds,
+                    "tokens": len(result.tokens),
+                    "proposed": result.proposed,
+                    "accepted": result.accepted,
+                }
+            )
+    return runs
+
+
+def run_lever_sweep(
+    plan: LeverPlan,
+    models: Models,
+    tokenizer: Any,
+    requests: Sequence[tuple[Request, list[int], float]],
+    *,
+    repetitions: int,
+    stop: frozenset[int],
+    progress: Progress,
+) -> dict[str, Any]:
+    """The sweep's raw section: distances and timed runs of every (request, prompt ids, T)."""
+    rows: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
+    measured: set[str] = set()  # a request run at two temperatures is measured once
+    for i, (request, ids, temperature) in enumerate(requests):
+        progress(i, len(requests), f"levers: {request.id} (T={temperature})")
+        if request.id not in measured:
+            rows += distances(plan, models, tokenizer, request, ids, stop)
+            measured.add(request.id)
+        runs += timed_runs(
+            plan, models, tokenizer, request, ids, temperature=temperature,
+            repetitions=repetitions, stop=stop,
+        )  # fmt: skip
+    progress(len(requests), len(requests), "levers: done")
+    return {
+        "plan": plan.to_dict(),
+        "memory_bytes": {lv.name: memory_bytes(lv, models) for lv in plan.levers},
+        "distances": rows,
+        "runs": runs,
+    }

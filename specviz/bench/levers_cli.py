@@ -1,0 +1,122 @@
+"""`specviz bench --levers`: speculation beside lower precision and a smaller model, each timed
+and measured for its distance from the fp32 target (specviz.bench.lever_sweep)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from specviz.api import stop_ids
+from specviz.bench.lever_sweep import LeverPlan, Models, Progress, run_lever_sweep
+from specviz.bench.levers import DEFAULT_LEVERS, GRAMMAR, parse_levers
+from specviz.bench.workloads import Request
+from specviz.console import say
+from specviz.core.checks import check_prompt, check_token_ids, vocab_size
+from specviz.drafters.trimmed import load_head_tokens
+from specviz.models.chat import prompt_ids as chat_prompt_ids
+from specviz.models.loading import BUNDLED, check_tokenizers, load_tokenizer, resolve
+from specviz.quant.precision import check_precision, load_at_precision
+
+
+def add_levers_arguments(b: argparse.ArgumentParser) -> None:
+    """Register --levers."""
+    b.add_argument(
+        "--levers",
+        nargs="?",
+        const=DEFAULT_LEVERS,
+        default=None,
+        metavar="LEVER,...",
+        help="run the levers sweep instead of the other settings: speculation beside lower "
+        "precision and the small model, on the same requests, each timed (tokens/s, latency, "
+        "cost per 1k tokens, weights) and measured for its distance from the fp32 target "
+        "(greedy agreement, first divergence, mean total variation along the target's own "
+        f"samples). Each lever is {GRAMMAR}. Alone, --levers runs {DEFAULT_LEVERS}. "
+        "Speculation uses the first of --drafters (model or model-trimmed) at the first of "
+        "--gammas; int8 needs torchao",
+    )
+
+
+def levers_plan(
+    args: argparse.Namespace, drafters: Sequence[str], policies: Sequence[str]
+) -> LeverPlan | None:
+    """The sweep --levers asks for (None without it); ValueError, saying what to change, for
+    what it cannot run. Checks flags and libraries only: no model is loaded."""
+    if args.levers is None:
+        return None
+    for flag, clash in (
+        ("--tree-sweep", args.tree_sweep is not None),
+        ("--batch-sizes", args.batch_sizes is not None),
+        ("--lean-target", args.lean_target),
+        ("--dtype", args.dtype != "float32"),
+        ("--policies", list(policies) != ["fixed"]),
+        ("--draft twice", len(args.draft or []) > 1),
+    ):
+        if clash:
+            raise ValueError(
+                f"--levers sets each model's precision and runs fixed gamma speculation on one "
+                f"draft through transformers' target forward: drop {flag}"
+            )
+    levers = parse_levers(args.levers)
+    for lever in levers:
+        for _role, precision in lever.models():
+            check_precision(precision, args.device)
+    return LeverPlan(levers=levers, drafter=drafters[0], gamma=args.gammas[0])
+
+
+def load_lever_models(
+    plan: LeverPlan, target: str, draft: str, *, device: str, pack: bool
+) -> tuple[Models, Any]:
+    """Every (role, precision) the plan runs, loaded once, and the target's tokenizer."""
+    tokenizer = load_tokenizer(target, role="target", progress=say)
+    roles = {role for role, _ in plan.models()}
+    if "draft" in roles:
+        check_tokenizers(tokenizer, load_tokenizer(draft, role="draft", progress=say))
+        if plan.drafter == "model-trimmed":
+            load_head_tokens(resolve(draft, "draft", say))  # its token ranking, before weights
+    models: Models = {}
+    for role, precision in plan.models():
+        say(f"loading {role} at {precision}")
+        spec = target if role == "target" else draft
+        models[role, precision] = load_at_precision(
+            spec, precision, role=role, device=device, pack=pack, progress=say
+        )
+    return models, tokenizer
+
+
+def _picked(
+    requests: Sequence[Request], temperatures: Sequence[float] | None
+) -> list[tuple[Request, float]]:
+    """Each request at each temperature (None: at its own)."""
+    if temperatures is None:
+        return [(r, r.temperature) for r in requests]
+    return [(r, t) for r in requests for t in temperatures]
+
+
+def levers_result(
+    plan: LeverPlan,
+    args: argparse.Namespace,
+    requests: Sequence[Request],
+    progress: Progress,
+) -> dict[str, Any]:
+    """Load the models, check every prompt against them, run the sweep: its raw section."""
+    if not requests:
+        raise ValueError("--levers has no requests: check --workloads and --limit")
+    draft = (args.draft or [BUNDLED])[0]
+    models, tokenizer = load_lever_models(
+        plan, args.target, draft, device=args.device, pack=not args.no_pack
+    )
+    reference = models["target", "fp32"]
+    chosen = []
+    for request, t in _picked(requests, args.temperatures):  # every prompt before any decode
+        ids = chat_prompt_ids(tokenizer, request.prompt, raw=args.raw)
+        try:
+            check_prompt(ids, request.max_new_tokens, *models.values())
+            check_token_ids(ids, vocab_size(reference))
+        except ValueError as err:
+            raise ValueError(f"request {request.id}: {err}") from None
+        chosen.append((request, ids, t))
+    return run_lever_sweep(
+        plan, models, tokenizer, chosen, repetitions=args.reps,
+        stop=stop_ids(reference, tokenizer), progress=progress,
+    )  # fmt: skip
