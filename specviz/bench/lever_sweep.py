@@ -6,7 +6,8 @@ its tokens are compared with the reference's greedy tokens (greedy agreement, fi
 divergence). The reference then samples one continuation at T = 1 (seed 0), and every model a
 lever's law follows scores it: the mean total variation of its next-token laws from the
 reference's along that continuation (specviz.quant.distance). A speculative lever's law is its
-verifying target's, so its TV is that target's (the run records where each TV came from). Then
+verifying target's, so its TV is that target's (the run records where each TV came from), and
+hf@P's is its target's too (the same model through transformers' generate()). Then
 `repetitions` timed rounds: each lever decodes at the request's temperature, seeded by the
 round, the levers in an order that rotates each round. Latency is wall time around the whole
 call (drafter construction included); the target runs on transformers' forward in every lever.
@@ -18,6 +19,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import torch
 
 from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
 from specviz.bench.levers import Lever, parse_lever
@@ -101,6 +104,9 @@ def decode(
     stop: frozenset[int],
 ) -> GenerationResult:
     """One decode of prompt_ids by the lever (a fresh drafter for a speculative one)."""
+    if lever.kind == "hf":
+        model = models[lever.law_model]
+        return hf_plain(model, tokenizer, prompt_ids, sampling, max_new_tokens)
     if not lever.speculative:
         model = models[lever.law_model]
         return autoregressive_generate(
@@ -113,6 +119,33 @@ def decode(
         target, drafter, tokenizer, prompt_ids, sampling=sampling,
         speculation=SpeculationConfig(gamma=plan.gamma, max_new_tokens=max_new_tokens), stop=stop,
     )  # fmt: skip
+
+
+@torch.no_grad()
+def hf_plain(
+    model: Any, tokenizer: Any, prompt_ids: list[int], sampling: SamplingConfig, max_new: int
+) -> GenerationResult:
+    """transformers' generate() of model alone, as a GenerationResult without events.
+
+    Sampling follows `sampling`'s temperature with no top-k or top-p (transformers' own defaults
+    would filter); transformers draws from torch's global generator, so at T > 0 its tokens are
+    timed, never compared.
+    """
+    ids = torch.tensor([prompt_ids], device=next(model.parameters()).device)
+    kwargs: dict[str, Any] = {"max_new_tokens": max_new, "do_sample": sampling.temperature > 0}
+    if sampling.temperature > 0:
+        kwargs.update(temperature=sampling.temperature, top_k=0, top_p=1.0)
+    start = time.perf_counter()
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+    tokens = tuple(int(t) for t in out[0, len(prompt_ids) :])
+    return GenerationResult(
+        prompt_ids=tuple(prompt_ids),
+        tokens=tokens,
+        text=tokenizer.decode(list(tokens)),
+        events=(),
+        finish_reason="transformers",
+        seconds=time.perf_counter() - start,
+    )
 
 
 def distances(

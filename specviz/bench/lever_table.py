@@ -158,3 +158,30 @@ def frontier(section: dict[str, Any], price_per_hour: float) -> list[dict[str, A
     last = rows[-1]["workload"]
     keys = ("lever", "label", "tv", "speedup", "agreement", "memory_mb")
     return [{k: r[k] for k in keys} for r in rows if r["workload"] == last]
+
+
+def headline_table(section: dict[str, Any], price_per_hour: float) -> list[str]:
+    """Each lever over all workloads: speed, cost and weights beside its distance."""
+    rows = lever_rows(section, price_per_hour)
+    last = rows[-1]["workload"]
+    return levers_table([r for r in rows if r["workload"] == last])
+
+
+def parts_row(part: str, section: dict[str, Any]) -> list[str]:
+    """A levers part's row of the report's parts table."""
+    plan = section["plan"]
+    runs = section["runs"]
+    reps = len({r["rep"] for r in runs})
+    counts: dict[str, set[str]] = {}
+    for d in section["distances"]:
+        counts.setdefault(d["category"], set()).add(d["request"])
+    prompts = ", ".join(f"{c} {len(ids)} × {reps}" for c, ids in counts.items())
+    return [
+        part,
+        f"{prompts} ({len(plan['levers'])} levers)",
+        ", ".join(f"{t:g}" for t in sorted({float(r["temperature"]) for r in runs})),
+        plan["drafter"],
+        str(plan["gamma"]),
+        "fixed",
+        "transformers",
+    ]

@@ -6,6 +6,7 @@ A lever names how tokens are produced and at which precision each model runs:
 - draft@P: the draft model alone at P: "the small model", a different model.
 - spec@P or spec@P/Q: speculative decoding, the target at P verifying, the draft at Q drafting
   (Q defaults to fp32). Its law is its verifying target's, whatever Q.
+- hf@P: transformers' own generate() of the target at P, the plain baseline a user has already.
 """
 
 from __future__ import annotations
@@ -14,15 +15,16 @@ from dataclasses import dataclass
 
 from specviz.quant.precision import PRECISIONS
 
-KINDS = ("target", "draft", "spec")
+KINDS = ("target", "draft", "spec", "hf")
 REFERENCE = "target@fp32"
 DEFAULT_LEVERS = (
-    "target@fp32,target@bf16,target@int8-weight,target@int8-dynamic,draft@fp32,"
+    "target@fp32,hf@fp32,target@bf16,target@int8-weight,target@int8-dynamic,draft@fp32,"
     "spec@fp32,spec@bf16/bf16,spec@int8-weight,spec@int8-dynamic,spec@fp32/int8-weight"
 )
 GRAMMAR = (
-    "target@P (the target alone), draft@P (the draft alone) or spec@P[/Q] (speculative: target "
-    f"at P, draft at Q, default fp32), P and Q among {', '.join(PRECISIONS)}"
+    "target@P (the target alone), hf@P (the target through transformers' generate()), draft@P "
+    "(the draft alone) or spec@P[/Q] (speculative: target at P, draft at Q, default fp32), P and "
+    f"Q among {', '.join(PRECISIONS)}"
 )
 
 
@@ -32,7 +34,7 @@ class Lever:
 
     kind: str
     target: str  # the target's precision ('' for draft@P)
-    draft: str  # the draft's precision ('' for target@P)
+    draft: str  # the draft's precision ('' for target@P and hf@P)
 
     @property
     def name(self) -> str:
@@ -48,6 +50,8 @@ class Lever:
             return f"speculative: target {self.target}, draft {self.draft}"
         if self.kind == "draft":
             return f"draft alone, {self.draft}"
+        if self.kind == "hf":
+            return f"target {self.target}, transformers generate()"
         return f"target {self.target}"
 
     @property
@@ -76,7 +80,7 @@ def parse_lever(text: str) -> Lever:
         raise ValueError(f"--levers: {text.strip()!r}: only spec@P/Q runs two models")
     if kind == "spec":
         return Lever(kind=kind, target=precisions[0], draft=[*precisions, "fp32"][1])
-    if kind == "target":
+    if kind in ("target", "hf"):
         return Lever(kind=kind, target=precisions[0], draft="")
     return Lever(kind=kind, target="", draft=precisions[0])
 
