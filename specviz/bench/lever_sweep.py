@@ -26,6 +26,7 @@ from specviz.api import GenerationResult, autoregressive_generate, speculative_g
 from specviz.bench.levers import Lever, parse_lever
 from specviz.bench.workloads import Request
 from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.events import Rejected
 from specviz.drafters.registry import build_drafter
 from specviz.quant.distance import greedy_agreement, mean_total_variation
 from specviz.quant.precision import INT8, weight_bytes
@@ -241,6 +242,7 @@ def timed_runs(
                     "tokens": len(result.tokens),
                     "proposed": result.proposed,
                     "accepted": result.accepted,
+                    "rejected": sum(isinstance(e, Rejected) for e in result.events),
                 }
             )
     return runs

@@ -39,7 +39,8 @@ def _row(
     """One (workload, lever) row from its runs and distances."""
     seconds = sum(float(r["seconds"]) for r in runs)
     tokens = sum(int(r["tokens"]) for r in runs)
-    proposed = sum(int(r["proposed"]) for r in runs)
+    accepted = sum(int(r["accepted"]) for r in runs)
+    verified = accepted + sum(int(r["rejected"]) for r in runs)  # drafts after a rejection: not
     speedups = _paired_speedups(all_runs, lever)
     firsts = [d["first_divergence"] for d in dists]
     compared = sum(int(d["compared"]) for d in dists)
@@ -54,7 +55,7 @@ def _row(
         "cost_per_1k_tokens": cost_per_1k_tokens(seconds, tokens, price_per_hour),
         "speedup": statistics.median(speedups) if speedups else float("nan"),
         "memory_mb": memory / 1e6,
-        "alpha": sum(int(r["accepted"]) for r in runs) / proposed if proposed else None,
+        "alpha": accepted / verified if verified else None,  # per verified draft, as the bench
         "agreement": sum(int(d["matched"]) for d in dists) / compared if compared else 1.0,
         "identical": sum(f is None for f in firsts),
         "first_divergence": statistics.median(f for f in firsts if f is not None)
@@ -136,7 +137,8 @@ def note(section: dict[str, Any]) -> str:
     return (
         f"Levers: {requests} requests, each configuration timed {reps} time(s) after a greedy "
         f"warm-up, speculation with the {plan['drafter']} drafter at γ = {plan['gamma']}. "
-        "tok/s: tokens over wall time; speedup: the fp32 target's seconds per token over the "
+        "tok/s: tokens over wall time; α: accepted over verified drafts; speedup: the fp32 "
+        "target's seconds per token over the "
         "configuration's, paired by request and repetition (median); latency: one request end "
         "to end (median); weights MB: the weights it holds; greedy agreement: share of positions "
         "whose T = 0 token equals the fp32 target's, identical: requests with no difference, "

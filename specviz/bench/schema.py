@@ -291,7 +291,7 @@ LEVER_RUN: tuple[str, ...] = (
     "seconds",
     "tokens",
 )
-LEVER_RUN += ("proposed", "accepted")
+LEVER_RUN += ("proposed", "accepted", "rejected")
 LEVER_DISTANCE: tuple[str, ...] = (
     "request",
     "category",

@@ -88,6 +88,7 @@ def test_every_lever_decodes_every_request_and_its_distances_are_saved(
     for run in runs:
         assert 1 <= run["tokens"] <= NEW and run["seconds"] > 0
         assert (run["proposed"] > 0) == run["lever"].startswith("spec@")
+        assert run["accepted"] + run["rejected"] <= run["proposed"]
     assert parse_lever("hf@int8-weight").label == "target int8-weight, transformers generate()"
     greedy = {(r["request"], r["lever"]): r for r in runs if r["temperature"] == 0.0}
     ref = {r["rep"]: r["tokens"] for r in runs if r["lever"] == REFERENCE and r["temperature"] == 0}
@@ -123,6 +124,11 @@ def test_every_row_is_computed_from_its_runs(swept: tuple[Path, dict[str, Any], 
         tokens, seconds = sum(r["tokens"] for r in mine), sum(r["seconds"] for r in mine)
         assert row["tokens_per_second"] == pytest.approx(tokens / seconds)
         assert row["cost_per_1k_tokens"] == pytest.approx(price * seconds / 3600 / tokens * 1000)
+        verified = sum(r["accepted"] + r["rejected"] for r in mine)
+        if row["lever"].startswith("spec@"):
+            assert row["alpha"] == pytest.approx(sum(r["accepted"] for r in mine) / verified)
+        else:
+            assert row["alpha"] is None
         if row["lever"] == REFERENCE:
             assert row["speedup"] == 1.0 and row["agreement"] == 1.0 and row["tv"] == 0.0
         if row["lever"].startswith("spec@fp32"):
