@@ -38,10 +38,10 @@ import copy
 import itertools
 import json
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR, RequestMetrics
 from specviz.bench.runner import BenchSetting
@@ -262,14 +262,22 @@ BATCH_RUN += ("seconds", "tokens", "latency", "row_rounds", "accepted", "rejecte
 BATCH_RUN += ("same_tokens_as_plain",)
 
 
+def _is_section(section: object, parts: Mapping[str, type]) -> TypeGuard[dict[str, Any]]:
+    """True for an object whose every part has its type."""
+    return isinstance(section, dict) and all(
+        isinstance(section.get(k), t) for k, t in parts.items()
+    )
+
+
+def _not_a_section(name: str, parts: Mapping[str, type]) -> str:
+    """The problem of a section that is neither null nor whole."""
+    return f"{name} is neither null nor a sweep ({', '.join(parts)})"
+
+
 def batch_sweep_problems(sweep: object) -> list[str]:
     """What is wrong with a result's batch_sweep section ([] for none, or a whole one)."""
-    if sweep is None:
-        return []
-    if not isinstance(sweep, dict) or not all(
-        isinstance(sweep.get(k), t) for k, t in BATCH_PARTS.items()
-    ):
-        return [f"batch_sweep is neither null nor a sweep ({', '.join(BATCH_PARTS)})"]
+    if sweep is None or not _is_section(sweep, BATCH_PARTS):
+        return [] if sweep is None else [_not_a_section("batch_sweep", BATCH_PARTS)]
     lacks = sorted(set(BATCH_PLAN) - set(sweep["plan"]))
     runs = sweep["runs"]
     bad = next((i for i, r in enumerate(runs) if not isinstance(r, dict)), None)
@@ -305,12 +313,8 @@ LEVER_DISTANCE += ("tv", "tv_of")
 
 def levers_problems(section: object) -> list[str]:
     """What is wrong with a result's levers section ([] for none, or a whole one)."""
-    if section is None:
-        return []
-    if not isinstance(section, dict) or not all(
-        isinstance(section.get(k), t) for k, t in LEVER_PARTS.items()
-    ):
-        return [f"levers is neither null nor a sweep ({', '.join(LEVER_PARTS)})"]
+    if section is None or not _is_section(section, LEVER_PARTS):
+        return [] if section is None else [_not_a_section("levers", LEVER_PARTS)]
     out = []
     for part, name, keys in (("runs", "run", LEVER_RUN), ("distances", "distance", LEVER_DISTANCE)):
         rows = section[part]
