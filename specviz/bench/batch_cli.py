@@ -11,10 +11,8 @@ from specviz.api import stop_ids
 from specviz.bench.batch_rows import rebatch
 from specviz.bench.batch_sweep import BatchPlan, Progress, run_batch_sweep, sweep_requests
 from specviz.bench.batch_theory import batch_pass_timings, drafting_models
-from specviz.bench.workloads import Request
+from specviz.bench.workloads import Request, checked_prompt_ids
 from specviz.console import say
-from specviz.core.checks import check_prompt, check_token_ids, vocab_size
-from specviz.models.chat import prompt_ids as chat_prompt_ids
 
 STEP_BATCH_SIZES = "1,2,4,8,16"
 
@@ -119,16 +117,7 @@ def batch_plan(
 def _checked(pair: Any, picked: Sequence[Request], new_tokens: int, raw: bool) -> list[list[int]]:
     """Every request's prompt ids, each checked against both models; errors name the request."""
     models = [m for m in (pair.target, pair.draft) if m is not None]
-    out = []
-    for request in picked:
-        ids = chat_prompt_ids(pair.tokenizer, request.prompt, raw=raw)
-        try:
-            check_prompt(ids, new_tokens, *models)
-            check_token_ids(ids, vocab_size(pair.target))
-        except ValueError as err:
-            raise ValueError(f"request {request.id}: {err}") from None
-        out.append(ids)
-    return out
+    return [checked_prompt_ids(pair.tokenizer, r, new_tokens, models, raw=raw) for r in picked]
 
 
 def batch_result(

@@ -62,7 +62,6 @@ from specviz.models.loading import (
     DTYPES,
     check_device,
     load_pair,
-    load_tokenizer,
     parse_dtype,
     resolve,
 )
@@ -328,11 +327,12 @@ def run_bench(args: argparse.Namespace) -> int:
     drafts: dict[str, dict[str, Any]] = {}  # what was measured with each --draft loaded
     packed, forward, fmt = False, "", "raw"
     if levers is not None:
-        lever_section = levers_result(levers, args, requests, progress_bar)
-        fmt = prompt_format(load_tokenizer(args.target, progress=say), raw=args.raw)
+        lever_section, fmt = levers_result(levers, args, requests, progress_bar)
         packed, forward = not args.no_pack, LEVERS_FORWARD
-        drafts[(args.draft or [BUNDLED])[0]] = {"draft_forward": LEVERS_DRAFT_FORWARD}
-        drafts[(args.draft or [BUNDLED])[0]]["batch_step_seconds"] = []
+        drafts[(args.draft or [BUNDLED])[0]] = {
+            "draft_forward": LEVERS_DRAFT_FORWARD,
+            "batch_step_seconds": [],  # no plain step timing in a levers run
+        }
     if levers is None and any(d.endswith("model-trimmed") for d in drafters):  # ranking first
         for draft_spec in args.draft or [BUNDLED]:
             load_head_tokens(resolve(draft_spec, "draft", say))

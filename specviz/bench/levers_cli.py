@@ -10,11 +10,10 @@ from typing import Any
 from specviz.api import stop_ids
 from specviz.bench.lever_sweep import LeverPlan, Models, Progress, run_lever_sweep
 from specviz.bench.levers import DEFAULT_LEVERS, GRAMMAR, parse_levers
-from specviz.bench.workloads import Request
+from specviz.bench.workloads import Request, checked_prompt_ids
 from specviz.console import say
-from specviz.core.checks import check_prompt, check_token_ids, vocab_size
 from specviz.drafters.trimmed import load_head_tokens
-from specviz.models.chat import prompt_ids as chat_prompt_ids
+from specviz.models.chat import PromptFormat, prompt_format
 from specviz.models.loading import BUNDLED, check_tokenizers, load_tokenizer, resolve
 from specviz.quant.precision import check_precision, load_at_precision
 
@@ -98,8 +97,9 @@ def levers_result(
     args: argparse.Namespace,
     requests: Sequence[Request],
     progress: Progress,
-) -> dict[str, Any]:
-    """Load the models, check every prompt against them, run the sweep: its raw section."""
+) -> tuple[dict[str, Any], PromptFormat]:
+    """Load the models, check every prompt against them, run the sweep: its raw section, and
+    how the prompts reached the models (chat or raw)."""
     if not requests:
         raise ValueError("--levers has no requests: check --workloads and --limit")
     draft = (args.draft or [BUNDLED])[0]
@@ -107,16 +107,13 @@ def levers_result(
         plan, args.target, draft, device=args.device, pack=not args.no_pack
     )
     reference = models["target", "fp32"]
-    chosen = []
-    for request, t in _picked(requests, args.temperatures):  # every prompt before any decode
-        ids = chat_prompt_ids(tokenizer, request.prompt, raw=args.raw)
-        try:
-            check_prompt(ids, request.max_new_tokens, *models.values())
-            check_token_ids(ids, vocab_size(reference))
-        except ValueError as err:
-            raise ValueError(f"request {request.id}: {err}") from None
-        chosen.append((request, ids, t))
-    return run_lever_sweep(
+    checked = [reference, *models.values()]  # the reference first: its vocabulary
+    chosen = [  # every prompt before any decode
+        (r, checked_prompt_ids(tokenizer, r, r.max_new_tokens, checked, raw=args.raw), t)
+        for r, t in _picked(requests, args.temperatures)
+    ]
+    section = run_lever_sweep(
         plan, models, tokenizer, chosen, repetitions=args.reps,
         stop=stop_ids(reference, tokenizer), progress=progress,
     )  # fmt: skip
+    return section, prompt_format(tokenizer, raw=args.raw)

@@ -9,11 +9,14 @@ schema 3 and older used. A result's meta.prompt_format records which.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from specviz.models.chat import PromptFormat
+from specviz.core.checks import check_prompt, check_token_ids, vocab_size
+from specviz.models.chat import PromptFormat, prompt_ids
 
 WORKLOADS = ("code", "json", "repeat", "prose")
 PROMPT_FORMAT: PromptFormat = "chat"  # the shipped requests' format ("raw": bench --raw)
@@ -52,3 +55,17 @@ def load_requests(source: str | Path) -> list[Request]:
         except (json.JSONDecodeError, TypeError) as err:
             raise ValueError(f"{path}:{number}: not a workload request ({err})") from err
     return requests
+
+
+def checked_prompt_ids(
+    tokenizer: Any, request: Request, new_tokens: int, models: Sequence[Any], *, raw: bool
+) -> list[int]:
+    """The request's prompt ids, checked against every model (the first sets the vocabulary);
+    ValueError naming the request when it does not fit one of them."""
+    ids = prompt_ids(tokenizer, request.prompt, raw=raw)
+    try:
+        check_prompt(ids, new_tokens, *models)
+        check_token_ids(ids, vocab_size(models[0]))
+    except ValueError as err:
+        raise ValueError(f"request {request.id}: {err}") from None
+    return ids
