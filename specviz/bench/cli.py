@@ -16,6 +16,12 @@ import transformers
 
 from specviz.bench.batch_cli import add_batch_arguments, batch_plan, batch_result
 from specviz.bench.batch_table import render_batch_sweep
+from specviz.bench.endpoint_cli import (
+    add_endpoint_arguments,
+    endpoint_asked,
+    endpoint_meta,
+    endpoint_section,
+)
 from specviz.bench.heads import HEAD_DRAFTERS, check_heads
 from specviz.bench.lever_table import render_levers
 from specviz.bench.levers_cli import add_levers_arguments, levers_plan, levers_result
@@ -55,6 +61,7 @@ from specviz.bench.workloads import WORKLOADS, Request, load_requests
 from specviz.console import progress_bar, say
 from specviz.drafters.registry import TREE_DRAFTERS
 from specviz.drafters.trimmed import load_head_tokens
+from specviz.endpoint.table import render_endpoint
 from specviz.fast.packed import is_packed
 from specviz.models.chat import prompt_format
 from specviz.models.loading import (
@@ -195,6 +202,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     add_tree_arguments(b)
     add_batch_arguments(b)
     add_levers_arguments(b)
+    add_endpoint_arguments(b)
     b.add_argument("--out", default="bench.json", help="JSON results")
     b.add_argument("--html", default="bench.html", help="self-contained plotly report")
 
@@ -313,8 +321,26 @@ def _run_settings(
     return records
 
 
+def run_endpoint_bench(args: argparse.Namespace) -> int:
+    """Send the workloads to the servers, write JSON and HTML, print the sweep's table."""
+    if args.reps < 1 or not args.price_per_hour > 0:
+        raise ValueError("--reps must be >= 1 and --price-per-hour > 0 USD")
+    requests = [r for w in args.workloads.split(",") for r in _limit(load_requests(w), args.limit)]
+    section = endpoint_section(args, requests, progress_bar)
+    drafts = {"server": {"draft_forward": "the server's own speculation", "batch_step_seconds": []}}
+    payload = saved_result(endpoint_meta(args), drafts, [], endpoint=section)
+    Path(args.out).write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    report = figures([], [], {}, endpoint=section, price_per_hour=args.price_per_hour)
+    Path(args.html).write_text(html_report(report, "specviz endpoint benchmark"), encoding="utf-8")
+    print(render_endpoint(section, args.price_per_hour))
+    print(f"wrote {args.out} and {args.html}")
+    return 0
+
+
 def run_bench(args: argparse.Namespace) -> int:
     """Load, run every sweep point interleaved, write JSON and HTML, print a summary."""
+    if endpoint_asked(args):
+        return run_endpoint_bench(args)
     drafters, policies = _check(args)
     plan = sweep_plan(args, drafters)  # None unless --tree-sweep
     requests = [r for w in args.workloads.split(",") for r in _limit(load_requests(w), args.limit)]
@@ -431,6 +457,7 @@ def saved_result(
     tree_sweep: dict[str, Any] | None = None,
     batch_sweep: dict[str, Any] | None = None,
     levers: dict[str, Any] | None = None,
+    endpoint: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What `specviz bench --out` writes (specviz.bench.schema, version SCHEMA).
 
@@ -438,7 +465,7 @@ def saved_result(
     draft_forward and batch_step_seconds; the summary, γ curves and policy table are the
     records' at that price; tree_sweep: --tree-sweep's section (specviz.bench.tree_table);
     batch_sweep: --batch-sizes' section (specviz.bench.batch_rows); levers: --levers' section
-    (specviz.bench.lever_sweep).
+    (specviz.bench.lever_sweep); endpoint: --endpoint's section (specviz.endpoint.sweep).
     """
     rows = summarize(records, meta["price_per_hour"])
     payload = {
@@ -451,6 +478,7 @@ def saved_result(
         "tree_sweep": tree_sweep,
         "batch_sweep": batch_sweep,
         "levers": levers,
+        "endpoint": endpoint,
         "records": [r.to_dict() for r in records],
     }
     validate(payload)

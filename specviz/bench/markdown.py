@@ -20,6 +20,7 @@ from specviz.bench.runner import Record, drafter_label
 from specviz.bench.schema import batch_steps, flat_meta, migrate, read_result
 from specviz.bench.tree_table import render_sweep, resweep
 from specviz.bench.trees import is_tree
+from specviz.endpoint.table import render_endpoint
 
 
 def _spread(s: dict[str, float], fmt: str = ".2f") -> str:
@@ -263,6 +264,8 @@ def render(result: dict[str, Any], title: str) -> str:
         out += [render_sweep(result["tree_sweep"]), ""]
     if result.get("batch_sweep") is not None:
         out += [render_batch_sweep(result["batch_sweep"]), ""]
+    if result.get("endpoint") is not None:
+        out += [render_endpoint(result["endpoint"], float(result["meta"]["price_per_hour"])), ""]
     if result.get("levers") is not None:
         out += [render_levers(result["levers"], float(result["meta"]["price_per_hour"])), ""]
     if result["summary"]:

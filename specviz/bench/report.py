@@ -17,6 +17,7 @@ from specviz.bench.lever_figure import frontier_figure
 from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR, cost_per_1k_tokens, spread
 from specviz.bench.runner import BenchSetting, Record, drafter_label
 from specviz.bench.trees import is_tree
+from specviz.endpoint.figure import speedup_figure, tpot_figure
 from specviz.gamma.policies import VerifyCost
 from specviz.gamma.theory import optimal_gamma, speedup_bound
 
@@ -309,6 +310,7 @@ def figures(
     *,
     sweep: dict[str, Any] | None = None,
     levers: dict[str, Any] | None = None,
+    endpoint: dict[str, Any] | None = None,
     price_per_hour: float = DEFAULT_PRICE_PER_HOUR,
 ) -> list[go.Figure]:
     """Speedup by drafter, gamma curves, alpha distribution, latency CDF, and the batch figure:
@@ -318,6 +320,8 @@ def figures(
     result's batch_sweep section (None: none ran). A figure the result has too little for says
     so (empty) instead of drawing a lone point; look gives every figure its style. levers: a
     result's levers section, whose frontier (at price_per_hour) replaces the first figure.
+    endpoint: a result's endpoint section, whose speedup and TPOT against concurrency replace
+    the first and the last.
     """
     last = _batch_figure(batch, look, empty) if sweep is None else _sweep_figure(sweep, look)
     first = (
@@ -325,6 +329,9 @@ def figures(
         if levers is None
         else frontier_figure(levers, price_per_hour, look)
     )
+    if endpoint is not None:
+        first = speedup_figure(endpoint, price_per_hour, look)
+        last = tpot_figure(endpoint, price_per_hour, look)
     return [
         first,
         _gamma_figure(curves, look, empty),

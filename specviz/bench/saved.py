@@ -56,6 +56,7 @@ def load_result_view(
         empty,
         sweep=result.get("batch_sweep"),
         levers=result.get("levers"),
+        endpoint=result.get("endpoint"),
         price_per_hour=result["meta"]["price_per_hour"],
     )
     return figs, render(result, Path(path).stem)

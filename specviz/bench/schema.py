@@ -21,7 +21,8 @@ Versions (1 and 2 carry no "schema" key and are told apart by their records):
    it have no such key, which reads as no batch sweep (a sweep's --batch-sizes was then
    --step-batch-sizes: the plain decode step timings, batch_step_seconds in each draft); and a
    "levers" section, null unless `--levers` ran the levers sweep (specviz.bench.lever_sweep),
-   absent from files written before it.
+   absent from files written before it; and an "endpoint" section, null unless `--endpoint`
+   benchmarked a server (specviz.endpoint.sweep), absent from files written before it.
 
 migrate() brings any of them to the current version and checks the result. What an older
 file did not record stays unknown: 0.0 and [] in a record's decode-phase split, and no cpu,
@@ -231,6 +232,7 @@ def validate(data: dict[str, Any]) -> None:
         problems.append("tree_sweep is neither null nor a sweep (plan, passes, rows, verdicts)")
     problems += batch_sweep_problems(data.get("batch_sweep"))
     problems += levers_problems(data.get("levers"))
+    problems += endpoint_problems(data.get("endpoint"))
     drafts = data.get("drafts")
     if not isinstance(drafts, dict) or not drafts:
         problems.append("drafts is not a non-empty object")
@@ -326,4 +328,27 @@ def levers_problems(section: object) -> list[str]:
     levers = section["plan"].get("levers")
     if not isinstance(levers, list) or set(levers) - set(section["memory_bytes"]):
         out.append("levers' plan lists levers without memory_bytes")
+    return out
+
+
+ENDPOINT_PARTS = {"plan": dict, "endpoints": dict, "runs": list, "batches": list}
+ENDPOINT_RUN: tuple[str, ...] = ("side", "concurrency", "rep", "request", "temperature")
+ENDPOINT_RUN += ("ttft", "e2e", "tokens", "text", "engine")
+ENDPOINT_BATCH = ("side", "concurrency", "rep", "temperature", "wall", "counters")
+
+
+def endpoint_problems(section: object) -> list[str]:
+    """What is wrong with a result's endpoint section ([] for none, or a whole one)."""
+    if section is None or not _is_section(section, ENDPOINT_PARTS):
+        return [] if section is None else [_not_a_section("endpoint", ENDPOINT_PARTS)]
+    out = []
+    for part, keys in (("runs", ENDPOINT_RUN), ("batches", ENDPOINT_BATCH)):
+        rows = section[part]
+        bad = next(
+            (i for i, r in enumerate(rows) if not isinstance(r, dict) or set(keys) - set(r)), None
+        )
+        if bad is not None:
+            out.append(f"endpoint's {part} {bad} lacks some of {', '.join(keys)}")
+    if any(isinstance(r, dict) and not isinstance(r.get("tokens"), int) for r in section["runs"]):
+        out.append("endpoint's runs must count tokens from the server's usage")
     return out

