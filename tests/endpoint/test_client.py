@@ -10,7 +10,7 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -33,18 +33,18 @@ WHOLE = {
 
 def _handler(usage_in_stream: bool) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        seen: list[dict[str, Any]] = []
+        seen: ClassVar[list[dict[str, Any]]] = []
 
         def log_message(self, *args: object) -> None:  # quiet
             pass
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             data = json.dumps({"data": [{"id": "served-model"}]}).encode()
             self.send_response(200 if self.path == "/v1/models" else 404)
             self.end_headers()
             self.wfile.write(data)
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             Handler.seen.append(request)
             if request["max_tokens"] == 0:
@@ -102,12 +102,12 @@ def test_streamed_reply_counts_tokens_from_usage_not_chunks(server: tuple[str, t
 def test_server_errors_and_bad_urls_say_what_happened(server: tuple[str, type]) -> None:
     url, _ = server
     endpoint = Endpoint(url=base_url(url), model="m", chat=False)
-    with pytest.raises(EndpointError, match="400.*max_tokens"):
+    with pytest.raises(EndpointError, match=r"400.*max_tokens"):
         send(endpoint, Job(request="r", category="c", prompt="p", max_tokens=0, temperature=0,
                            seed=0))  # fmt: skip
     with pytest.raises(ValueError, match="http"):
         base_url("127.0.0.1:8000")
-    with pytest.raises(EndpointError, match="127.0.0.1:9"):
+    with pytest.raises(EndpointError, match=r"127\.0\.0\.1:9"):
         served_model("http://127.0.0.1:9")
 
 

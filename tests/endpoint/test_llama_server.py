@@ -29,7 +29,7 @@ from specviz.models.bundled import ensure_bundled_gguf
 pytestmark = pytest.mark.integration
 MAX_TOKENS = 24
 REQUESTS = [  # two greedy, one sampled; each long enough to repeat its prompt's words
-    {"id": "code-a", "category": "code", "prompt": "def add(a, b):\n    \"\"\"Return a + b.\"\"\"\n",
+    {"id": "code-a", "category": "code", "prompt": 'def add(a, b):\n    """Return a + b."""\n',
      "max_new_tokens": MAX_TOKENS, "temperature": 0.0},
     {"id": "json-a", "category": "json", "prompt": "Write a JSON object with keys name and age.",
      "max_new_tokens": MAX_TOKENS, "temperature": 0.0},
@@ -124,9 +124,7 @@ def _check(section: dict[str, object], out: Path) -> None:
     assert out.with_suffix(".html").stat().st_size > 10_000
 
 
-def test_lookup_on_and_off_against_a_second_server(
-    servers: dict[str, str], tmp_path: Path
-) -> None:
+def test_lookup_on_and_off_against_a_second_server(servers: dict[str, str], tmp_path: Path) -> None:
     out = _bench(tmp_path, "pair", "--endpoint", servers["on"], "--baseline-endpoint",
                  servers["off"])  # fmt: skip
     result = read_result(out)
