@@ -9,7 +9,7 @@
 # one after another, on an otherwise idle machine.
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code lean-target code-all
-#        json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers
+#        json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers endpoint
 #        temperature dynamic replay tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose tables
 #        tree-tables (default: all, about 3.7 hours)
 #        RESUME=1: skip each part whose OUTDIR/PART.json is already there (rerun the same command
@@ -21,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
-PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers temperature dynamic tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose replay tables tree-tables}"
+PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers endpoint temperature dynamic tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose replay tables tree-tables}"
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
@@ -95,6 +95,38 @@ bench batch-sweep --workloads code --temperatures 0 --drafters model-trimmed --g
 #     (T = 0) and 2 prose (T = 1) prompts. About 17 minutes on 2 idle cores.
 bench levers --workloads code,json,prose --limit 2 --drafters model --gammas 3 --reps 2 \
     --step-batch-sizes 1 --levers
+# 4b'''. a served model (specviz bench --endpoint): llama.cpp's OpenAI-compatible server
+#     (pip install -e ".[serve]") on the bundled GGUF (Q4_1), twice on 127.0.0.1: with its prompt
+#     lookup speculation (2 tokens a step, its advice for CPUs) and without; 2 code, 2 repeat
+#     (T = 0) and 2 prose (T = 1) prompts through its chat template, concurrency 1 to 8, paired
+#     request by request. One thread each, so each server has a core of its own: llama.cpp's
+#     threads keep polling while their server waits. About 5 minutes on 2 idle cores.
+case " $PARTS " in *" endpoint "*)
+  if [[ -n "${RESUME:-}" && -f "$OUT/endpoint.json" ]]; then
+    echo "part endpoint: $OUT/endpoint.json is already there (RESUME), skipped"
+  else
+    GGUF="$(python -c 'from specviz.models.bundled import ensure_bundled_gguf as g; print(g())')"
+    serve() {  # PORT [FLAGS...]: a llama.cpp server in the background
+      port="$1"; shift
+      python -m llama_cpp.server --model "$GGUF" --host 127.0.0.1 --port "$port" --n_threads 1 \
+          --n_threads_batch 1 --n_ctx 2048 --model_alias smollm2 --verbose False "$@" > "$OUT/endpoint-$port.log" 2>&1 &
+    }
+    serve 8011; OFF=$!
+    serve 8012 --draft_model prompt-lookup-decoding --draft_model_num_pred_tokens 2; ON=$!
+    trap 'kill $OFF $ON 2>/dev/null || true' EXIT
+    for port in 8011 8012; do
+      for _ in $(seq 120); do
+        python -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/v1/models')" \
+            2>/dev/null && break
+        sleep 1
+      done
+    done
+    python -m specviz bench --endpoint http://127.0.0.1:8012 \
+        --baseline-endpoint http://127.0.0.1:8011 --workloads code,repeat,prose --limit 2 \
+        --concurrency 1,2,4,8 --reps 2 --out "$OUT/endpoint.json" --html "$OUT/endpoint.html"
+    kill $OFF $ON; trap - EXIT
+  fi ;;
+esac
 # 4c. temperature: 4 code prompts at T = 0, 0.3, 0.6, 1 and 1.3, the gammas around the optimum,
 #     trimmed draft, lean target forward: how alpha and the speedup fall as sampling spreads
 bench temperature --workloads code --limit 4 --temperatures 0,0.3,0.6,1,1.3 \
@@ -153,6 +185,7 @@ for name in tree-sweep tree-sweep-t1; do [[ -f "$OUT/$name.json" ]] && TREES+=("
 SWEEPS=()
 [[ -f "$OUT/batch-sweep.json" ]] && SWEEPS+=("$OUT/batch-sweep.json")
 [[ -f "$OUT/levers.json" ]] && SWEEPS+=("$OUT/levers.json")
+[[ -f "$OUT/endpoint.json" ]] && SWEEPS+=("$OUT/endpoint.json")
 case " $PARTS " in *" tree-tables "*)
   if ((${#TREES[@]})); then
     python -m specviz.bench.markdown "${TREES[@]}" > "$OUT/tree-tables.md"

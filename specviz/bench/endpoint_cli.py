@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import platform
 import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
+from specviz.bench.machine import cpu_name
 from specviz.bench.schema import read_result
 from specviz.bench.workloads import Request
 from specviz.endpoint.client import Endpoint, EndpointError, Job, base_url, served_model
@@ -165,6 +167,9 @@ def endpoint_section(
 def endpoint_meta(args: argparse.Namespace) -> dict[str, Any]:
     """meta of an endpoint run: what the local bench's meta holds that applies, and the URLs."""
     return {
+        "cpu": cpu_name(),  # the client's: the server's too where it runs on this machine
+        "machine": platform.machine(),
+        "python": platform.python_version(),
         "device": "endpoint",
         "target_forward": SERVER_FORWARD,
         "endpoint": args.endpoint,

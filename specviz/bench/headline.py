@@ -29,6 +29,8 @@ from specviz.bench.markdown import _setting, _spread, _table, resummarized
 from specviz.bench.runner import drafter_label
 from specviz.bench.saved import RESULTS_DIR
 from specviz.bench.tree_table import pivot_table
+from specviz.endpoint.table import endpoint_table
+from specviz.endpoint.table import parts_row as endpoint_parts_row
 from specviz.gamma.theory import alpha_to_match, optimal_gamma, speedup_bound
 
 ROOT = RESULTS_DIR.parents[1]
@@ -219,6 +221,9 @@ def parts() -> list[str]:
             continue
         if result.get("levers") is not None:
             body.append(levers_parts_row(part, result["levers"]))
+            continue
+        if result.get("endpoint") is not None:
+            body.append(endpoint_parts_row(part, result["endpoint"]))
             continue
         settings = [r["setting"] for r in result["summary"]]
         workloads = dict.fromkeys(r["workload"] for r in result["summary"])
@@ -437,6 +442,19 @@ def levers() -> list[str]:
     return levers_headline(result["levers"], float(result["meta"]["price_per_hour"]))
 
 
+ENDPOINT_PART = "endpoint"
+
+
+def endpoint() -> list[str]:
+    """The served-model part: lookup on against off at each concurrency (a note until saved)."""
+    if not (RESULTS_DIR / f"{ENDPOINT_PART}.json").exists():
+        command = f"bash benchmarks/cpu_bench.sh benchmarks/results {ENDPOINT_PART}"
+        note = f"not measured yet: {command} writes benchmarks/results/{ENDPOINT_PART}.json"
+        return _table(["endpoint"], [[note]])
+    result = load(ENDPOINT_PART)
+    return endpoint_table(result["endpoint"], float(result["meta"]["price_per_hour"]))
+
+
 DRAFTER_PARTS = (("code-all", "code"), ("hybrid-cap", "json"), ("hybrid-cap", "repeat"))
 
 
@@ -548,6 +566,7 @@ TABLES: dict[str, Callable[[], list[str]]] = {
     "batch-fit": batch_fit,
     "batch-sweep": batch_sweep,
     "levers": levers,
+    "endpoint": endpoint,
     "drafters": drafters,
     "dynamic": dynamic,
     "transformers": transformers,

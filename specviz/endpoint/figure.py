@@ -18,12 +18,13 @@ def _mode(t: float) -> str:
 
 
 def speedup_figure(section: dict[str, Any], price: float, look: Look) -> go.Figure:
-    """Paired E2E speedup and throughput ratio (spec over base) against concurrency, per mode."""
+    """Paired speedup (E2E per token) and throughput ratio, spec over base, against concurrency,
+    per mode."""
     fig = go.Figure()
     rows = endpoint_rows(section, price)
     for t in sorted({r["temperature"] for r in rows}):
         mine = [r for r in rows if r["temperature"] == t]
-        for key, name, dash in (("e2e_speedup", "paired E2E", "solid"),
+        for key, name, dash in (("paired_speedup", "paired, per token", "solid"),
                                 ("throughput_ratio", "throughput", "dot")):  # fmt: skip
             fig.add_scatter(
                 x=[r["concurrency"] for r in mine], y=[r[key] for r in mine],

@@ -3,14 +3,17 @@ speculation stops paying, and the Markdown the report and the app show.
 
 Per row, for each side: throughput (usage completion tokens over the batches' wall seconds),
 median TTFT, median TPOT = (E2E − TTFT)/(n − 1) over requests with n ≥ 2 and a TTFT, median E2E
-and cost per 1k tokens (the batches' wall time at the price per device-hour). Paired: the
-median over requests of base E2E / spec E2E at the same (concurrency, repetition). Greedy rows
-count requests whose text is identical on both sides. Acceptance: the engine's counter deltas
-over the spec side's batches, else its per-request fields, else absent.
+and cost per 1k tokens (the batches' wall time at the price per device-hour). Paired speedup:
+the median over requests of base E2E per token / spec E2E per token at the same (concurrency,
+repetition): per token, since sampled replies differ in length. Greedy rows count requests
+whose text is identical on both sides, and where the others first differ (characters).
+Acceptance: the engine's counter deltas over the spec side's batches, else its per-request
+fields, else absent.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
@@ -28,6 +31,13 @@ def tpot(e2e: float, ttft: float | None, tokens: int | None) -> float | None:
     if ttft is None or tokens is None or tokens < 2:
         return None
     return (e2e - ttft) / (tokens - 1)
+
+
+def _common(a: str, b: str) -> int:
+    """How many leading characters two texts share."""
+    return sum(
+        1 for _ in itertools.takewhile(lambda pair: pair[0] == pair[1], zip(a, b, strict=False))
+    )
 
 
 def paired(runs: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -96,31 +106,36 @@ def endpoint_rows(section: dict[str, Any], price: float) -> list[dict[str, Any]]
     for t, c in keys:
         mine = _scope(t, c)
         here = [(b, s) for b, s in pairs if (s["temperature"], s["concurrency"]) == (t, c)]
-        ratios = [b["e2e"] / s["e2e"] for b, s in here if s["e2e"] > 0]
+        ratios = [(b["e2e"] / b["tokens"]) / (s["e2e"] / s["tokens"]) for b, s in here]
         spec, base = mine(runs, "spec"), mine(runs, "base")
         sides = {n: _side(mine(runs, n), mine(batches, n), price) for n in ("spec", "base")}
         tps = [(sides[n] or {}).get("tokens_per_second") for n in ("spec", "base")]
         out.append({
             "temperature": t, "concurrency": c, "requests": len(spec or base),
             "spec": sides["spec"], "base": sides["base"], "pairs": len(here),
-            "e2e_speedup": statistics.median(ratios) if ratios else None,
+            "paired_speedup": statistics.median(ratios) if ratios else None,
             "throughput_ratio": tps[0] / tps[1] if None not in tps and tps[1] else None,
             "identical": sum(b["text"] == s["text"] for b, s in here) if t == 0 else None,
+            "diverged_after": sorted(
+                _common(b["text"], s["text"])
+                for b, s in here
+                if t == 0 and b["text"] != s["text"]
+            ),
             "engine": _engine(spec, mine(batches, "spec")),
         })  # fmt: skip
     return out
 
 
 def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Per temperature: up to which concurrency speculation paid (paired E2E speedup > 1), and
+    """Per temperature: up to which concurrency speculation paid (paired speedup > 1), and
     where it stopped."""
     out = []
     for t in sorted({r["temperature"] for r in rows}):
-        mine = [r for r in rows if r["temperature"] == t and r["e2e_speedup"] is not None]
+        mine = [r for r in rows if r["temperature"] == t and r["paired_speedup"] is not None]
         if not mine:
             continue
-        paying = [r["concurrency"] for r in mine if r["e2e_speedup"] > 1]
-        losing = [r["concurrency"] for r in mine if r["e2e_speedup"] <= 1]
+        paying = [r["concurrency"] for r in mine if r["paired_speedup"] > 1]
+        losing = [r["concurrency"] for r in mine if r["paired_speedup"] <= 1]
         mode = "greedy" if t == 0 else f"T={t:g}"
         if not losing:
             out.append(
@@ -151,6 +166,13 @@ def _cells(row: dict[str, Any]) -> list[str]:
     """One table row's cells."""
     spec, base, engine = row["spec"] or {}, row["base"] or {}, row["engine"]
     ident = "" if row["identical"] is None else f"{row['identical']}/{row['pairs']}"
+    if row["diverged_after"]:
+        low, high = row["diverged_after"][0], row["diverged_after"][-1]
+        ident += (
+            f" (the rest differ after {low}–{high} chars)"
+            if low != high
+            else (f" (the rest differ after {low} chars)")
+        )
     mine = engine["per_request"]
     rate = engine["rate"] if engine["rate"] is not None else _first(mine, RATES)
     length = engine["length"] if engine["length"] is not None else _first(mine, LENGTHS)
@@ -166,7 +188,7 @@ def _cells(row: dict[str, Any]) -> list[str]:
         _f(base.get("tokens_per_second"), ".1f"),
         _f(spec.get("tokens_per_second"), ".1f"),
         _f(row["throughput_ratio"], ".2f"),
-        _f(row["e2e_speedup"], ".2f"),
+        _f(row["paired_speedup"], ".2f"),
         f"{_f(base.get('ttft'), '.0f', 1e3)} / {_f(spec.get('ttft'), '.0f', 1e3)}",
         f"{_f(base.get('tpot'), '.1f', 1e3)} / {_f(spec.get('tpot'), '.1f', 1e3)}",
         f"{_f(base.get('cost_per_1k_tokens'), '.5f')} / "
@@ -177,7 +199,7 @@ def _cells(row: dict[str, Any]) -> list[str]:
 
 
 HEADER = [
-    "mode", "concurrency", "base tok/s", "spec tok/s", "throughput ×", "paired E2E speedup",
+    "mode", "concurrency", "base tok/s", "spec tok/s", "throughput ×", "paired speedup",
     "TTFT ms base / spec", "TPOT ms base / spec", "$/1k tokens base / spec",
     "greedy identical", "engine acceptance",
 ]  # fmt: skip
@@ -204,3 +226,16 @@ def render_endpoint(section: dict[str, Any], price: float) -> str:
     ]
     out += [f"- {v}" for v in verdicts(rows)]
     return "\n".join(out)
+
+
+def parts_row(part: str, section: dict[str, Any]) -> list[str]:
+    """An endpoint part's row of the report's parts table."""
+    runs = [r for r in section["runs"] if r["side"] == "spec"]
+    reps = len({r["rep"] for r in runs})
+    counts: dict[str, set[str]] = {}
+    for r in runs:
+        counts.setdefault(r["category"], set()).add(r["request"])
+    prompts = ", ".join(f"{c} {len(ids)} × {reps}" for c, ids in counts.items())
+    levels = ", ".join(str(c) for c in section["plan"]["concurrency"])
+    temps = ", ".join(f"{t:g}" for t in sorted({float(r["temperature"]) for r in runs}))
+    return [part, f"{prompts} (concurrency {levels})", temps, "the server's", "–", "–", "server"]

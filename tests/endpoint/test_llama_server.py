@@ -117,10 +117,10 @@ def _check(section: dict[str, object], out: Path) -> None:
     greedy = [r for r in rows if r["temperature"] == 0]
     assert [r["pairs"] for r in greedy] == [2, 2]
     assert all(0 <= r["identical"] <= 2 for r in greedy)
-    assert all(r["e2e_speedup"] > 0 and r["throughput_ratio"] > 0 for r in rows)
+    assert all(r["paired_speedup"] > 0 and r["throughput_ratio"] > 0 for r in rows)
     assert all(r["engine"]["rate"] is None for r in rows)  # llama.cpp exposes no acceptance
     figs, tables = load_result_view(out)
-    assert len(figs) == 5 and "paired E2E speedup" in tables and "absent" in tables
+    assert len(figs) == 5 and "paired speedup" in tables and "absent" in tables
     assert out.with_suffix(".html").stat().st_size > 10_000
 
 

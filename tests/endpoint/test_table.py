@@ -61,7 +61,7 @@ def test_rows_throughput_cost_speedup_and_identity() -> None:
     assert row["spec"]["tokens_per_second"] == pytest.approx(15 / 1.5)
     assert row["base"]["tokens_per_second"] == pytest.approx(15 / 4.0)
     assert row["throughput_ratio"] == pytest.approx(4.0 / 1.5)
-    assert row["e2e_speedup"] == pytest.approx(3.0)  # median of 2.0 and 4.0
+    assert row["paired_speedup"] == pytest.approx(3.0)  # median of 2.0 and 4.0
     # cost: 3.6 USD/h is 0.001 USD/s; 1.5 s for 15 tokens is 0.1 USD per 1k
     assert row["spec"]["cost_per_1k_tokens"] == pytest.approx(0.1)
     assert row["spec"]["ttft"] == pytest.approx(0.1)
@@ -87,10 +87,24 @@ def test_sampled_rows_have_no_identity_check_and_absent_engine_says_so() -> None
 
 
 def test_verdicts_say_where_speculation_stops_paying() -> None:
-    rows = [{"temperature": 0.0, "concurrency": c, "e2e_speedup": s}
+    rows = [{"temperature": 0.0, "concurrency": c, "paired_speedup": s}
             for c, s in ((1, 1.4), (2, 1.1), (4, 0.9), (8, 0.7))]  # fmt: skip
-    rows += [{"temperature": 1.0, "concurrency": 1, "e2e_speedup": 0.8}]
+    rows += [{"temperature": 1.0, "concurrency": 1, "paired_speedup": 0.8}]
     assert verdicts(rows) == [
         "greedy: speculation paid up to concurrency 2; it stopped paying from 4",
         "T=1: speculation did not pay at any concurrency tried",
     ]
+
+
+def test_the_saved_section_must_count_tokens_from_usage() -> None:
+    from specviz.bench.schema import endpoint_problems
+
+    runs = [_run("spec", 1, "a", 1.0, 0.1, 10)]
+    good = _section(runs, [_batch("spec", 1, 1.0)])
+    assert endpoint_problems(good) == [] and endpoint_problems(None) == []
+    no_usage = _section([runs[0] | {"tokens": None}], good["batches"])
+    assert endpoint_problems(no_usage) == [
+        "endpoint's runs must count tokens from the server's usage"
+    ]
+    assert "lacks" in endpoint_problems(_section([{"side": "spec"}], good["batches"]))[0]
+    assert "neither null" in endpoint_problems({"runs": []})[0]
