@@ -96,35 +96,39 @@ bench batch-sweep --workloads code --temperatures 0 --drafters model-trimmed --g
 bench levers --workloads code,json,prose --limit 2 --drafters model --gammas 3 --reps 2 \
     --step-batch-sizes 1 --levers
 # 4b'''. a served model (specviz bench --endpoint): llama.cpp's OpenAI-compatible server
-#     (pip install -e ".[serve]") on the bundled GGUF (Q4_1), twice on 127.0.0.1: with its prompt
-#     lookup speculation (2 tokens a step, its advice for CPUs) and without; 2 code, 2 repeat
-#     (T = 0) and 2 prose (T = 1) prompts through its chat template, concurrency 1 to 8, paired
-#     request by request. One thread each, so each server has a core of its own: llama.cpp's
-#     threads keep polling while their server waits. About 5 minutes on 2 idle cores.
+#     (pip install -e ".[serve]") on the bundled GGUF (Q4_1) at 127.0.0.1, two threads, first
+#     without speculation, then restarted with its prompt lookup (2 tokens a step, its advice for
+#     CPUs): one server at a time, since an idle llama.cpp server's threads keep polling and
+#     would take a core from the other. 2 code, 2 repeat (T = 0) and 2 prose (T = 1) prompts
+#     through its chat template, concurrency 1 to 8, paired request by request. About 5 minutes.
 case " $PARTS " in *" endpoint "*)
   if [[ -n "${RESUME:-}" && -f "$OUT/endpoint.json" ]]; then
     echo "part endpoint: $OUT/endpoint.json is already there (RESUME), skipped"
   else
     GGUF="$(python -c 'from specviz.models.bundled import ensure_bundled_gguf as g; print(g())')"
-    serve() {  # PORT [FLAGS...]: a llama.cpp server in the background
-      port="$1"; shift
-      python -m llama_cpp.server --model "$GGUF" --host 127.0.0.1 --port "$port" --n_threads 1 \
-          --n_threads_batch 1 --n_ctx 2048 --model_alias smollm2 --verbose False "$@" > "$OUT/endpoint-$port.log" 2>&1 &
-    }
-    serve 8011; OFF=$!
-    serve 8012 --draft_model prompt-lookup-decoding --draft_model_num_pred_tokens 2; ON=$!
-    trap 'kill $OFF $ON 2>/dev/null || true' EXIT
-    for port in 8011 8012; do
+    URL=http://127.0.0.1:8011
+    serve() {  # NAME [FLAGS...]: the llama.cpp server, once it lists its model
+      name="$1"; shift
+      python -m llama_cpp.server --model "$GGUF" --host 127.0.0.1 --port 8011 --n_threads 2 \
+          --n_ctx 2048 --model_alias smollm2 --verbose False "$@" > "$OUT/endpoint-$name.log" 2>&1 &
+      SERVER=$!
+      trap 'kill $SERVER 2>/dev/null || true' EXIT
       for _ in $(seq 120); do
-        python -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/v1/models')" \
-            2>/dev/null && break
+        python -c "import urllib.request as u; u.urlopen('$URL/v1/models')" 2>/dev/null && return
         sleep 1
       done
-    done
-    python -m specviz bench --endpoint http://127.0.0.1:8012 \
-        --baseline-endpoint http://127.0.0.1:8011 --workloads code,repeat,prose --limit 2 \
-        --concurrency 1,2,4,8 --reps 2 --out "$OUT/endpoint.json" --html "$OUT/endpoint.html"
-    kill $OFF $ON; trap - EXIT
+      echo "the llama.cpp server did not start: see $OUT/endpoint-$name.log" >&2; exit 1
+    }
+    SWEEP=(--workloads code,repeat,prose --limit 2 --concurrency 1,2,4,8 --reps 2)
+    serve off
+    python -m specviz bench --baseline-endpoint "$URL" "${SWEEP[@]}" \
+        --out "$OUT/endpoint-off.json" --html "$OUT/endpoint-off.html"
+    kill $SERVER; wait $SERVER || true
+    serve lookup --draft_model prompt-lookup-decoding --draft_model_num_pred_tokens 2
+    python -m specviz bench --endpoint "$URL" --baseline-result "$OUT/endpoint-off.json" \
+        "${SWEEP[@]}" --out "$OUT/endpoint.json" --html "$OUT/endpoint.html"
+    kill $SERVER; wait $SERVER || true; trap - EXIT
+    rm "$OUT/endpoint-off.json" "$OUT/endpoint-off.html"  # endpoint.json holds its runs
   fi ;;
 esac
 # 4c. temperature: 4 code prompts at T = 0, 0.3, 0.6, 1 and 1.3, the gammas around the optimum,

@@ -144,10 +144,15 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
             )
         elif not paying:
             out.append(f"{mode}: speculation did not pay at any concurrency tried")
-        else:
+        elif max(paying) < min(losing):
             out.append(
                 f"{mode}: speculation paid up to concurrency {max(paying)}; it stopped paying "
                 f"from {min(losing)}"
+            )
+        else:  # not one crossing: say where it paid and where not
+            out.append(
+                f"{mode}: speculation paid at concurrency {', '.join(map(str, paying))}, not at "
+                f"{', '.join(map(str, losing))}"
             )
     return out
 

@@ -90,8 +90,13 @@ def test_verdicts_say_where_speculation_stops_paying() -> None:
     rows = [{"temperature": 0.0, "concurrency": c, "paired_speedup": s}
             for c, s in ((1, 1.4), (2, 1.1), (4, 0.9), (8, 0.7))]  # fmt: skip
     rows += [{"temperature": 1.0, "concurrency": 1, "paired_speedup": 0.8}]
+    rows += [{"temperature": 0.7, "concurrency": c, "paired_speedup": s}
+             for c, s in ((1, 1.2), (2, 0.9), (4, 1.1))]  # fmt: skip
+    rows += [{"temperature": 0.5, "concurrency": c, "paired_speedup": 1.1} for c in (1, 2)]
     assert verdicts(rows) == [
         "greedy: speculation paid up to concurrency 2; it stopped paying from 4",
+        "T=0.5: speculation paid at every concurrency tried (up to 2)",
+        "T=0.7: speculation paid at concurrency 1, 4, not at 2",
         "T=1: speculation did not pay at any concurrency tried",
     ]
 
