@@ -417,16 +417,28 @@ def batch_fit() -> list[str]:
 BATCH_SWEEP_PART = "batch-sweep"
 
 
+def _not_measured(part: str, title: str) -> list[str]:
+    """The one-line note a table shows until its part is saved."""
+    command = f"bash benchmarks/cpu_bench.sh benchmarks/results {part}"
+    return _table([title], [[f"not measured yet: {command} writes benchmarks/results/{part}.json"]])
+
+
+def _section_table(
+    part: str, key: str, title: str, render: Callable[[dict[str, Any], float], list[str]]
+) -> list[str]:
+    """A sweep part's section rendered at its price (the note until the part is saved)."""
+    saved = (RESULTS_DIR / f"{part}.json").exists()
+    result = load(part) if saved else {}
+    if result.get(key) is None:
+        return _not_measured(part, title)
+    return render(result[key], float(result["meta"]["price_per_hour"]))
+
+
 def batch_sweep() -> list[str]:
-    """The batch sweep part at each batch size, at its best γ (a one-line note until the part
-    is saved)."""
-    saved = (RESULTS_DIR / f"{BATCH_SWEEP_PART}.json").exists()
-    section = load(BATCH_SWEEP_PART).get("batch_sweep") if saved else None
-    if section is None:
-        command = f"bash benchmarks/cpu_bench.sh benchmarks/results {BATCH_SWEEP_PART}"
-        note = f"not measured yet: {command} writes benchmarks/results/{BATCH_SWEEP_PART}.json"
-        return _table(["batch sweep"], [[note]])
-    return headline_table(section)
+    """The batch sweep part at each batch size, at its best γ (a note until the part is saved)."""
+    return _section_table(
+        BATCH_SWEEP_PART, "batch_sweep", "batch sweep", lambda s, _: headline_table(s)
+    )
 
 
 LEVERS_PART = "levers"
@@ -434,12 +446,7 @@ LEVERS_PART = "levers"
 
 def levers() -> list[str]:
     """The levers part over all its workloads (a one-line note until the part is saved)."""
-    if not (RESULTS_DIR / f"{LEVERS_PART}.json").exists():
-        command = f"bash benchmarks/cpu_bench.sh benchmarks/results {LEVERS_PART}"
-        note = f"not measured yet: {command} writes benchmarks/results/{LEVERS_PART}.json"
-        return _table(["levers"], [[note]])
-    result = load(LEVERS_PART)
-    return levers_headline(result["levers"], float(result["meta"]["price_per_hour"]))
+    return _section_table(LEVERS_PART, "levers", "levers", levers_headline)
 
 
 ENDPOINT_PART = "endpoint"
@@ -447,12 +454,7 @@ ENDPOINT_PART = "endpoint"
 
 def endpoint() -> list[str]:
     """The served-model part: lookup on against off at each concurrency (a note until saved)."""
-    if not (RESULTS_DIR / f"{ENDPOINT_PART}.json").exists():
-        command = f"bash benchmarks/cpu_bench.sh benchmarks/results {ENDPOINT_PART}"
-        note = f"not measured yet: {command} writes benchmarks/results/{ENDPOINT_PART}.json"
-        return _table(["endpoint"], [[note]])
-    result = load(ENDPOINT_PART)
-    return endpoint_table(result["endpoint"], float(result["meta"]["price_per_hour"]))
+    return _section_table(ENDPOINT_PART, "endpoint", "endpoint", endpoint_table)
 
 
 DRAFTER_PARTS = (("code-all", "code"), ("hybrid-cap", "json"), ("hybrid-cap", "repeat"))
