@@ -99,8 +99,9 @@ bench levers --workloads code,json,prose --limit 2 --drafters model --gammas 3 -
 #     (pip install -e ".[serve]") on the bundled GGUF (Q4_1) at 127.0.0.1, two threads, first
 #     without speculation, then restarted with its prompt lookup (2 tokens a step, its advice for
 #     CPUs): one server at a time, since an idle llama.cpp server's threads keep polling and
-#     would take a core from the other. 2 code, 2 repeat (T = 0) and 2 prose (T = 1) prompts
-#     through its chat template, concurrency 1 to 8, paired request by request. About 5 minutes.
+#     would take a core from the other. 4 code, 4 repeat (T = 0) and 4 prose (T = 1) prompts
+#     through its chat template, concurrency 1 to 8 (the 4 prose prompts twice at 8), paired
+#     request by request. About 10 minutes.
 case " $PARTS " in *" endpoint "*)
   if [[ -n "${RESUME:-}" && -f "$OUT/endpoint.json" ]]; then
     echo "part endpoint: $OUT/endpoint.json is already there (RESUME), skipped"
@@ -119,7 +120,7 @@ case " $PARTS " in *" endpoint "*)
       done
       echo "the llama.cpp server did not start: see $OUT/endpoint-$name.log" >&2; exit 1
     }
-    SWEEP=(--workloads code,repeat,prose --limit 2 --concurrency 1,2,4,8 --reps 2)
+    SWEEP=(--workloads code,repeat,prose --limit 4 --concurrency 1,2,4,8 --reps 2)
     serve off
     python -m specviz bench --baseline-endpoint "$URL" "${SWEEP[@]}" \
         --out "$OUT/endpoint-off.json" --html "$OUT/endpoint-off.html"

@@ -74,10 +74,10 @@ def run_batch(
     return replies, time.perf_counter() - start
 
 
-def _run_row(side: str, c: int, rep: int, job: Job, reply: Reply) -> dict[str, Any]:
+def _run_row(side: str, c: int, rep: int, copy: int, job: Job, reply: Reply) -> dict[str, Any]:
     """One timed request as saved."""
     return {
-        "side": side, "concurrency": c, "rep": rep, "request": job.request,
+        "side": side, "concurrency": c, "rep": rep, "copy": copy, "request": job.request,
         "category": job.category, "temperature": job.temperature, "ttft": reply.ttft,
         "e2e": reply.e2e, "tokens": reply.completion_tokens, "prompt_tokens": reply.prompt_tokens,
         "chunks": reply.chunks, "finish_reason": reply.finish_reason, "text": reply.text,
@@ -89,6 +89,13 @@ def _groups(jobs: Sequence[Job]) -> list[list[Job]]:
     """Jobs by temperature (greedy first), each group in job order."""
     temps = sorted({j.temperature for j in jobs})
     return [[j for j in jobs if j.temperature == t] for t in temps]
+
+
+def filled(group: Sequence[Job], concurrency: int) -> list[tuple[int, Job]]:
+    """The group's jobs, repeated (copy 0, 1, ...) until there are at least `concurrency` of
+    them, so that `concurrency` requests are in flight at once."""
+    copies = -(-concurrency // len(group))  # ceil
+    return [(copy, job) for copy in range(copies) for job in group]
 
 
 def run_endpoint_sweep(
@@ -115,16 +122,18 @@ def run_endpoint_sweep(
             for group in groups:
                 for name in order:
                     endpoint = ready[name]
+                    batch = filled(group, c)
                     before = scrape(endpoint) if counted[name] else None
-                    replies, wall = run_batch(endpoint, group, c)
+                    replies, wall = run_batch(endpoint, [j for _, j in batch], c)
                     after = scrape(endpoint) if counted[name] else None
                     runs += [
-                        _run_row(name, c, rep, j, r) for j, r in zip(group, replies, strict=True)
+                        _run_row(name, c, rep, copy, j, r)
+                        for (copy, j), r in zip(batch, replies, strict=True)
                     ]
                     batches.append({
                         "side": name, "concurrency": c, "rep": rep,
                         "temperature": group[0].temperature, "wall": wall,
-                        "requests": len(group), "counters": counter_delta(before, after),
+                        "requests": len(batch), "counters": counter_delta(before, after),
                     })  # fmt: skip
                     done += 1
                     progress(done, total, f"{name} c={c} T={group[0].temperature}")

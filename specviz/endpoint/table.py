@@ -41,14 +41,14 @@ def _common(a: str, b: str) -> int:
 
 
 def paired(runs: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(base, spec) runs of the same request at the same concurrency and repetition."""
-    key = ("request", "temperature", "concurrency", "rep")
-    base = {tuple(r[k] for k in key): r for r in runs if r["side"] == "base"}
-    return [
-        (base[k], r)
-        for r in runs
-        if r["side"] == "spec" and (k := tuple(r[x] for x in key)) in base
-    ]
+    """(base, spec) runs of the same request (and copy) at the same concurrency and
+    repetition."""
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return r["request"], r["temperature"], r["concurrency"], r["rep"], r.get("copy", 0)
+
+    base = {key(r): r for r in runs if r["side"] == "base"}
+    return [(base[key(r)], r) for r in runs if r["side"] == "spec" and key(r) in base]
 
 
 def _median(values: Sequence[float | None]) -> float | None:

@@ -107,7 +107,9 @@ def _check(section: dict[str, object], out: Path) -> None:
     assert isinstance(runs, list)
     for side in ("spec", "base"):
         mine = [r for r in runs if r["side"] == side]
-        assert len(mine) == len(REQUESTS) * 2  # every request at concurrency 1 and 2
+        # every request at concurrency 1 and 2; the lone sampled one sent twice at 2 (copies)
+        assert len(mine) == len(REQUESTS) + len(REQUESTS) + 1
+        assert sorted({r["copy"] for r in mine if r["temperature"] == 1}) == [0, 1]
         for r in mine:
             assert isinstance(r["tokens"], int) and 1 <= r["tokens"] <= MAX_TOKENS
             if r["finish_reason"] == "length":  # usage says it ran to the budget

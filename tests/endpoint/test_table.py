@@ -113,3 +113,17 @@ def test_the_saved_section_must_count_tokens_from_usage() -> None:
     ]
     assert "lacks" in endpoint_problems(_section([{"side": "spec"}], good["batches"]))[0]
     assert "neither null" in endpoint_problems({"runs": []})[0]
+
+
+def test_a_batch_smaller_than_the_concurrency_is_filled_with_copies() -> None:
+    from specviz.endpoint.client import Job
+    from specviz.endpoint.sweep import filled
+
+    jobs = [Job(request=r, category="c", prompt="p", max_tokens=4, temperature=0.0, seed=i)
+            for i, r in enumerate("abc")]  # fmt: skip
+    assert [(c, j.request) for c, j in filled(jobs, 2)] == [(0, "a"), (0, "b"), (0, "c")]
+    eight = filled(jobs, 8)
+    assert len(eight) == 9 and [c for c, _ in eight] == [0] * 3 + [1] * 3 + [2] * 3
+    runs = [_run("spec", 8, "a", 1.0, 0.1, 10) | {"copy": k} for k in (0, 1)]
+    runs += [_run("base", 8, "a", 2.0 * (k + 1), 0.1, 10) | {"copy": k} for k in (0, 1)]
+    assert [b["e2e"] / s["e2e"] for b, s in paired(runs)] == [2.0, 4.0]  # copy pairs with copy
