@@ -104,7 +104,10 @@ def test_first_use_builds_then_reuses_cache(fake: FakeSource) -> None:
     assert bundled.ensure_bundled_target(quiet.append) == path
     assert quiet == []
     left = sorted(p.name for p in path.parent.iterdir())
-    assert left == sorted([path.name, ".lock"])  # no temp dirs left behind, only the lock file
+    assert left == sorted([path.name, ".lock", "gguf"])  # no temp dirs left behind
+    gguf = bundled.ensure_bundled_gguf(quiet.append)  # kept by the build: no second download
+    assert gguf == bundled.bundled_gguf_path() and gguf.is_file() and quiet == []
+    assert sorted(p.name for p in gguf.parent.iterdir()) == [gguf.name]  # no partial copy left
 
 
 def test_the_first_fetch_reports_each_stage_with_mb_and_seconds(
