@@ -13,7 +13,6 @@ from typing import Any
 import torch
 
 from specviz.bench.head_lookahead import head_lookaheads
-from specviz.bench.heads import HEAD_DRAFTERS, head_forward
 from specviz.bench.lookahead import (
     Lookahead,
     TargetPath,
@@ -28,8 +27,15 @@ from specviz.core.drafter import Drafter
 from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
-from specviz.drafters.registry import DRAFTER_NAMES, TREE_DRAFTERS, DrafterOptions, build_drafter
+from specviz.drafters.registry import (
+    DRAFTER_NAMES,
+    HEAD_DRAFTERS,
+    TREE_DRAFTERS,
+    DrafterOptions,
+    build_drafter,
+)
 from specviz.heads.drafters import HeadDrafter
+from specviz.heads.lookup import head_forward
 
 # the chain drafters but the shared early exit, whose draft runs inside the target's forward (a
 # tree's rounds are not a lookahead's prefixes); the heads read the target's features

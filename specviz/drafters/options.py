@@ -63,6 +63,25 @@ class DrafterOptions:
             )
 
 
+@dataclass(frozen=True, kw_only=True)
+class DefaultConfig:
+    """The exact configuration a user gets without choosing one (specviz.drafters.registry's
+    DEFAULT_CONFIG): `specviz generate` with no flags, the app's first preset, the README's
+    example. drafter: a registered name; gamma: draft tokens per round; policy: a gamma policy
+    (specviz.gamma.policies); temperature: 0 for greedy; forward: the target's forward,
+    "lean" (specviz.fast.lean's, where it applies) or "transformers"; threads: torch's CPU
+    threads (None: specviz.runtime's default); batch_drafter: the drafter of a batched decode
+    (the batch sweep's)."""
+
+    drafter: str
+    batch_drafter: str
+    gamma: int
+    policy: str
+    temperature: float
+    forward: str
+    threads: int | None = None
+
+
 Factory = Callable[[Any, Any, SamplingConfig, DrafterOptions], "Drafter | TreeDrafter"]
 
 
@@ -76,3 +95,12 @@ class DrafterSpec:
     uses_draft_model: bool  # False: drafts without a separate draft model
     build: Factory
     tree: bool = False  # True: proposes token trees (specviz.tree), verified in one pass
+    head: str | None = None  # the drafting-head kind whose weights it reads (specviz.heads)
+    shares_target_cache: bool = False  # drafts into the target's own cache (SharesTargetCache)
+    reads_confidence: bool = True  # stops drafting below DrafterOptions.min_confidence
+    reads_exit_layer: bool = False  # drafts with the target's first DrafterOptions.exit_layer
+    reads_width: bool = False  # a tree drafter that reads DrafterOptions.tree_width
+    trims_head: bool = False  # scores only the draft's top-ranked tokens (needs an output head)
+    untrimmed: str | None = None  # a trimmed drafter's counterpart scoring the whole head
+    hybrid: bool = False  # lookup first, a model elsewhere (reads DrafterOptions.model_gamma)
+    batchable: bool = False  # specviz.batch drafts it for many rows at once

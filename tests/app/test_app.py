@@ -40,12 +40,10 @@ from specviz.app.state import PairCache, early_exit_note, lab_pair
 from specviz.app.views.form import (
     DEFAULTS,
     DRAFTER_FIELDS,
-    EXIT_DRAFTERS,
     FIELDS,
     PRESET_FIELDS,
     PRESETS,
     RANGES,
-    UNCONFIDENT_DRAFTERS,
     Settings,
     drafter_choices,
 )
@@ -55,7 +53,14 @@ from specviz.bench.runner import BenchSetting, Record
 from specviz.core.events import read_jsonl
 from specviz.drafters import early_exit
 from specviz.drafters.model import ModelDrafter
-from specviz.drafters.registry import DRAFTER_NAMES, REGISTRY, TREE_DRAFTERS, DrafterOptions
+from specviz.drafters.registry import (
+    DRAFTER_NAMES,
+    EXIT_DRAFTERS,
+    REGISTRY,
+    TREE_DRAFTERS,
+    UNCONFIDENT_DRAFTERS,
+    DrafterOptions,
+)
 from specviz.drafters.trimmed import save_ranking
 from specviz.heads.eagle import EagleHead, EagleShape
 from specviz.heads.medusa import MedusaHeads
@@ -268,7 +273,7 @@ def test_settings_name_every_field_and_no_other() -> None:
 def test_menu_lists_every_registered_drafter_by_its_registry_label(app: SpecVizApp) -> None:
     expected = [(REGISTRY[name].label, name) for name in DRAFTER_NAMES]
     assert drafter_choices() == expected
-    assert (EXIT_DRAFTERS | UNCONFIDENT_DRAFTERS).issubset(REGISTRY)
+    assert set(EXIT_DRAFTERS + UNCONFIDENT_DRAFTERS).issubset(REGISTRY)
     [menu] = [b for b in app.build().blocks.values() if isinstance(b, gr.Dropdown)
               and b.elem_id == "sv-drafter"]  # fmt: skip
     assert [tuple(choice) for choice in menu.choices] == expected
