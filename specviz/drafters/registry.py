@@ -136,6 +136,52 @@ def _tree_ngram(
     )  # fmt: skip
 
 
+def _suffix_config(o: DrafterOptions) -> Any:
+    """The suffix drafters' speculation bounds from the options."""
+    from specviz.drafters.suffix import SuffixConfig
+
+    return SuffixConfig(factor=o.suffix_factor, min_prob=o.suffix_min_prob)
+
+
+def _suffix(target: Any, _draft: Any, _sampling: SamplingConfig, o: DrafterOptions) -> Drafter:
+    from specviz.drafters.suffix import SuffixDrafter
+
+    return SuffixDrafter(
+        vocab_size(target), memory=o.memory, config=_suffix_config(o), device=str(target.device)
+    )
+
+
+def _tree_suffix(
+    target: Any, _draft: Any, _sampling: SamplingConfig, o: DrafterOptions
+) -> TreeDrafter:
+    from specviz.drafters.suffix import TreeSuffixDrafter
+
+    return TreeSuffixDrafter(
+        vocab_size(target), nodes=o.tree_nodes, depth=o.tree_depth, memory=o.memory,
+        config=_suffix_config(o),
+    )  # fmt: skip
+
+
+def _suffix_hybrid(trimmed: bool) -> Factory:
+    """Suffix decoding where its match scores well, the (trimmed) draft model elsewhere."""
+    model = _model(trimmed)
+
+    def build(target: Any, draft: Any, sampling: SamplingConfig, o: DrafterOptions) -> Drafter:
+        from specviz.drafters.model import ModelDrafter
+        from specviz.drafters.suffix import SuffixDrafter
+        from specviz.drafters.suffix_hybrid import SuffixThenModelDrafter
+
+        drafter = model(target, draft, sampling, o)
+        assert isinstance(drafter, ModelDrafter)
+        suffix = _suffix(target, draft, sampling, o)
+        assert isinstance(suffix, SuffixDrafter)
+        return SuffixThenModelDrafter(
+            drafter, suffix, min_score=o.suffix_min_score, model_gamma=o.model_gamma
+        )
+
+    return build
+
+
 def _head(kind: str, *, tree: bool = False, sampled: bool = False, lookup: bool = False) -> Factory:
     """A drafting head trained on the target's own features (specviz.heads), maybe after lookup."""
 
@@ -184,6 +230,27 @@ SPECS = (
         description="n-gram lookup where it finds a match, the trimmed draft model elsewhere",
         uses_draft_model=True,
         build=_hybrid(trimmed=True),
+    ),
+    DrafterSpec(
+        name="suffix",
+        label="suffix decoding: drafts from memory (no model)",
+        description="continue the best match in this request and in earlier requests' outputs",
+        uses_draft_model=False,
+        build=_suffix,
+    ),
+    DrafterSpec(
+        name="suffix+model",
+        label="suffix decoding, else draft model",
+        description="suffix decoding where its match scores well, the draft model elsewhere",
+        uses_draft_model=True,
+        build=_suffix_hybrid(trimmed=False),
+    ),
+    DrafterSpec(
+        name="suffix+model-trimmed",
+        label="suffix decoding, else draft model (trimmed head)",
+        description="suffix decoding where its match scores well, else the trimmed draft model",
+        uses_draft_model=True,
+        build=_suffix_hybrid(trimmed=True),
     ),
     DrafterSpec(
         name="early-exit",
@@ -242,6 +309,14 @@ SPECS = (
         description="every distinct earlier continuation of the last n tokens as a branch",
         uses_draft_model=False,
         build=_tree_ngram,
+        tree=True,
+    ),
+    DrafterSpec(
+        name="tree-suffix",
+        label="tree: suffix decoding, the likeliest continuations from memory",
+        description="the most frequent continuations of the best match, as a tree (no model)",
+        uses_draft_model=False,
+        build=_tree_suffix,
         tree=True,
     ),
     DrafterSpec(
