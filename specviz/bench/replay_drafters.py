@@ -32,8 +32,14 @@ from specviz.drafters.registry import DRAFTER_NAMES, TREE_DRAFTERS, DrafterOptio
 from specviz.heads.drafters import HeadDrafter
 
 # the chain drafters but the shared early exit, whose draft runs inside the target's forward (a
-# tree's rounds are not a lookahead's prefixes); the heads read the target's features
-DRAFTERS = tuple(n for n in DRAFTER_NAMES if n != "early-exit-shared" and n not in TREE_DRAFTERS)
+# tree's rounds are not a lookahead's prefixes), and the suffix drafters, which draft from a
+# memory of earlier requests that one replayed path does not hold; the heads read the target's
+# features
+DRAFTERS = tuple(
+    n
+    for n in DRAFTER_NAMES
+    if n != "early-exit-shared" and n not in TREE_DRAFTERS and not n.startswith("suffix")
+)
 LOOKAHEAD = 16  # the most tokens a policy drafts (specviz.gamma.policies' max_gamma)
 
 

@@ -20,12 +20,12 @@ BUNDLED = "bundled"  # the same word specviz.models.loading uses for the bundled
 LABELS = {"code": "code", "json": "structured JSON", "repeat": "repeat / rewrite the prompt"}
 LABELS |= {"prose": "open-ended story"}
 # Which registered drafters read exit_layer, and which read no confidence threshold (n-gram
-# lookup has no q to be confident about; the drafting heads never stop on theirs): the
-# registry builds each one; these say which settings the summary shows for it.
+# lookup and suffix decoding have no q to be confident about; the drafting heads never stop
+# on theirs): the registry builds each one; these say which settings the summary shows for it.
 EXIT_DRAFTERS = frozenset({"early-exit", "early-exit-shared"})
-UNCONFIDENT_DRAFTERS = frozenset({"ngram", *HEAD_KIND})
+UNCONFIDENT_DRAFTERS = frozenset({"ngram", "suffix", *HEAD_KIND})
 TREE_DRAFTERS = frozenset(name for name in DRAFTER_NAMES if REGISTRY[name].tree)
-WIDE_DRAFTERS = TREE_DRAFTERS - {"tree-ngram"}  # the tree drafters that read width
+WIDE_DRAFTERS = TREE_DRAFTERS - {"tree-ngram", "tree-suffix"}  # the trees that read width
 POLICIES = ["fixed", "heuristic", "theory"]  # the names specviz.gamma.policies.make_policy takes
 # How a tree round is verified: the names of specviz.tree.verify's rules, with the menu's labels.
 # Only the exact rule follows the target's law; it is the default.
