@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         write_jsonl,
     )
     from specviz.drafters.registry import DRAFTER_NAMES, DrafterOptions, build_drafter
+    from specviz.drafters.suffix_memory import SuffixMemory
     from specviz.models.chat import prompt_ids
     from specviz.models.loading import ModelPair, load_pair
     from specviz.quant.distance import greedy_agreement, mean_total_variation, total_variation
@@ -68,6 +69,7 @@ _WHERE = {
     "build_drafter": "specviz.drafters.registry",
     "DrafterOptions": "specviz.drafters.registry",
     "DRAFTER_NAMES": "specviz.drafters.registry",
+    "SuffixMemory": "specviz.drafters.suffix_memory",
     "load_pair": "specviz.models.loading",
     "prompt_ids": "specviz.models.chat",
     "ModelPair": "specviz.models.loading",
@@ -108,6 +110,7 @@ __all__ = [
     "Sampled",
     "SamplingConfig",
     "SpeculationConfig",
+    "SuffixMemory",
     "TokenTree",
     "TreeDrafter",
     "TreeProposed",

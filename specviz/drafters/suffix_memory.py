@@ -26,7 +26,7 @@ from specviz.drafters.suffix_tree import DEFAULT_DEPTH, SuffixTrie
 
 FORMAT = "specviz-suffix-memory"
 VERSION = 1
-DEFAULT_BUDGET = 1 << 16  # tokens remembered (a trie node costs a few hundred bytes)
+DEFAULT_BUDGET = 1 << 15  # tokens remembered (each costs up to max_depth trie nodes)
 
 
 class SuffixMemory:
