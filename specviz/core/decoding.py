@@ -122,7 +122,8 @@ class SpeculativeDecoder:
         self.generator = make_generator(sampling, self.device)
 
     def events(self) -> Iterator[Event]:
-        """Run to EOS or max_new_tokens, yielding every event as it happens."""
+        """Run to EOS or max_new_tokens, yielding every event as it happens; at the end, a
+        drafter that learns from requests (RemembersRequests) is given the whole sequence."""
         start = clock(self.device)
         yield self._prefill()
         round_index, reason = 0, "max_new_tokens"

@@ -107,7 +107,8 @@ class TreeDecoder:
         return len(self.ids) - self.prompt_len
 
     def events(self) -> Iterator[Event]:
-        """Run to EOS or max_new_tokens, yielding every event as it happens."""
+        """Run to EOS or max_new_tokens, yielding every event as it happens; at the end, a
+        drafter that learns from requests (RemembersRequests) is given the whole sequence."""
         start = clock(self.device)
         t0 = clock(self.device)
         self.drafter.prefill(self.ids[:-1])
