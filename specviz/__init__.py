@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         DrafterOptions,
         build_drafter,
     )
+    from specviz.drafters.suffix_memory import SuffixMemory
     from specviz.models.chat import prompt_ids
     from specviz.models.loading import ModelPair, load_pair
     from specviz.quant.distance import greedy_agreement, mean_total_variation, total_variation
@@ -75,6 +76,7 @@ _WHERE = {
     "DrafterOptions": "specviz.drafters.registry",
     "DRAFTER_NAMES": "specviz.drafters.registry",
     "DEFAULT_CONFIG": "specviz.drafters.registry",
+    "SuffixMemory": "specviz.drafters.suffix_memory",
     "load_pair": "specviz.models.loading",
     "prompt_ids": "specviz.models.chat",
     "ModelPair": "specviz.models.loading",
@@ -116,6 +118,7 @@ __all__ = [
     "Sampled",
     "SamplingConfig",
     "SpeculationConfig",
+    "SuffixMemory",
     "TokenTree",
     "TreeDrafter",
     "TreeProposed",

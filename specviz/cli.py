@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
@@ -25,11 +26,13 @@ from specviz.drafters.registry import (
     DEFAULT_CONFIG,
     DRAFTER_NAMES,
     HEAD_DRAFTERS,
+    MEMORY_DRAFTERS,
     REGISTRY,
     DrafterOptions,
     build_drafter,
     drafter_spec,
 )
+from specviz.drafters.suffix_memory import SuffixMemory
 from specviz.drafters.trimmed import load_head_tokens, ranking_path
 from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import POLICY_NAMES, make_policy
@@ -120,7 +123,32 @@ def build_parser() -> argparse.ArgumentParser:
         "--model-gamma",
         type=int,
         help="at most this many draft-model tokens a round; copies still run to --gamma "
-        "(ngram+model, ngram+model-trimmed; default: no cap)",
+        "(ngram+model, ngram+model-trimmed, suffix+model, suffix+model-trimmed; default: no cap)",
+    )
+    gen.add_argument(
+        "--memory",
+        metavar="FILE",
+        help="suffix drafters: the memory of earlier requests, a JSON file read if it exists "
+        "and written after the decode (specviz.drafters.suffix_memory)",
+    )
+    gen.add_argument(
+        "--suffix-factor",
+        type=float,
+        default=DrafterOptions().suffix_factor,
+        help="suffix drafters: draft at most this many tokens per matched token",
+    )
+    gen.add_argument(
+        "--suffix-min-prob",
+        type=float,
+        default=DrafterOptions().suffix_min_prob,
+        help="suffix drafters: stop where a draft's frequency in memory falls below this",
+    )
+    gen.add_argument(
+        "--suffix-min-score",
+        type=float,
+        default=DrafterOptions().suffix_min_score,
+        help="suffix+model: the suffix chain drafts when its score (expected accepted tokens) "
+        "reaches this, else the draft model",
     )
     gen.add_argument(
         "--tree-nodes",
@@ -259,6 +287,9 @@ def drafter_options(args: argparse.Namespace) -> DrafterOptions:
         tree_width=args.tree_width,
         make_cache=head_forward(args.lean_target) if head else None,
         heads=args.heads,
+        suffix_factor=args.suffix_factor,
+        suffix_min_prob=args.suffix_min_prob,
+        suffix_min_score=args.suffix_min_score,
     )
 
 
@@ -294,6 +325,25 @@ def apply_defaults(args: argparse.Namespace) -> None:
         args.lean_target = DEFAULT_CONFIG.forward == "lean" and takes
 
 
+def load_memory(args: argparse.Namespace) -> SuffixMemory | None:
+    """The suffix memory of --memory (a fresh one where the file does not exist yet), None
+    without the flag; ValueError saying what to change for a bad file or a drafter without
+    memory."""
+    if args.memory is None:
+        return None
+    if args.plain or args.drafter not in MEMORY_DRAFTERS:
+        raise ValueError(
+            f"--memory feeds the suffix drafters ({', '.join(MEMORY_DRAFTERS)}): pick one with "
+            "--drafter, or drop --memory"
+        )
+    path = Path(args.memory)
+    if path.exists():
+        return SuffixMemory.load(path)
+    if not path.parent.is_dir():
+        raise ValueError(f"--memory {path}: no folder {path.parent} to write it in")
+    return SuffixMemory()
+
+
 def check_tree_flags(args: argparse.Namespace) -> None:
     """Refuse flag combinations a tree drafter (or a chain one) cannot take, before loading."""
     tree = drafter_spec(args.drafter).tree and not args.plain
@@ -326,11 +376,15 @@ def run_generate(args: argparse.Namespace) -> int:
             "its own forward of the target: drop one of the two"
         )
     make_cache = lean_target_cache if args.lean_target else KVCache
-    if args.model_gamma is not None and (args.plain or not args.drafter.startswith("ngram+")):
-        raise ValueError("--model-gamma caps the draft model after lookup: use --drafter ngram+...")
+    hybrid = args.drafter.startswith(("ngram+", "suffix+"))
+    if args.model_gamma is not None and (args.plain or not hybrid):
+        raise ValueError(
+            "--model-gamma caps the draft model after lookup: use --drafter ngram+... or suffix+..."
+        )
     if args.model_gamma is not None and args.model_gamma < 1:
         raise ValueError(f"--model-gamma must be >= 1 (got {args.model_gamma})")
-    options = drafter_options(args)  # validated before loading anything
+    memory = load_memory(args)  # before loading anything
+    options = replace(drafter_options(args), memory=memory)  # validated before loading anything
     check_tree_flags(args)
     check_heads([] if args.plain else [args.drafter], args.heads)  # before loading weights
     if args.drafter.endswith("model-trimmed") and not args.plain:
@@ -382,6 +436,8 @@ def run_generate(args: argparse.Namespace) -> int:
             make_cache=make_cache if args.lean_target and not shares else None,
             tree_rule=TYPICAL if args.tree_rule == "typical" else EXACT_TREE,
         )
+    if memory is not None:
+        memory.save(args.memory)
     if args.events:
         write_jsonl(result.events, args.events)
     print(json.dumps(summary(result, fmt)) if args.json else render_text(result, fmt))

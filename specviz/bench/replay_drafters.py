@@ -30,6 +30,7 @@ from specviz.drafters.ngram import NgramDrafter
 from specviz.drafters.registry import (
     DRAFTER_NAMES,
     HEAD_DRAFTERS,
+    MEMORY_DRAFTERS,
     TREE_DRAFTERS,
     DrafterOptions,
     build_drafter,
@@ -38,8 +39,14 @@ from specviz.heads.drafters import HeadDrafter
 from specviz.heads.lookup import head_forward
 
 # the chain drafters but the shared early exit, whose draft runs inside the target's forward (a
-# tree's rounds are not a lookahead's prefixes); the heads read the target's features
-DRAFTERS = tuple(n for n in DRAFTER_NAMES if n != "early-exit-shared" and n not in TREE_DRAFTERS)
+# tree's rounds are not a lookahead's prefixes), and the suffix drafters, which draft from a
+# memory of earlier requests that one replayed path does not hold; the heads read the target's
+# features
+DRAFTERS = tuple(
+    n
+    for n in DRAFTER_NAMES
+    if n != "early-exit-shared" and n not in TREE_DRAFTERS and n not in MEMORY_DRAFTERS
+)
 LOOKAHEAD = 16  # the most tokens a policy drafts (specviz.gamma.policies' max_gamma)
 
 

@@ -137,6 +137,52 @@ def _tree_ngram(
     )  # fmt: skip
 
 
+def _suffix_config(o: DrafterOptions) -> Any:
+    """The suffix drafters' speculation bounds from the options."""
+    from specviz.drafters.suffix import SuffixConfig
+
+    return SuffixConfig(factor=o.suffix_factor, min_prob=o.suffix_min_prob)
+
+
+def _suffix(target: Any, _draft: Any, _sampling: SamplingConfig, o: DrafterOptions) -> Drafter:
+    from specviz.drafters.suffix import SuffixDrafter
+
+    return SuffixDrafter(
+        vocab_size(target), memory=o.memory, config=_suffix_config(o), device=str(target.device)
+    )
+
+
+def _tree_suffix(
+    target: Any, _draft: Any, _sampling: SamplingConfig, o: DrafterOptions
+) -> TreeDrafter:
+    from specviz.drafters.suffix import TreeSuffixDrafter
+
+    return TreeSuffixDrafter(
+        vocab_size(target), nodes=o.tree_nodes, depth=o.tree_depth, memory=o.memory,
+        config=_suffix_config(o),
+    )  # fmt: skip
+
+
+def _suffix_hybrid(trimmed: bool) -> Factory:
+    """Suffix decoding where its match scores well, the (trimmed) draft model elsewhere."""
+    model = _model(trimmed)
+
+    def build(target: Any, draft: Any, sampling: SamplingConfig, o: DrafterOptions) -> Drafter:
+        from specviz.drafters.model import ModelDrafter
+        from specviz.drafters.suffix import SuffixDrafter
+        from specviz.drafters.suffix_hybrid import SuffixThenModelDrafter
+
+        drafter = model(target, draft, sampling, o)
+        assert isinstance(drafter, ModelDrafter)
+        suffix = _suffix(target, draft, sampling, o)
+        assert isinstance(suffix, SuffixDrafter)
+        return SuffixThenModelDrafter(
+            drafter, suffix, min_score=o.suffix_min_score, model_gamma=o.model_gamma
+        )
+
+    return build
+
+
 def _head(kind: str, *, tree: bool = False, sampled: bool = False, lookup: bool = False) -> Factory:
     """A drafting head trained on the target's own features (specviz.heads), maybe after lookup."""
 
@@ -195,6 +241,35 @@ SPECS = (
         trims_head=True,
         untrimmed="ngram+model",
         hybrid=True,
+    ),
+    DrafterSpec(
+        name="suffix",
+        label="suffix decoding: drafts from memory (no model)",
+        description="continue the best match in this request and in earlier requests' outputs",
+        uses_draft_model=False,
+        build=_suffix,
+        reads_confidence=False,
+        remembers=True,
+    ),
+    DrafterSpec(
+        name="suffix+model",
+        label="suffix decoding, else draft model",
+        description="suffix decoding where its match scores well, the draft model elsewhere",
+        uses_draft_model=True,
+        build=_suffix_hybrid(trimmed=False),
+        hybrid=True,
+        remembers=True,
+    ),
+    DrafterSpec(
+        name="suffix+model-trimmed",
+        label="suffix decoding, else draft model (trimmed head)",
+        description="suffix decoding where its match scores well, else the trimmed draft model",
+        uses_draft_model=True,
+        build=_suffix_hybrid(trimmed=True),
+        trims_head=True,
+        untrimmed="suffix+model",
+        hybrid=True,
+        remembers=True,
     ),
     DrafterSpec(
         name="early-exit",
@@ -271,6 +346,15 @@ SPECS = (
         tree=True,
     ),
     DrafterSpec(
+        name="tree-suffix",
+        label="tree: suffix decoding, the likeliest continuations from memory",
+        description="the most frequent continuations of the best match, as a tree (no model)",
+        uses_draft_model=False,
+        build=_tree_suffix,
+        tree=True,
+        remembers=True,
+    ),
+    DrafterSpec(
         name="eagle-tree",
         label="tree: EAGLE head's top-k children",
         description="the EAGLE head grows a tree of its likeliest tokens (EAGLE-2 style)",
@@ -336,6 +420,7 @@ WIDE_DRAFTERS = drafters_where(lambda s: s.reads_width)
 HYBRID_DRAFTERS = drafters_where(lambda s: s.hybrid)
 TRIMMED_DRAFTERS = drafters_where(lambda s: s.trims_head)
 BATCH_DRAFTERS = drafters_where(lambda s: s.batchable)
+MEMORY_DRAFTERS = drafters_where(lambda s: s.remembers)  # they read DrafterOptions.memory
 # the draft model drafting a chain alone (no lookup in front, no tree)
 CHAIN_MODEL_DRAFTERS = drafters_where(lambda s: s.uses_draft_model and not (s.tree or s.hybrid))
 

@@ -604,6 +604,7 @@ DRAFTER_MUTANT = next(m for m in MUTANTS if m.drafter_cls is not ModelDrafter)
 CACHE_MUTANT = next(m for m in MUTANTS if m.make_cache is not None)
 REFUSED = {  # (drafter, mutant): the drafter has no such piece to swap
     ("ngram", DRAFTER_MUTANT.name): "drafts without a model",
+    ("suffix", DRAFTER_MUTANT.name): "drafts without a model",
     ("early-exit-shared", DRAFTER_MUTANT.name): "builds a drafter of its own",
     ("early-exit-shared", CACHE_MUTANT.name): "shares with the target",
 }
@@ -766,7 +767,7 @@ def test_the_form_shows_only_the_fields_the_drafter_reads(app: SpecVizApp, draft
         "confidence": not tree and drafter not in UNCONFIDENT_DRAFTERS,
         "gamma": not tree, "policy": not tree,  # a tree's depth replaces γ
         "tree_nodes": tree, "tree_depth": tree,
-        "tree_width": tree and drafter != "tree-ngram",  # the n-gram tree has no width
+        "tree_width": tree and drafter not in ("tree-ngram", "tree-suffix"),  # lookups: no width
         "tree_rule": tree,
     }  # fmt: skip
     assert REGISTRY[drafter].label in note and REGISTRY[drafter].description in note
