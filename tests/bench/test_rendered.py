@@ -40,7 +40,6 @@ def test_every_saved_result_renders_as_pinned() -> None:
     assert not changed, f"rendered differently: {changed}"
 
 
-
 def main(folder: str | None = None) -> int:
     """Rewrite the pinned hashes; with a folder, write each rendering there too."""
     texts = rendered()
