@@ -7,12 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from specviz.bench.batch_theory import TARGET, TOKEN_BOUND, pass_seconds
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """A GitHub Markdown table."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(r) + " |" for r in rows]
+from specviz.bench.table import markdown_table
 
 
 def _spread(s: dict[str, float]) -> str:
@@ -73,7 +68,7 @@ def rows_table(rows: Sequence[dict[str, Any]]) -> list[str]:
         ]
         for r in rows
     ]
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def passes_table(section: dict[str, Any]) -> list[str]:
@@ -95,7 +90,7 @@ def passes_table(section: dict[str, Any]) -> list[str]:
                 *(f"{timed[b, d, 1] * 1e3:.1f}" for d in drafts),
             ]
         )
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def _where(pays_at: Sequence[int], stops_from: int | None) -> str:
@@ -194,7 +189,7 @@ def headline_table(section: dict[str, Any]) -> list[str]:
         ]
         for r in best
     ]
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def sweep_curves(section: dict[str, Any]) -> list[dict[str, Any]]:

@@ -15,8 +15,9 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from specviz.bench.markdown import _setting, _table
+from specviz.bench.markdown import _setting
 from specviz.bench.setting import drafter_label
+from specviz.bench.table import markdown_table
 
 HEAD_PARTS: tuple[tuple[str, str, float], ...] = (
     ("heads-code", "code", 0.0),
@@ -107,4 +108,4 @@ def heads_table(load: Loader) -> list[str]:
         [label, *(row.get(i, "–") for i in range(len(HEAD_PARTS))), *extra.get(label, ["–"] * 3)]
         for label, row in cells.items()
     ]
-    return _table(header, body)
+    return markdown_table(header, body)

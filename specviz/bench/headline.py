@@ -25,9 +25,10 @@ from specviz.bench.batch_table import headline_table
 from specviz.bench.head_table import heads_table
 from specviz.bench.lever_table import headline_table as levers_headline
 from specviz.bench.lever_table import parts_row as levers_parts_row
-from specviz.bench.markdown import _setting, _spread, _table, resummarized
+from specviz.bench.markdown import _setting, _spread, resummarized
 from specviz.bench.runner import drafter_label
 from specviz.bench.saved import RESULTS_DIR
+from specviz.bench.table import markdown_table
 from specviz.bench.tree_table import pivot_table
 from specviz.endpoint.table import endpoint_table
 from specviz.endpoint.table import parts_row as endpoint_parts_row
@@ -152,7 +153,7 @@ def headline() -> list[str]:
                 pick.part,
             ]
         )
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def limits() -> list[str]:
@@ -179,7 +180,7 @@ def limits() -> list[str]:
                 f"{r['loop_efficiency']['median']:.2f}",
             ]
         )
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def machine() -> list[str]:
@@ -201,7 +202,7 @@ def machine() -> list[str]:
         )
         groups[key].append(part)
     header = ["cpu", "threads", "device", "dtype", "packed weights", "torch", "transformers"]
-    return _table([*header, "parts"], [[*k, ", ".join(v)] for k, v in groups.items()])
+    return markdown_table([*header, "parts"], [[*k, ", ".join(v)] for k, v in groups.items()])
 
 
 def parts_in_order() -> list[str]:
@@ -239,7 +240,7 @@ def parts() -> list[str]:
                 str(forward).split(" ")[0],
             ]
         )
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def _batch_part(part: str, sweep: dict[str, Any]) -> list[str]:
@@ -294,7 +295,7 @@ def draft_size() -> list[str]:
                 f"{r['loop_efficiency']['median']:.2f}",
             ]
         )
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 GAMMA_PARTS = ("code", "lean-target")
@@ -325,7 +326,7 @@ def gamma() -> list[str]:
                     str(c["theory_best_gamma"]),
                 ]
             )
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def verify_cost() -> list[str]:
@@ -344,7 +345,7 @@ def verify_cost() -> list[str]:
                 if drafter_label(r["setting"]) == label
             }
             body.append([part, label, *(f"{by[g]:.2f}" if g in by else "–" for g in gammas)])
-    return _table(["part", "drafter", *(f"r at γ={g}" for g in gammas)], body)
+    return markdown_table(["part", "drafter", *(f"r at γ={g}" for g in gammas)], body)
 
 
 def temperature() -> list[str]:
@@ -368,7 +369,7 @@ def temperature() -> list[str]:
                 f"{r['loop_efficiency']['median']:.2f}",
             ]
         )
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def _batch() -> list[tuple[int, float]]:
@@ -391,7 +392,7 @@ def batch() -> list[str]:
     a, b = _fit(points)
     base = points[0][1]
     header = ["rows", *(str(n) for n, _ in points)]
-    return _table(
+    return markdown_table(
         header,
         [
             ["ms per step", *(f"{t * 1e3:.1f}" for _, t in points)],
@@ -409,7 +410,7 @@ def batch_fit() -> list[str]:
     worst = max(abs(t - a - b * n) for n, t in points)
     header = ["fixed cost, ms", "cost per row, ms", "rows where the two are equal"]
     header += ["largest miss, ms"]
-    return _table(
+    return markdown_table(
         header, [[f"{a * 1e3:.1f}", f"{b * 1e3:.2f}", f"{a / b:.0f}", f"{worst * 1e3:.1f}"]]
     )
 
@@ -420,7 +421,9 @@ BATCH_SWEEP_PART = "batch-sweep"
 def _not_measured(part: str, title: str) -> list[str]:
     """The one-line note a table shows until its part is saved."""
     command = f"bash benchmarks/cpu_bench.sh benchmarks/results {part}"
-    return _table([title], [[f"not measured yet: {command} writes benchmarks/results/{part}.json"]])
+    return markdown_table(
+        [title], [[f"not measured yet: {command} writes benchmarks/results/{part}.json"]]
+    )
 
 
 def _section_table(
@@ -479,7 +482,7 @@ def drafters() -> list[str]:
                     part,
                 ]
             )
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def dynamic() -> list[str]:
@@ -499,7 +502,7 @@ def dynamic() -> list[str]:
         [w, drafter, _t(t), best[w, drafter, t], *(c.get(p, "–") for p in policies)]
         for (w, drafter, t), c in curves.items()
     ]
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 # Parts timed against transformers' generate() with the target on the same forward as ours
@@ -535,7 +538,7 @@ def transformers() -> list[str]:
                     _share(same),
                 ]
             )
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def _share(values: Sequence[float]) -> str:

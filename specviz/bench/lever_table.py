@@ -9,6 +9,7 @@ from typing import Any
 
 from specviz.bench.levers import REFERENCE, parse_lever
 from specviz.bench.metrics import cost_per_1k_tokens
+from specviz.bench.table import markdown_table
 
 ALL = "all"  # the row over every workload
 
@@ -92,12 +93,6 @@ def lever_rows(section: dict[str, Any], price_per_hour: float) -> list[dict[str,
     return out
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """A GitHub Markdown table."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(r) + " |" for r in rows]
-
-
 def _tv(row: dict[str, Any]) -> str:
     """The mean TV, with where it comes from for a speculative lever (its target's law)."""
     value = f"{row['tv']:.3f}"
@@ -126,7 +121,7 @@ def levers_table(rows: Sequence[dict[str, Any]]) -> list[str]:
         ]
         for r in rows
     ]
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def note(section: dict[str, Any]) -> str:

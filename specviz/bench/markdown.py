@@ -18,6 +18,7 @@ from specviz.bench.lever_table import render_levers
 from specviz.bench.report import gamma_curves, policies_vs_best_fixed, summarize
 from specviz.bench.runner import Record, drafter_label
 from specviz.bench.schema import batch_steps, flat_meta, migrate, read_result
+from specviz.bench.table import markdown_table
 from specviz.bench.tree_table import render_sweep, resweep
 from specviz.bench.trees import is_tree
 from specviz.endpoint.table import render_endpoint
@@ -26,12 +27,6 @@ from specviz.endpoint.table import render_endpoint
 def _spread(s: dict[str, float], fmt: str = ".2f") -> str:
     """'median (min–max)'."""
     return f"{s['median']:{fmt}} ({s['low']:{fmt}}–{s['high']:{fmt}})"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """A GitHub Markdown table."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(r) + " |" for r in rows]
 
 
 def _median(s: dict[str, float] | None) -> str:
@@ -99,7 +94,7 @@ def summary_table(rows: Sequence[dict[str, Any]]) -> list[str]:
                 f"{same:.0%}" if same is not None else "–",
             ]
         )
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def latency_table(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -124,7 +119,7 @@ def latency_table(rows: Sequence[dict[str, Any]]) -> list[str]:
         ]
         for r in rows
     ]
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def curves_table(curves: Sequence[dict[str, Any]]) -> list[str]:
@@ -145,7 +140,7 @@ def curves_table(curves: Sequence[dict[str, Any]]) -> list[str]:
         ]
         for c in curves
     ]
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def policies_table(dynamic: Sequence[dict[str, Any]]) -> list[str]:
@@ -173,7 +168,7 @@ def policies_table(dynamic: Sequence[dict[str, Any]]) -> list[str]:
         ]
         for d in dynamic
     ]
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def cost_table(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -190,7 +185,7 @@ def cost_table(rows: Sequence[dict[str, Any]]) -> list[str]:
         ]
         for r in rows
     ]
-    return _table(header, body)
+    return markdown_table(header, body)
 
 
 def resummarized(result: dict[str, Any]) -> dict[str, Any]:
@@ -276,7 +271,7 @@ def render(result: dict[str, Any], title: str) -> str:
         base = batch[0][1]
         loaded = f", loaded with draft {name}" if len(result["drafts"]) > 1 else ""
         out += [f"Plain decode step time against batch size (one new token per row{loaded}):", ""]
-        out += _table(
+        out += markdown_table(
             ["batch", "ms per step", "ms per row", "step time / batch-1 step"],
             [[str(b), f"{t * 1e3:.1f}", f"{t * 1e3 / b:.1f}", f"{t / base:.2f}"] for b, t in batch],
         )

@@ -20,6 +20,7 @@ from typing import Any
 from specviz.bench.metrics import RequestMetrics, spread
 from specviz.bench.runner import Record
 from specviz.bench.setting import BenchSetting
+from specviz.bench.table import markdown_table
 from specviz.bench.tree_passes import PASS_REPEATS, PassTiming
 from specviz.bench.tree_sweep import SweepPlan
 from specviz.bench.trees import CHAIN_OF, LOSSY, tree_label
@@ -257,9 +258,13 @@ def sweep_table(section: dict[str, Any]) -> list[str]:
         f"1-token step (median of {passes['repeats']}). vs transformers: against its assisted "
         "generation of the chain."
     )
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in body]
-    return [note, "", *lines, "", *(f"- {verdict_text(v)}" for v in section["verdicts"])]
+    return [
+        note,
+        "",
+        *markdown_table(header, body),
+        "",
+        *(f"- {verdict_text(v)}" for v in section["verdicts"]),
+    ]
 
 
 def render_sweep(section: dict[str, Any]) -> str:
@@ -273,7 +278,7 @@ def pivot_table(sections: Sequence[dict[str, Any]]) -> list[str]:
     a pass, r(N) and the speedup over plain decoding, one column per node budget N."""
     budgets = sorted({int(r["nodes"]) for s in sections for r in s["rows"]})
     head = ["workload", "T", "tree drafter", "", *(_budget(n) for n in budgets)]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines = markdown_table(head, [])
     for section in sections:
         groups: dict[tuple[str, float, str], dict[int, dict[str, Any]]] = defaultdict(dict)
         for row in section["rows"]:

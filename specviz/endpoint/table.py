@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from specviz.bench.metrics import cost_per_1k_tokens
+from specviz.bench.table import markdown_table
 from specviz.endpoint.engine import COUNTERS, LENGTHS, RATES, acceptance
 
 ABSENT = "absent"
@@ -212,8 +213,7 @@ HEADER = [
 
 def endpoint_table(section: dict[str, Any], price: float) -> list[str]:
     """The sweep's Markdown table lines."""
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    return lines + ["| " + " | ".join(_cells(r)) + " |" for r in endpoint_rows(section, price)]
+    return markdown_table(HEADER, [_cells(r) for r in endpoint_rows(section, price)])
 
 
 def render_endpoint(section: dict[str, Any], price: float) -> str:
