@@ -19,6 +19,7 @@ from specviz.batch.cli import (
     run_batches,
 )
 from specviz.bench import cli as bench_cli
+from specviz.bench.replay import main as replay_main
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import write_jsonl
@@ -446,7 +447,11 @@ def run_generate(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `specviz` command; bad input exits 2 with a one-line message."""
-    args = build_parser().parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    replay = bench_cli.replay_argv(given)
+    if replay is not None:  # `specviz bench replay`: a parser of its own
+        return replay_main(replay)
+    args = build_parser().parse_args(bench_cli.study_argv(given))
     set_threads(args.threads)  # once, for the whole process (specviz.runtime)
     try:
         if args.command == "bench":

@@ -12,7 +12,6 @@ import torch
 
 from specviz.api import GenerationResult, encode, speculative_generate
 from specviz.bench import runner
-from specviz.bench.cli import _check, _settings
 from specviz.bench.markdown import latency_table, render, resummarized
 from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, request_metrics, spread
 from specviz.bench.report import (
@@ -36,6 +35,7 @@ from specviz.bench.runner import (
 from specviz.bench.saved import load_result_view
 from specviz.bench.saved import main as saved_main
 from specviz.bench.schema import SCHEMA
+from specviz.bench.sweeps import speedup
 from specviz.bench.workloads import PROMPT_FORMAT, WORKLOADS, Request, load_requests, workload_path
 from specviz.cli import build_parser, main
 from specviz.core.cache import KVCache
@@ -425,8 +425,8 @@ def test_the_draft_models_cap_reaches_the_hybrid_drafter_and_splits_settings_and
 ) -> None:
     argv = ["bench", "--drafters", "model,ngram+model", "--model-gamma", "none,2"]
     args = build_parser().parse_args([*argv, "--gammas", "3,4"])
-    drafters, policies = _check(args)
-    settings = _settings(drafters, policies, args, "bundled", 0.0)
+    drafters, policies = speedup.check(args)
+    settings = speedup.settings(drafters, policies, args, "bundled", 0.0)
     caps = sorted((s.drafter, s.model_gamma or 0, s.gamma) for s in settings)
     assert caps == [("model", 0, 3), ("model", 0, 4)] + [
         ("ngram+model", k, g) for k in (0, 2) for g in (3, 4)

@@ -1,5 +1,6 @@
-"""`specviz bench --endpoint URL`: the workloads sent to an OpenAI-compatible server with
-speculation on and to a baseline without it, at each concurrency (specviz.endpoint)."""
+"""`specviz bench endpoint` (alias --endpoint URL): the workloads sent to an OpenAI-compatible
+server with speculation on and to a baseline without it, at each concurrency
+(specviz.endpoint)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,18 @@ import json
 import platform
 import shlex
 import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from specviz.bench.machine import cpu_name
 from specviz.bench.schema import read_result
+from specviz.bench.sweep import Context, Outcome
 from specviz.bench.workloads import Request
 from specviz.endpoint.client import Endpoint, EndpointError, Job, base_url, served_model
 from specviz.endpoint.sweep import EndpointPlan, Progress, merge_baseline, run_endpoint_sweep
+from specviz.endpoint.table import render_endpoint
 
 SECOND_SERVER = "a second server without speculation, interleaved batch by batch"
 SERVER_FORWARD = "the server's own (specviz sends requests only)"
@@ -116,7 +121,7 @@ def request_fields(text: str) -> tuple[tuple[str, Any], ...]:
     return tuple(fields.items())
 
 
-def jobs_of(requests: list[Request], temperatures: list[float] | None) -> list[Job]:
+def jobs_of(requests: Sequence[Request], temperatures: list[float] | None) -> list[Job]:
     """Each request at each temperature (None: at its own), seeded by its position."""
     picked = [(r, t) for r in requests for t in (temperatures or [r.temperature])]
     return [
@@ -134,7 +139,7 @@ def _baseline(args: argparse.Namespace) -> str:
 
 
 def endpoint_section(
-    args: argparse.Namespace, requests: list[Request], progress: Progress
+    args: argparse.Namespace, requests: Sequence[Request], progress: Progress
 ) -> dict[str, Any]:
     """Check the flags and servers, run the sweep, join an earlier baseline: the section."""
     urls = check_endpoint_flags(args)
@@ -178,3 +183,45 @@ def endpoint_meta(args: argparse.Namespace) -> dict[str, Any]:
         "prompt_format": "raw" if args.raw else "chat",
         "command": shlex.join(["specviz", *sys.argv[1:]]),
     }
+
+
+@dataclass(frozen=True, kw_only=True)
+class Served:
+    """The endpoint sweep: no model is loaded here; its section is saved under endpoint."""
+
+    name: str = "endpoint"
+    key: str | None = "endpoint"
+    per_draft: bool = False
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_endpoint_arguments(parser)
+
+    def asked(self, args: argparse.Namespace) -> bool:
+        return endpoint_asked(args)
+
+    def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
+        if not self.asked(args):
+            raise ValueError(
+                "specviz bench endpoint measures a server: give --endpoint URL (or "
+                "--baseline-endpoint URL for the baseline alone)"
+            )
+        return args
+
+    def plan(
+        self,
+        args: argparse.Namespace,
+        drafters: Sequence[str],
+        policies: Sequence[str],
+        requests: Sequence[Request],
+    ) -> dict[str, str] | None:
+        if not self.asked(args):
+            return None
+        if args.reps < 1 or not args.price_per_hour > 0:
+            raise ValueError("--reps must be >= 1 and --price-per-hour > 0 USD")
+        return check_endpoint_flags(args)
+
+    def run(self, plan: dict[str, str], context: Context) -> Outcome:
+        return Outcome(section=endpoint_section(context.args, context.requests, context.progress))
+
+    def render(self, section: dict[str, Any], price_per_hour: float) -> str:
+        return render_endpoint(section, price_per_hour)

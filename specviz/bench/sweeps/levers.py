@@ -1,15 +1,18 @@
-"""`specviz bench --levers`: speculation beside lower precision and a smaller model, each timed
-and measured for its distance from the fp32 target (specviz.bench.lever_sweep)."""
+"""`specviz bench levers` (alias --levers): speculation beside lower precision and a smaller
+model, each timed and measured for its distance from the fp32 target (specviz.bench.lever_sweep)."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from specviz.api import stop_ids
 from specviz.bench.lever_sweep import LeverPlan, Models, Progress, run_lever_sweep
+from specviz.bench.lever_table import render_levers
 from specviz.bench.levers import DEFAULT_LEVERS, GRAMMAR, parse_levers
+from specviz.bench.sweep import Context, Outcome, with_flags
 from specviz.bench.workloads import Request, checked_prompt_ids
 from specviz.console import say
 from specviz.drafters.trimmed import load_head_tokens
@@ -117,3 +120,38 @@ def levers_result(
         stop=stop_ids(reference, tokenizer), progress=progress,
     )  # fmt: skip
     return section, prompt_format(tokenizer, raw=args.raw)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Levers:
+    """The levers sweep: it loads its own models, each lever at its precision; its section is
+    saved under levers."""
+
+    name: str = "levers"
+    key: str | None = "levers"
+    per_draft: bool = False
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_levers_arguments(parser)
+
+    def asked(self, args: argparse.Namespace) -> bool:
+        return args.levers is not None
+
+    def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
+        return args if self.asked(args) else with_flags(args, levers=DEFAULT_LEVERS)
+
+    def plan(
+        self,
+        args: argparse.Namespace,
+        drafters: Sequence[str],
+        policies: Sequence[str],
+        requests: Sequence[Request],
+    ) -> LeverPlan | None:
+        return levers_plan(args, drafters, policies)
+
+    def run(self, plan: LeverPlan, context: Context) -> Outcome:
+        section, fmt = levers_result(plan, context.args, context.requests, context.progress)
+        return Outcome(section=section, prompt_format=fmt)
+
+    def render(self, section: dict[str, Any], price_per_hour: float) -> str:
+        return render_levers(section, price_per_hour)

@@ -1,17 +1,21 @@
-"""`specviz bench`'s tree options: tree drafters' shape and rule, and the node-budget sweep."""
+"""`specviz bench trees` (alias --tree-sweep): the tree drafters' node-budget sweep, and the
+tree options every study shares (the drafters' shape and rule)."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from specviz.bench.runner import Record
 from specviz.bench.setting import BenchSetting
+from specviz.bench.sweep import Context, Outcome, by_temperature, with_flags
 from specviz.bench.tree_passes import tree_pass_timings
-from specviz.bench.tree_sweep import DEFAULT_NODES, SweepPlan, parse_nodes
-from specviz.bench.tree_table import sweep_section
+from specviz.bench.tree_sweep import DEFAULT_NODES, SweepPlan, parse_nodes, run_sweep
+from specviz.bench.tree_table import render_sweep, sweep_section
 from specviz.bench.trees import TREE_RULES
+from specviz.bench.workloads import Request
 from specviz.console import say
 from specviz.drafters.registry import HEAD_DRAFTERS, MODEL_DRAFTERS, TREE_DRAFTERS, DrafterOptions
 from specviz.models.chat import prompt_ids as chat_prompt_ids
@@ -143,3 +147,49 @@ def sweep_result(
     ids = chat_prompt_ids(pair.tokenizer, prompt, raw=raw)
     timings = tree_pass_timings(pair.target, ids, plan.nodes, depth=plan.depth, width=plan.width)
     return sweep_section(plan, timings, len(ids) - 1, records)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Trees:
+    """The node-budget sweep: at depth --tree-depth, the chain and each tree drafter at each
+    node budget N; its section is saved under tree_sweep."""
+
+    name: str = "trees"
+    key: str | None = "tree_sweep"
+    per_draft: bool = True
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_tree_arguments(parser)
+
+    def asked(self, args: argparse.Namespace) -> bool:
+        return args.tree_sweep is not None
+
+    def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
+        if self.asked(args):
+            return args
+        return with_flags(args, tree_sweep=",".join(map(str, DEFAULT_NODES)))
+
+    def plan(
+        self,
+        args: argparse.Namespace,
+        drafters: Sequence[str],
+        policies: Sequence[str],
+        requests: Sequence[Request],
+    ) -> SweepPlan | None:
+        return sweep_plan(args, list(drafters))
+
+    def run(self, plan: SweepPlan, context: Context) -> Outcome:
+        args, pair = context.args, context.pair
+        records: list[Record] = []
+        for temperature, subset in by_temperature(args, context.requests):
+            records += run_sweep(
+                pair.target, pair.draft, pair.tokenizer, subset, plan,
+                temperature=temperature, draft_name=context.draft, repetitions=args.reps,
+                with_hf=not args.no_hf, progress=context.progress, raw=args.raw,
+                heads=args.heads,
+            )  # fmt: skip
+        section = sweep_result(plan, pair, context.requests[0].prompt, args.raw, records)
+        return Outcome(records=tuple(records), section=section)
+
+    def render(self, section: dict[str, Any], price_per_hour: float) -> str:
+        return render_sweep(section)

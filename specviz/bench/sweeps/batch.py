@@ -1,16 +1,19 @@
-"""`specviz bench`'s batch options: the batch sweep (--batch-sizes) and the plain step timing."""
+"""`specviz bench batch` (alias --batch-sizes): plain and speculative decoding of the same
+requests at each batch size; and the plain step timing every local study saves."""
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from specviz.api import stop_ids
 from specviz.bench.batch_rows import rebatch
 from specviz.bench.batch_sweep import BatchPlan, Progress, run_batch_sweep, sweep_requests
+from specviz.bench.batch_table import render_batch_sweep
 from specviz.bench.batch_theory import batch_pass_timings, drafting_models
+from specviz.bench.sweep import Context, Outcome, with_flags
 from specviz.bench.workloads import Request, checked_prompt_ids
 from specviz.console import say
 
@@ -166,3 +169,42 @@ def batch_result(
         "passes": [asdict(p) for p in passes],
     }
     return rebatch(section, price_per_hour)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Batch:
+    """The batch sweep; its section is saved under batch_sweep."""
+
+    name: str = "batch"
+    key: str | None = "batch_sweep"
+    per_draft: bool = True
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_batch_arguments(parser)
+
+    def asked(self, args: argparse.Namespace) -> bool:
+        return args.batch_sizes is not None
+
+    def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
+        return args if self.asked(args) else with_flags(args, batch_sizes=_sizes(STEP_BATCH_SIZES))
+
+    def plan(
+        self,
+        args: argparse.Namespace,
+        drafters: Sequence[str],
+        policies: Sequence[str],
+        requests: Sequence[Request],
+    ) -> BatchPlan | None:
+        return batch_plan(args, drafters, policies, requests)
+
+    def run(self, plan: BatchPlan, context: Context) -> Outcome:
+        args = context.args
+        section = batch_result(
+            plan, context.pair, context.requests, temperatures=args.temperatures,
+            repetitions=args.reps, raw=args.raw, price_per_hour=args.price_per_hour,
+            progress=context.progress,
+        )  # fmt: skip
+        return Outcome(section=section)
+
+    def render(self, section: dict[str, Any], price_per_hour: float) -> str:
+        return render_batch_sweep(section)
