@@ -26,11 +26,9 @@ from specviz.bench.report import (
 from specviz.bench.runner import Record, batch_step_times
 from specviz.bench.schema import SCHEMA, batch_steps, validate
 from specviz.bench.sweep import Context, Sweep
-from specviz.bench.sweeps.batch import Batch
-from specviz.bench.sweeps.endpoint import Served, endpoint_meta
-from specviz.bench.sweeps.levers import Levers
-from specviz.bench.sweeps.speedup import Speedup, check, ints, summary_line
-from specviz.bench.sweeps.trees import Trees
+from specviz.bench.sweeps import studies
+from specviz.bench.sweeps.endpoint import endpoint_meta
+from specviz.bench.sweeps.speedup import check, ints, summary_line
 from specviz.bench.workloads import WORKLOADS, Request, load_requests
 from specviz.console import progress_bar, say
 from specviz.drafters.registry import HEAD_DRAFTERS
@@ -45,11 +43,6 @@ LEVERS_FORWARD = "transformers (--levers: every lever's target; int8 weights thr
 LEVERS_DRAFT_FORWARD = "specviz.fast.lean where it applies (fp32, bf16), else transformers"
 BATCH_FORWARD = "transformers (--batch-sizes: batched through specviz.batch)"
 REPLAY = "replay"  # the study with a parser of its own (specviz.bench.replay)
-
-
-def studies() -> tuple[Sweep, ...]:
-    """Every study `specviz bench` runs, the default first, in the order of its help."""
-    return (Speedup(), Trees(), Batch(), Levers(), Served())
 
 
 def subcommands() -> tuple[str, ...]:

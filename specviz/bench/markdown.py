@@ -13,15 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from specviz.bench.batch_rows import rebatch
-from specviz.bench.batch_table import render_batch_sweep
-from specviz.bench.lever_table import render_levers
 from specviz.bench.report import gamma_curves, policies_vs_best_fixed, summarize
 from specviz.bench.runner import Record, drafter_label
 from specviz.bench.schema import batch_steps, flat_meta, migrate, read_result
+from specviz.bench.sweeps import RENDER_ORDER, by_key
 from specviz.bench.table import markdown_table
-from specviz.bench.tree_table import render_sweep, resweep
+from specviz.bench.tree_table import resweep
 from specviz.bench.trees import is_tree
-from specviz.endpoint.table import render_endpoint
 
 
 def _spread(s: dict[str, float], fmt: str = ".2f") -> str:
@@ -255,14 +253,10 @@ def render(result: dict[str, Any], title: str) -> str:
             "",
         ]
         out += [*policies_table(result["policies_vs_best_fixed"]), ""]
-    if result["tree_sweep"] is not None:
-        out += [render_sweep(result["tree_sweep"]), ""]
-    if result.get("batch_sweep") is not None:
-        out += [render_batch_sweep(result["batch_sweep"]), ""]
-    if result.get("endpoint") is not None:
-        out += [render_endpoint(result["endpoint"], float(result["meta"]["price_per_hour"])), ""]
-    if result.get("levers") is not None:
-        out += [render_levers(result["levers"], float(result["meta"]["price_per_hour"])), ""]
+    studies = by_key()
+    for key in RENDER_ORDER:  # each study's own section, where the run saved one
+        if result.get(key) is not None:
+            out += [studies[key].render(result[key], float(result["meta"]["price_per_hour"])), ""]
     if result["summary"]:
         out += ["Cost per 1k generated tokens:", "", *cost_table(result["summary"]), ""]
     for name, batch in batch_steps(result).items():

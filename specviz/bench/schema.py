@@ -224,15 +224,7 @@ def validate(data: dict[str, Any]) -> None:
         problems.append("meta has no price_per_hour")
     elif meta.get("prompt_format") not in PROMPT_FORMATS:
         problems.append(f"meta's prompt_format is not one of {PROMPT_FORMATS}")
-    sweep = data.get("tree_sweep", "missing")
-    parts = {"plan": dict, "passes": dict, "rows": list, "verdicts": list}
-    if sweep is not None and not (
-        isinstance(sweep, dict) and all(isinstance(sweep.get(k), t) for k, t in parts.items())
-    ):
-        problems.append("tree_sweep is neither null nor a sweep (plan, passes, rows, verdicts)")
-    problems += batch_sweep_problems(data.get("batch_sweep"))
-    problems += levers_problems(data.get("levers"))
-    problems += endpoint_problems(data.get("endpoint"))
+    problems += section_problems(data)
     drafts = data.get("drafts")
     if not isinstance(drafts, dict) or not drafts:
         problems.append("drafts is not a non-empty object")
@@ -256,6 +248,7 @@ def validate(data: dict[str, Any]) -> None:
         raise ValueError(f"{NOT_A_RESULT} of schema {SCHEMA}: {'; '.join(problems)}")
 
 
+TREE_PARTS = {"plan": dict, "passes": dict, "rows": list, "verdicts": list}
 BATCH_PARTS = {"plan": dict, "requests": list, "runs": list, "passes": list, "rows": list}
 BATCH_PARTS |= {"best": list, "verdicts": list, "verify": list}
 BATCH_PLAN = ("batch_sizes", "requests", "gammas", "drafters", "new_tokens")
@@ -274,6 +267,13 @@ def _is_section(section: object, parts: Mapping[str, type]) -> TypeGuard[dict[st
 def _not_a_section(name: str, parts: Mapping[str, type]) -> str:
     """The problem of a section that is neither null nor whole."""
     return f"{name} is neither null nor a sweep ({', '.join(parts)})"
+
+
+def tree_sweep_problems(sweep: object) -> list[str]:
+    """What is wrong with a result's tree_sweep section ([] for none, or a whole one)."""
+    if not _is_section(sweep, TREE_PARTS):
+        return [] if sweep is None else [_not_a_section("tree_sweep", TREE_PARTS)]
+    return []
 
 
 def batch_sweep_problems(sweep: object) -> list[str]:
@@ -352,3 +352,24 @@ def endpoint_problems(section: object) -> list[str]:
     if any(isinstance(r, dict) and not isinstance(r.get("tokens"), int) for r in section["runs"]):
         out.append("endpoint's runs must count tokens from the server's usage")
     return out
+
+
+REQUIRED = ("tree_sweep",)  # in every file of this version; the later ones may lack the rest
+SECTIONS: dict[str, Callable[[object], list[str]]] = {  # each study's section, by its key
+    "tree_sweep": tree_sweep_problems,
+    "batch_sweep": batch_sweep_problems,
+    "levers": levers_problems,
+    "endpoint": endpoint_problems,
+}
+
+
+def section_problems(data: dict[str, Any]) -> list[str]:
+    """What is wrong with a result's study sections. Each is saved under its study's key
+    (specviz.bench.sweep.Sweep.key) in one envelope: null where the run did not make it, else
+    an object with its plan and the parts its check lists; a file older than a section lacks
+    its key, read as null."""
+    return [
+        problem
+        for key, check in SECTIONS.items()
+        for problem in check(data.get(key, "missing" if key in REQUIRED else None))
+    ]
