@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from specviz.bench.batch_theory import TARGET, TOKEN_BOUND, pass_seconds
+from specviz.bench.batch_rows import TARGET, TOKEN_BOUND, pass_seconds
 from specviz.bench.table import markdown_table
 
 

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from scipy import stats
 
 from specviz.bench.batch_table import sweep_curves
-from specviz.bench.lever_figure import frontier_figure
+from specviz.bench.lever_table import frontier_figure
 from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR, cost_per_1k_tokens, spread
 from specviz.bench.runner import BenchSetting, Record, drafter_label
 from specviz.bench.trees import is_tree

@@ -21,8 +21,7 @@ from specviz.bench.metrics import RequestMetrics, spread
 from specviz.bench.runner import Record
 from specviz.bench.setting import BenchSetting
 from specviz.bench.table import markdown_table
-from specviz.bench.tree_passes import PASS_REPEATS, PassTiming
-from specviz.bench.tree_sweep import SweepPlan
+from specviz.bench.tree_sweep import PASS_REPEATS, PassTiming, SweepPlan
 from specviz.bench.trees import CHAIN_OF, LOSSY, tree_label
 
 Pair = tuple[str, int]  # (request id, repetition)

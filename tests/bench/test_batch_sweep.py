@@ -14,10 +14,9 @@ import pytest
 
 from specviz.bench import cli as bench_cli
 from specviz.bench import headline
-from specviz.bench.batch_rows import _stops_from
+from specviz.bench.batch_rows import TARGET, _stops_from, predicted_speedup, token_bound_from
 from specviz.bench.batch_sweep import BatchPlan, sweep_requests
 from specviz.bench.batch_table import headline_table, render_batch_sweep
-from specviz.bench.batch_theory import TARGET, predicted_speedup, token_bound_from
 from specviz.bench.markdown import render, resummarized
 from specviz.bench.metrics import cost_per_1k_tokens
 from specviz.bench.report import figures

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from specviz.bench.lever_sweep import REFERENCE, Lever, parse_lever, parse_levers
 from specviz.bench.lever_table import ALL, lever_rows, render_levers
-from specviz.bench.levers import REFERENCE, Lever, parse_lever, parse_levers
 from specviz.bench.markdown import render, resummarized
 from specviz.bench.saved import load_result_view
 from specviz.bench.schema import SCHEMA, validate

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specviz.bench.cli import replay_argv, study_argv, study_of, subcommands
-from specviz.bench.levers import DEFAULT_LEVERS
+from specviz.bench.lever_sweep import DEFAULT_LEVERS
 from specviz.bench.sweeps import studies
 from specviz.bench.sweeps.batch import STEP_BATCH_SIZES
 from specviz.bench.tree_sweep import DEFAULT_NODES

@@ -12,8 +12,13 @@ from specviz.bench.markdown import render, resummarized
 from specviz.bench.runner import BenchSetting, has_hf_counterpart, run_request
 from specviz.bench.saved import load_result_view
 from specviz.bench.schema import SCHEMA, migrate, validate
-from specviz.bench.tree_passes import PASS_REPEATS, timing_tree, tree_pass_timings
-from specviz.bench.tree_sweep import SweepPlan, parse_nodes
+from specviz.bench.tree_sweep import (
+    PASS_REPEATS,
+    SweepPlan,
+    parse_nodes,
+    timing_tree,
+    tree_pass_timings,
+)
 from specviz.bench.tree_table import render_sweep, sweep_table
 from specviz.bench.trees import LOSSY, top_k_capacity
 from specviz.bench.workloads import Request

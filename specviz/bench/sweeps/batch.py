@@ -9,10 +9,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from specviz.api import stop_ids
-from specviz.bench.batch_rows import rebatch
+from specviz.bench.batch_rows import batch_pass_timings, drafting_models, rebatch
 from specviz.bench.batch_sweep import BatchPlan, Progress, run_batch_sweep, sweep_requests
 from specviz.bench.batch_table import render_batch_sweep
-from specviz.bench.batch_theory import batch_pass_timings, drafting_models
 from specviz.bench.sweep import Context, Outcome, with_flags
 from specviz.bench.workloads import Request, checked_prompt_ids
 from specviz.console import say

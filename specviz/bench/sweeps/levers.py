@@ -9,9 +9,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from specviz.api import stop_ids
-from specviz.bench.lever_sweep import LeverPlan, Models, Progress, run_lever_sweep
+from specviz.bench.lever_sweep import (
+    DEFAULT_LEVERS,
+    GRAMMAR,
+    LeverPlan,
+    Models,
+    Progress,
+    parse_levers,
+    run_lever_sweep,
+)
 from specviz.bench.lever_table import render_levers
-from specviz.bench.levers import DEFAULT_LEVERS, GRAMMAR, parse_levers
 from specviz.bench.sweep import Context, Outcome, with_flags
 from specviz.bench.workloads import Request, checked_prompt_ids
 from specviz.console import say

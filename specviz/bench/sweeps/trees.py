@@ -11,8 +11,13 @@ from typing import Any
 from specviz.bench.runner import Record
 from specviz.bench.setting import BenchSetting
 from specviz.bench.sweep import Context, Outcome, by_temperature, with_flags
-from specviz.bench.tree_passes import tree_pass_timings
-from specviz.bench.tree_sweep import DEFAULT_NODES, SweepPlan, parse_nodes, run_sweep
+from specviz.bench.tree_sweep import (
+    DEFAULT_NODES,
+    SweepPlan,
+    parse_nodes,
+    run_sweep,
+    tree_pass_timings,
+)
 from specviz.bench.tree_table import render_sweep, sweep_section
 from specviz.bench.trees import TREE_RULES
 from specviz.bench.workloads import Request
