@@ -16,15 +16,10 @@ import transformers
 
 from specviz.bench.machine import cpu_name, draft_forward, gpu_meta, target_forward
 from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR
-from specviz.bench.report import (
-    figures,
-    gamma_curves,
-    html_report,
-    policies_vs_best_fixed,
-    summarize,
-)
+from specviz.bench.report import figures, html_report
 from specviz.bench.runner import Record, batch_step_times
 from specviz.bench.schema import SCHEMA, batch_steps, validate
+from specviz.bench.summary import gamma_curves, policies_vs_best_fixed, summarize
 from specviz.bench.sweep import Context, Sweep
 from specviz.bench.sweeps import studies
 from specviz.bench.sweeps.endpoint import endpoint_meta

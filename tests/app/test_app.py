@@ -48,8 +48,8 @@ from specviz.app.views.form import (
     drafter_choices,
 )
 from specviz.bench.metrics import RequestMetrics
-from specviz.bench.report import gamma_curves, policies_vs_best_fixed, summarize
 from specviz.bench.runner import BenchSetting, Record
+from specviz.bench.summary import gamma_curves, policies_vs_best_fixed, summarize
 from specviz.core.events import read_jsonl
 from specviz.drafters import early_exit
 from specviz.drafters.model import ModelDrafter

@@ -210,9 +210,9 @@ def test_the_benchmark_tab_shows_a_tree_setting_and_labels_a_lossy_one(
     app: SpecVizApp, tmp_path: Path, rule: str
 ) -> None:
     from specviz.bench.metrics import RequestMetrics
-    from specviz.bench.report import gamma_curves, policies_vs_best_fixed, summarize
     from specviz.bench.runner import Record
     from specviz.bench.setting import BenchSetting
+    from specviz.bench.summary import gamma_curves, policies_vs_best_fixed, summarize
 
     setting = BenchSetting(
         drafter="tree-model", gamma=4, temperature=0.0, draft_name="bundled", tree_nodes=16,

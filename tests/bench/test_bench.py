@@ -14,13 +14,6 @@ from specviz.api import GenerationResult, encode, speculative_generate
 from specviz.bench import runner
 from specviz.bench.markdown import latency_table, render, resummarized
 from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, request_metrics, spread
-from specviz.bench.report import (
-    faster_pairs,
-    gamma_curves,
-    policies_vs_best_fixed,
-    priced_speedups,
-    summarize,
-)
 from specviz.bench.runner import (
     BenchSetting,
     Record,
@@ -35,6 +28,13 @@ from specviz.bench.runner import (
 from specviz.bench.saved import load_result_view
 from specviz.bench.saved import main as saved_main
 from specviz.bench.schema import SCHEMA
+from specviz.bench.summary import (
+    faster_pairs,
+    gamma_curves,
+    policies_vs_best_fixed,
+    priced_speedups,
+    summarize,
+)
 from specviz.bench.sweeps import speedup
 from specviz.bench.workloads import PROMPT_FORMAT, WORKLOADS, Request, load_requests, workload_path
 from specviz.cli import build_parser, main
