@@ -14,8 +14,14 @@ from transformers import DynamicCache
 from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
 from specviz.bench.assisted import assistant_settings, has_hf_counterpart, hf_generate
 from specviz.bench.metrics import RequestMetrics, request_metrics
-from specviz.bench.setting import CONFIDENCE, DRAFTERS, POLICIES, BenchSetting, drafter_label
-from specviz.bench.trees import TREE_RULES
+from specviz.bench.setting import (
+    CONFIDENCE,
+    DRAFTERS,
+    POLICIES,
+    TREE_RULES,
+    BenchSetting,
+    drafter_label,
+)
 from specviz.bench.workloads import Request
 from specviz.core.cache import CachedForward, KVCache, cache_kwarg
 from specviz.core.config import SamplingConfig, SpeculationConfig

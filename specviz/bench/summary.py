@@ -13,7 +13,7 @@ from scipy import stats
 
 from specviz.bench.metrics import cost_per_1k_tokens, spread
 from specviz.bench.runner import BenchSetting, Record, drafter_label
-from specviz.bench.trees import is_tree
+from specviz.bench.setting import is_tree
 from specviz.gamma.policies import VerifyCost
 from specviz.gamma.theory import optimal_gamma, speedup_bound
 

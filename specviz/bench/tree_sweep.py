@@ -33,8 +33,7 @@ from torch import Tensor
 from specviz.api import autoregressive_generate
 from specviz.bench.assisted import has_hf_counterpart, hf_generate
 from specviz.bench.runner import Record, record, speculative_run
-from specviz.bench.setting import BenchSetting
-from specviz.bench.trees import CHAIN_OF, TREE_RULES, top_k_capacity
+from specviz.bench.setting import CHAIN_OF, TREE_RULES, BenchSetting, top_k_capacity
 from specviz.bench.workloads import Request
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig

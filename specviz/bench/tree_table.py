@@ -19,10 +19,9 @@ from typing import Any
 
 from specviz.bench.metrics import RequestMetrics, spread
 from specviz.bench.runner import Record
-from specviz.bench.setting import BenchSetting
+from specviz.bench.setting import CHAIN_OF, LOSSY, BenchSetting, tree_label
 from specviz.bench.table import markdown_table
 from specviz.bench.tree_sweep import PASS_REPEATS, PassTiming, SweepPlan
-from specviz.bench.trees import CHAIN_OF, LOSSY, tree_label
 
 Pair = tuple[str, int]  # (request id, repetition)
 

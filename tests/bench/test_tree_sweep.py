@@ -12,6 +12,7 @@ from specviz.bench.markdown import render, resummarized
 from specviz.bench.runner import BenchSetting, has_hf_counterpart, run_request
 from specviz.bench.saved import load_result_view
 from specviz.bench.schema import SCHEMA, migrate, validate
+from specviz.bench.setting import LOSSY, top_k_capacity
 from specviz.bench.tree_sweep import (
     PASS_REPEATS,
     SweepPlan,
@@ -20,7 +21,6 @@ from specviz.bench.tree_sweep import (
     tree_pass_timings,
 )
 from specviz.bench.tree_table import render_sweep, sweep_table
-from specviz.bench.trees import LOSSY, top_k_capacity
 from specviz.bench.workloads import Request
 from specviz.cli import main
 

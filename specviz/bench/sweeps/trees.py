@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specviz.bench.runner import Record
-from specviz.bench.setting import BenchSetting
+from specviz.bench.setting import TREE_RULES, BenchSetting
 from specviz.bench.sweep import Context, Outcome, by_temperature, with_flags
 from specviz.bench.tree_sweep import (
     DEFAULT_NODES,
@@ -19,7 +19,6 @@ from specviz.bench.tree_sweep import (
     tree_pass_timings,
 )
 from specviz.bench.tree_table import render_sweep, sweep_section
-from specviz.bench.trees import TREE_RULES
 from specviz.bench.workloads import Request
 from specviz.console import say
 from specviz.drafters.registry import HEAD_DRAFTERS, MODEL_DRAFTERS, TREE_DRAFTERS, DrafterOptions
