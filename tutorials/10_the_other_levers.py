@@ -26,8 +26,8 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from specviz.api import autoregressive_generate, speculative_generate
-from specviz.bench.lever_table import lever_rows
 from specviz.bench.saved import RESULTS_DIR
+from specviz.bench.sweeps.levers import lever_rows
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.models.chat import prompt_ids
 from specviz.models.loading import load_pair

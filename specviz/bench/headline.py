@@ -23,11 +23,11 @@ from typing import Any
 
 from specviz.bench.batch_table import headline_table
 from specviz.bench.head_table import heads_table
-from specviz.bench.lever_table import headline_table as levers_headline
-from specviz.bench.lever_table import parts_row as levers_parts_row
 from specviz.bench.markdown import _setting, _spread, resummarized
 from specviz.bench.runner import drafter_label
 from specviz.bench.saved import RESULTS_DIR
+from specviz.bench.sweeps.levers import headline_table as levers_headline
+from specviz.bench.sweeps.levers import parts_row as levers_parts_row
 from specviz.bench.table import markdown_table
 from specviz.bench.tree_table import pivot_table
 from specviz.endpoint.table import endpoint_table
