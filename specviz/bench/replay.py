@@ -216,7 +216,9 @@ def report(label: str, speedups: dict[str, list[float]], gammas: Sequence[int]) 
 
 def main(argv: list[str] | None = None) -> int:
     """Replay fixed gammas and policies on each workload's requests; print markdown tables."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="specviz bench replay", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--workloads", default="code,json")  # repeat: with --drafters ngram
     parser.add_argument("--drafters", default="model,model-trimmed")
     parser.add_argument("--gammas", default="1,2,3,4,5,6")
