@@ -17,7 +17,7 @@ from typing import Any
 
 import gradio as gr
 
-from specviz.app import views
+from specviz.app import views, wiring
 from specviz.app.session import NO_PROGRESS, Session, decoder
 from specviz.app.views.batch import BatchRun, batch_html
 from specviz.app.views.form import BUNDLED, RANGES
@@ -37,6 +37,7 @@ log = logging.getLogger("specviz.app")
 MIN_ROWS, MAX_ROWS = 2, 8
 BATCH_FIELDS = ("prompts", "drafter", "gamma", "temperature", "max_new", "seed", "raw")
 PAIR_FIELDS = ("target", "draft", "dtype")  # read from the form's model pair
+BATCH_OUTPUTS = ("status", "view")  # BatchPanels fields, in the order the tab's events set them
 BATCH_CHOICES = {name: REGISTRY[name].label for name in BATCH_DRAFTERS}  # the menu's labels
 DEFAULT_PROMPTS = (  # code, where the bundled draft agrees often, and two where it does less
     "Write a Python function that returns the number of vowels in a string.",
@@ -153,8 +154,10 @@ def start(req: BatchRequest, pair: ModelPair) -> BatchRun:
 
 
 def outputs(message: str, run: BatchRun | None = None, error: bool = False) -> list[Any]:
-    """The tab's outputs: its status line, and its rows (None: left as they are)."""
-    return [status_html(message, error=error), gr.skip() if run is None else batch_html(run)]
+    """The tab's outputs (BATCH_OUTPUTS): its status line, and its rows (None: left as they
+    are)."""
+    rows = {} if run is None else {"view": batch_html(run)}
+    return wiring.outputs(BATCH_OUTPUTS, status=status_html(message, error=error), **rows)
 
 
 def status(run: BatchRun) -> str:
@@ -245,7 +248,7 @@ class BatchTab:
         the queue settings of the requests that load models or decode."""
         batch_in = [*pair, *(w.fields[n] for n in BATCH_FIELDS)]
         on = self.callbacks()["batch"]
-        w.run.click(on, batch_in, [w.status, w.view], api_name="batch", **work)
+        w.run.click(on, batch_in, [getattr(w, n) for n in BATCH_OUTPUTS], api_name="batch", **work)
 
 
 def failed(err: Exception) -> list[Any]:

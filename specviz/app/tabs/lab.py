@@ -19,7 +19,7 @@ from specviz.app.session import NO_PROGRESS, Session, decoder
 from specviz.app.views.form import FIELDS, Settings, as_float, as_int, fields_of, settings_from
 from specviz.app.views.lab import LabView
 from specviz.app.views.page import LAB_INTRO, MUTANT_NOTE
-from specviz.app.wiring import NO_API, callback
+from specviz.app.wiring import NO_API, callback, outputs
 from specviz.gamma.policies import make_policy
 from specviz.models.chat import prompt_format, prompt_ids
 from specviz.models.loading import ModelPair
@@ -120,7 +120,7 @@ class LabPanels:
     joint: gr.Plot
     table: gr.HTML
 
-    def outputs(self) -> list[Any]:
+    def listed(self) -> list[Any]:
         """The run's output components, in LAB_OUTPUTS order."""
         return [getattr(self, name) for name in LAB_OUTPUTS]
 
@@ -180,7 +180,7 @@ class LabTab:
         """Equivalence lab: draw with progress, then both distributions and the table of tests."""
 
         def show(message: str) -> list[Any]:
-            return [views.status_html(message), *[gr.skip()] * 3]
+            return outputs(LAB_OUTPUTS, status=views.status_html(message))
 
         def work(models: ModelPair | None) -> Iterator[list[Any]]:
             g = s.speculation.gamma  # a tree drafter's: its depth, and no γ policy
@@ -193,7 +193,11 @@ class LabTab:
                 else:
                     view = view_of(step)
                     status = view.status() + (GREEDY_LAB if s.sampling.greedy else "")
-                    yield [views.status_html(status), *view.figures(), view.table_html()]
+                    first, joint = view.figures()
+                    yield outputs(
+                        LAB_OUTPUTS, status=views.status_html(status), first=first, joint=joint,
+                        table=view.table_html(),
+                    )  # fmt: skip
 
         spec = s if req.pair == MODELS else None
         yield from self.session.decode_maybe(spec, show, work, refused)
@@ -211,6 +215,6 @@ class LabTab:
         """Connect the lab; form: the form's widgets in FIELDS order; work: the queue settings
         of the requests that load models or decode."""
         lab_form = [*form, *(w.fields[name] for name in LAB_FIELDS)]
-        w.run.click(self.callbacks()["lab"], lab_form, w.outputs(), api_name="lab", **work)
+        w.run.click(self.callbacks()["lab"], lab_form, w.listed(), api_name="lab", **work)
         w.fields["pair"].change(DEFAULT_N.get, w.fields["pair"], w.fields["n"], api_name=NO_API)
         w.fields["mutant"].change(mutant_note, w.fields["mutant"], w.mutant_note, api_name=NO_API)
