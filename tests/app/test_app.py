@@ -27,7 +27,7 @@ from specviz.app.drafting import early_exit_note
 from specviz.app.main import SpecVizApp
 from specviz.app.session import NO_PROGRESS, PairCache
 from specviz.app.tabs import results
-from specviz.app.tabs.decode import MAIN_OUTPUTS
+from specviz.app.tabs.decode_panels import MAIN, RACE
 from specviz.app.tabs.lab import LAB_FIELDS, MODELS, TOY, LabRequest, lab_pair
 from specviz.app.views.form import (
     DEFAULTS,
@@ -314,7 +314,7 @@ def test_generate_streams_every_round_and_shows_each_outcome(
     outs = [o for o in app.decode.generate(settings(model_dirs)) if isinstance(o[0], views.Run)]
     run = outs[-1][0]
     assert len(outs) == len(run.rounds) + 1 > 2 and "running" in outs[0][2]  # streamed
-    assert "finished" in outs[-1][2] and len(outs[-1]) == MAIN_OUTPUTS
+    assert "finished" in outs[-1][2] and len(outs[-1]) == len(MAIN)
     for kind in ("accepted", "rejected", "resampled", "bonus"):
         assert f"sv-{kind}" in outs[-1][1]
     inspector, residual = app.decode.inspect(run, next(c.index for c in run.cells() if c.top))
@@ -419,7 +419,7 @@ def test_bad_settings_show_an_error_in_the_status_box(
     for outs in (list(on["generate"](**values))[-1], list(on["step"](run=None, **values))[-1],
                  list(on["race"](**values))[-1]):  # fmt: skip
         assert "sv-status-error" in outs[2] and message in unescape(outs[2])
-        assert all(o is not None for o in outs) and len(outs) in (MAIN_OUTPUTS, MAIN_OUTPUTS + 1)
+        assert all(o is not None for o in outs) and len(outs) in (len(MAIN), len(RACE))
     loaded = list(on["load"](**values))[-1]
     assert "sv-status-error" in loaded and message in unescape(loaded)
 

@@ -14,7 +14,7 @@ from specviz.app import views
 from specviz.app.drafting import TREE_RULES, tree_rule
 from specviz.app.main import SpecVizApp
 from specviz.app.tabs import results
-from specviz.app.tabs.decode import MAIN_OUTPUTS
+from specviz.app.tabs.decode_panels import MAIN, RACE
 from specviz.app.tabs.lab import MODELS, TOY, lab_pair
 from specviz.app.views.form import DEFAULTS, TREE_DRAFTERS, TREE_RULE_CHOICES
 from specviz.core.events import Rejected, TreeProposed, read_jsonl
@@ -64,7 +64,7 @@ def test_a_tree_drafter_runs_through_the_apps_run_path(
     s = settings(model_dirs, drafter=drafter, prompt="abc abc abc", tree_nodes=8, tree_depth=3)
     outs = list(app.decode.generate(s))
     last, run = outs[-1], outs[-1][0]
-    assert len(last) == MAIN_OUTPUTS and "finished" in last[STATUS] and run.trees
+    assert len(last) == len(MAIN) and "finished" in last[STATUS] and run.trees
     assert run.settings["tree_nodes"] == 8 and run.settings["follows_target_law"] is True
     assert "gamma" not in run.settings and "gamma_policy" not in run.settings
     assert all(len(t.tokens) <= 8 and max(t.depths, default=0) <= 3 for t in run.trees)
@@ -101,7 +101,7 @@ def test_tree_rounds_show_rejected_siblings_at_one_position_in_every_view(
     assert list(read_jsonl(events_path)) == run.log  # tree events round-trip
     assert json.loads(Path(summary_path).read_text())["follows_target_law"] is True
     race = list(app.decode.race(s))[-1]
-    assert len(race) == MAIN_OUTPUTS + 1 and "speedup" in race[-1] and "LOSSY" not in race[-1]
+    assert len(race) == len(RACE) and "speedup" in race[-1] and "LOSSY" not in race[-1]
 
 
 def test_step_shows_one_tree_round_per_click(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:

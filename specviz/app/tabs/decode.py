@@ -30,7 +30,6 @@ from specviz.models.loading import ModelPair
 
 log = logging.getLogger("specviz.app")
 PLOT_EVERY = 4  # while streaming a full decode, redraw the plots every this many rounds
-MAIN_OUTPUTS = len(MAIN)  # how many outputs a decode event has (derived from the names)
 
 
 class DecodeTab:
