@@ -85,7 +85,9 @@ class Eagle3Head(nn.Module):
         self.gate_proj = nn.Linear(d, shape.intermediate, bias=False)
         self.up_proj = nn.Linear(d, shape.intermediate, bias=False)
         self.down_proj = nn.Linear(shape.intermediate, d, bias=False)
-        self.norm_out = nn.Parameter(torch.ones(d) if out_norm is None else out_norm.float())
+        self.norm_out = nn.Parameter(
+            torch.ones(d) if out_norm is None else out_norm.float().clone()
+        )
         self.lm = nn.Parameter(torch.zeros(int(vocab.shape[0]), d))
         with torch.no_grad():
             for lin in (self.fuse, self.fc, self.q_proj, self.k_proj, self.v_proj):
@@ -109,7 +111,7 @@ class Eagle3Head(nn.Module):
     def fused(self, hidden: Tensor) -> Tensor:
         """u (…, D) from g (…, 3D): each layer's block RMS-normalised, then ``fuse``."""
         s = self.shape
-        blocks = hidden.unflatten(-1, (FUSED, s.width))  # (…, 3, D)
+        blocks = hidden.reshape(*hidden.shape[:-1], FUSED, s.width)  # (…, 3, D)
         normed = F.rms_norm(blocks, (s.width,), eps=s.eps) * self.norm_fused
         out: Tensor = self.fuse(normed.flatten(-2))
         return out
