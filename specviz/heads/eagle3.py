@@ -90,9 +90,9 @@ class Eagle3Head(nn.Module):
         )
         self.lm = nn.Parameter(torch.zeros(int(vocab.shape[0]), d))
         with torch.no_grad():
-            for lin in (self.fuse, self.fc, self.q_proj, self.k_proj, self.v_proj):
-                nn.init.normal_(lin.weight, std=0.02, generator=generator)
-            for lin in (self.gate_proj, self.up_proj):
+            for lin in (self.fuse, self.fc):  # small next to the identity added below
+                nn.init.normal_(lin.weight, std=0.1 / lin.in_features**0.5, generator=generator)
+            for lin in (self.q_proj, self.k_proj, self.v_proj, self.gate_proj, self.up_proj):
                 nn.init.normal_(lin.weight, std=0.02, generator=generator)
             self.fuse.weight[:, (FUSED - 1) * d :] += torch.eye(d)
             self.fc.weight[:, d:] += torch.eye(d)

@@ -13,8 +13,9 @@ loss is ``specviz.train.accept.position_loss`` against p restricted to the draft
 
 AdamW, linear warm-up then cosine decay to 10 %, gradient clipping. Every `ckpt_every_s`
 seconds and at the end a checkpoint (head, optimizer, progress, the stream's state, RNG) is
-written atomically to ``ckpt.pt``; a run started again resumes from it. Every `eval_every` steps
-(and at least every `eval_hours`) the held-out shards are scored: α_d = mean over answer
+written atomically to ``ckpt.pt``; a run started again resumes from it. At the end the head's
+weights also go to ``eagle3.safetensors`` (``specviz.heads.weights3``, for drafting). Every
+`eval_every` steps (and at least every `eval_hours`) the held-out shards are scored: α_d = mean over answer
 positions of Σ_x min(p, q_d), q_d the head's d-th chained draft, d = 1..depth, one JSON line
 appended to ``curve.jsonl``.
 """
@@ -35,6 +36,7 @@ import torch
 from torch import Tensor
 
 from specviz.heads.eagle3 import Eagle3Head, fresh_head
+from specviz.heads.weights3 import save_head3
 from specviz.train.accept import KINDS, alpha, draft_index, position_loss, soft_labels
 from specviz.train.common import save_atomic
 from specviz.train.regen_stream import RegenStream, StreamConfig, collate, load_shard, ready_shards
@@ -240,6 +242,7 @@ def run_heads3(
             _checkpoint(ckpt_path, trainer, optimizer, stream, state, cfg)
             saved = time.monotonic()
     _checkpoint(ckpt_path, trainer, optimizer, stream, state, cfg)
+    save_head3(trainer.head, target, state["step"], out_dir)
     return dict(state)
 
 

@@ -6,8 +6,10 @@ the target itself writes most often, counted over its answers in the regen ids s
 (``specviz.train.regen``; answer tokens are ``tokens[start:]``), training shards only (held-out
 ones, index % val_every == val_shard, are not looked at). The *coverage* of a vocabulary is the
 share of those answer tokens inside it: an upper bound on how often the target's next token
-can be drafted at all. Its *cost* is the median wall time of one head step (one token after a
-cached context, the output matrix over V_d and the softmax), batch 1, on one CPU thread.
+can be drafted at all; measured on the held-out shards' answers too, where there are any (the
+in-sample share flatters a vocabulary picked from few shards). Its *cost* is the median wall
+time of one head step (one token after a cached context, the output matrix over V_d and the
+softmax), batch 1, on one CPU thread.
 """
 
 from __future__ import annotations
@@ -39,10 +41,12 @@ def is_held_out(index: int, val_every: int = 40, val_shard: int = 7) -> bool:
     return index % val_every == val_shard
 
 
-def training_ids(ids_dir: Path, val_every: int = 40, val_shard: int = 7) -> list[Path]:
-    """The training shards' ids files in ids_dir, by index."""
+def training_ids(
+    ids_dir: Path, val_every: int = 40, val_shard: int = 7, held_out: bool = False
+) -> list[Path]:
+    """The training shards' ids files in ids_dir by index (held_out: the held-out ones)."""
     paths = sorted(ids_dir.glob("ids_*.json.gz"), key=shard_index)
-    return [p for p in paths if not is_held_out(shard_index(p), val_every, val_shard)]
+    return [p for p in paths if is_held_out(shard_index(p), val_every, val_shard) == held_out]
 
 
 def answer_counts(paths: list[Path], vocab_size: int) -> Tensor:
@@ -114,18 +118,18 @@ def vocab_rows(
     sizes: tuple[int, ...] = SIZES,
     reps: int = 300,
     fill: Tensor | None = None,
+    held_out: Tensor | None = None,
 ) -> list[dict[str, Any]]:
-    """Per size (and the whole vocabulary last): coverage and the head's ms per draft step."""
+    """Per size (and the whole vocabulary last): coverage (in-sample, and of the held-out
+    counts where given) and the head's ms per draft step."""
     rows = []
     for size in (*sizes, int(counts.shape[0])):
         vocab = draft_vocab(counts, size, fill)
-        rows.append(
-            {
-                "size": size,
-                "coverage": round(coverage(counts, vocab), 5),
-                "head_ms_per_step": round(head_step_ms(shape, size, reps), 4),
-            }
-        )
+        row: dict[str, Any] = {"size": size, "coverage": round(coverage(counts, vocab), 5)}
+        if held_out is not None:
+            row["held_out_coverage"] = round(coverage(held_out, vocab), 5)
+        row["head_ms_per_step"] = round(head_step_ms(shape, size, reps), 4)
+        rows.append(row)
     return rows
 
 
@@ -145,13 +149,16 @@ def run_heads_vocab(
     if not paths:
         raise SystemExit(f"no training ids shards in {ids_dir}; run the `regen` step first")
     counts = answer_counts(paths, int(config.vocab_size))
+    held = training_ids(ids_dir, held_out=True)
+    held_counts = answer_counts(held, int(config.vocab_size)) if held else None
     fill = ranking(RANKING)
     result: dict[str, Any] = {
         "shards": len(paths),
+        "held_out_shards": len(held),
         "answer_tokens": int(counts.sum()),
         "distinct": int((counts > 0).sum()),
         "threads_timed": 1,
-        "rows": vocab_rows(counts, EagleShape.of(config), sizes, reps, fill),
+        "rows": vocab_rows(counts, EagleShape.of(config), sizes, reps, fill, held_counts),
         "ranking": draft_vocab(counts, max(sizes), fill).tolist(),
     }
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -127,3 +127,25 @@ def test_greedy_eagle3_matches_plain_greedy(target: Any, tree: str | None) -> No
     events = list(decoder.events())
     assert decoder.ids[len(PROMPT) :] == _plain(target, n)
     assert sum(isinstance(e, Accepted) for e in events) >= 0
+
+
+def test_saved_head_loads_back_and_drafts_exactly(target: Any, tmp_path: Any) -> None:
+    from specviz.heads.weights3 import eagle3_drafter, load_head3, save_head3
+
+    cache = random_head3(target, seed=12, vocab=torch.arange(2, VOCAB))
+    path = save_head3(cache.head, target, 7, tmp_path)
+    loaded = load_head3(target, path)
+    for name, value in cache.head.state_dict().items():
+        expected = value if name == "vocab" else value.to(torch.bfloat16).to(value.dtype)
+        torch.testing.assert_close(loaded.state_dict()[name], expected, rtol=0, atol=0)
+    sampling = SamplingConfig(temperature=0.0)
+    drafter = eagle3_drafter(target, sampling, path)
+    decoder = SpeculativeDecoder(
+        target, drafter, PROMPT, sampling=sampling,
+        speculation=SpeculationConfig(gamma=3, max_new_tokens=16),
+    )  # fmt: skip
+    list(decoder.events())
+    assert decoder.ids[len(PROMPT) :] == _plain(target, 16)
+    other = tiny_model("llama", seed=6, scale=3.0, num_hidden_layers=6)
+    with pytest.raises(ValueError, match="fingerprint"):
+        load_head3(other, path)

@@ -86,9 +86,12 @@ def test_vocabulary_by_answer_coverage(tmp_path: Path) -> None:
     shape = EagleShape(width=16, heads=2, kv_heads=1, head_dim=8, intermediate=32,
                        rope_theta=1e4, eps=1e-6)  # fmt: skip
     assert head_step_ms(shape, 8, reps=5, past=4) > 0
-    rows = vocab_rows(counts, shape, (1, 2), reps=3)
+    held = answer_counts(training_ids(tmp_path, held_out=True), 10)
+    assert held.tolist() == [0, 4, 0, 0, 0, 0, 0, 0, 0, 0]
+    rows = vocab_rows(counts, shape, (1, 2), reps=3, held_out=held)
     assert [r["size"] for r in rows] == [1, 2, 10]
     assert [r["coverage"] for r in rows] == [0.5, 0.875, 1.0]
+    assert [r["held_out_coverage"] for r in rows] == [0.0, 0.0, 1.0]
 
 
 def _model() -> Any:
@@ -142,6 +145,7 @@ def test_training_lowers_the_loss_and_resumes_exactly(tmp_path: Path) -> None:
     whole = run_heads3(CFG, model, stream, tmp_path / "whole", 20, None)
     assert all(torch.equal(v, frozen[k]) for k, v in model.state_dict().items())  # target frozen
     assert whole["step"] == 20 and whole["positions"] > 0
+    assert (tmp_path / "whole" / "eagle3.safetensors").is_file()
     rows = [json.loads(line) for line in (tmp_path / "whole" / "curve.jsonl").open()]
     assert [r["step"] for r in rows] == [5, 10, 15, 20]
     assert [r["loss"] for r in rows] == ["kl", "tv", "tv", "tv"]
@@ -160,7 +164,7 @@ def test_training_lowers_the_loss_and_resumes_exactly(tmp_path: Path) -> None:
     trained.head.load_state_dict(a["head"])
     batches = [collate(RegenStream(stream).next_batch(), CFG.max_len, 0.1) for _ in range(3)]
     for kind in ("kl", "tv"):
-        before = sum(float(fresh.loss(x, kind)[0]) for x in batches)
-        after = sum(float(trained.loss(x, kind)[0]) for x in batches)
+        before = sum(float(fresh.loss(x, kind)[0].detach()) for x in batches)
+        after = sum(float(trained.loss(x, kind)[0].detach()) for x in batches)
         assert after < before, kind
     assert trained.evaluate(batches)[0][0] > fresh.evaluate(batches)[0][0]
