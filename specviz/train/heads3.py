@@ -15,9 +15,9 @@ AdamW, linear warm-up then cosine decay to 10 %, gradient clipping. Every `ckpt_
 seconds and at the end a checkpoint (head, optimizer, progress, the stream's state, RNG) is
 written atomically to ``ckpt.pt``; a run started again resumes from it. At the end the head's
 weights also go to ``eagle3.safetensors`` (``specviz.heads.weights3``, for drafting). Every
-`eval_every` steps (and at least every `eval_hours`) the held-out shards are scored: α_d = mean over answer
-positions of Σ_x min(p, q_d), q_d the head's d-th chained draft, d = 1..depth, one JSON line
-appended to ``curve.jsonl``.
+`eval_every` steps (and at least every `eval_hours`) the held-out shards are scored: α_d =
+mean over answer positions of Σ_x min(p, q_d), q_d the head's d-th chained draft, d = 1..depth,
+one JSON line appended to ``curve.jsonl``.
 """
 
 from __future__ import annotations
