@@ -41,8 +41,8 @@ FUSED = 3  # layers fused into g
 
 
 def _rms(x: Tensor, weight: Tensor, eps: float) -> Tensor:
-    """RMSNorm of x (…, D) with weight (D,)."""
-    return F.rms_norm(x, (x.shape[-1],), weight, eps)
+    """RMSNorm of x (…, D) with weight (D,) (cast to x's dtype, as under bf16 autocast)."""
+    return F.rms_norm(x, (x.shape[-1],), weight.to(x.dtype), eps)
 
 
 class Eagle3Head(nn.Module):
@@ -112,7 +112,7 @@ class Eagle3Head(nn.Module):
         """u (…, D) from g (…, 3D): each layer's block RMS-normalised, then ``fuse``."""
         s = self.shape
         blocks = hidden.reshape(*hidden.shape[:-1], FUSED, s.width)  # (…, 3, D)
-        normed = F.rms_norm(blocks, (s.width,), eps=s.eps) * self.norm_fused
+        normed = F.rms_norm(blocks, (s.width,), eps=s.eps) * self.norm_fused.to(blocks.dtype)
         out: Tensor = self.fuse(normed.flatten(-2))
         return out
 

@@ -168,3 +168,16 @@ def test_training_lowers_the_loss_and_resumes_exactly(tmp_path: Path) -> None:
         after = sum(float(trained.loss(x, kind)[0].detach()) for x in batches)
         assert after < before, kind
     assert trained.evaluate(batches)[0][0] > fresh.evaluate(batches)[0][0]
+
+
+def test_the_training_cli_parses_the_eagle3_steps() -> None:
+    from specviz.train.__main__ import build_parser
+
+    args = build_parser().parse_args(
+        ["heads3", "--loss", "lk", "--device", "cuda", "--vocab", "8192", "--steps", "5"]
+    )
+    assert (args.step, args.loss, args.device, args.vocab, args.steps) == (
+        "heads3", "lk", "cuda", 8192, 5
+    )  # fmt: skip
+    args = build_parser().parse_args(["heads-vocab", "--sizes", "4096,8192"])
+    assert (args.step, args.sizes, args.reps) == ("heads-vocab", "4096,8192", 300)
