@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from specviz.core.config import SamplingConfig
@@ -27,6 +27,10 @@ class DrafterOptions:
     (eagle.safetensors, medusa.safetensors) trained for this target; None: the shipped ones.
     A tree drafter drafts through specviz.fast.lean's
     forward where it applies, or transformers' (a KVCache) when make_cache is given.
+    tokenizer and draft_tokenizer: the target's and the draft's tokenizers, read by the
+    cross-tokenizer drafters (cross-text, cross-tli); None: the tokenizer saved beside each
+    model (the folder it was loaded from). Given both, the other draft-model drafters refuse
+    two different tokenizers.
     """
 
     exit_layer: int = 8
@@ -40,6 +44,8 @@ class DrafterOptions:
     tree_depth: int = 4
     tree_width: int = 4
     heads: str | None = None  # folder of eagle/medusa .safetensors (None: the shipped ones)
+    tokenizer: Any = field(default=None, compare=False)  # the target's (None: saved beside it)
+    draft_tokenizer: Any = field(default=None, compare=False)  # the draft's (same)
 
     def __post_init__(self) -> None:
         for flag, value in (
