@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
@@ -20,6 +21,7 @@ from specviz.batch.cli import (
 from specviz.bench import cli as bench_cli
 from specviz.bench.heads import HEAD_DRAFTERS, check_heads, head_forward
 from specviz.core.cache import KVCache
+from specviz.core.checks import CROSS_TOKENIZER_DRAFTERS
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import write_jsonl
 from specviz.drafters.registry import (
@@ -304,7 +306,10 @@ def run_generate(args: argparse.Namespace) -> int:
         device=args.device,
         pack=not args.no_pack,
         progress=lambda m: print(m, file=sys.stderr),
+        drafter=None if args.plain else args.drafter,
     )
+    if args.drafter in CROSS_TOKENIZER_DRAFTERS:
+        options = replace(options, tokenizer=pair.tokenizer, draft_tokenizer=pair.draft_tokenizer)
     fmt = prompt_format(pair.tokenizer, raw=args.raw)
     if args.batch is not None:
         rows = [prompt_ids(pair.tokenizer, t, raw=args.raw) for t in texts]

@@ -5,8 +5,10 @@ Each round the committed target ids are decoded to text and re-encoded with the 
 tokenizer (the draft's cache rolled back to the longest common prefix of its ids); the draft
 continues greedily in its own vocabulary; the text it adds is encoded with the target's
 tokenizer. Only the stable target tokens are proposed: those that the encoding still gives when
-the draft's last token is dropped (the last piece of text may be a partial target token that
-more text would merge into a longer one). A draft end-of-sequence ends the text: then all its
+the draft's last token is dropped, and never the last one (the last piece of text may be a
+partial target token that more text would merge into a longer one). A merge that text further
+ahead would make (' c' before 'at' -> ' cat') can still slip through: it costs acceptance,
+never exactness. A draft end-of-sequence ends the text: then all its
 tokens are stable, followed by the target's end-of-sequence token.
 
 The proposals are a deterministic function of the committed tokens (greedy drafting), so q is
@@ -100,7 +102,8 @@ class CrossTextDrafter:
 
     def _stable(self, text: str, context: list[int], written: list[int], ended: bool) -> list[int]:
         """The target ids of the draft's text that do not change when its last token is
-        dropped; all of them, then the target's EOS, when the draft ended its text."""
+        dropped, the last one left out; all of them, then the target's EOS, when the draft
+        ended its text."""
         full = self._continuation(text, context, written) if written else []
         if full is None:
             return []
@@ -108,7 +111,7 @@ class CrossTextDrafter:
             eos = self.pair.target.eos
             return [*full, eos] if eos is not None else full
         shorter = self._continuation(text, context, written[:-1]) if written else []
-        return full[: common_prefix(full, shorter or [])]
+        return full[: min(common_prefix(full, shorter or []), len(full) - 1)]
 
     def rollback(self, committed: int) -> None:
         """Nothing to do here: the next proposal re-encodes the committed text and rolls the

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from specviz.console import progress_bar, say
+from specviz.core.checks import CROSS_TOKENIZER_DRAFTERS
 from specviz.core.config import SamplingConfig
 from specviz.drafters.registry import (
     DRAFTER_NAMES,
@@ -35,6 +36,7 @@ TOY_UNSUPPORTED = {  # drafters that need a real transformer, and what the toy p
     "early-exit": "no layers to exit from",
     "early-exit-shared": "no layers to exit from",
     **{name: "no hidden states for a drafting head" for name in HEAD_DRAFTERS},
+    **{name: "no tokenizers to translate between" for name in CROSS_TOKENIZER_DRAFTERS},
 }
 SHARES_TARGET_CACHE = {"early-exit-shared": "early-exit", **{n: "model" for n in HEAD_DRAFTERS}}
 QUICK = ("gamma=1 T=1", "gamma=4 T=1", "gamma=4 T=0.5", "gamma=2 T=0.7 top_p=0.8")
@@ -183,7 +185,15 @@ def _check_mutant(variant: Variant, drafter: str, tree: bool) -> None:
 
 def _check_swaps(variant: Variant, drafter: str) -> None:
     """ValueError when the mutant swaps the draft model's drafter or cache and drafter shares
-    the target's cache (early-exit-shared, the drafting heads): it has neither to swap."""
+    the target's cache (early-exit-shared, the drafting heads): it has neither to swap; or
+    when it swaps the draft model's drafter and drafter translates between tokenizers (it
+    builds a drafter of its own: its bugs are specviz.stats.cross's)."""
+    if variant.drafter_cls is not EXACT_VARIANT.drafter_cls and drafter in CROSS_TOKENIZER_DRAFTERS:
+        raise ValueError(
+            f"mutant {variant.name} swaps the draft-model drafter, and --drafter {drafter} "
+            "builds a drafter of its own (it translates between tokenizers): verify the mutant "
+            "with --drafter model"
+        )
     swaps = variant.drafter_cls is not EXACT_VARIANT.drafter_cls or variant.make_cache is not None
     if swaps and drafter in SHARES_TARGET_CACHE:
         raise ValueError(
@@ -262,8 +272,18 @@ def run_verify(args: argparse.Namespace) -> int:
     else:
         spec = drafter_spec(args.drafter)
         draft_spec = (args.draft or BUNDLED) if spec.uses_draft_model else None
-        pair = load_pair(args.target or BUNDLED, draft_spec, dtype=torch.float32, progress=say)
+        pair = load_pair(
+            args.target or BUNDLED,
+            draft_spec,
+            dtype=torch.float32,
+            progress=say,
+            drafter=args.drafter if spec.uses_draft_model else None,
+        )
         target, draft = pair.target, pair.draft
+        if args.drafter in CROSS_TOKENIZER_DRAFTERS:
+            options = replace(
+                options, tokenizer=pair.tokenizer, draft_tokenizer=pair.draft_tokenizer
+            )
         prompt = DEFAULT_PROMPT if args.prompt is None else utf8_text(args.prompt, "--prompt")
         context = prompt_ids(pair.tokenizer, prompt, raw=args.raw)
         fmt = prompt_format(pair.tokenizer, raw=args.raw)
