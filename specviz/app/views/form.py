@@ -13,6 +13,7 @@ from typing import Any
 
 from specviz.bench.heads import HEAD_KIND, heads_problem, weights_path
 from specviz.bench.workloads import WORKLOADS, load_requests
+from specviz.core.checks import CROSS_TOKENIZER_DRAFTERS
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.drafters.registry import DRAFTER_NAMES, REGISTRY, DrafterOptions
 
@@ -23,7 +24,7 @@ LABELS |= {"prose": "open-ended story"}
 # lookup has no q to be confident about; the drafting heads never stop on theirs): the
 # registry builds each one; these say which settings the summary shows for it.
 EXIT_DRAFTERS = frozenset({"early-exit", "early-exit-shared"})
-UNCONFIDENT_DRAFTERS = frozenset({"ngram", *HEAD_KIND})
+UNCONFIDENT_DRAFTERS = frozenset({"ngram", *HEAD_KIND, *CROSS_TOKENIZER_DRAFTERS})
 TREE_DRAFTERS = frozenset(name for name in DRAFTER_NAMES if REGISTRY[name].tree)
 WIDE_DRAFTERS = TREE_DRAFTERS - {"tree-ngram"}  # the tree drafters that read width
 POLICIES = ["fixed", "heuristic", "theory"]  # the names specviz.gamma.policies.make_policy takes
