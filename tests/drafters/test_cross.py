@@ -193,3 +193,35 @@ def test_load_pair_picks_the_cross_drafter_for_two_tokenizers(tmp_path: Path) ->
         load_pair(*folders, drafter="model", pack=False)
     built = build_drafter("cross-text", target=pair.target, draft=pair.draft, sampling=GREEDY)
     assert isinstance(built, CrossTextDrafter)  # the tokenizers saved beside the models
+
+
+@pytest.mark.parametrize("drafter", CROSS_TOKENIZER_DRAFTERS)
+def test_generate_and_verify_run_a_pair_of_two_tokenizers(
+    tmp_path: Path, capsys: Any, drafter: str
+) -> None:
+    import json
+
+    from specviz.cli import main
+
+    target_dir, draft_dir = _save(tmp_path, "char", "char_bpe")
+    models = ["--target", target_dir, "--draft", draft_dir]
+    argv = ["generate", *models, "--prompt", "the cat", "--temperature", "0"]
+    argv += ["--max-new-tokens", "12", "--dtype", "float64", "--json", "--drafter", drafter]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    target, _draft, tt, _dt = models_of(target_dir)
+    plain = autoregressive_generate(target, tt, "the cat", sampling=GREEDY, max_new_tokens=12)
+    assert summary["tokens"] == list(plain.tokens)
+    verify = ["verify", "--pair", "models", *models, "--prompt", "the c", "--raw"]
+    assert main([*verify, "--settings", "quick", "--n", "20", "--drafter", drafter]) == 0
+    assert "0 of" in capsys.readouterr().out
+    assert main([*verify, "--drafter", "model", "--n", "20"]) == 2
+    assert "(cross-text, cross-tli)" in capsys.readouterr().err
+
+
+def models_of(target_dir: str) -> tuple[Any, Any, Any, Any]:
+    """The saved target and its tokenizer, as loaded from its folder (float64)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float64).eval()
+    return target, None, AutoTokenizer.from_pretrained(target_dir), None
