@@ -22,7 +22,7 @@ if TYPE_CHECKING:
         autoregressive_generate_batch,
         speculative_generate_batch,
     )
-    from specviz.batch.drafters import BATCH_DRAFTERS, build_batch_drafter
+    from specviz.batch.drafters import build_batch_drafter
     from specviz.core.config import SamplingConfig, SpeculationConfig
     from specviz.core.drafter import Draft, Drafter
     from specviz.core.events import (
@@ -41,7 +41,14 @@ if TYPE_CHECKING:
         read_jsonl,
         write_jsonl,
     )
-    from specviz.drafters.registry import DRAFTER_NAMES, DrafterOptions, build_drafter
+    from specviz.drafters.registry import (
+        BATCH_DRAFTERS,
+        DEFAULT_CONFIG,
+        DRAFTER_NAMES,
+        DrafterOptions,
+        build_drafter,
+    )
+    from specviz.drafters.suffix_memory import SuffixMemory
     from specviz.models.chat import prompt_ids
     from specviz.models.loading import ModelPair, load_pair
     from specviz.quant.distance import greedy_agreement, mean_total_variation, total_variation
@@ -60,7 +67,7 @@ _WHERE = {
     "autoregressive_generate_batch": "specviz.batch.api",
     "BatchResult": "specviz.batch.api",
     "build_batch_drafter": "specviz.batch.drafters",
-    "BATCH_DRAFTERS": "specviz.batch.drafters",
+    "BATCH_DRAFTERS": "specviz.drafters.registry",
     "SamplingConfig": "specviz.core.config",
     "SpeculationConfig": "specviz.core.config",
     "Draft": "specviz.core.drafter",
@@ -68,6 +75,8 @@ _WHERE = {
     "build_drafter": "specviz.drafters.registry",
     "DrafterOptions": "specviz.drafters.registry",
     "DRAFTER_NAMES": "specviz.drafters.registry",
+    "DEFAULT_CONFIG": "specviz.drafters.registry",
+    "SuffixMemory": "specviz.drafters.suffix_memory",
     "load_pair": "specviz.models.loading",
     "prompt_ids": "specviz.models.chat",
     "ModelPair": "specviz.models.loading",
@@ -86,6 +95,7 @@ _WHERE = {
 } | dict.fromkeys(_EVENTS.split(), "specviz.core.events")
 __all__ = [
     "BATCH_DRAFTERS",
+    "DEFAULT_CONFIG",
     "DRAFTER_NAMES",
     "EXACT_TREE",
     "PRECISIONS",
@@ -108,6 +118,7 @@ __all__ = [
     "Sampled",
     "SamplingConfig",
     "SpeculationConfig",
+    "SuffixMemory",
     "TokenTree",
     "TreeDrafter",
     "TreeProposed",

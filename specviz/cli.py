@@ -19,21 +19,25 @@ from specviz.batch.cli import (
     run_batches,
 )
 from specviz.bench import cli as bench_cli
-from specviz.bench.heads import HEAD_DRAFTERS, check_heads, head_forward
 from specviz.core.cache import KVCache
-from specviz.core.checks import CROSS_TOKENIZER_DRAFTERS
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import write_jsonl
 from specviz.drafters.registry import (
+    CROSS_TOKENIZER_DRAFTERS,
+    DEFAULT_CONFIG,
     DRAFTER_NAMES,
+    HEAD_DRAFTERS,
+    MEMORY_DRAFTERS,
     REGISTRY,
     DrafterOptions,
     build_drafter,
     drafter_spec,
 )
-from specviz.drafters.trimmed import load_head_tokens
+from specviz.drafters.suffix_memory import SuffixMemory
+from specviz.drafters.trimmed import load_head_tokens, ranking_path
 from specviz.fast.lean import lean_target_cache
-from specviz.gamma.policies import make_policy
+from specviz.gamma.policies import POLICY_NAMES, make_policy
+from specviz.heads.lookup import check_heads, head_forward
 from specviz.models.chat import PromptFormat, prompt_format, prompt_ids
 from specviz.models.loading import BUNDLED, DTYPES, ModelLoadError, load_pair, parse_dtype, resolve
 from specviz.runtime import HelpFormatter, add_threads_argument, set_threads, utf8_text
@@ -66,8 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="send the prompt as plain text to continue; by default it goes through the "
         "tokenizer's chat template (one user turn) where the tokenizer has one",
     )
-    gen.add_argument("--gamma", type=int, default=4, help="draft tokens per round (>= 1)")
-    gen.add_argument("--temperature", type=float, default=1.0, help="0 for greedy")
+    gen.add_argument(
+        "--gamma", type=int, default=DEFAULT_CONFIG.gamma, help="draft tokens per round (>= 1)"
+    )
+    gen.add_argument(
+        "--temperature", type=float, default=DEFAULT_CONFIG.temperature, help="0 for greedy"
+    )
     gen.add_argument("--top-k", type=int, default=0, help="keep the k likeliest tokens; 0 disables")
     gen.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass; 1.0 disables")
     gen.add_argument("--max-new-tokens", type=int, default=64, help="stop after this many tokens")
@@ -84,16 +92,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gen.add_argument(
         "--lean-target",
-        action="store_true",
-        help="run the target through specviz.fast.lean's forward (packed Llama targets; "
-        "else as is)",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run the target through specviz.fast.lean's forward (packed Llama targets; else "
+        f"as is); default: {DEFAULT_CONFIG.forward}'s where the drafter takes it",
     )
     gen.add_argument("--plain", action="store_true", help="plain target decoding (no draft)")
     gen.add_argument(
         "--drafter",
         choices=DRAFTER_NAMES,
-        default="model",
-        help="; ".join(f"{s.name}: {s.description}" for s in REGISTRY.values()),
+        help=f"default: {DEFAULT_CONFIG.drafter} ({DEFAULT_CONFIG.batch_drafter} with --batch), "
+        "the benchmark's fastest exact choice; "
+        + "; ".join(f"{s.name}: {s.description}" for s in REGISTRY.values()),
     )
     gen.add_argument("--exit-layer", type=int, default=8, help="layers used by early-exit")
     gen.add_argument(
@@ -114,7 +124,32 @@ def build_parser() -> argparse.ArgumentParser:
         "--model-gamma",
         type=int,
         help="at most this many draft-model tokens a round; copies still run to --gamma "
-        "(ngram+model, ngram+model-trimmed; default: no cap)",
+        "(ngram+model, ngram+model-trimmed, suffix+model, suffix+model-trimmed; default: no cap)",
+    )
+    gen.add_argument(
+        "--memory",
+        metavar="FILE",
+        help="suffix drafters: the memory of earlier requests, a JSON file read if it exists "
+        "and written after the decode (specviz.drafters.suffix_memory)",
+    )
+    gen.add_argument(
+        "--suffix-factor",
+        type=float,
+        default=DrafterOptions().suffix_factor,
+        help="suffix drafters: draft at most this many tokens per matched token",
+    )
+    gen.add_argument(
+        "--suffix-min-prob",
+        type=float,
+        default=DrafterOptions().suffix_min_prob,
+        help="suffix drafters: stop where a draft's frequency in memory falls below this",
+    )
+    gen.add_argument(
+        "--suffix-min-score",
+        type=float,
+        default=DrafterOptions().suffix_min_score,
+        help="suffix+model: the suffix chain drafts when its score (expected accepted tokens) "
+        "reaches this, else the draft model",
     )
     gen.add_argument(
         "--tree-nodes",
@@ -143,8 +178,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     gen.add_argument(
         "--gamma-policy",
-        choices=["fixed", "heuristic", "theory"],
-        default="fixed",
+        choices=list(POLICY_NAMES),
+        default=DEFAULT_CONFIG.policy,
         help="gamma per round: fixed, transformers' +2/-1 heuristic, or the theory optimum",
     )
     add_batch_argument(gen)
@@ -253,7 +288,61 @@ def drafter_options(args: argparse.Namespace) -> DrafterOptions:
         tree_width=args.tree_width,
         make_cache=head_forward(args.lean_target) if head else None,
         heads=args.heads,
+        suffix_factor=args.suffix_factor,
+        suffix_min_prob=args.suffix_min_prob,
+        suffix_min_score=args.suffix_min_score,
     )
+
+
+def _ranked(draft: str) -> bool:
+    """Whether the draft folder holds the token ranking a trimmed head reads."""
+    try:
+        return ranking_path(resolve(draft, "draft", lambda _m: None)).is_file()
+    except ModelLoadError:
+        return False  # the load reports it, with its own message
+
+
+def apply_defaults(args: argparse.Namespace) -> None:
+    """Fill what the flags leave unset from the registry's DEFAULT_CONFIG: the drafter (its
+    batched drafter under --batch), and the lean target forward where the drafter takes it
+    (not a tree verified through transformers' 4D mask, not early-exit-shared, which verifies
+    through its own forward, not a batched decode)."""
+    if args.drafter is None:
+        batched = args.batch is not None
+        name = DEFAULT_CONFIG.batch_drafter if batched else DEFAULT_CONFIG.drafter
+        spec = drafter_spec(name)
+        if spec.untrimmed is not None and not args.plain and not _ranked(args.draft):
+            print(
+                f"specviz: the draft has no token ranking for the default drafter {name}; "
+                f"drafting with {spec.untrimmed} (choose one with --drafter)",
+                file=sys.stderr,
+            )
+            name = spec.untrimmed
+        args.drafter = name
+    if args.lean_target is None:
+        spec = drafter_spec(args.drafter)
+        own_forward = (spec.tree or spec.shares_target_cache) and spec.head is None
+        takes = args.batch is None and (args.plain or not own_forward)
+        args.lean_target = DEFAULT_CONFIG.forward == "lean" and takes
+
+
+def load_memory(args: argparse.Namespace) -> SuffixMemory | None:
+    """The suffix memory of --memory (a fresh one where the file does not exist yet), None
+    without the flag; ValueError saying what to change for a bad file or a drafter without
+    memory."""
+    if args.memory is None:
+        return None
+    if args.plain or args.drafter not in MEMORY_DRAFTERS:
+        raise ValueError(
+            f"--memory feeds the suffix drafters ({', '.join(MEMORY_DRAFTERS)}): pick one with "
+            "--drafter, or drop --memory"
+        )
+    path = Path(args.memory)
+    if path.exists():
+        return SuffixMemory.load(path)
+    if not path.parent.is_dir():
+        raise ValueError(f"--memory {path}: no folder {path.parent} to write it in")
+    return SuffixMemory()
 
 
 def check_tree_flags(args: argparse.Namespace) -> None:
@@ -280,6 +369,7 @@ def run_generate(args: argparse.Namespace) -> int:
     )
     speculation = SpeculationConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens)
     text = prompt_text(args)
+    apply_defaults(args)
     policy = make_policy(args.gamma_policy, speculation.gamma)  # validated before loading
     if args.lean_target and args.drafter == "early-exit-shared" and not args.plain:
         raise ValueError(
@@ -287,11 +377,15 @@ def run_generate(args: argparse.Namespace) -> int:
             "its own forward of the target: drop one of the two"
         )
     make_cache = lean_target_cache if args.lean_target else KVCache
-    if args.model_gamma is not None and (args.plain or not args.drafter.startswith("ngram+")):
-        raise ValueError("--model-gamma caps the draft model after lookup: use --drafter ngram+...")
+    hybrid = args.drafter.startswith(("ngram+", "suffix+"))
+    if args.model_gamma is not None and (args.plain or not hybrid):
+        raise ValueError(
+            "--model-gamma caps the draft model after lookup: use --drafter ngram+... or suffix+..."
+        )
     if args.model_gamma is not None and args.model_gamma < 1:
         raise ValueError(f"--model-gamma must be >= 1 (got {args.model_gamma})")
-    options = drafter_options(args)  # validated before loading anything
+    memory = load_memory(args)  # before loading anything
+    options = replace(drafter_options(args), memory=memory)  # validated before loading anything
     check_tree_flags(args)
     check_heads([] if args.plain else [args.drafter], args.heads)  # before loading weights
     if args.drafter.endswith("model-trimmed") and not args.plain:
@@ -346,6 +440,8 @@ def run_generate(args: argparse.Namespace) -> int:
             make_cache=make_cache if args.lean_target and not shares else None,
             tree_rule=TYPICAL if args.tree_rule == "typical" else EXACT_TREE,
         )
+    if memory is not None:
+        memory.save(args.memory)
     if args.events:
         write_jsonl(result.events, args.events)
     print(json.dumps(summary(result, fmt)) if args.json else render_text(result, fmt))

@@ -232,7 +232,7 @@ def test_lean_target_with_the_shared_early_exit_exits_2(folders, capsys) -> None
 
 def test_model_gamma_needs_a_lookup_then_model_drafter(folders, capsys) -> None:
     argv = ["generate", "--target", str(folders[0]), "--draft", str(folders[1]), "--prompt", "ab"]
-    assert main([*argv, "--model-gamma", "2"]) == 2  # the default drafter: the model alone
+    assert main([*argv, "--drafter", "model", "--model-gamma", "2"]) == 2  # the model alone
     assert "use --drafter ngram+..." in capsys.readouterr().err
     assert main([*argv, "--drafter", "ngram+model", "--model-gamma", "0"]) == 2
     assert "--model-gamma must be >= 1" in capsys.readouterr().err

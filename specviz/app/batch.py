@@ -22,9 +22,10 @@ from specviz.app.views.batch import BatchRun, batch_html
 from specviz.app.views.form import BUNDLED, RANGES
 from specviz.app.views.panels import status_html
 from specviz.batch.api import batch_prompts, speculative_stream_batch
-from specviz.batch.drafters import BATCH_DRAFTERS, build_batch_drafter
+from specviz.batch.drafters import build_batch_drafter
 from specviz.core.checks import check_pair, check_prompt
 from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.drafters.registry import BATCH_DRAFTERS, REGISTRY
 from specviz.drafters.trimmed import ranking_path
 from specviz.models.chat import prompt_format, prompt_ids
 from specviz.models.loading import ModelPair
@@ -36,12 +37,7 @@ log = logging.getLogger("specviz.app")
 MIN_ROWS, MAX_ROWS = 2, 8
 BATCH_FIELDS = ("prompts", "drafter", "gamma", "temperature", "max_new", "seed", "raw")
 PAIR_FIELDS = ("target", "draft", "dtype")  # read from the form's model pair
-BATCH_CHOICES = {
-    "model": "model (the draft model)",
-    "model-trimmed": "model-trimmed (its head cut short)",
-    "ngram": "ngram (prompt lookup, no draft)",
-}
-assert tuple(BATCH_CHOICES) == BATCH_DRAFTERS
+BATCH_CHOICES = {name: REGISTRY[name].label for name in BATCH_DRAFTERS}  # the menu's labels
 DEFAULT_PROMPTS = (  # code, where the bundled draft agrees often, and two where it does less
     "Write a Python function that returns the number of vowels in a string.",
     "Write a Python function is_palindrome(s) that ignores case.",

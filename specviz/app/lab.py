@@ -22,6 +22,7 @@ from specviz.core.policy import GammaPolicy
 from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.registry import REGISTRY, DrafterOptions, build_drafter
+from specviz.drafters.suffix_hybrid import SuffixThenModelDrafter
 from specviz.stats.laws import (
     EXACT_VARIANT,
     Law,
@@ -133,8 +134,9 @@ def toy_pair() -> LabPair:
 
 
 def model_part(drafter: Drafter) -> ModelDrafter | None:
-    """The drafter's draft-model drafter: itself, a lookup-then-model's model, else None."""
-    if isinstance(drafter, LookupThenModelDrafter):
+    """The drafter's draft-model drafter: itself, a hybrid's model (lookup or suffix first),
+    else None."""
+    if isinstance(drafter, LookupThenModelDrafter | SuffixThenModelDrafter):
         return drafter.model
     return drafter if isinstance(drafter, ModelDrafter) else None
 

@@ -17,10 +17,10 @@ from typing import Any, Protocol
 from specviz.api import stop_ids
 from specviz.app.lab import LabPair, toy_pair
 from specviz.app.views.form import Settings
-from specviz.bench.heads import HEAD_DRAFTERS, head_forward
 from specviz.core.drafter import Drafter
 from specviz.drafters.early_exit import adapter_path
-from specviz.drafters.registry import build_drafter
+from specviz.drafters.registry import HEAD_DRAFTERS, build_drafter
+from specviz.heads.lookup import head_forward
 from specviz.models.chat import prompt_format, prompt_ids
 from specviz.models.loading import ModelPair, load_pair, parse_dtype
 from specviz.tree.drafter import TreeDrafter

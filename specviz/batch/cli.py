@@ -15,9 +15,10 @@ from typing import Any
 
 from specviz.batch.api import BatchResult, split
 from specviz.batch.decoding import BatchSpeculativeDecoder, batch_autoregressive_events
-from specviz.batch.drafters import BATCH_DRAFTERS, build_batch_drafter
+from specviz.batch.drafters import build_batch_drafter
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import Event, write_jsonl
+from specviz.drafters.registry import BATCH_DRAFTERS
 
 MAX_ROWS = 256  # a sanity bound on --batch, far above what a CPU or one GPU gains from
 

@@ -20,6 +20,7 @@ from specviz.core.drafter import Draft, Drafter
 from specviz.core.sampling import logits_to_probs, sample
 from specviz.drafters.ngram import NgramDrafter
 from specviz.drafters.options import DrafterOptions
+from specviz.drafters.registry import BATCH_DRAFTERS
 from specviz.drafters.trimmed import load_head_tokens, spread, trim_head
 
 
@@ -148,9 +149,6 @@ class PerRow:
     def keep_rows(self, rows: Sequence[int]) -> None:
         """Drop the rows not listed."""
         self.drafters = [self.drafters[r] for r in rows]
-
-
-BATCH_DRAFTERS = ("model", "model-trimmed", "ngram")
 
 
 def build_batch_drafter(

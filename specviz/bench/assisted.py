@@ -7,15 +7,9 @@ from typing import Any
 
 import torch
 
-from specviz.bench.heads import HEAD_DRAFTERS
-from specviz.bench.setting import (
-    CONFIDENCE,
-    EXIT_DRAFTERS,
-    HYBRID_DRAFTERS,
-    BenchSetting,
-)
+from specviz.bench.setting import CONFIDENCE, BenchSetting
 from specviz.core.decoding import clock
-from specviz.drafters.registry import TREE_DRAFTERS
+from specviz.drafters.registry import EXIT_DRAFTERS, HEAD_DRAFTERS, HYBRID_DRAFTERS, TREE_DRAFTERS
 
 
 def assistant_settings(setting: BenchSetting) -> dict[str, Any]:

@@ -22,7 +22,6 @@ from specviz.bench.endpoint_cli import (
     endpoint_meta,
     endpoint_section,
 )
-from specviz.bench.heads import HEAD_DRAFTERS, check_heads
 from specviz.bench.lever_table import render_levers
 from specviz.bench.levers_cli import add_levers_arguments, levers_plan, levers_result
 from specviz.bench.machine import cpu_name, draft_forward, gpu_meta, target_forward
@@ -36,9 +35,6 @@ from specviz.bench.report import (
 )
 from specviz.bench.runner import (
     DRAFTERS,
-    EXIT_DRAFTERS,
-    HYBRID_DRAFTERS,
-    MODEL_DRAFTERS,
     POLICIES,
     BenchSetting,
     Record,
@@ -59,10 +55,18 @@ from specviz.bench.tree_sweep import SweepPlan, run_sweep
 from specviz.bench.tree_table import render_sweep
 from specviz.bench.workloads import WORKLOADS, Request, load_requests
 from specviz.console import progress_bar, say
-from specviz.drafters.registry import TREE_DRAFTERS
+from specviz.drafters.registry import (
+    EXIT_DRAFTERS,
+    HEAD_DRAFTERS,
+    HYBRID_DRAFTERS,
+    MODEL_DRAFTERS,
+    TREE_DRAFTERS,
+    UNCONFIDENT_DRAFTERS,
+)
 from specviz.drafters.trimmed import load_head_tokens
 from specviz.endpoint.table import render_endpoint
 from specviz.fast.packed import is_packed
+from specviz.heads.lookup import check_heads
 from specviz.models.chat import prompt_format
 from specviz.models.loading import (
     BUNDLED,
@@ -270,7 +274,7 @@ def _settings(
         for k in (args.exit_layer if d in EXIT_DRAFTERS else args.exit_layer[:1])
         for cap in (args.model_gamma if d in HYBRID_DRAFTERS else [None])
         for p in policies
-        if not (p == "confidence" and (d == "ngram" or d in HEAD_DRAFTERS))
+        if not (p == "confidence" and d in UNCONFIDENT_DRAFTERS)
         for g in (args.gammas if p == "fixed" else [args.start_gamma])
     ]
 

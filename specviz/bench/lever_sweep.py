@@ -27,11 +27,11 @@ from specviz.bench.levers import Lever, parse_lever
 from specviz.bench.workloads import Request
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import Rejected
-from specviz.drafters.registry import build_drafter
+from specviz.drafters.registry import CHAIN_MODEL_DRAFTERS, build_drafter
 from specviz.quant.distance import greedy_agreement, mean_total_variation
 from specviz.quant.precision import INT8, weight_bytes
 
-LEVER_DRAFTERS = ("model", "model-trimmed")
+LEVER_DRAFTERS = CHAIN_MODEL_DRAFTERS
 Models = dict[tuple[str, str], Any]  # (role, precision) → loaded model
 Progress = Callable[[int, int, str], None]
 

@@ -30,7 +30,6 @@ from typing import Any
 
 import torch
 
-from specviz.bench.heads import check_heads
 from specviz.bench.lookahead import Lookahead, target_paths
 from specviz.bench.replay_drafters import DRAFTERS, drafter_factory, lookaheads
 from specviz.bench.workloads import load_requests
@@ -43,6 +42,7 @@ from specviz.core.policy import FixedGamma, GammaPolicy
 from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import CostModel, make_policy
+from specviz.heads.lookup import check_heads
 from specviz.models.loading import load_pair
 
 GREEDY = SamplingConfig(temperature=0.0)

@@ -13,7 +13,6 @@ from typing import Any
 import torch
 
 from specviz.bench.head_lookahead import head_lookaheads
-from specviz.bench.heads import HEAD_DRAFTERS, head_forward
 from specviz.bench.lookahead import (
     Lookahead,
     TargetPath,
@@ -28,12 +27,26 @@ from specviz.core.drafter import Drafter
 from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
-from specviz.drafters.registry import DRAFTER_NAMES, TREE_DRAFTERS, DrafterOptions, build_drafter
+from specviz.drafters.registry import (
+    DRAFTER_NAMES,
+    HEAD_DRAFTERS,
+    MEMORY_DRAFTERS,
+    TREE_DRAFTERS,
+    DrafterOptions,
+    build_drafter,
+)
 from specviz.heads.drafters import HeadDrafter
+from specviz.heads.lookup import head_forward
 
 # the chain drafters but the shared early exit, whose draft runs inside the target's forward (a
-# tree's rounds are not a lookahead's prefixes); the heads read the target's features
-DRAFTERS = tuple(n for n in DRAFTER_NAMES if n != "early-exit-shared" and n not in TREE_DRAFTERS)
+# tree's rounds are not a lookahead's prefixes), and the suffix drafters, which draft from a
+# memory of earlier requests that one replayed path does not hold; the heads read the target's
+# features
+DRAFTERS = tuple(
+    n
+    for n in DRAFTER_NAMES
+    if n != "early-exit-shared" and n not in TREE_DRAFTERS and n not in MEMORY_DRAFTERS
+)
 LOOKAHEAD = 16  # the most tokens a policy drafts (specviz.gamma.policies' max_gamma)
 
 

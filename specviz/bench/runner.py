@@ -13,18 +13,8 @@ from transformers import DynamicCache
 
 from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
 from specviz.bench.assisted import assistant_settings, has_hf_counterpart, hf_generate
-from specviz.bench.heads import HEAD_DRAFTERS, head_forward
 from specviz.bench.metrics import RequestMetrics, request_metrics
-from specviz.bench.setting import (
-    CONFIDENCE,
-    DRAFTERS,
-    EXIT_DRAFTERS,
-    HYBRID_DRAFTERS,
-    MODEL_DRAFTERS,
-    POLICIES,
-    BenchSetting,
-    drafter_label,
-)
+from specviz.bench.setting import CONFIDENCE, DRAFTERS, POLICIES, BenchSetting, drafter_label
 from specviz.bench.trees import TREE_RULES
 from specviz.bench.workloads import Request
 from specviz.core.cache import CachedForward, KVCache, cache_kwarg
@@ -32,19 +22,23 @@ from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import clock
 from specviz.core.drafter import Drafter
 from specviz.core.policy import GammaPolicy
-from specviz.drafters.registry import DrafterOptions, build_drafter
+from specviz.drafters.registry import (
+    HEAD_DRAFTERS,
+    HYBRID_DRAFTERS,
+    SHARED_CACHE_DRAFTERS,
+    DrafterOptions,
+    build_drafter,
+)
 from specviz.drafters.shared_exit import SharedExit
 from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import CostModel, make_policy
+from specviz.heads.lookup import head_forward
 from specviz.models.chat import prompt_ids as chat_prompt_ids
 from specviz.tree.drafter import TreeDrafter
 
 __all__ = [  # BenchSetting and transformers' baseline live in setting.py and assisted.py
     "CONFIDENCE",
     "DRAFTERS",
-    "EXIT_DRAFTERS",
-    "HYBRID_DRAFTERS",
-    "MODEL_DRAFTERS",
     "POLICIES",
     "BenchSetting",
     "Record",
@@ -181,7 +175,7 @@ def speculative_cache(
     setting: BenchSetting, lean_target: bool
 ) -> Callable[[Any], CachedForward] | None:
     """The target's cached forward in `setting`'s speculative run (None: the drafter's share)."""
-    shares = setting.drafter == "early-exit-shared" or setting.drafter in HEAD_DRAFTERS
+    shares = setting.drafter in SHARED_CACHE_DRAFTERS
     return None if shares else plain_cache(setting, lean_target)
 
 

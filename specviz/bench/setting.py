@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from specviz.bench.trees import check_tree_setting, is_exact, tree_label
-from specviz.drafters.registry import DRAFTER_NAMES, REGISTRY, TREE_DRAFTERS
+from specviz.drafters.registry import (
+    CHAIN_MODEL_DRAFTERS,
+    DRAFTER_NAMES,
+    EXIT_DRAFTERS,
+    HYBRID_DRAFTERS,
+    TREE_DRAFTERS,
+)
+from specviz.gamma.policies import POLICY_NAMES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,11 +50,7 @@ class BenchSetting:
 # gamma policies of the bench: the first three are specviz.gamma.policies; "confidence" drafts up to
 # gamma tokens but stops after one whose draft top probability is below CONFIDENCE (the same
 # rule and default as transformers' assistant_confidence_threshold).
-POLICIES = ("fixed", "heuristic", "theory", "confidence")
-# lookup first, else the draft model (or the EAGLE head)
-HYBRID_DRAFTERS = ("ngram+model", "ngram+model-trimmed", "ngram+eagle")
-MODEL_DRAFTERS = tuple(n for n, s in REGISTRY.items() if s.uses_draft_model)
-EXIT_DRAFTERS = ("early-exit", "early-exit-shared")  # the target's first k layers draft
+POLICIES = (*POLICY_NAMES, "confidence")
 DRAFTERS = DRAFTER_NAMES
 CONFIDENCE = 0.4
 
@@ -60,7 +63,7 @@ def drafter_label(setting: Mapping[str, Any]) -> str:
         return tree_label(setting)
     if drafter in EXIT_DRAFTERS:
         return f"{drafter} k={setting['exit_layer']}"
-    if drafter in ("model", "model-trimmed") and setting["draft_name"] != "bundled":
+    if drafter in CHAIN_MODEL_DRAFTERS and setting["draft_name"] != "bundled":
         return f"{drafter} ({Path(str(setting['draft_name'])).name})"
     if drafter in HYBRID_DRAFTERS and setting["model_gamma"] is not None:
         return f"{drafter} (model ≤ {setting['model_gamma']})"

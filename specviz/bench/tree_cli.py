@@ -6,15 +6,14 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from specviz.bench.heads import HEAD_DRAFTERS
 from specviz.bench.runner import Record
-from specviz.bench.setting import MODEL_DRAFTERS, BenchSetting
+from specviz.bench.setting import BenchSetting
 from specviz.bench.tree_passes import tree_pass_timings
 from specviz.bench.tree_sweep import DEFAULT_NODES, SweepPlan, parse_nodes
 from specviz.bench.tree_table import sweep_section
 from specviz.bench.trees import TREE_RULES
 from specviz.console import say
-from specviz.drafters.registry import TREE_DRAFTERS, DrafterOptions
+from specviz.drafters.registry import HEAD_DRAFTERS, MODEL_DRAFTERS, TREE_DRAFTERS, DrafterOptions
 from specviz.models.chat import prompt_ids as chat_prompt_ids
 
 SWEEP_DRAFTERS = "tree-model"  # --drafters under --tree-sweep when none is given

@@ -22,12 +22,12 @@ from typing import Any
 from specviz.api import autoregressive_generate
 from specviz.bench.assisted import has_hf_counterpart, hf_generate
 from specviz.bench.runner import Record, record, speculative_run
-from specviz.bench.setting import MODEL_DRAFTERS, BenchSetting
+from specviz.bench.setting import BenchSetting
 from specviz.bench.trees import CHAIN_OF, TREE_RULES, top_k_capacity
 from specviz.bench.workloads import Request
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig
-from specviz.drafters.registry import TREE_DRAFTERS
+from specviz.drafters.registry import MODEL_DRAFTERS, TREE_DRAFTERS
 from specviz.gamma.policies import CostModel
 from specviz.models.chat import prompt_ids as chat_prompt_ids
 

@@ -4,11 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-# The drafters that translate between a draft's and the target's tokenizers
-# (specviz.drafters.cross_text, specviz.drafters.cross_tli): the only ones that take a draft of
-# another vocabulary.
-CROSS_TOKENIZER_DRAFTERS = ("cross-text", "cross-tli")
-
 
 def context_length(model: Any) -> int | None:
     """The model's maximum number of positions, if its config states one."""
@@ -44,9 +39,11 @@ def check_prompt(prompt_ids: list[int], max_new_tokens: int, *models: Any) -> No
 
 def check_pair(target: Any, draft: Any, *, cross_tokenizers: bool = False) -> None:
     """Raise ValueError unless draft and target are on the same device and, unless
-    cross_tokenizers (a drafter of CROSS_TOKENIZER_DRAFTERS), score the same vocabulary."""
+    cross_tokenizers (a drafter that translates between tokenizers), score the same vocabulary."""
     v_target, v_draft = vocab_size(target), vocab_size(draft)
     if v_target != v_draft and not cross_tokenizers:
+        from specviz.drafters.registry import CROSS_TOKENIZER_DRAFTERS  # only to name them
+
         raise ValueError(
             f"draft and target have different vocabularies (draft vocab_size={v_draft}, "
             f"target vocab_size={v_target}): use a draft trained with the target's tokenizer, "

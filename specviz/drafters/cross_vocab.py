@@ -29,7 +29,6 @@ from specviz.core.cache import CachedForward
 
 ANCHORS = ("\n", ".", " ", "a")  # tried in turn: the first a tokenizer keeps unchanged
 MIN_SHARED_TOKENS = 8  # fewer shared tokens than this and the pair is refused
-_CACHE_SIZE = 8  # pairs of tokenizers whose translation is kept (drafters are built per seed)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,9 +193,6 @@ class CrossTokenizers:
         return self.draft.encode(self.target.decode(target_ids))
 
 
-_PAIRS: dict[tuple[int, int, int, int, int], tuple[Any, Any, CrossTokenizers]] = {}
-
-
 def cross_tokenizers(
     target_tokenizer: Any,
     draft_tokenizer: Any,
@@ -209,14 +205,12 @@ def cross_tokenizers(
 
     target_vocab / draft_vocab: the width of each model's output (config.vocab_size).
     A pair is refused when a tokenizer does not give back its own text, or when they share
-    fewer than min_shared tokens. The result is kept for the same tokenizer objects (drafters
-    are built once per sample in the statistical suite).
+    fewer than min_shared tokens. Finding the shared tokens reads both vocabularies: a caller
+    that builds many drafters for one pair computes this once and passes it to each
+    (DrafterOptions.translation).
     """
     if min_shared < 1:
         raise ValueError(f"min_shared must be >= 1 (got {min_shared})")
-    key = (id(target_tokenizer), id(draft_tokenizer), target_vocab, draft_vocab, min_shared)
-    if key in _PAIRS:
-        return _PAIRS[key][2]
     target = tokenizer_text(target_tokenizer, target_vocab, "target")
     draft = tokenizer_text(draft_tokenizer, draft_vocab, "draft")
     check_round_trip(target, "target")
@@ -229,15 +223,7 @@ def cross_tokenizers(
             "target's tokens; pick a draft whose tokenizer writes the same kind of pieces "
             "(the same script, byte-level or not)"
         )
-    while len(_PAIRS) >= _CACHE_SIZE:
-        _PAIRS.pop(next(iter(_PAIRS)))
-    _PAIRS[key] = (target_tokenizer, draft_tokenizer, CrossTokenizers(
-        target=target, draft=draft, shared=shared
-    ))  # fmt: skip
-    return _PAIRS[key][2]
-
-
-_LOADED: dict[str, Any] = {}
+    return CrossTokenizers(target=target, draft=draft, shared=shared)
 
 
 def tokenizer_of(model: Any, given: Any, role: str) -> Any:
@@ -246,13 +232,11 @@ def tokenizer_of(model: Any, given: Any, role: str) -> Any:
     if given is not None:
         return given
     source = str(getattr(model, "name_or_path", "") or "")
-    if source and source not in _LOADED:
+    if source:
         from transformers import AutoTokenizer
 
         with contextlib.suppress(OSError, ValueError):
-            _LOADED[source] = AutoTokenizer.from_pretrained(source, local_files_only=True)
-    if source in _LOADED:
-        return _LOADED[source]
+            return AutoTokenizer.from_pretrained(source, local_files_only=True)
     where = f" (none found at {source!r})" if source and Path(source).exists() else ""
     field = "tokenizer" if role == "target" else "draft_tokenizer"
     raise ValueError(

@@ -11,7 +11,9 @@ from specviz.core.config import SamplingConfig
 if TYPE_CHECKING:
     from specviz.core.cache import CachedForward
     from specviz.core.drafter import Drafter
+    from specviz.drafters.cross_vocab import CrossTokenizers
     from specviz.drafters.model import ModelDrafter
+    from specviz.drafters.suffix_memory import SuffixMemory
     from specviz.tree.drafter import TreeDrafter
 
 
@@ -25,6 +27,11 @@ class DrafterOptions:
     tree_nodes, tree_depth and tree_width bound the tree drafters' trees: at most that many
     nodes, levels, and children per node. heads: the folder with the drafting heads' weights
     (eagle.safetensors, medusa.safetensors) trained for this target; None: the shipped ones.
+    memory: the suffix drafters' memory of earlier requests (specviz.drafters.suffix_memory),
+    which they read and feed; None: a private, fresh one per drafter. suffix_factor and
+    suffix_min_prob bound their speculation (at most factor * match length tokens, each kept
+    while its path's frequency is at least min_prob); suffix_min_score: the score a suffix
+    chain needs to be proposed before the draft model (suffix+model).
     A tree drafter drafts through specviz.fast.lean's
     forward where it applies, or transformers' (a KVCache) when make_cache is given.
     tokenizer and draft_tokenizer: the target's and the draft's tokenizers, read by the
@@ -44,8 +51,15 @@ class DrafterOptions:
     tree_depth: int = 4
     tree_width: int = 4
     heads: str | None = None  # folder of eagle/medusa .safetensors (None: the shipped ones)
+    memory: SuffixMemory | None = None  # None: a private, fresh one per suffix drafter
+    suffix_factor: float = 1.0
+    suffix_min_prob: float = 0.1
+    suffix_min_score: float = 1.0
     tokenizer: Any = field(default=None, compare=False)  # the target's (None: saved beside it)
     draft_tokenizer: Any = field(default=None, compare=False)  # the draft's (same)
+    # the two tokenizers' shared tokens (cross_vocab.cross_tokenizers), found once for many
+    # drafters of one pair; None: found when the drafter is built
+    translation: CrossTokenizers | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         for flag, value in (
@@ -61,12 +75,37 @@ class DrafterOptions:
             raise ValueError(f"model_gamma must be >= 1 or None (got {self.model_gamma})")
         if not 0.0 <= self.min_confidence <= 1.0:
             raise ValueError(f"min_confidence must be in [0, 1] (got {self.min_confidence})")
+        if not self.suffix_factor > 0:
+            raise ValueError(f"suffix_factor must be > 0 (got {self.suffix_factor}): try 1 to 4")
+        if not 0.0 <= self.suffix_min_prob <= 1.0:
+            raise ValueError(f"suffix_min_prob must be in [0, 1] (got {self.suffix_min_prob})")
+        if not self.suffix_min_score >= 0:
+            raise ValueError(f"suffix_min_score must be >= 0 (got {self.suffix_min_score})")
         lowest = 1 if self.ngram_min is None else self.ngram_min
         if lowest < 1 or self.ngram_max < lowest:
             raise ValueError(
                 "n-gram sizes must satisfy 1 <= min_ngram <= max_ngram "
                 f"(got min_ngram={self.ngram_min}, max_ngram={self.ngram_max})"
             )
+
+
+@dataclass(frozen=True, kw_only=True)
+class DefaultConfig:
+    """The exact configuration a user gets without choosing one (specviz.drafters.registry's
+    DEFAULT_CONFIG): `specviz generate` with no flags, the app's first preset, the README's
+    example. drafter: a registered name; gamma: draft tokens per round; policy: a gamma policy
+    (specviz.gamma.policies); temperature: 0 for greedy; forward: the target's forward,
+    "lean" (specviz.fast.lean's, where it applies) or "transformers"; threads: torch's CPU
+    threads (None: specviz.runtime's default); batch_drafter: the drafter of a batched decode
+    (the batch sweep's)."""
+
+    drafter: str
+    batch_drafter: str
+    gamma: int
+    policy: str
+    temperature: float
+    forward: str
+    threads: int | None = None
 
 
 Factory = Callable[[Any, Any, SamplingConfig, DrafterOptions], "Drafter | TreeDrafter"]
@@ -82,3 +121,14 @@ class DrafterSpec:
     uses_draft_model: bool  # False: drafts without a separate draft model
     build: Factory
     tree: bool = False  # True: proposes token trees (specviz.tree), verified in one pass
+    head: str | None = None  # the drafting-head kind whose weights it reads (specviz.heads)
+    shares_target_cache: bool = False  # drafts into the target's own cache (SharesTargetCache)
+    reads_confidence: bool = True  # stops drafting below DrafterOptions.min_confidence
+    reads_exit_layer: bool = False  # drafts with the target's first DrafterOptions.exit_layer
+    reads_width: bool = False  # a tree drafter that reads DrafterOptions.tree_width
+    trims_head: bool = False  # scores only the draft's top-ranked tokens (needs an output head)
+    untrimmed: str | None = None  # a trimmed drafter's counterpart scoring the whole head
+    hybrid: bool = False  # lookup first, a model elsewhere (reads DrafterOptions.model_gamma)
+    batchable: bool = False  # specviz.batch drafts it for many rows at once
+    remembers: bool = False  # drafts from a memory of earlier requests (DrafterOptions.memory)
+    cross_tokenizer: bool = False  # takes a draft with another tokenizer, translating

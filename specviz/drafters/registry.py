@@ -12,8 +12,9 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from specviz.core.checks import CROSS_TOKENIZER_DRAFTERS, check_pair, vocab_size
+from specviz.core.checks import check_pair, vocab_size
 from specviz.core.config import SamplingConfig
+from specviz.drafters.options import DefaultConfig as DefaultConfig
 from specviz.drafters.options import DrafterOptions as DrafterOptions
 from specviz.drafters.options import DrafterSpec as DrafterSpec
 from specviz.drafters.options import Factory
@@ -79,7 +80,7 @@ def _cross(kind: str) -> Factory:
         from specviz.fast.lean import draft_cache
 
         check_pair(target, draft, cross_tokenizers=True)
-        pair = cross_tokenizers(
+        pair = o.translation or cross_tokenizers(
             tokenizer_of(target, o.tokenizer, "target"),
             tokenizer_of(draft, o.draft_tokenizer, "draft"),
             target_vocab=vocab_size(target),
@@ -177,6 +178,52 @@ def _tree_ngram(
     )  # fmt: skip
 
 
+def _suffix_config(o: DrafterOptions) -> Any:
+    """The suffix drafters' speculation bounds from the options."""
+    from specviz.drafters.suffix import SuffixConfig
+
+    return SuffixConfig(factor=o.suffix_factor, min_prob=o.suffix_min_prob)
+
+
+def _suffix(target: Any, _draft: Any, _sampling: SamplingConfig, o: DrafterOptions) -> Drafter:
+    from specviz.drafters.suffix import SuffixDrafter
+
+    return SuffixDrafter(
+        vocab_size(target), memory=o.memory, config=_suffix_config(o), device=str(target.device)
+    )
+
+
+def _tree_suffix(
+    target: Any, _draft: Any, _sampling: SamplingConfig, o: DrafterOptions
+) -> TreeDrafter:
+    from specviz.drafters.suffix import TreeSuffixDrafter
+
+    return TreeSuffixDrafter(
+        vocab_size(target), nodes=o.tree_nodes, depth=o.tree_depth, memory=o.memory,
+        config=_suffix_config(o),
+    )  # fmt: skip
+
+
+def _suffix_hybrid(trimmed: bool) -> Factory:
+    """Suffix decoding where its match scores well, the (trimmed) draft model elsewhere."""
+    model = _model(trimmed)
+
+    def build(target: Any, draft: Any, sampling: SamplingConfig, o: DrafterOptions) -> Drafter:
+        from specviz.drafters.model import ModelDrafter
+        from specviz.drafters.suffix import SuffixDrafter
+        from specviz.drafters.suffix_hybrid import SuffixThenModelDrafter
+
+        drafter = model(target, draft, sampling, o)
+        assert isinstance(drafter, ModelDrafter)
+        suffix = _suffix(target, draft, sampling, o)
+        assert isinstance(suffix, SuffixDrafter)
+        return SuffixThenModelDrafter(
+            drafter, suffix, min_score=o.suffix_min_score, model_gamma=o.model_gamma
+        )
+
+    return build
+
+
 def _head(kind: str, *, tree: bool = False, sampled: bool = False, lookup: bool = False) -> Factory:
     """A drafting head trained on the target's own features (specviz.heads), maybe after lookup."""
 
@@ -197,6 +244,7 @@ SPECS = (
         description="a small causal LM drafts gamma tokens",
         uses_draft_model=True,
         build=_model(trimmed=False),
+        batchable=True,
     ),
     DrafterSpec(
         name="model-trimmed",
@@ -204,6 +252,9 @@ SPECS = (
         description="the draft model scoring only its top-ranked tokens (q = 0 elsewhere)",
         uses_draft_model=True,
         build=_model(trimmed=True),
+        trims_head=True,
+        untrimmed="model",
+        batchable=True,
     ),
     DrafterSpec(
         name="cross-text",
@@ -212,6 +263,8 @@ SPECS = (
         "the target's tokenizer, is proposed (stable tokens only, one-hot q)",
         uses_draft_model=True,
         build=_cross("text"),
+        reads_confidence=False,
+        cross_tokenizer=True,
     ),
     DrafterSpec(
         name="cross-tli",
@@ -220,6 +273,8 @@ SPECS = (
         "share (token-level intersection), its law renormalised there",
         uses_draft_model=True,
         build=_cross("tli"),
+        reads_confidence=False,
+        cross_tokenizer=True,
     ),
     DrafterSpec(
         name="ngram",
@@ -227,6 +282,8 @@ SPECS = (
         description="copy what followed the last n tokens earlier in the text",
         uses_draft_model=False,
         build=_ngram,
+        reads_confidence=False,
+        batchable=True,
     ),
     DrafterSpec(
         name="ngram+model",
@@ -234,6 +291,7 @@ SPECS = (
         description="n-gram lookup where it finds a match, the draft model elsewhere",
         uses_draft_model=True,
         build=_hybrid(trimmed=False),
+        hybrid=True,
     ),
     DrafterSpec(
         name="ngram+model-trimmed",
@@ -241,6 +299,38 @@ SPECS = (
         description="n-gram lookup where it finds a match, the trimmed draft model elsewhere",
         uses_draft_model=True,
         build=_hybrid(trimmed=True),
+        trims_head=True,
+        untrimmed="ngram+model",
+        hybrid=True,
+    ),
+    DrafterSpec(
+        name="suffix",
+        label="suffix decoding: drafts from memory (no model)",
+        description="continue the best match in this request and in earlier requests' outputs",
+        uses_draft_model=False,
+        build=_suffix,
+        reads_confidence=False,
+        remembers=True,
+    ),
+    DrafterSpec(
+        name="suffix+model",
+        label="suffix decoding, else draft model",
+        description="suffix decoding where its match scores well, the draft model elsewhere",
+        uses_draft_model=True,
+        build=_suffix_hybrid(trimmed=False),
+        hybrid=True,
+        remembers=True,
+    ),
+    DrafterSpec(
+        name="suffix+model-trimmed",
+        label="suffix decoding, else draft model (trimmed head)",
+        description="suffix decoding where its match scores well, else the trimmed draft model",
+        uses_draft_model=True,
+        build=_suffix_hybrid(trimmed=True),
+        trims_head=True,
+        untrimmed="suffix+model",
+        hybrid=True,
+        remembers=True,
     ),
     DrafterSpec(
         name="early-exit",
@@ -248,6 +338,7 @@ SPECS = (
         description="the target's first exit_layer layers draft, with a cache of their own",
         uses_draft_model=False,
         build=_early_exit(share=False),
+        reads_exit_layer=True,
     ),
     DrafterSpec(
         name="early-exit-shared",
@@ -255,6 +346,8 @@ SPECS = (
         description="the target's first exit_layer layers draft into the target's own cache",
         uses_draft_model=False,
         build=_early_exit(share=True),
+        reads_exit_layer=True,
+        shares_target_cache=True,
     ),
     DrafterSpec(
         name="eagle",
@@ -262,6 +355,9 @@ SPECS = (
         description="one trained layer predicts the target's next feature, drafting gamma tokens",
         uses_draft_model=False,
         build=_head("eagle"),
+        head="eagle",
+        shares_target_cache=True,
+        reads_confidence=False,
     ),
     DrafterSpec(
         name="medusa",
@@ -269,6 +365,9 @@ SPECS = (
         description="trained heads guess 2, 3, ... tokens ahead from the target's last feature",
         uses_draft_model=False,
         build=_head("medusa"),
+        head="medusa",
+        shares_target_cache=True,
+        reads_confidence=False,
     ),
     DrafterSpec(
         name="ngram+eagle",
@@ -276,6 +375,10 @@ SPECS = (
         description="n-gram lookup where it finds a match, the EAGLE head elsewhere",
         uses_draft_model=False,
         build=_head("eagle", lookup=True),
+        head="eagle",
+        shares_target_cache=True,
+        reads_confidence=False,
+        hybrid=True,
     ),
     DrafterSpec(
         name="tree-model",
@@ -284,6 +387,7 @@ SPECS = (
         uses_draft_model=True,
         build=_tree_model(sampled=False),
         tree=True,
+        reads_width=True,
     ),
     DrafterSpec(
         name="tree-sampled",
@@ -292,6 +396,7 @@ SPECS = (
         uses_draft_model=True,
         build=_tree_model(sampled=True),
         tree=True,
+        reads_width=True,
     ),
     DrafterSpec(
         name="tree-ngram",
@@ -302,12 +407,25 @@ SPECS = (
         tree=True,
     ),
     DrafterSpec(
+        name="tree-suffix",
+        label="tree: suffix decoding, the likeliest continuations from memory",
+        description="the most frequent continuations of the best match, as a tree (no model)",
+        uses_draft_model=False,
+        build=_tree_suffix,
+        tree=True,
+        remembers=True,
+    ),
+    DrafterSpec(
         name="eagle-tree",
         label="tree: EAGLE head's top-k children",
         description="the EAGLE head grows a tree of its likeliest tokens (EAGLE-2 style)",
         uses_draft_model=False,
         build=_head("eagle", tree=True),
         tree=True,
+        head="eagle",
+        shares_target_cache=True,
+        reads_confidence=False,
+        reads_width=True,
     ),
     DrafterSpec(
         name="eagle-tree-sampled",
@@ -316,6 +434,10 @@ SPECS = (
         uses_draft_model=False,
         build=_head("eagle", tree=True, sampled=True),
         tree=True,
+        head="eagle",
+        shares_target_cache=True,
+        reads_confidence=False,
+        reads_width=True,
     ),
     DrafterSpec(
         name="medusa-tree",
@@ -324,11 +446,45 @@ SPECS = (
         uses_draft_model=False,
         build=_head("medusa", tree=True),
         tree=True,
+        head="medusa",
+        shares_target_cache=True,
+        reads_confidence=False,
+        reads_width=True,
     ),
 )
-TREE_DRAFTERS = tuple(s.name for s in SPECS if s.tree)
 REGISTRY: Mapping[str, DrafterSpec] = MappingProxyType({s.name: s for s in SPECS})
 DRAFTER_NAMES = tuple(REGISTRY)
+# The fastest exact configuration the benchmark measured for code at T = 0 (the headline table
+# of README.md, rendered from benchmarks/results/; tests/test_defaults.py ties the two).
+DEFAULT_CONFIG = DefaultConfig(
+    drafter="ngram+model-trimmed", batch_drafter="model-trimmed", gamma=3, policy="fixed",
+    temperature=0.0, forward="lean",
+)  # fmt: skip
+
+
+def drafters_where(fact: Callable[[DrafterSpec], bool]) -> tuple[str, ...]:
+    """The names of the registered drafters for which fact(spec) holds, in registry order."""
+    return tuple(s.name for s in SPECS if fact(s))
+
+
+# Every list of drafter names is derived here from the facts each DrafterSpec states.
+TREE_DRAFTERS = drafters_where(lambda s: s.tree)
+CHAIN_DRAFTERS = drafters_where(lambda s: not s.tree)
+MODEL_DRAFTERS = drafters_where(lambda s: s.uses_draft_model)
+HEAD_DRAFTERS = drafters_where(lambda s: s.head is not None)  # all share the target's cache
+HEAD_KIND: Mapping[str, str] = MappingProxyType({s.name: s.head for s in SPECS if s.head})
+HEAD_KINDS = tuple(sorted(set(HEAD_KIND.values())))
+SHARED_CACHE_DRAFTERS = drafters_where(lambda s: s.shares_target_cache)
+EXIT_DRAFTERS = drafters_where(lambda s: s.reads_exit_layer)
+UNCONFIDENT_DRAFTERS = drafters_where(lambda s: not s.reads_confidence)
+WIDE_DRAFTERS = drafters_where(lambda s: s.reads_width)
+HYBRID_DRAFTERS = drafters_where(lambda s: s.hybrid)
+TRIMMED_DRAFTERS = drafters_where(lambda s: s.trims_head)
+BATCH_DRAFTERS = drafters_where(lambda s: s.batchable)
+MEMORY_DRAFTERS = drafters_where(lambda s: s.remembers)  # they read DrafterOptions.memory
+CROSS_TOKENIZER_DRAFTERS = drafters_where(lambda s: s.cross_tokenizer)  # another tokenizer
+# the draft model drafting a chain alone (no lookup in front, no tree)
+CHAIN_MODEL_DRAFTERS = drafters_where(lambda s: s.uses_draft_model and not (s.tree or s.hybrid))
 
 
 def drafter_spec(name: str) -> DrafterSpec:
@@ -348,6 +504,8 @@ def build_drafter(
 ) -> Drafter | TreeDrafter:
     """A fresh drafter called name for target (draft: the draft model, where one is used).
 
+    DEFAULT_CONFIG names the default: the benchmark's fastest exact drafter, with its gamma,
+    temperature and target forward (what `specviz generate` runs when no flag chooses).
     Tree drafters (DrafterSpec.tree) return a TreeDrafter, which specviz.tree.decoding's
     TreeDecoder (and the one-call API) verify a whole tree at a time.
     """

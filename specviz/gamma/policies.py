@@ -273,13 +273,16 @@ class TheoryGamma:
         return drafting if best == 0 else 0
 
 
+POLICY_CLASSES: dict[str, type[FixedGamma] | type[HeuristicGamma] | type[TheoryGamma]] = {
+    "fixed": FixedGamma,
+    "heuristic": HeuristicGamma,
+    "theory": TheoryGamma,
+}
+POLICY_NAMES = tuple(POLICY_CLASSES)  # the names make_policy takes
+
+
 def make_policy(name: str, gamma: int, costs: CostModel | None = None) -> GammaPolicy:
     """'fixed' | 'heuristic' | 'theory', starting from gamma (theory: with shared costs)."""
-    policies: dict[str, type[FixedGamma] | type[HeuristicGamma] | type[TheoryGamma]] = {
-        "fixed": FixedGamma,
-        "heuristic": HeuristicGamma,
-        "theory": TheoryGamma,
-    }
-    if name not in policies:
-        raise ValueError(f"gamma policy must be one of {sorted(policies)} (got {name!r})")
-    return TheoryGamma(gamma, costs=costs) if name == "theory" else policies[name](gamma)
+    if name not in POLICY_CLASSES:
+        raise ValueError(f"gamma policy must be one of {sorted(POLICY_CLASSES)} (got {name!r})")
+    return TheoryGamma(gamma, costs=costs) if name == "theory" else POLICY_CLASSES[name](gamma)

@@ -14,13 +14,14 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from specviz.drafters.registry import HEAD_KINDS
 from specviz.heads.eagle import EagleHead, EagleShape
 from specviz.heads.medusa import MedusaHeads
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "heads"  # {kind}.safetensors
 RANKING = Path(__file__).resolve().parent.parent / "assets" / "draft" / "token_ranking.safetensors"
 HEAD_TOKENS = 8192  # output-head rows the heads score (q = 0 elsewhere)
-KINDS = ("eagle", "medusa")
+KINDS = HEAD_KINDS  # the head kinds the registry names
 FORMAT = 1
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from specviz.core.checks import CROSS_TOKENIZER_DRAFTERS
+from specviz.drafters.registry import CROSS_TOKENIZER_DRAFTERS
 from specviz.fast.packed import pack_linears
 
 BUNDLED = "bundled"

@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import argparse
-import re
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from specviz.console import progress_bar, say
-from specviz.core.checks import CROSS_TOKENIZER_DRAFTERS
+from specviz.core.checks import vocab_size
 from specviz.core.config import SamplingConfig
+from specviz.drafters.cross_vocab import cross_tokenizers
 from specviz.drafters.registry import (
+    CHAIN_DRAFTERS,
+    CROSS_TOKENIZER_DRAFTERS,
     DRAFTER_NAMES,
+    EXIT_DRAFTERS,
+    HEAD_DRAFTERS,
+    REGISTRY,
+    SHARED_CACHE_DRAFTERS,
     TREE_DRAFTERS,
+    TRIMMED_DRAFTERS,
     DrafterOptions,
     build_drafter,
     drafter_spec,
 )
-from specviz.heads.weights import KINDS
 from specviz.models.chat import PromptFormat, prompt_format, prompt_ids
 from specviz.models.loading import BUNDLED, load_pair
 from specviz.runtime import HelpFormatter, add_threads_argument, utf8_text
@@ -29,20 +35,20 @@ from specviz.stats.report import table, to_json
 from specviz.stats.suite import Setting, default_settings, run_suite, tree_settings
 from specviz.stats.toy import REPEATING_PROMPT, random_pair
 
-HEAD_DRAFTERS = tuple(n for n in DRAFTER_NAMES if set(re.split("[+-]", n)) & set(KINDS))
 TOY_UNSUPPORTED = {  # drafters that need a real transformer, and what the toy pair lacks
-    "model-trimmed": "no output head to trim",
-    "ngram+model-trimmed": "no output head to trim",
-    "early-exit": "no layers to exit from",
-    "early-exit-shared": "no layers to exit from",
+    **{name: "no output head to trim" for name in TRIMMED_DRAFTERS},
+    **{name: "no layers to exit from" for name in EXIT_DRAFTERS},
     **{name: "no hidden states for a drafting head" for name in HEAD_DRAFTERS},
     **{name: "no tokenizers to translate between" for name in CROSS_TOKENIZER_DRAFTERS},
 }
-SHARES_TARGET_CACHE = {"early-exit-shared": "early-exit", **{n: "model" for n in HEAD_DRAFTERS}}
+# a drafter sharing the target's cache, and the one to swap mutants into instead
+SHARES_TARGET_CACHE = {
+    name: "early-exit" if REGISTRY[name].reads_exit_layer else "model"
+    for name in SHARED_CACHE_DRAFTERS
+}
 QUICK = ("gamma=1 T=1", "gamma=4 T=1", "gamma=4 T=0.5", "gamma=2 T=0.7 top_p=0.8")
 TREE_QUICK = ("tree T=1", "tree T=0.7 top_p=0.8")
 TREE_FLAGS = ("tree_nodes", "tree_depth", "tree_width")  # DrafterOptions fields, as flags
-CHAIN_DRAFTERS = tuple(name for name in DRAFTER_NAMES if name not in TREE_DRAFTERS)
 
 
 MODELS_ONLY = ("--target", "--draft", "--prompt", "--raw")  # flags of --pair models alone
@@ -281,9 +287,14 @@ def run_verify(args: argparse.Namespace) -> int:
         )
         target, draft = pair.target, pair.draft
         if args.drafter in CROSS_TOKENIZER_DRAFTERS:
+            translation = cross_tokenizers(  # once for the many drafters the suite builds
+                pair.tokenizer, pair.draft_tokenizer, target_vocab=vocab_size(target),
+                draft_vocab=vocab_size(draft),
+            )  # fmt: skip
             options = replace(
-                options, tokenizer=pair.tokenizer, draft_tokenizer=pair.draft_tokenizer
-            )
+                options, tokenizer=pair.tokenizer, draft_tokenizer=pair.draft_tokenizer,
+                translation=translation,
+            )  # fmt: skip
         prompt = DEFAULT_PROMPT if args.prompt is None else utf8_text(args.prompt, "--prompt")
         context = prompt_ids(pair.tokenizer, prompt, raw=args.raw)
         fmt = prompt_format(pair.tokenizer, raw=args.raw)

@@ -6,6 +6,7 @@ import argparse
 import os
 from collections.abc import Sequence
 
+from specviz.drafters.registry import HEAD_KINDS
 from specviz.train.common import setup_logging
 
 
@@ -27,18 +28,24 @@ def build_parser() -> argparse.ArgumentParser:
     features.add_argument("--jobs", type=int, default=400, help="highest shard index + 1")
     features.add_argument("--hours", type=_hours, default=None, help="stop after this long")
     features.add_argument("--worker", default="0/1", help="k/n: this process makes jobs i % n == k")
+    regen = sub.add_parser("regen", help="the target answers the prompt pool: ids + features")
+    regen.add_argument("--shards", type=int, default=400, help="highest shard index + 1")
+    regen.add_argument("--hours", type=_hours, default=None, help="stop after this long")
+    regen.add_argument("--batch", type=int, default=16, help="rows decoded together (B)")
+    regen.add_argument("--ids", default=None, help="folder of the ids shards (default: work dir)")
+    regen.add_argument("--worker", default="0/1", help="k/n: this process makes shards i % n == k")
     heads = sub.add_parser("heads", help="train the EAGLE head or the Medusa heads (resumable)")
-    heads.add_argument("which", choices=("eagle", "medusa"))
+    heads.add_argument("which", choices=HEAD_KINDS)
     heads.add_argument("--hours", type=_hours, default=None, help="stop after this long")
     heads.add_argument("--steps", type=int, default=1_000_000, help="stop at this step")
     heads.add_argument("--total-steps", type=int, default=2000, help="length of the lr schedule")
     heads.add_argument("--batch", type=int, default=2048, help="trained positions per step")
     heval = sub.add_parser("heads-eval", help="held-out alpha per draft position, agreement, c")
-    heval.add_argument("which", choices=("eagle", "medusa"))
+    heval.add_argument("which", choices=HEAD_KINDS)
     heval.add_argument("--heads", default=None, help="folder of the weights (default: shipped)")
     heval.add_argument("--prompts", type=int, default=16, help="held-out prompts per kind")
     hexport = sub.add_parser("heads-export", help="copy a trained head into specviz/assets/heads")
-    hexport.add_argument("which", choices=("eagle", "medusa"))
+    hexport.add_argument("which", choices=HEAD_KINDS)
     student = sub.add_parser("student", help="distil the draft from the shards (resumable)")
     student.add_argument("--hours", type=_hours, default=None, help="stop after this long")
     student.add_argument("--steps", type=int, default=1_000_000, help="stop at this step")
@@ -69,6 +76,15 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         k, n = (int(x) for x in args.worker.split("/"))
         run_features(FeatureConfig(), range(k, args.jobs, n), args.hours, args.threads)
+    elif args.step == "regen":
+        from pathlib import Path
+
+        from specviz.train.regen import RegenConfig, regen_dir, run_regen
+
+        k, n = (int(x) for x in args.worker.split("/"))
+        ids_dir = Path(args.ids) if args.ids else regen_dir() / "ids"
+        regen_cfg = RegenConfig(batch=args.batch)
+        run_regen(regen_cfg, range(k, args.shards, n), ids_dir, args.hours, args.threads)
     elif args.step == "heads":
         from specviz.train.heads import HeadConfig, run_heads
 

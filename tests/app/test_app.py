@@ -40,12 +40,10 @@ from specviz.app.state import PairCache, early_exit_note, lab_pair
 from specviz.app.views.form import (
     DEFAULTS,
     DRAFTER_FIELDS,
-    EXIT_DRAFTERS,
     FIELDS,
     PRESET_FIELDS,
     PRESETS,
     RANGES,
-    UNCONFIDENT_DRAFTERS,
     Settings,
     drafter_choices,
 )
@@ -56,7 +54,14 @@ from specviz.core.checks import CROSS_TOKENIZER_DRAFTERS
 from specviz.core.events import read_jsonl
 from specviz.drafters import early_exit
 from specviz.drafters.model import ModelDrafter
-from specviz.drafters.registry import DRAFTER_NAMES, REGISTRY, TREE_DRAFTERS, DrafterOptions
+from specviz.drafters.registry import (
+    DRAFTER_NAMES,
+    EXIT_DRAFTERS,
+    REGISTRY,
+    TREE_DRAFTERS,
+    UNCONFIDENT_DRAFTERS,
+    DrafterOptions,
+)
 from specviz.drafters.trimmed import save_ranking
 from specviz.heads.eagle import EagleHead, EagleShape
 from specviz.heads.medusa import MedusaHeads
@@ -269,7 +274,7 @@ def test_settings_name_every_field_and_no_other() -> None:
 def test_menu_lists_every_registered_drafter_by_its_registry_label(app: SpecVizApp) -> None:
     expected = [(REGISTRY[name].label, name) for name in DRAFTER_NAMES]
     assert drafter_choices() == expected
-    assert (EXIT_DRAFTERS | UNCONFIDENT_DRAFTERS).issubset(REGISTRY)
+    assert set(EXIT_DRAFTERS + UNCONFIDENT_DRAFTERS).issubset(REGISTRY)
     [menu] = [b for b in app.build().blocks.values() if isinstance(b, gr.Dropdown)
               and b.elem_id == "sv-drafter"]  # fmt: skip
     assert [tuple(choice) for choice in menu.choices] == expected
@@ -600,6 +605,7 @@ DRAFTER_MUTANT = next(m for m in MUTANTS if m.drafter_cls is not ModelDrafter)
 CACHE_MUTANT = next(m for m in MUTANTS if m.make_cache is not None)
 REFUSED = {  # (drafter, mutant): the drafter has no such piece to swap
     ("ngram", DRAFTER_MUTANT.name): "drafts without a model",
+    ("suffix", DRAFTER_MUTANT.name): "drafts without a model",
     ("early-exit-shared", DRAFTER_MUTANT.name): "builds a drafter of its own",
     ("early-exit-shared", CACHE_MUTANT.name): "shares with the target",
 }
@@ -766,7 +772,7 @@ def test_the_form_shows_only_the_fields_the_drafter_reads(app: SpecVizApp, draft
         "confidence": not tree and drafter not in UNCONFIDENT_DRAFTERS,
         "gamma": not tree, "policy": not tree,  # a tree's depth replaces γ
         "tree_nodes": tree, "tree_depth": tree,
-        "tree_width": tree and drafter != "tree-ngram",  # the n-gram tree has no width
+        "tree_width": tree and drafter not in ("tree-ngram", "tree-suffix"),  # lookups: no width
         "tree_rule": tree,
     }  # fmt: skip
     assert REGISTRY[drafter].label in note and REGISTRY[drafter].description in note

@@ -25,8 +25,8 @@ from specviz.app.batch import (
 )
 from specviz.app.main import SpecVizApp
 from specviz.app.views.batch import BatchRun, batch_html, row_tokens
-from specviz.batch.drafters import BATCH_DRAFTERS
 from specviz.core.events import RoundSummary
+from specviz.drafters.registry import BATCH_DRAFTERS
 
 from .test_app import free_port, model_dirs, ranked_dirs, served, settings
 from .test_app_browser import ROOT, browser, open_app

@@ -11,10 +11,9 @@ import pytest
 from specviz.app.lab import MODELS, REAL
 from specviz.app.main import SpecVizApp
 from specviz.app.state import lab_pair, make_drafter
-from specviz.app.views.form import UNCONFIDENT_DRAFTERS, WIDE_DRAFTERS, drafter_choices
-from specviz.bench.heads import HEAD_DRAFTERS
+from specviz.app.views.form import drafter_choices
 from specviz.core.drafter import SharesTargetCache
-from specviz.drafters.registry import REGISTRY
+from specviz.drafters.registry import HEAD_DRAFTERS, REGISTRY, UNCONFIDENT_DRAFTERS, WIDE_DRAFTERS
 from specviz.heads import weights
 from specviz.heads.tap import FeatureCache, FeatureLean
 
@@ -34,8 +33,8 @@ def test_the_menu_offers_every_head_drafter_without_a_draft_model() -> None:
     offered = {name for _label, name in drafter_choices()}
     assert set(HEAD_DRAFTERS) <= offered
     assert all(settings(("t", "d"), drafter=name).draft is None for name in HEAD_DRAFTERS)
-    assert {"eagle", "medusa", "ngram+eagle"} <= UNCONFIDENT_DRAFTERS  # no stop on their q
-    assert {n for n in HEAD_DRAFTERS if REGISTRY[n].tree} <= WIDE_DRAFTERS
+    assert {"eagle", "medusa", "ngram+eagle"} <= set(UNCONFIDENT_DRAFTERS)  # no stop on their q
+    assert {n for n in HEAD_DRAFTERS if REGISTRY[n].tree} <= set(WIDE_DRAFTERS)
 
 
 def test_a_head_verifies_on_the_forward_the_apps_plain_decoding_uses(

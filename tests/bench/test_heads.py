@@ -15,7 +15,6 @@ import torch
 
 import specviz.bench.replay as replay_module
 from specviz.api import autoregressive_generate, encode, speculative_generate
-from specviz.bench.heads import HEAD_DRAFTERS, HEAD_KIND
 from specviz.bench.lookahead import target_path
 from specviz.bench.replay import GREEDY, PassCosts, lookaheads, measure_costs, replay
 from specviz.bench.runner import (
@@ -32,7 +31,14 @@ from specviz.core.cache import KVCache
 from specviz.core.config import SpeculationConfig
 from specviz.core.drafter import Drafter, SharesTargetCache
 from specviz.core.policy import FixedGamma
-from specviz.drafters.registry import DRAFTER_NAMES, TREE_DRAFTERS, DrafterOptions, build_drafter
+from specviz.drafters.registry import (
+    DRAFTER_NAMES,
+    HEAD_DRAFTERS,
+    HEAD_KIND,
+    TREE_DRAFTERS,
+    DrafterOptions,
+    build_drafter,
+)
 from specviz.fast.lean import LeanLlama
 from specviz.gamma.policies import HeuristicGamma
 from specviz.heads import weights

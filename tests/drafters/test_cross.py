@@ -11,12 +11,16 @@ import torch
 
 from specviz.api import autoregressive_generate, speculative_generate
 from specviz.core.cache import KVCache
-from specviz.core.checks import CROSS_TOKENIZER_DRAFTERS
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.drafters.cross_text import CrossTextDrafter
 from specviz.drafters.cross_tli import CrossTLIDrafter
 from specviz.drafters.cross_vocab import SyncedCache, cross_tokenizers
-from specviz.drafters.registry import REGISTRY, DrafterOptions, build_drafter
+from specviz.drafters.registry import (
+    CROSS_TOKENIZER_DRAFTERS,
+    REGISTRY,
+    DrafterOptions,
+    build_drafter,
+)
 from specviz.models.loading import ModelLoadError, load_pair
 
 from .cross_pairs import TOKENIZERS, byte_bpe, char, char_bpe, digits, lowercasing, tiny_llama

@@ -11,33 +11,38 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from specviz.bench.heads import HEAD_KIND, heads_problem, weights_path
 from specviz.bench.workloads import WORKLOADS, load_requests
-from specviz.core.checks import CROSS_TOKENIZER_DRAFTERS
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.drafters.registry import DRAFTER_NAMES, REGISTRY, DrafterOptions
+from specviz.drafters.registry import (
+    DEFAULT_CONFIG,
+    DRAFTER_NAMES,
+    EXIT_DRAFTERS,
+    HEAD_KIND,
+    REGISTRY,
+    TREE_DRAFTERS,
+    UNCONFIDENT_DRAFTERS,
+    WIDE_DRAFTERS,
+    DrafterOptions,
+)
+from specviz.gamma.policies import POLICY_NAMES
+from specviz.heads.lookup import heads_problem, weights_path
 
 BUNDLED = "bundled"  # the same word specviz.models.loading uses for the bundled pair
 LABELS = {"code": "code", "json": "structured JSON", "repeat": "repeat / rewrite the prompt"}
 LABELS |= {"prose": "open-ended story"}
-# Which registered drafters read exit_layer, and which read no confidence threshold (n-gram
-# lookup has no q to be confident about; the drafting heads never stop on theirs): the
-# registry builds each one; these say which settings the summary shows for it.
-EXIT_DRAFTERS = frozenset({"early-exit", "early-exit-shared"})
-UNCONFIDENT_DRAFTERS = frozenset({"ngram", *HEAD_KIND, *CROSS_TOKENIZER_DRAFTERS})
-TREE_DRAFTERS = frozenset(name for name in DRAFTER_NAMES if REGISTRY[name].tree)
-WIDE_DRAFTERS = TREE_DRAFTERS - {"tree-ngram"}  # the tree drafters that read width
-POLICIES = ["fixed", "heuristic", "theory"]  # the names specviz.gamma.policies.make_policy takes
+# Which settings the summary shows for a drafter comes from the registry's facts about it
+# (EXIT_DRAFTERS read exit_layer, UNCONFIDENT_DRAFTERS no confidence threshold, ...).
+POLICIES = list(POLICY_NAMES)  # the names specviz.gamma.policies.make_policy takes
 # How a tree round is verified: the names of specviz.tree.verify's rules, with the menu's labels.
 # Only the exact rule follows the target's law; it is the default.
 TREE_RULE_CHOICES = {
     "exact": "exact (default)",
     "typical": "typical acceptance — lossy, does not follow the target's law",
 }
-# The defaults are the fastest exact setting the benchmark measured for code at T = 0 (the
-# headline table of README.md, rendered from benchmarks/results/ by specviz.bench.headline);
-# the classic preset is the textbook picture: a draft model alone, sampling at T = 0.7.
-FASTEST = {"drafter": "ngram+model-trimmed", "policy": "fixed", "gamma": 3, "temperature": 0.0}
+# The first preset is the registry's DEFAULT_CONFIG (what `specviz generate` runs with no
+# flags); the classic preset is the textbook picture: a draft model alone, sampling at T = 0.7.
+FASTEST: dict[str, Any] = {"drafter": DEFAULT_CONFIG.drafter, "policy": DEFAULT_CONFIG.policy}
+FASTEST |= {"gamma": DEFAULT_CONFIG.gamma, "temperature": DEFAULT_CONFIG.temperature}
 FASTEST |= {"top_k": 0, "top_p": 1.0}
 CLASSIC = {"drafter": "model", "policy": "fixed", "gamma": 4, "temperature": 0.7}
 CLASSIC |= {"top_k": 0, "top_p": 1.0}

@@ -1,4 +1,4 @@
-"""The drafting-head drafters (specviz.heads) on the command lines and in the app.
+"""Where a drafting-head drafter finds its weights, and which target forward it verifies with.
 
 Each head drafter reads one weights file, {kind}.safetensors, trained on one target's features:
 by default the file shipped for the bundled target (specviz/assets/heads/), else the one in the
@@ -15,26 +15,15 @@ lean forward's own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
+
+from specviz.drafters.registry import HEAD_DRAFTERS, HEAD_KIND
 
 if TYPE_CHECKING:
     from specviz.core.cache import CachedForward
 
-# each registered head drafter (specviz.drafters.registry) and the head kind whose weights it reads
-HEAD_KIND: Mapping[str, str] = MappingProxyType(
-    {
-        "eagle": "eagle",
-        "medusa": "medusa",
-        "ngram+eagle": "eagle",
-        "eagle-tree": "eagle",
-        "eagle-tree-sampled": "eagle",
-        "medusa-tree": "medusa",
-    }
-)
-HEAD_DRAFTERS = tuple(HEAD_KIND)  # all of them share the target's cache
 TRAIN = "python -m specviz.train features, then heads"
 
 

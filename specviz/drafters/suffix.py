@@ -1,0 +1,229 @@
+"""Suffix decoding (SuffixDecoding, arXiv 2411.04975): draft from memory, no model.
+
+Two suffix tries (specviz.drafters.suffix_tree) propose: the request's own, over its prompt and
+the tokens committed so far (updated as they commit), and a SuffixMemory over earlier
+requests, which the caller owns and may share between drafters, save and load. Each round the
+drafter matches the last tokens of the text in both, follows the most frequent continuations,
+and keeps the speculation with the best score; a match of m tokens allows at most factor * m
+draft tokens, and a token is kept while its path's frequency is at least min_prob.
+
+Memory is fed when a decode ends: the decoders call `remember(ids, prompt_len)` on a drafter
+that has it (specviz.core.drafter.RemembersRequests), and the drafter adds the request's output
+(with its prompt, for a memory built with prompts=True) to the memory. A decode that is not
+run to its end is not remembered. The same drafter may decode request after request: prefill
+starts a fresh trie of the request's own.
+
+Proposals are deterministic functions of the committed text and the memory, so a chain's q is
+one-hot and a tree's children are verified by the deterministic-sibling rule: the output law
+stays exactly the target's at any temperature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from specviz.core.drafter import Draft
+from specviz.drafters.suffix_memory import SuffixMemory
+from specviz.drafters.suffix_tree import Speculation, SuffixTrie, speculate
+from specviz.tree.proposal import TokenTree
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuffixConfig:
+    """How far to speculate: at most factor * (match length) tokens, each kept while the
+    frequency of its path in memory is at least min_prob."""
+
+    factor: float = 1.0
+    min_prob: float = 0.1
+
+    def __post_init__(self) -> None:
+        check_suffix(self.factor, self.min_prob)
+
+
+def check_suffix(factor: float, min_prob: float) -> None:
+    """ValueError unless factor > 0 and 0 <= min_prob <= 1."""
+    if not factor > 0:
+        raise ValueError(f"the suffix factor must be > 0 (got {factor}): try 1.0 to 4.0")
+    if not 0.0 <= min_prob <= 1.0:
+        raise ValueError(f"the suffix min_prob must be in [0, 1] (got {min_prob})")
+
+
+class SuffixTries:
+    """The request's own trie (over its prompt and committed tokens) beside the shared memory."""
+
+    def __init__(self, vocab_size: int, memory: SuffixMemory | None, config: SuffixConfig) -> None:
+        """memory None: a private, fresh SuffixMemory."""
+        if vocab_size < 1:
+            raise ValueError(f"vocab_size must be >= 1 (got {vocab_size})")
+        self.vocab_size, self.config = vocab_size, config
+        self.memory = SuffixMemory() if memory is None else memory
+        self.local = SuffixTrie(max_depth=self.memory.max_depth)
+        self.seen: list[int] = []  # the tokens in the request's trie
+
+    def prefill(self, prefix: list[int]) -> None:
+        """Start the request's trie afresh with prefix."""
+        self.local = SuffixTrie(max_depth=self.memory.max_depth)
+        self.seen = []
+        self.catch_up(prefix)
+
+    def catch_up(self, ids: Sequence[int]) -> None:
+        """Add the tokens of ids past those already in the request's trie (rebuilding it if
+        ids does not extend them)."""
+        n = len(self.seen)
+        if n > len(ids) or (n and ids[n - 1] != self.seen[-1]):
+            self.prefill(list(ids))
+            return
+        fresh = [int(t) for t in ids[n:]]
+        self.local.append(0, fresh)
+        self.seen += fresh
+
+    def rollback(self, committed: int) -> None:
+        """Forget tokens past committed (only committed tokens are ever added)."""
+        if committed < len(self.seen):
+            self.prefill(self.seen[:committed])
+
+    def speculate(
+        self,
+        ids: Sequence[int],
+        max_tokens: int,
+        stop_ids: Collection[int],
+        *,
+        tree: bool = False,
+        max_depth: int | None = None,
+    ) -> Speculation:
+        """The best speculation after ids from the memory and the request's own trie."""
+        self.catch_up(ids)
+        return speculate(
+            (self.memory.trie, self.local),  # the request's own wins ties
+            ids,
+            max_tokens=max_tokens,
+            factor=self.config.factor,
+            min_prob=self.config.min_prob,
+            vocab_size=self.vocab_size,
+            stop_ids=stop_ids,
+            tree=tree,
+            max_depth=max_depth,
+        )
+
+    def remember(self, ids: list[int], prompt_len: int) -> None:
+        """Give the finished request (prompt_len prompt tokens, then its output) to memory."""
+        self.memory.add_request(ids, prompt_len)
+
+
+class SuffixDrafter:
+    """Suffix decoding as a chain: the likeliest continuation of the best match."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        *,
+        memory: SuffixMemory | None = None,
+        config: SuffixConfig | None = None,
+        device: str = "cpu",
+    ) -> None:
+        """Draft for a target of vocab_size tokens from memory (None: a private fresh one)."""
+        self.tries = SuffixTries(vocab_size, memory, config or SuffixConfig())
+        self.vocab_size, self.device = vocab_size, torch.device(device)
+
+    @property
+    def memory(self) -> SuffixMemory:
+        """The memory of earlier requests this drafter reads and feeds."""
+        return self.tries.memory
+
+    def prefill(self, prefix: list[int]) -> None:
+        """Start the request's own trie with the prompt."""
+        self.tries.prefill(prefix)
+
+    def rollback(self, committed: int) -> None:
+        """Only committed tokens enter the tries: nothing to undo past them."""
+        self.tries.rollback(committed)
+
+    def remember(self, ids: list[int], prompt_len: int) -> None:
+        """Add the finished request to memory."""
+        self.tries.remember(ids, prompt_len)
+
+    def speculation(self, ids: list[int], gamma: int, stop_ids: Collection[int]) -> Speculation:
+        """The chain this drafter would propose after ids, with its score."""
+        return self.tries.speculate(ids, gamma, stop_ids)
+
+    def propose(
+        self,
+        ids: list[int],
+        gamma: int,
+        generator: torch.Generator,
+        stop_ids: Collection[int],
+    ) -> Draft:
+        """Up to gamma tokens (k,), with one-hot q_draft (k, V); the generator is not used."""
+        return self.draft(self.speculation(ids, gamma, stop_ids))
+
+    def draft(self, found: Speculation) -> Draft:
+        """A chain speculation as a Draft: tokens (k,) and one-hot q_draft (k, V)."""
+        k = len(found.tokens)
+        tokens = torch.tensor(found.tokens, dtype=torch.long)
+        q_draft = torch.zeros(k, self.vocab_size)
+        q_draft[torch.arange(k), tokens] = 1.0
+        return Draft(
+            tokens=tokens.to(self.device), q_draft=q_draft.to(self.device), forward_calls=0
+        )
+
+
+class TreeSuffixDrafter:
+    """Suffix decoding as a tree: the likeliest continuations of the best match, best first."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        *,
+        nodes: int,
+        depth: int,
+        memory: SuffixMemory | None = None,
+        config: SuffixConfig | None = None,
+    ) -> None:
+        """At most `nodes` nodes and `depth` levels a tree, from memory (None: a fresh one)."""
+        if nodes < 1 or depth < 1:
+            raise ValueError(f"nodes and depth must be >= 1 (got nodes={nodes}, depth={depth})")
+        self.tries = SuffixTries(vocab_size, memory, config or SuffixConfig())
+        self.vocab_size, self.nodes, self.depth = vocab_size, nodes, depth
+
+    @property
+    def memory(self) -> SuffixMemory:
+        """The memory of earlier requests this drafter reads and feeds."""
+        return self.tries.memory
+
+    def prefill(self, prefix: list[int]) -> None:
+        """Start the request's own trie with the prompt."""
+        self.tries.prefill(prefix)
+
+    def rollback(self, committed: int) -> None:
+        """Only committed tokens enter the tries: nothing to undo past them."""
+        self.tries.rollback(committed)
+
+    def remember(self, ids: list[int], prompt_len: int) -> None:
+        """Add the finished request to memory."""
+        self.tries.remember(ids, prompt_len)
+
+    def propose_tree(
+        self, ids: list[int], max_depth: int, generator: torch.Generator, stop_ids: Collection[int]
+    ) -> TokenTree:
+        """A deterministic tree (N nodes) no deeper than max_depth; q_draft (N+1, V) shows each
+        node's children's frequencies, normalised (not used by the deterministic rule)."""
+        found = self.tries.speculate(
+            ids, self.nodes, stop_ids, tree=True, max_depth=min(max_depth, self.depth)
+        )
+        n = len(found.tokens)
+        q_draft = torch.zeros(n + 1, self.vocab_size)  # (N+1, V)
+        for i, (token, parent) in enumerate(zip(found.tokens, found.parents, strict=True)):
+            above = found.probs[parent] if parent >= 0 else 1.0
+            q_draft[parent + 1, token] = found.probs[i] / above
+        sums = q_draft.sum(-1, keepdim=True)
+        q_draft = torch.where(sums > 0, q_draft / sums.clamp_min(1e-30), q_draft)
+        return TokenTree(
+            tokens=torch.tensor(found.tokens, dtype=torch.long),
+            parents=found.parents,
+            q_draft=q_draft,
+            sampled=(False,) * n,
+            forward_calls=0,
+        )

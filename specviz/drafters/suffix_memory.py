@@ -1,0 +1,148 @@
+"""What the suffix drafters remember across requests: earlier requests' tokens, in a trie.
+
+A SuffixMemory is an ordinary object the caller owns: build one, hand it to every suffix
+drafter that should share it (DrafterOptions.memory), save it to a file and load it again.
+When a decode ends, the drafter gives it the request's output (and, with prompts=True, its
+prompt too: prompt and output as one sequence). It holds at most max_tokens tokens: adding a
+request past that budget forgets the oldest requests first, and a single request longer than
+the budget keeps only its last max_tokens tokens. Adding or forgetting n tokens costs at most
+n * max_depth trie node visits.
+
+File format (JSON, UTF-8): {"format": "specviz-suffix-memory", "version": 1, "max_tokens": int,
+"max_depth": int, "prompts": bool, "requests": [[token id, ...], ...]}, requests oldest first;
+loading rebuilds the trie from the requests.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Sequence
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+from specviz.drafters.suffix_tree import DEFAULT_DEPTH, SuffixTrie
+
+FORMAT = "specviz-suffix-memory"
+VERSION = 1
+DEFAULT_BUDGET = 1 << 15  # tokens remembered (each costs up to max_depth trie nodes)
+
+
+class SuffixMemory:
+    """Earlier requests' tokens (oldest first) and the suffix trie over them."""
+
+    def __init__(
+        self,
+        *,
+        max_tokens: int = DEFAULT_BUDGET,
+        max_depth: int = DEFAULT_DEPTH,
+        prompts: bool = False,
+    ) -> None:
+        """An empty memory of at most max_tokens tokens, with substrings up to max_depth long;
+        prompts: remember each request's prompt with its output (else the output alone)."""
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ValueError(f"max_tokens must be an integer >= 1 (got {max_tokens!r})")
+        self.max_tokens, self.prompts = max_tokens, bool(prompts)
+        self.trie = SuffixTrie(max_depth=max_depth)
+        self._requests: deque[tuple[int, tuple[int, ...]]] = deque()  # (key, tokens)
+        self._keys = count()
+        self._stored = 0
+
+    @property
+    def max_depth(self) -> int:
+        """The longest substring the trie holds."""
+        return self.trie.max_depth
+
+    def __len__(self) -> int:
+        """Tokens remembered now."""
+        return self._stored
+
+    @property
+    def requests(self) -> tuple[tuple[int, ...], ...]:
+        """The remembered sequences, oldest first."""
+        return tuple(tokens for _key, tokens in self._requests)
+
+    def add(self, tokens: Sequence[int]) -> None:
+        """Remember one sequence (its last max_tokens tokens), forgetting the oldest to fit."""
+        kept = tuple(int(t) for t in tokens[max(0, len(tokens) - self.max_tokens) :])
+        if any(t < 0 for t in kept):
+            raise ValueError("token ids must be >= 0")
+        if not kept:
+            return
+        while self._requests and self._stored + len(kept) > self.max_tokens:
+            key, old = self._requests.popleft()
+            self.trie.remove(key, old)
+            self._stored -= len(old)
+        key = next(self._keys)
+        self.trie.append(key, kept)
+        self.trie.close(key)
+        self._requests.append((key, kept))
+        self._stored += len(kept)
+
+    def add_request(self, ids: Sequence[int], prompt_len: int) -> None:
+        """Remember a finished request: ids is its prompt (prompt_len tokens), then its output."""
+        if not 0 <= prompt_len <= len(ids):
+            raise ValueError(f"prompt_len must be in [0, {len(ids)}] (got {prompt_len})")
+        self.add(ids if self.prompts else ids[prompt_len:])
+
+    def to_json(self) -> dict[str, Any]:
+        """The memory as the documented JSON object."""
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "max_tokens": self.max_tokens,
+            "max_depth": self.max_depth,
+            "prompts": self.prompts,
+            "requests": [list(tokens) for tokens in self.requests],
+        }
+
+    def save(self, path: str | Path) -> None:
+        """Write the memory to path as JSON."""
+        Path(path).write_text(json.dumps(self.to_json()), encoding="utf-8")
+
+    @classmethod
+    def from_json(cls, data: object, where: str = "memory") -> SuffixMemory:
+        """A memory rebuilt from the JSON object; ValueError saying what is wrong with it."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ValueError(f'{where} is not a suffix memory (no "format": "{FORMAT}")')
+        if data.get("version") != VERSION:
+            raise ValueError(
+                f"{where}: suffix memory version {data.get('version')!r} is not supported "
+                f"(this version reads {VERSION})"
+            )
+        requests = data.get("requests")
+        if not isinstance(requests, list) or not all(
+            isinstance(r, list) and all(_token(t) for t in r) for r in requests
+        ):
+            raise ValueError(f'{where}: "requests" must be a list of lists of token ids >= 0')
+        try:
+            memory = cls(
+                max_tokens=data.get("max_tokens", DEFAULT_BUDGET),
+                max_depth=data.get("max_depth", DEFAULT_DEPTH),
+                prompts=data.get("prompts") is True,
+            )
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
+        for tokens in requests:
+            memory.add(tokens)
+        return memory
+
+    @classmethod
+    def load(cls, path: str | Path) -> SuffixMemory:
+        """The memory saved at path; ValueError naming the file when it cannot be read."""
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            reason = getattr(err, "strerror", None) or str(err)
+            raise ValueError(f"suffix memory {path}: cannot read it ({reason})") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"suffix memory {path} is not JSON ({err})") from None
+        return cls.from_json(data, where=f"suffix memory {path}")
+
+
+def _token(value: object) -> bool:
+    """True for a token id: an int >= 0 (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -1,0 +1,63 @@
+"""The registry owns every drafter fact: the name lists are derived from DrafterSpec fields."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import specviz
+from specviz.drafters import registry
+from specviz.drafters.registry import DRAFTER_NAMES, REGISTRY, SPECS
+
+PACKAGE = Path(specviz.__file__).parent
+
+
+def test_facts_hang_together() -> None:
+    for spec in SPECS:
+        if spec.head is not None:  # a head reads the target's features: it shares its cache
+            assert spec.shares_target_cache and not spec.uses_draft_model, spec.name
+            assert not spec.reads_confidence, spec.name  # heads never stop on their q
+        if spec.reads_width or spec.tree:
+            assert spec.tree and not spec.batchable, spec.name
+        if spec.trims_head:
+            assert spec.uses_draft_model, spec.name
+        if spec.batchable:
+            assert not (spec.tree or spec.hybrid or spec.shares_target_cache), spec.name
+
+
+def test_lists_are_the_facts() -> None:
+    assert tuple(n for n in DRAFTER_NAMES if REGISTRY[n].head) == registry.HEAD_DRAFTERS
+    assert dict(registry.HEAD_KIND) == {n: REGISTRY[n].head for n in registry.HEAD_DRAFTERS}
+    assert set(registry.TREE_DRAFTERS) | set(registry.CHAIN_DRAFTERS) == set(DRAFTER_NAMES)
+    assert not set(registry.TREE_DRAFTERS) & set(registry.CHAIN_DRAFTERS)
+    assert set(registry.HEAD_DRAFTERS) <= set(registry.SHARED_CACHE_DRAFTERS)
+    assert set(registry.BATCH_DRAFTERS) <= set(registry.CHAIN_DRAFTERS)
+    assert tuple(sorted(set(registry.HEAD_KIND.values()))) == registry.HEAD_KINDS
+
+
+def _name_lists(path: Path) -> list[int]:
+    """Lines of path holding a literal tuple, list or set of two or more registered names."""
+    names = set(DRAFTER_NAMES)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            strings = [e.value for e in node.elts if isinstance(e, ast.Constant)]
+            if sum(isinstance(s, str) and s in names for s in strings) >= 2:
+                found.append(node.lineno)
+    return found
+
+
+def test_no_list_of_drafter_names_outside_the_registry() -> None:
+    offenders = {
+        str(path.relative_to(PACKAGE)): lines
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "registry.py" and (lines := _name_lists(path))
+    }
+    assert offenders == {}
+
+
+def test_scan_catches_a_literal_list(tmp_path: Path) -> None:
+    """The negative control: the scan finds a list of names where one is written."""
+    path = tmp_path / "bad.py"
+    path.write_text('LOOKUP = ("ngram", "tree-ngram")\nOK = ("ngram",)\n', encoding="utf-8")
+    assert _name_lists(path) == [1]

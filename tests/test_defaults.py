@@ -1,0 +1,71 @@
+"""One default, chosen by measurement: the registry's DEFAULT_CONFIG is the saved report's
+fastest exact configuration, and the CLI and the app's first preset both run it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specviz.app.views.form import PRESETS
+from specviz.bench.headline import Pick, load
+from specviz.cli import apply_defaults, build_parser, main
+from specviz.drafters.registry import DEFAULT_CONFIG, REGISTRY
+
+
+def test_default_is_the_reports_fastest_exact_setting_for_code() -> None:
+    pick = Pick("code", 0.0)  # the README headline's first row
+    setting = pick.row()["setting"]
+    assert setting["drafter"] == DEFAULT_CONFIG.drafter
+    assert setting["gamma"] == DEFAULT_CONFIG.gamma
+    assert setting["policy"] == DEFAULT_CONFIG.policy
+    assert setting["temperature"] == DEFAULT_CONFIG.temperature
+    forward = load(pick.part)["meta"].get("target_forward", "transformers")
+    assert forward.split()[0] == DEFAULT_CONFIG.forward
+    assert load("batch-sweep")["batch_sweep"]["plan"]["drafters"] == [DEFAULT_CONFIG.batch_drafter]
+
+
+def _defaults(*flags: str) -> dict[str, object]:
+    args = build_parser().parse_args(["generate", "--prompt", "def f():", *flags])
+    apply_defaults(args)
+    keys = ("drafter", "gamma", "temperature", "gamma_policy", "lean_target")
+    return {k: getattr(args, k) for k in keys}
+
+
+def test_generate_with_no_flags_runs_the_default_which_is_the_apps_first_preset() -> None:
+    first = next(iter(PRESETS.values()))
+    assert _defaults() == {
+        "drafter": first["drafter"], "gamma": first["gamma"],
+        "temperature": first["temperature"], "gamma_policy": first["policy"],
+        "lean_target": DEFAULT_CONFIG.forward == "lean",
+    }  # fmt: skip
+    assert first["drafter"] == DEFAULT_CONFIG.drafter and first["gamma"] == DEFAULT_CONFIG.gamma
+
+
+def test_the_lean_default_only_where_the_drafter_takes_it() -> None:
+    lean = DEFAULT_CONFIG.forward == "lean"
+    assert _defaults("--drafter", "tree-model")["lean_target"] is False  # 4D mask: transformers'
+    assert _defaults("--drafter", "early-exit-shared")["lean_target"] is False  # its own forward
+    assert _defaults("--drafter", "eagle-tree")["lean_target"] is lean
+    assert _defaults("--no-lean-target")["lean_target"] is False
+    assert _defaults("--batch", "4")["drafter"] == DEFAULT_CONFIG.batch_drafter
+
+
+def test_help_names_the_default(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["generate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"default: {DEFAULT_CONFIG.drafter}" in text
+    assert f"(default: {DEFAULT_CONFIG.gamma})" in text
+
+
+def test_a_draft_without_a_ranking_gets_the_untrimmed_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = build_parser().parse_args(["generate", "--prompt", "x", "--draft", str(tmp_path)])
+    apply_defaults(args)
+    assert args.drafter == REGISTRY[DEFAULT_CONFIG.drafter].untrimmed == "ngram+model"
+    assert "no token ranking" in capsys.readouterr().err
+    args = build_parser().parse_args(["generate", "--prompt", "x"])  # the bundled draft has one
+    apply_defaults(args)
+    assert args.drafter == DEFAULT_CONFIG.drafter
