@@ -42,13 +42,9 @@ def check_pair(target: Any, draft: Any, *, cross_tokenizers: bool = False) -> No
     cross_tokenizers (a drafter that translates between tokenizers), score the same vocabulary."""
     v_target, v_draft = vocab_size(target), vocab_size(draft)
     if v_target != v_draft and not cross_tokenizers:
-        from specviz.drafters.registry import CROSS_TOKENIZER_DRAFTERS  # only to name them
-
         raise ValueError(
             f"draft and target have different vocabularies (draft vocab_size={v_draft}, "
-            f"target vocab_size={v_target}): use a draft trained with the target's tokenizer, "
-            "or a drafter that translates between tokenizers "
-            f"({', '.join(CROSS_TOKENIZER_DRAFTERS)})"
+            f"target vocab_size={v_target}): use a draft trained with the target's tokenizer"
         )
     if target.device != draft.device:
         raise ValueError(

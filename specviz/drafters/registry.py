@@ -43,7 +43,7 @@ def _model(trimmed: bool) -> Factory:
             raise ValueError("this drafter needs a draft model: pass draft=...")
         from specviz.drafters.trimmed import load_head_tokens
 
-        check_pair(target, draft)
+        _check_pair(target, draft)
         check_same_tokenizers(o)
         head = load_head_tokens(draft) if trimmed else None
         cls, make_cache = _model_drafter(o)
@@ -53,6 +53,20 @@ def _model(trimmed: bool) -> Factory:
         )  # fmt: skip
 
     return build
+
+
+def _check_pair(target: Any, draft: Any) -> None:
+    """check_pair for a drafter that needs the target's tokenizer: a refusal of two
+    vocabularies names the drafters that translate between tokenizers."""
+    try:
+        check_pair(target, draft)
+    except ValueError as err:
+        if vocab_size(target) == vocab_size(draft):
+            raise
+        names = ", ".join(CROSS_TOKENIZER_DRAFTERS)
+        raise ValueError(
+            f"{err}, or a drafter that translates between tokenizers ({names})"
+        ) from None
 
 
 def check_same_tokenizers(o: DrafterOptions) -> None:
@@ -156,7 +170,7 @@ def _tree_model(sampled: bool) -> Factory:
         from specviz.drafters.tree_model import TreeModelDrafter, TreeShape
         from specviz.fast.lean import tree_draft_cache
 
-        check_pair(target, draft)
+        _check_pair(target, draft)
         check_same_tokenizers(o)
         shape = TreeShape(nodes=o.tree_nodes, depth=o.tree_depth, width=o.tree_width)
         return TreeModelDrafter(

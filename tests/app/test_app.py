@@ -50,11 +50,11 @@ from specviz.app.views.form import (
 from specviz.bench.metrics import RequestMetrics
 from specviz.bench.report import gamma_curves, policies_vs_best_fixed, summarize
 from specviz.bench.runner import BenchSetting, Record
-from specviz.core.checks import CROSS_TOKENIZER_DRAFTERS
 from specviz.core.events import read_jsonl
 from specviz.drafters import early_exit
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.registry import (
+    CROSS_TOKENIZER_DRAFTERS,
     DRAFTER_NAMES,
     EXIT_DRAFTERS,
     REGISTRY,
