@@ -162,7 +162,8 @@ def lab_drafter(pair: LabPair, variant: Variant) -> Callable[[SamplingConfig], D
     probe, label = make(SamplingConfig()), REGISTRY[pair.drafter].label
     model = model_part(probe)
     if swaps_drafter and type(model) is not variant.drafter_cls:
-        why = "drafts without a model" if model is None else "builds a drafter of its own"
+        own = model is not None or REGISTRY[pair.drafter].uses_draft_model  # cross-tokenizer
+        why = "builds a drafter of its own" if own else "drafts without a model"
         raise ValueError(
             f"mutant {variant.name} changes the draft model's drafter, and the {label!r} "
             f"drafter {why}: pick a drafter with a draft model, or the early exit with a cache "

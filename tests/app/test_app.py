@@ -46,6 +46,7 @@ from specviz.core.events import read_jsonl
 from specviz.drafters import early_exit
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.registry import (
+    CROSS_TOKENIZER_DRAFTERS,
     DRAFTER_NAMES,
     EXIT_DRAFTERS,
     REGISTRY,
@@ -616,6 +617,10 @@ REFUSED |= {  # a drafting head: its own drafter, verifying through its own forw
     for mutant, why in ((DRAFTER_MUTANT, "builds a drafter of its own"),
                         (CACHE_MUTANT, "shares with the target"))
 }  # fmt: skip
+REFUSED |= {  # a cross-tokenizer drafter: its own drafter over the draft model
+    (cross, DRAFTER_MUTANT.name): "builds a drafter of its own"
+    for cross in CROSS_TOKENIZER_DRAFTERS
+}
 REFUSED |= {  # a tree drafter: the mutants break chain speculation
     (tree, mutant.name): "breaks a piece of chain speculation"
     for tree in TREE_DRAFTERS
