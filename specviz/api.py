@@ -171,7 +171,19 @@ def speculative_stream(
         policy=policy,
         make_cache=make_cache,
     )
-    return prompt_ids, decoder.events()
+    return prompt_ids, _remembered(decoder)
+
+
+def _remembered(decoder: SpeculativeDecoder | TreeDecoder) -> Iterator[Event]:
+    """The decoder's events; once it has run to its end (EOS or max_new_tokens), a drafter
+    that learns from requests (one with remember(ids, prompt_len): the suffix drafters) is
+    given the whole sequence, before the Finished event reaches the caller."""
+    for event in decoder.events():
+        if isinstance(event, Finished):
+            remember = getattr(decoder.drafter, "remember", None)
+            if callable(remember):
+                remember(list(decoder.ids), decoder.prompt_len)
+        yield event
 
 
 def _tree_events(
@@ -208,7 +220,7 @@ def _tree_events(
         stop_ids=stops,
         rule=rule,
     )
-    return decoder.events()
+    return _remembered(decoder)
 
 
 def speculative_generate(

@@ -24,6 +24,7 @@ from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import write_jsonl
 from specviz.drafters.registry import (
+    CROSS_TOKENIZER_DRAFTERS,
     DEFAULT_CONFIG,
     DRAFTER_NAMES,
     HEAD_DRAFTERS,
@@ -400,7 +401,10 @@ def run_generate(args: argparse.Namespace) -> int:
         device=args.device,
         pack=not args.no_pack,
         progress=lambda m: print(m, file=sys.stderr),
+        drafter=None if args.plain else args.drafter,
     )
+    if args.drafter in CROSS_TOKENIZER_DRAFTERS:
+        options = replace(options, tokenizer=pair.tokenizer, draft_tokenizer=pair.draft_tokenizer)
     fmt = prompt_format(pair.tokenizer, raw=args.raw)
     if args.batch is not None:
         rows = [prompt_ids(pair.tokenizer, t, raw=args.raw) for t in texts]

@@ -37,10 +37,11 @@ def check_prompt(prompt_ids: list[int], max_new_tokens: int, *models: Any) -> No
             )
 
 
-def check_pair(target: Any, draft: Any) -> None:
-    """Raise ValueError unless draft and target score the same vocabulary on the same device."""
+def check_pair(target: Any, draft: Any, *, cross_tokenizers: bool = False) -> None:
+    """Raise ValueError unless draft and target are on the same device and, unless
+    cross_tokenizers (a drafter that translates between tokenizers), score the same vocabulary."""
     v_target, v_draft = vocab_size(target), vocab_size(draft)
-    if v_target != v_draft:
+    if v_target != v_draft and not cross_tokenizers:
         raise ValueError(
             f"draft and target have different vocabularies (draft vocab_size={v_draft}, "
             f"target vocab_size={v_target}): use a draft trained with the target's tokenizer"

@@ -12,7 +12,7 @@ from torch import Tensor
 from specviz.core.acceptance import EXACT, AcceptanceRule, Verdict, verify
 from specviz.core.cache import CachedForward, KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
-from specviz.core.drafter import Draft, Drafter, SharesTargetCache, remember
+from specviz.core.drafter import Draft, Drafter, SharesTargetCache
 from specviz.core.events import (
     Accepted,
     Bonus,
@@ -122,8 +122,7 @@ class SpeculativeDecoder:
         self.generator = make_generator(sampling, self.device)
 
     def events(self) -> Iterator[Event]:
-        """Run to EOS or max_new_tokens, yielding every event as it happens; at the end, a
-        drafter that learns from requests (RemembersRequests) is given the whole sequence."""
+        """Run to EOS or max_new_tokens, yielding every event as it happens."""
         start = clock(self.device)
         yield self._prefill()
         round_index, reason = 0, "max_new_tokens"
@@ -133,7 +132,6 @@ class SpeculativeDecoder:
             if self.ids[-1] in self.stop_ids:
                 reason = "eos"
                 break
-        remember(self.drafter, self.ids, self.prompt_len)  # a drafter that learns from it
         yield Finished(
             reason=reason, new_tokens=self.new_tokens, seconds=clock(self.device) - start
         )

@@ -48,19 +48,3 @@ class SharesTargetCache(Protocol):
 
     def target_cache(self, target: Any) -> CachedForward:
         """The target's cached forward, sharing state with this drafter's."""
-
-
-@runtime_checkable
-class RemembersRequests(Protocol):
-    """A drafter that learns from finished requests (specviz.drafters.suffix): the decoders
-    call remember once a decode has run to its end (EOS or max_new_tokens)."""
-
-    def remember(self, ids: list[int], prompt_len: int) -> None:
-        """The decode of ids ended: its first prompt_len tokens are the prompt, the rest the
-        output."""
-
-
-def remember(drafter: object, ids: list[int], prompt_len: int) -> None:
-    """Tell drafter that the decode of ids has ended, if it learns from requests."""
-    if isinstance(drafter, RemembersRequests):
-        drafter.remember(list(ids), prompt_len)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from specviz.core.config import SamplingConfig
@@ -11,6 +11,7 @@ from specviz.core.config import SamplingConfig
 if TYPE_CHECKING:
     from specviz.core.cache import CachedForward
     from specviz.core.drafter import Drafter
+    from specviz.drafters.cross_vocab import CrossTokenizers
     from specviz.drafters.model import ModelDrafter
     from specviz.drafters.suffix_memory import SuffixMemory
     from specviz.tree.drafter import TreeDrafter
@@ -33,6 +34,10 @@ class DrafterOptions:
     chain needs to be proposed before the draft model (suffix+model).
     A tree drafter drafts through specviz.fast.lean's
     forward where it applies, or transformers' (a KVCache) when make_cache is given.
+    tokenizer and draft_tokenizer: the target's and the draft's tokenizers, read by the
+    cross-tokenizer drafters (cross-text, cross-tli); None: the tokenizer saved beside each
+    model (the folder it was loaded from). Given both, the other draft-model drafters refuse
+    two different tokenizers.
     """
 
     exit_layer: int = 8
@@ -50,6 +55,11 @@ class DrafterOptions:
     suffix_factor: float = 1.0
     suffix_min_prob: float = 0.1
     suffix_min_score: float = 1.0
+    tokenizer: Any = field(default=None, compare=False)  # the target's (None: saved beside it)
+    draft_tokenizer: Any = field(default=None, compare=False)  # the draft's (same)
+    # the two tokenizers' shared tokens (cross_vocab.cross_tokenizers), found once for many
+    # drafters of one pair; None: found when the drafter is built
+    translation: CrossTokenizers | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         for flag, value in (
@@ -121,3 +131,4 @@ class DrafterSpec:
     hybrid: bool = False  # lookup first, a model elsewhere (reads DrafterOptions.model_gamma)
     batchable: bool = False  # specviz.batch drafts it for many rows at once
     remembers: bool = False  # drafts from a memory of earlier requests (DrafterOptions.memory)
+    cross_tokenizer: bool = False  # takes a draft with another tokenizer, translating

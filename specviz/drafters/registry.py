@@ -43,13 +43,67 @@ def _model(trimmed: bool) -> Factory:
             raise ValueError("this drafter needs a draft model: pass draft=...")
         from specviz.drafters.trimmed import load_head_tokens
 
-        check_pair(target, draft)
+        _check_pair(target, draft)
+        check_same_tokenizers(o)
         head = load_head_tokens(draft) if trimmed else None
         cls, make_cache = _model_drafter(o)
         return cls(
             draft, sampling, vocab_size(target), make_cache=make_cache,
             min_confidence=o.min_confidence, head_tokens=head,
         )  # fmt: skip
+
+    return build
+
+
+def _check_pair(target: Any, draft: Any) -> None:
+    """check_pair for a drafter that needs the target's tokenizer: a refusal of two
+    vocabularies names the drafters that translate between tokenizers."""
+    try:
+        check_pair(target, draft)
+    except ValueError as err:
+        if vocab_size(target) == vocab_size(draft):
+            raise
+        names = ", ".join(CROSS_TOKENIZER_DRAFTERS)
+        raise ValueError(
+            f"{err}, or a drafter that translates between tokenizers ({names})"
+        ) from None
+
+
+def check_same_tokenizers(o: DrafterOptions) -> None:
+    """ValueError when the options give two different tokenizers to a drafter that needs the
+    target's (the draft's ids must mean the target's tokens)."""
+    if o.tokenizer is None or o.draft_tokenizer is None or o.tokenizer is o.draft_tokenizer:
+        return
+    if o.tokenizer.get_vocab() != o.draft_tokenizer.get_vocab():
+        raise ValueError(
+            "the draft's and the target's tokenizers differ: this drafter needs a draft trained "
+            "with the target's tokenizer; use a drafter that translates between tokenizers "
+            f"({', '.join(CROSS_TOKENIZER_DRAFTERS)})"
+        )
+
+
+def _cross(kind: str) -> Factory:
+    """A draft model with a tokenizer of its own: text re-encoded, or the shared tokens."""
+
+    def build(target: Any, draft: Any, sampling: SamplingConfig, o: DrafterOptions) -> Drafter:
+        if draft is None:
+            raise ValueError("this drafter needs a draft model: pass draft=...")
+        from specviz.drafters.cross_text import CrossTextDrafter
+        from specviz.drafters.cross_tli import CrossTLIDrafter
+        from specviz.drafters.cross_vocab import cross_tokenizers, tokenizer_of
+        from specviz.fast.lean import draft_cache
+
+        check_pair(target, draft, cross_tokenizers=True)
+        pair = o.translation or cross_tokenizers(
+            tokenizer_of(target, o.tokenizer, "target"),
+            tokenizer_of(draft, o.draft_tokenizer, "draft"),
+            target_vocab=vocab_size(target),
+            draft_vocab=vocab_size(draft),
+        )
+        make_cache = o.make_cache or draft_cache
+        if kind == "text":
+            return CrossTextDrafter(draft, pair, make_cache=make_cache)
+        return CrossTLIDrafter(draft, sampling, pair, make_cache=make_cache)
 
     return build
 
@@ -116,7 +170,8 @@ def _tree_model(sampled: bool) -> Factory:
         from specviz.drafters.tree_model import TreeModelDrafter, TreeShape
         from specviz.fast.lean import tree_draft_cache
 
-        check_pair(target, draft)
+        _check_pair(target, draft)
+        check_same_tokenizers(o)
         shape = TreeShape(nodes=o.tree_nodes, depth=o.tree_depth, width=o.tree_width)
         return TreeModelDrafter(
             draft, sampling, vocab_size(target), shape=shape, sampled=sampled,
@@ -214,6 +269,26 @@ SPECS = (
         trims_head=True,
         untrimmed="model",
         batchable=True,
+    ),
+    DrafterSpec(
+        name="cross-text",
+        label="draft model with another tokenizer: its greedy text re-encoded",
+        description="a draft of another tokenizer writes greedily; its text, re-encoded with "
+        "the target's tokenizer, is proposed (stable tokens only, one-hot q)",
+        uses_draft_model=True,
+        build=_cross("text"),
+        reads_confidence=False,
+        cross_tokenizer=True,
+    ),
+    DrafterSpec(
+        name="cross-tli",
+        label="draft model with another tokenizer: sampling over the shared tokens",
+        description="a draft of another tokenizer samples among the tokens both tokenizers "
+        "share (token-level intersection), its law renormalised there",
+        uses_draft_model=True,
+        build=_cross("tli"),
+        reads_confidence=False,
+        cross_tokenizer=True,
     ),
     DrafterSpec(
         name="ngram",
@@ -421,6 +496,7 @@ HYBRID_DRAFTERS = drafters_where(lambda s: s.hybrid)
 TRIMMED_DRAFTERS = drafters_where(lambda s: s.trims_head)
 BATCH_DRAFTERS = drafters_where(lambda s: s.batchable)
 MEMORY_DRAFTERS = drafters_where(lambda s: s.remembers)  # they read DrafterOptions.memory
+CROSS_TOKENIZER_DRAFTERS = drafters_where(lambda s: s.cross_tokenizer)  # another tokenizer
 # the draft model drafting a chain alone (no lookup in front, no tree)
 CHAIN_MODEL_DRAFTERS = drafters_where(lambda s: s.uses_draft_model and not (s.tree or s.hybrid))
 

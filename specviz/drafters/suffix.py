@@ -7,9 +7,9 @@ drafter matches the last tokens of the text in both, follows the most frequent c
 and keeps the speculation with the best score; a match of m tokens allows at most factor * m
 draft tokens, and a token is kept while its path's frequency is at least min_prob.
 
-Memory is fed when a decode ends: the decoders call `remember(ids, prompt_len)` on a drafter
-that has it (specviz.core.drafter.RemembersRequests), and the drafter adds the request's output
-(with its prompt, for a memory built with prompts=True) to the memory. A decode that is not
+Memory is fed when a decode ends: specviz.api calls `remember(ids, prompt_len)` on a drafter
+that has it, and the drafter adds the request's output (with its prompt, for a memory built
+with prompts=True) to the memory. A decode that is not
 run to its end is not remembered. The same drafter may decode request after request: prefill
 starts a fresh trie of the request's own.
 

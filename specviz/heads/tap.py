@@ -4,7 +4,9 @@ A drafting head (Medusa, EAGLE) reads the target's feature at each position: the
 hidden state (D,) its output head turns into logits. `FeatureCache` is the target's cached
 forward (specviz.core.cache.KVCache) that also keeps those features, one row per cached
 position, rolled back and compacted together with the keys and values; so the verification
-pass hands its features to the drafter with no extra target pass.
+pass hands its features to the drafter with no extra target pass. `FusedFeatureCache` keeps,
+instead, what an EAGLE-3 head reads: the hidden states of a low, a middle and a high layer,
+concatenated (3D,) per position (specviz.heads.eagle3).
 """
 
 from __future__ import annotations
@@ -100,6 +102,48 @@ class FeatureCache(KVCache):
         """Keep the positions `indices` in the cache and the features."""
         super().keep_only(indices)
         self.features.keep_only(indices)
+
+
+class FusedFeatureCache(FeatureCache):
+    """A FeatureCache that records each position's fused layers g (3D,) instead of the feature."""
+
+    def __init__(self, model: Any) -> None:
+        """An empty cache for model; records the hidden states of `fused_layers` of its depth."""
+        super().__init__(model)
+        from specviz.train.regen import fused_layers
+
+        self.layers = fused_layers(int(model.config.num_hidden_layers))
+        width = len(self.layers) * int(model.config.hidden_size)
+        self.features = Features(width, self.head.weight)
+
+    @torch.no_grad()
+    def forward(
+        self,
+        input_ids: Tensor,
+        keep: int = 0,
+        positions: Tensor | None = None,
+        visible: Tensor | None = None,
+    ) -> Tensor:
+        """KVCache.forward's logits (T or keep, V); every fed position's g is recorded."""
+        start = len(self)
+        if positions is None:
+            positions = torch.arange(start, start + input_ids.shape[0], device=input_ids.device)
+        extra: dict[str, Any] = {}
+        if visible is not None:
+            extra["attention_mask"] = additive_mask(visible, self.model)
+        out = self.inner(
+            input_ids=input_ids[None],  # (1, T)
+            position_ids=positions[None],  # (1, T)
+            use_cache=True,
+            output_hidden_states=True,
+            **{self._inner_kwarg: self.kv},
+            **extra,
+        )
+        fused = torch.cat([out.hidden_states[i][0] for i in self.layers], -1)  # (T, 3D)
+        self.features.add(start, fused)
+        hidden = out.last_hidden_state[0]  # (T, D)
+        logits: Tensor = self.head(hidden[-keep:] if keep else hidden)
+        return logits  # (T or keep, V)
 
 
 class FeatureLean(LeanLlama):

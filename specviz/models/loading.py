@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from specviz.drafters.registry import CROSS_TOKENIZER_DRAFTERS
 from specviz.fast.packed import pack_linears
 
 BUNDLED = "bundled"
@@ -31,13 +32,30 @@ class ModelLoadError(ValueError):
     """A model or tokenizer could not be loaded; the message says what to do."""
 
 
+CROSS_DRAFTER = "cross-tli"  # what load_pair picks for a draft with a tokenizer of its own
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelPair:
-    """A ready target and draft (eval mode, same device) and their shared tokenizer."""
+    """A ready target and draft (eval mode, same device) and their tokenizers.
+
+    tokenizer: the target's; draft_tokenizer: the draft's (None without a draft);
+    drafter: the drafter asked of load_pair, or CROSS_DRAFTER where it picked one for a draft
+    whose tokenizer differs from the target's (None: not asked, same tokenizer).
+    """
 
     target: Any
     draft: Any
     tokenizer: Any
+    draft_tokenizer: Any = None
+    drafter: str | None = None
+
+    @property
+    def same_tokenizer(self) -> bool:
+        """True unless the draft has a tokenizer of its own."""
+        return self.draft_tokenizer is None or tokenizers_match(
+            self.tokenizer, self.draft_tokenizer
+        )
 
 
 def parse_dtype(name: str) -> torch.dtype:
@@ -176,12 +194,21 @@ def load_tokenizer(
     return _from_pretrained(AutoTokenizer, resolve(spec, role, progress), f"{role} tokenizer")
 
 
+def tokenizers_match(target_tok: Any, draft_tok: Any) -> bool:
+    """True when both tokenizers map the same strings to the same ids, specials included."""
+    return bool(
+        target_tok.get_vocab() == draft_tok.get_vocab()
+        and target_tok.all_special_tokens == draft_tok.all_special_tokens
+    )
+
+
 def check_tokenizers(target_tok: Any, draft_tok: Any) -> None:
     """Raise ModelLoadError unless both tokenizers map the same strings to the same ids."""
     if target_tok.get_vocab() != draft_tok.get_vocab():
         raise ModelLoadError(
             "draft and target tokenizers differ (different vocabularies): speculative decoding "
-            "needs a draft trained with the target's tokenizer"
+            "needs a draft trained with the target's tokenizer, or a drafter that translates "
+            f"between tokenizers ({', '.join(CROSS_TOKENIZER_DRAFTERS)})"
         )
     if target_tok.all_special_tokens != draft_tok.all_special_tokens:
         raise ModelLoadError(
@@ -198,22 +225,44 @@ def load_pair(
     device: str = "cpu",
     pack: bool = True,
     progress: Callable[[str], None] = lambda _m: None,
+    drafter: str | None = None,
 ) -> ModelPair:
-    """Load target, draft and tokenizer; checks tokenizers match before loading weights.
+    """Load target, draft and tokenizers; compares the tokenizers before loading weights.
 
     draft=None loads no draft model (for drafters that need none, such as n-gram lookup).
     pack=True runs both on pre-packed oneDNN weights on CPU (specviz.fast.packed): inference only.
+    drafter: the registered drafter the pair is for. Where the draft's tokenizer differs from
+    the target's, a cross-tokenizer drafter (CROSS_TOKENIZER_DRAFTERS) is needed: None picks
+    CROSS_DRAFTER (ModelPair.drafter, and progress says so); another drafter is refused
+    (ModelLoadError), before any weights are loaded.
     """
     check_device(device)
     tokenizer = load_tokenizer(target, role="target", progress=progress)
-    if draft is not None:
-        check_tokenizers(tokenizer, load_tokenizer(draft, role="draft", progress=progress))
+    draft_tokenizer = None if draft is None else load_tokenizer(draft, role="draft")
+    chosen = drafter
+    if draft_tokenizer is not None and not tokenizers_match(tokenizer, draft_tokenizer):
+        if drafter is None:
+            chosen = CROSS_DRAFTER
+            progress(
+                f"the draft's tokenizer differs from the target's: drafting with {CROSS_DRAFTER} "
+                "(sampling over the tokens both share)"
+            )
+        elif drafter not in CROSS_TOKENIZER_DRAFTERS:
+            check_tokenizers(tokenizer, draft_tokenizer)
+            raise ModelLoadError(
+                f"draft and target tokenizers have different special tokens "
+                f"({draft_tokenizer.all_special_tokens} vs {tokenizer.all_special_tokens}): "
+                f"the {drafter} drafter needs the target's tokenizer; use a drafter that "
+                f"translates between tokenizers ({', '.join(CROSS_TOKENIZER_DRAFTERS)})"
+            )
     progress(f"loading target {target!r} and draft {draft!r} ({dtype}, {device})")
     options: dict[str, Any] = dict(dtype=dtype, device=device, pack=pack, progress=progress)
     return ModelPair(
         target=load_model(target, role="target", **options),
         draft=None if draft is None else load_model(draft, role="draft", **options),
         tokenizer=tokenizer,
+        draft_tokenizer=draft_tokenizer,
+        drafter=chosen,
     )
 
 

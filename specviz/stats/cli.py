@@ -9,9 +9,12 @@ from pathlib import Path
 import torch
 
 from specviz.console import progress_bar, say
+from specviz.core.checks import vocab_size
 from specviz.core.config import SamplingConfig
+from specviz.drafters.cross_vocab import cross_tokenizers
 from specviz.drafters.registry import (
     CHAIN_DRAFTERS,
+    CROSS_TOKENIZER_DRAFTERS,
     DRAFTER_NAMES,
     EXIT_DRAFTERS,
     HEAD_DRAFTERS,
@@ -36,6 +39,7 @@ TOY_UNSUPPORTED = {  # drafters that need a real transformer, and what the toy p
     **{name: "no output head to trim" for name in TRIMMED_DRAFTERS},
     **{name: "no layers to exit from" for name in EXIT_DRAFTERS},
     **{name: "no hidden states for a drafting head" for name in HEAD_DRAFTERS},
+    **{name: "no tokenizers to translate between" for name in CROSS_TOKENIZER_DRAFTERS},
 }
 # a drafter sharing the target's cache, and the one to swap mutants into instead
 SHARES_TARGET_CACHE = {
@@ -187,7 +191,15 @@ def _check_mutant(variant: Variant, drafter: str, tree: bool) -> None:
 
 def _check_swaps(variant: Variant, drafter: str) -> None:
     """ValueError when the mutant swaps the draft model's drafter or cache and drafter shares
-    the target's cache (early-exit-shared, the drafting heads): it has neither to swap."""
+    the target's cache (early-exit-shared, the drafting heads): it has neither to swap; or
+    when it swaps the draft model's drafter and drafter translates between tokenizers (it
+    builds a drafter of its own: its bugs are specviz.stats.cross's)."""
+    if variant.drafter_cls is not EXACT_VARIANT.drafter_cls and drafter in CROSS_TOKENIZER_DRAFTERS:
+        raise ValueError(
+            f"mutant {variant.name} swaps the draft-model drafter, and --drafter {drafter} "
+            "builds a drafter of its own (it translates between tokenizers): verify the mutant "
+            "with --drafter model"
+        )
     swaps = variant.drafter_cls is not EXACT_VARIANT.drafter_cls or variant.make_cache is not None
     if swaps and drafter in SHARES_TARGET_CACHE:
         raise ValueError(
@@ -266,8 +278,23 @@ def run_verify(args: argparse.Namespace) -> int:
     else:
         spec = drafter_spec(args.drafter)
         draft_spec = (args.draft or BUNDLED) if spec.uses_draft_model else None
-        pair = load_pair(args.target or BUNDLED, draft_spec, dtype=torch.float32, progress=say)
+        pair = load_pair(
+            args.target or BUNDLED,
+            draft_spec,
+            dtype=torch.float32,
+            progress=say,
+            drafter=args.drafter if spec.uses_draft_model else None,
+        )
         target, draft = pair.target, pair.draft
+        if args.drafter in CROSS_TOKENIZER_DRAFTERS:
+            translation = cross_tokenizers(  # once for the many drafters the suite builds
+                pair.tokenizer, pair.draft_tokenizer, target_vocab=vocab_size(target),
+                draft_vocab=vocab_size(draft),
+            )  # fmt: skip
+            options = replace(
+                options, tokenizer=pair.tokenizer, draft_tokenizer=pair.draft_tokenizer,
+                translation=translation,
+            )  # fmt: skip
         prompt = DEFAULT_PROMPT if args.prompt is None else utf8_text(args.prompt, "--prompt")
         context = prompt_ids(pair.tokenizer, prompt, raw=args.raw)
         fmt = prompt_format(pair.tokenizer, raw=args.raw)

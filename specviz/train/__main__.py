@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from specviz.drafters.registry import HEAD_KINDS
 from specviz.train.common import setup_logging
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     heads.add_argument("--steps", type=int, default=1_000_000, help="stop at this step")
     heads.add_argument("--total-steps", type=int, default=2000, help="length of the lr schedule")
     heads.add_argument("--batch", type=int, default=2048, help="trained positions per step")
+    _eagle3_parsers(sub)
     heval = sub.add_parser("heads-eval", help="held-out alpha per draft position, agreement, c")
     heval.add_argument("which", choices=HEAD_KINDS)
     heval.add_argument("--heads", default=None, help="folder of the weights (default: shipped)")
@@ -57,6 +59,72 @@ def build_parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", help="write the bf16 draft + tokenizer into a folder")
     export.add_argument("--out", default=None, help="default: specviz/assets/draft")
     return parser
+
+
+def _eagle3_parsers(sub: Any) -> None:
+    """The EAGLE-3 steps: heads-vocab and heads3."""
+    ids_help = "folder of the regen ids shards (default: the work dir's regen/ids)"
+    vocab = sub.add_parser("heads-vocab", help="EAGLE-3 draft vocabulary: coverage, cost per size")
+    vocab.add_argument("--ids", default=None, help=ids_help)
+    vocab.add_argument("--sizes", default="4096,8192,16384,32768", help="comma-separated V_d")
+    vocab.add_argument("--reps", type=int, default=300, help="timed head steps per size")
+    vocab.add_argument(
+        "--out", default=None, help="JSON (default: work dir/head-eagle3/vocab.json)"
+    )
+    h3 = sub.add_parser("heads3", help="train the EAGLE-3 head on the regen shards (resumable)")
+    h3.add_argument("--hours", type=_hours, default=None, help="stop after this long")
+    h3.add_argument("--steps", type=int, default=1_000_000, help="stop at this step")
+    h3.add_argument("--total-steps", type=int, default=20_000, help="length of the lr schedule")
+    h3.add_argument("--device", default="cpu", help="cpu or cuda")
+    h3.add_argument("--bf16", action="store_true", help="bf16 autocast of the head's passes")
+    h3.add_argument("--vocab", type=int, default=16384, help="draft vocabulary size V_d")
+    h3.add_argument("--loss", choices=("kl", "tv", "lk"), default="tv")
+    h3.add_argument("--kl-warmup", type=int, default=1000, help="KL steps before tv / lk")
+    h3.add_argument("--depth", type=int, default=5, help="training-time-test depth")
+    h3.add_argument("--batch", type=int, default=4096, help="padded positions per step")
+    h3.add_argument("--lr", type=float, default=5e-4)
+    h3.add_argument("--prompt-weight", type=float, default=0.1, help="loss weight of prompts")
+    h3.add_argument("--eval-every", type=int, default=500, help="steps between held-out evals")
+    h3.add_argument("--ids", default=None, help=ids_help)
+    h3.add_argument("--feats", default=None, help="folder of the feats shards (default: regen)")
+    h3.add_argument("--out", default=None, help="checkpoint and curve (default: head-eagle3)")
+
+
+def _run_eagle3(args: argparse.Namespace) -> None:
+    """Run heads-vocab or heads3."""
+    from pathlib import Path
+
+    from specviz.train.common import work_dir
+    from specviz.train.regen import regen_dir
+
+    ids = Path(args.ids) if args.ids else regen_dir() / "ids"
+    if args.step == "heads-vocab":
+        from specviz.train.vocab import run_heads_vocab
+
+        out = Path(args.out) if args.out else work_dir() / "head-eagle3" / "vocab.json"
+        sizes = tuple(int(x) for x in args.sizes.split(","))
+        run_heads_vocab(ids, out, sizes, args.reps, args.threads)
+        return
+    from specviz.heads.weights import RANKING
+    from specviz.train.common import load_target
+    from specviz.train.heads3 import Heads3Config, run_heads3
+    from specviz.train.regen_stream import StreamConfig
+    from specviz.train.vocab import ranking
+
+    cfg = Heads3Config(
+        vocab=args.vocab, depth=args.depth, loss=args.loss, kl_warmup=args.kl_warmup,
+        lr=args.lr, total_steps=args.total_steps, batch_positions=args.batch,
+        prompt_weight=args.prompt_weight, eval_every=args.eval_every, device=args.device,
+        bf16=args.bf16,
+    )  # fmt: skip
+    feats = Path(args.feats) if args.feats else regen_dir()
+    stream = StreamConfig(
+        feats_dir=feats, ids_dir=ids, batch_positions=cfg.batch_positions, max_len=cfg.max_len,
+        group=cfg.group, seed=cfg.seed,
+    )  # fmt: skip
+    out = Path(args.out) if args.out else work_dir() / "head-eagle3"
+    target, _ = load_target(args.threads)
+    run_heads3(cfg, target, stream, out, args.steps, args.hours, ranking(RANKING))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -90,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         cfg = HeadConfig(which=args.which, total_steps=args.total_steps, batch_positions=args.batch)
         print(run_heads(cfg, args.steps, args.hours, args.threads))
+    elif args.step in ("heads-vocab", "heads3"):
+        _run_eagle3(args)
     elif args.step == "heads-eval":
         from specviz.train.heads_eval import run_heads_eval
 

@@ -1,4 +1,4 @@
-"""Training-time drafting for the EAGLE head: every depth of a chain in a few parallel passes.
+"""Training-time drafting for EAGLE-style heads: every depth of a chain in a few parallel passes.
 
 At depth d a drafted chain rooted at position r = i - d + 1 has its token at r fed with the
 target's real feature and every later one with the head's own prediction. Pass d computes,
@@ -12,11 +12,26 @@ chain's own entries). So training sees the head's own errors as drafting does (t
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
-from specviz.heads.eagle import EagleHead, Projected
+from specviz.heads.eagle import EagleShape, Projected
+
+
+class Unrollable(Protocol):
+    """A head with EagleHead's two halves (EagleHead, specviz.heads.eagle3.Eagle3Head)."""
+
+    shape: EagleShape
+
+    def project(self, embeds: Tensor, features: Tensor, positions: Tensor) -> Projected:
+        """The pass's input x and its rotated queries, keys and values."""
+        ...
+
+    def finish(self, x: Tensor, attended: Tensor) -> Tensor:
+        """The head's output from x and the attention output."""
+        ...
 
 
 def _expand(x: Tensor, heads: int) -> Tensor:
@@ -38,7 +53,7 @@ def _attend(q: Tensor, passes: list[Projected], depth: int, heads: int) -> Tenso
     scale = 1.0 / math.sqrt(hd)
     k1, v1 = _expand(passes[0].k, heads), _expand(passes[0].v, heads)
     scores = (q @ k1.transpose(-1, -2)) * scale  # (B, H, L, L)
-    i = torch.arange(length)
+    i = torch.arange(length, device=q.device)
     allowed = i[None, :] <= (i[:, None] - depth + 1)  # j <= r = i - d + 1
     scores = scores.masked_fill(~allowed, float("-inf"))
     extra_k, extra_v = [], []
@@ -54,10 +69,11 @@ def _attend(q: Tensor, passes: list[Projected], depth: int, heads: int) -> Tenso
     return torch.nan_to_num(out)  # rows with no valid root (i < d - 1) are all -inf: unused
 
 
-def unrolled(head: EagleHead, embeds: Tensor, first: Tensor, depth: int) -> list[Tensor]:
+def unrolled(head: Unrollable, embeds: Tensor, first: Tensor, depth: int) -> list[Tensor]:
     """f̂ of passes 1..depth (each (B, L, D)); first (B, L, D): the real f_{i-1} (noised or not).
 
-    Pass d's output at i is valid for i >= d - 1 only.
+    Pass d's output at i is valid for i >= d - 1 only. For an EAGLE-3 head, first is the fused
+    feature u_{i-1} and the outputs are its hidden states h (fed back the same way).
     """
     positions = torch.arange(embeds.shape[1], device=embeds.device)
     passes: list[Projected] = []

@@ -18,7 +18,7 @@ from transformers import PretrainedConfig
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, check_max_new_tokens
 from specviz.core.decoding import clock, make_generator, resampled
-from specviz.core.drafter import SharesTargetCache, remember
+from specviz.core.drafter import SharesTargetCache
 from specviz.core.events import (
     Accepted,
     Bonus,
@@ -107,8 +107,7 @@ class TreeDecoder:
         return len(self.ids) - self.prompt_len
 
     def events(self) -> Iterator[Event]:
-        """Run to EOS or max_new_tokens, yielding every event as it happens; at the end, a
-        drafter that learns from requests (RemembersRequests) is given the whole sequence."""
+        """Run to EOS or max_new_tokens, yielding every event as it happens."""
         start = clock(self.device)
         t0 = clock(self.device)
         self.drafter.prefill(self.ids[:-1])
@@ -122,7 +121,6 @@ class TreeDecoder:
             if self.ids[-1] in self.stop_ids:
                 reason = "eos"
                 break
-        remember(self.drafter, self.ids, self.prompt_len)  # a drafter that learns from it
         yield Finished(
             reason=reason, new_tokens=self.new_tokens, seconds=clock(self.device) - start
         )

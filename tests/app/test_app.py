@@ -23,20 +23,12 @@ from transformers import AutoModelForCausalLM
 
 import specviz.app.main as specviz_app
 from specviz.app import views
-from specviz.app.lab import (
-    LAB_FIELDS,
-    MODELS,
-    REAL,
-    TOY,
-    LabRequest,
-    equivalence_tests,
-    lab_drafter,
-    model_part,
-    samplers,
-    toy_pair,
-)
-from specviz.app.main import MAIN_OUTPUTS, NO_PROGRESS, SpecVizApp
-from specviz.app.state import PairCache, early_exit_note, lab_pair
+from specviz.app.drafting import early_exit_note
+from specviz.app.main import SpecVizApp
+from specviz.app.session import NO_PROGRESS, PairCache
+from specviz.app.tabs import results
+from specviz.app.tabs.decode_panels import MAIN, RACE
+from specviz.app.tabs.lab import LAB_FIELDS, MODELS, TOY, LabRequest, lab_pair
 from specviz.app.views.form import (
     DEFAULTS,
     DRAFTER_FIELDS,
@@ -54,6 +46,7 @@ from specviz.core.events import read_jsonl
 from specviz.drafters import early_exit
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.registry import (
+    CROSS_TOKENIZER_DRAFTERS,
     DRAFTER_NAMES,
     EXIT_DRAFTERS,
     REGISTRY,
@@ -66,6 +59,14 @@ from specviz.heads.eagle import EagleHead, EagleShape
 from specviz.heads.medusa import MedusaHeads
 from specviz.heads.weights import save_head
 from specviz.models.loading import ModelLoadError
+from specviz.stats.lab import (
+    REAL,
+    equivalence_tests,
+    lab_drafter,
+    model_part,
+    samplers,
+    toy_pair,
+)
 from specviz.stats.laws import draw
 from specviz.stats.mutants import MUTANTS, OffByOneCache
 from specviz.stats.testing import estimated_power
@@ -290,11 +291,11 @@ def test_every_registered_drafter_decodes_in_the_app(
     app: SpecVizApp, ranked_dirs: tuple[str, str], drafter: str
 ) -> None:
     s = settings(ranked_dirs, drafter=drafter, temperature=0, max_new=12, prompt="abc abc abc")
-    outs = list(app.generate(s))
+    outs = list(app.decode.generate(s))
     run = outs[-1][0]
     assert "finished" in outs[-1][2] and run.done and run.settings["drafter"] == drafter
     assert sum(r.proposed for r in run.rounds) > 0
-    plain = app.start(s, app.pair(s), plain=True).finish()
+    plain = app.decode.start(s, app.session.pair(s), plain=True).finish()
     assert [c.token for c in run.cells() if c.emitted] == plain["tokens"]  # T = 0: greedy text
 
 
@@ -311,19 +312,19 @@ def test_pair_cache_loads_each_pair_once(model_dirs: tuple[str, str]) -> None:
 def test_generate_streams_every_round_and_shows_each_outcome(
     app: SpecVizApp, model_dirs: tuple[str, str]
 ) -> None:
-    outs = [o for o in app.generate(settings(model_dirs)) if isinstance(o[0], views.Run)]
+    outs = [o for o in app.decode.generate(settings(model_dirs)) if isinstance(o[0], views.Run)]
     run = outs[-1][0]
     assert len(outs) == len(run.rounds) + 1 > 2 and "running" in outs[0][2]  # streamed
-    assert "finished" in outs[-1][2] and len(outs[-1]) == MAIN_OUTPUTS
+    assert "finished" in outs[-1][2] and len(outs[-1]) == len(MAIN)
     for kind in ("accepted", "rejected", "resampled", "bonus"):
         assert f"sv-{kind}" in outs[-1][1]
-    inspector, residual = app.inspect(run, next(c.index for c in run.cells() if c.top))
+    inspector, residual = app.decode.inspect(run, next(c.index for c in run.cells() if c.top))
     assert "p(x) target" in inspector and residual.data
 
 
 def test_step_advances_one_round_per_click(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
     def step(run: Any, **overrides: Any) -> list[Any]:
-        return list(app.step(run, settings(model_dirs, **overrides)))[-1]
+        return list(app.decode.step(run, settings(model_dirs, **overrides)))[-1]
 
     first = step(None)
     run = first[0]
@@ -336,7 +337,9 @@ def test_step_advances_one_round_per_click(app: SpecVizApp, model_dirs: tuple[st
 def test_ngram_drafter_needs_no_draft_model(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
     dirs = (model_dirs[0], "/ignored/for/ngram")
     prompt = "abc abc abc abc abc"
-    run = list(app.generate(settings(dirs, drafter="ngram", prompt=prompt, temperature=0)))[-1][0]
+    run = list(app.decode.generate(settings(dirs, drafter="ngram", prompt=prompt, temperature=0)))[
+        -1
+    ][0]
     assert run.done and run.settings["drafter"] == "ngram" and run.settings["draft"] is None
     assert run.rounds and sum(r.draft_forward_calls for r in run.rounds) == 0
     assert run.summary()["cost_ratio_c"] == 0.0
@@ -347,10 +350,10 @@ def test_early_exit_drafts_with_the_targets_own_layers(
 ) -> None:
     dirs = (model_dirs[0], "/ignored/for/early-exit")
     for drafter in ("early-exit", "early-exit-shared"):
-        run = list(app.generate(settings(dirs, drafter=drafter, max_new=8)))[-1][0]
+        run = list(app.decode.generate(settings(dirs, drafter=drafter, max_new=8)))[-1][0]
         assert run.done and run.settings["drafter"] == drafter
         assert run.settings["exit_layer"] == 1 and sum(r.draft_forward_calls for r in run.rounds)
-        bad = list(app.generate(settings(dirs, drafter=drafter, exit_layer=2)))[-1][2]
+        bad = list(app.decode.generate(settings(dirs, drafter=drafter, exit_layer=2)))[-1][2]
         assert "exit layer k must be in [1, 1]" in unescape(bad)
     assert "uses the trained adapter `adapter_k8.safetensors`" in early_exit_note(8)  # shipped
     monkeypatch.setattr(early_exit, "ADAPTERS", tmp_path)  # no adapters, then one appears
@@ -364,7 +367,7 @@ def test_early_exit_drafts_with_the_targets_own_layers(
 def test_confidence_threshold_cuts_drafts_short(
     app: SpecVizApp, model_dirs: tuple[str, str]
 ) -> None:
-    run = list(app.generate(settings(model_dirs, confidence=1.0, max_new=8)))[-1][0]
+    run = list(app.decode.generate(settings(model_dirs, confidence=1.0, max_new=8)))[-1][0]
     drafted = {r.proposed for r in run.rounds if r.gamma > 0}  # gamma 0: the last token only
     assert run.settings["min_confidence"] == 1.0 and drafted == {1}
 
@@ -372,7 +375,7 @@ def test_confidence_threshold_cuts_drafts_short(
 def test_gamma_policies_change_gamma_between_rounds(
     app: SpecVizApp, model_dirs: tuple[str, str]
 ) -> None:
-    run = list(app.generate(settings(model_dirs, policy="heuristic")))[-1][0]
+    run = list(app.decode.generate(settings(model_dirs, policy="heuristic")))[-1][0]
     assert run.settings["gamma_policy"] == "heuristic"
     assert len({r.gamma for r in run.rounds}) > 1
 
@@ -381,22 +384,22 @@ def test_theory_policy_reuses_costs_from_earlier_runs_of_the_same_setup(
     model_dirs: tuple[str, str],
 ) -> None:
     fresh = SpecVizApp(*model_dirs)
-    first = list(fresh.generate(settings(model_dirs, policy="theory")))[-1][0]
-    [costs] = fresh.costs.values()
+    first = list(fresh.decode.generate(settings(model_dirs, policy="theory")))[-1][0]
+    [costs] = fresh.decode.costs.values()
     assert [r.gamma for r in first.rounds][:2] == [GAMMA, 0]  # start, then measure a 1-token pass
 
     def passes() -> int:
         return sum(costs.verify.passes(k) for k in costs.verify.by_k)
 
     assert passes() == len(first.rounds) - 1  # not the first pass: it also scored the prompt
-    second = list(fresh.generate(settings(model_dirs, policy="theory")))[-1][0]
-    assert len(fresh.costs) == 1 and passes() == len(first.rounds) + len(second.rounds) - 2
-    list(fresh.generate(settings(model_dirs, policy="theory", drafter="ngram")))
-    assert len(fresh.costs) == 2  # another drafter has its own costs
+    second = list(fresh.decode.generate(settings(model_dirs, policy="theory")))[-1][0]
+    assert len(fresh.decode.costs) == 1 and passes() == len(first.rounds) + len(second.rounds) - 2
+    list(fresh.decode.generate(settings(model_dirs, policy="theory", drafter="ngram")))
+    assert len(fresh.decode.costs) == 2  # another drafter has its own costs
 
 
 def test_race_at_greedy_gives_identical_texts(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
-    outs = list(app.race(settings(model_dirs, temperature=0, max_new=12)))
+    outs = list(app.decode.race(settings(model_dirs, temperature=0, max_new=12)))
     assert "identical" in outs[-1][-1] and "speedup" in outs[-1][-1]
     assert "measured speedup" in outs[-1][7] and outs[-1][0].plain_tokens_per_second > 0
 
@@ -417,7 +420,7 @@ def test_bad_settings_show_an_error_in_the_status_box(
     for outs in (list(on["generate"](**values))[-1], list(on["step"](run=None, **values))[-1],
                  list(on["race"](**values))[-1]):  # fmt: skip
         assert "sv-status-error" in outs[2] and message in unescape(outs[2])
-        assert all(o is not None for o in outs) and len(outs) in (MAIN_OUTPUTS, MAIN_OUTPUTS + 1)
+        assert all(o is not None for o in outs) and len(outs) in (len(MAIN), len(RACE))
     loaded = list(on["load"](**values))[-1]
     assert "sv-status-error" in loaded and message in unescape(loaded)
 
@@ -443,17 +446,17 @@ def test_bad_model_pairs_show_an_error_in_the_status_box(
     app: SpecVizApp, model_dirs: tuple[str, str], draft: str, message: str
 ) -> None:
     dirs = (model_dirs[0], draft)
-    status = list(app.generate(settings(dirs)))[-1][2]
+    status = list(app.decode.generate(settings(dirs)))[-1][2]
     assert "sv-status-error" in status and message in unescape(status)
-    assert message in unescape(list(app.check(settings(dirs)))[-1])
-    assert "ready" in list(app.check(settings(model_dirs)))[-1]
+    assert message in unescape(list(app.form.check(settings(dirs)))[-1])
+    assert "ready" in list(app.form.check(settings(model_dirs)))[-1]
 
 
 def test_export_writes_the_events_and_the_summary(
     app: SpecVizApp, model_dirs: tuple[str, str]
 ) -> None:
-    run = list(app.generate(settings(model_dirs)))[-1][0]
-    events_path, summary_path = app.export(run)
+    run = list(app.decode.generate(settings(model_dirs)))[-1][0]
+    events_path, summary_path = app.decode.export(run)
     assert list(read_jsonl(events_path)) == run.log
     summary = json.loads(Path(summary_path).read_text())
     emitted = sum(r.emitted for r in run.rounds)
@@ -499,12 +502,12 @@ def test_launch_queues_bounded_and_never_shares(app: SpecVizApp) -> None:
 def test_clicking_a_token_fills_the_inspector(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
     import gradio as gr
 
-    run = list(app.generate(settings(model_dirs)))[-1][0]
-    index, html, _residual = app.click(run, gr.EventData(None, {"idx": 1}))
+    run = list(app.decode.generate(settings(model_dirs)))[-1][0]
+    index, html, _residual = app.decode.click(run, gr.EventData(None, {"idx": 1}))
     assert index == 1 and 'data-idx="1"' in html and "p(x) target" in html
-    assert "Click a token" in app.click(run, gr.EventData(None, {}))[1]
+    assert "Click a token" in app.decode.click(run, gr.EventData(None, {}))[1]
     for state, index in ((None, 3), (run, 999), (run, "x")):
-        assert "Click a token" in app.inspect(state, index)[0]
+        assert "Click a token" in app.decode.inspect(state, index)[0]
 
 
 def test_api_through_gradio_client(
@@ -537,7 +540,7 @@ def test_api_through_gradio_client(
 
 @pytest.mark.parametrize(("mutant", "rejects"), [(REAL, False), ("accept_all", True)])
 def test_equivalence_lab_on_the_toy_pair(app: SpecVizApp, mutant: str, rejects: bool) -> None:
-    outs = list(app.lab(settings(("t", "d")), lab_request(TOY, mutant, 300)))
+    outs = list(app.lab.run(settings(("t", "d")), lab_request(TOY, mutant, 300)))
     assert "1/300" not in outs[0][0] and len(outs) > 3  # progress streamed as draws come
     status, first, joint, table = outs[-1]
     assert ("caught" in status) is rejects and ("all 6 pass" in status) is not rejects
@@ -556,9 +559,9 @@ def test_lab_mutant_is_rejected_with_power_to_spare() -> None:
 
 def test_lab_at_greedy_has_one_outcome_and_no_false_alarm(app: SpecVizApp) -> None:
     greedy = settings(("t", "d"), temperature=0)
-    status, *_figs, table = list(app.lab(greedy, lab_request(TOY, REAL, 20)))[-1]
+    status, *_figs, table = list(app.lab.run(greedy, lab_request(TOY, REAL, 20)))[-1]
     assert "no test rejects" in status and "vs plain" not in table  # one cell: nothing to compare
-    status = list(app.lab(greedy, lab_request(TOY, "accept_all", 20)))[-1][0]
+    status = list(app.lab.run(greedy, lab_request(TOY, "accept_all", 20)))[-1][0]
     assert "caught" in status  # greedy, but accepting the draft's argmax is still wrong
 
 
@@ -582,13 +585,13 @@ def test_lab_on_the_model_pair_and_its_errors(app: SpecVizApp, model_dirs: tuple
     import gradio as gr
 
     s = settings(model_dirs)
-    status, *_figs, table = list(app.lab(s, lab_request(MODELS, REAL, 20)))[-1]
+    status, *_figs, table = list(app.lab.run(s, lab_request(MODELS, REAL, 20)))[-1]
     assert "sampler: none (real sampler)" in status and "first token vs plain" in table
     with pytest.raises(gr.Error, match="N must be between"):
         list(app.callbacks()["lab"](**form(model_dirs), **lab_form(MODELS, REAL, 10**6)))
     ngram = settings(model_dirs, drafter="ngram")
     with pytest.raises(gr.Error, match="drafts without a model"):
-        list(app.lab(ngram, lab_request(MODELS, MUTANTS[0].name, 20)))
+        list(app.lab.run(ngram, lab_request(MODELS, MUTANTS[0].name, 20)))
 
 
 @pytest.mark.parametrize("drafter", DRAFTER_NAMES)
@@ -596,7 +599,7 @@ def test_lab_runs_every_registered_drafter(
     app: SpecVizApp, ranked_dirs: tuple[str, str], drafter: str
 ) -> None:
     s = settings(ranked_dirs, drafter=drafter)
-    status, *_figs, table = list(app.lab(s, lab_request(MODELS, REAL, 20)))[-1]
+    status, *_figs, table = list(app.lab.run(s, lab_request(MODELS, REAL, 20)))[-1]
     assert "sampler: none (real sampler)" in status and "first token vs plain" in table
 
 
@@ -614,6 +617,10 @@ REFUSED |= {  # a drafting head: its own drafter, verifying through its own forw
     for mutant, why in ((DRAFTER_MUTANT, "builds a drafter of its own"),
                         (CACHE_MUTANT, "shares with the target"))
 }  # fmt: skip
+REFUSED |= {  # a cross-tokenizer drafter: its own drafter over the draft model
+    (cross, DRAFTER_MUTANT.name): "builds a drafter of its own"
+    for cross in CROSS_TOKENIZER_DRAFTERS
+}
 REFUSED |= {  # a tree drafter: the mutants break chain speculation
     (tree, mutant.name): "breaks a piece of chain speculation"
     for tree in TREE_DRAFTERS
@@ -627,7 +634,7 @@ def test_lab_swaps_a_mutant_into_every_drafter_that_has_its_piece(
     app: SpecVizApp, ranked_dirs: tuple[str, str], drafter: str, mutant: Any
 ) -> None:
     s = settings(ranked_dirs, drafter=drafter)
-    pair = lab_pair(s, app.pair(s, NO_PROGRESS), app.heads)
+    pair = lab_pair(s, app.session.pair(s, NO_PROGRESS), app.session.heads)
     if (drafter, mutant.name) in REFUSED:
         with pytest.raises(ValueError, match=REFUSED[drafter, mutant.name]):
             lab_drafter(pair, mutant)
@@ -668,24 +675,24 @@ def test_benchmark_tab_shows_a_saved_result_and_refuses_bad_files(
     }
     payload |= {"records": [r.to_dict() for r in records], "batch_step_seconds": [[1, 0.05]]}
     saved.write_text(json.dumps(payload))
-    shown = app.bench_result(None, str(saved))
+    shown = results.bench_result(None, str(saved))
     assert len(shown) == 6 and "| code | 0 | model γ=2 | 1 |" in shown[-1]
     with pytest.raises(gr.Error, match="choose a saved result"):
-        app.bench_result(None, None)
+        results.bench_result(None, None)
     (tmp_path / "bad.json").write_text("[]")
     with pytest.raises(gr.Error, match="not a specviz bench result"):
-        app.bench_result(str(tmp_path / "bad.json"), None)
+        results.bench_result(str(tmp_path / "bad.json"), None)
 
 
 def test_trimmed_head_drafter_in_the_app(
     app: SpecVizApp, model_dirs: tuple[str, str], ranked_dirs: tuple[str, str]
 ) -> None:
-    status = list(app.generate(settings(model_dirs, drafter="model-trimmed")))[-1][2]
+    status = list(app.decode.generate(settings(model_dirs, drafter="model-trimmed")))[-1][2]
     assert "needs token_ranking.safetensors in the draft folder" in unescape(status)
-    outs = list(app.generate(settings(ranked_dirs, drafter="model-trimmed", temperature=0)))
+    outs = list(app.decode.generate(settings(ranked_dirs, drafter="model-trimmed", temperature=0)))
     run = outs[-1][0]
     assert "finished" in outs[-1][2] and run.settings["drafter"] == "model-trimmed"
-    plain = list(app.generate(settings(model_dirs, temperature=0)))[-1][0]
+    plain = list(app.decode.generate(settings(model_dirs, temperature=0)))[-1][0]
     assert [c.token for c in run.cells() if c.emitted] == [
         c.token for c in plain.cells() if c.emitted
     ]  # T = 0: the same greedy text as the full-head draft gives
@@ -695,18 +702,20 @@ def test_lookup_then_model_drafter_in_the_app_and_its_lab(
     app: SpecVizApp, model_dirs: tuple[str, str], ranked_dirs: tuple[str, str]
 ) -> None:
     prompt, hybrid = "abc abc abc abc abc", "ngram+model-trimmed"  # its model: a trimmed head
-    outs = list(app.generate(settings(ranked_dirs, drafter=hybrid, prompt=prompt, temperature=0)))
+    outs = list(
+        app.decode.generate(settings(ranked_dirs, drafter=hybrid, prompt=prompt, temperature=0))
+    )
     run = outs[-1][0]
     assert "finished" in outs[-1][2] and run.settings["drafter"] == hybrid
     assert any(r.proposed and r.draft_forward_calls == 0 for r in run.rounds)  # lookup rounds
-    plain = list(app.generate(settings(model_dirs, prompt=prompt, temperature=0)))[-1][0]
+    plain = list(app.decode.generate(settings(model_dirs, prompt=prompt, temperature=0)))[-1][0]
     assert [c.token for c in run.cells() if c.emitted] == [
         c.token for c in plain.cells() if c.emitted
     ]  # T = 0: the target's greedy text whichever drafter proposes
     s = settings(ranked_dirs, drafter=hybrid, prompt=prompt)
-    status = list(app.lab(s, lab_request(MODELS, REAL, 20)))[-1][0]
+    status = list(app.lab.run(s, lab_request(MODELS, REAL, 20)))[-1][0]
     assert "sampler: none (real sampler)" in status
-    status = list(app.lab(s, lab_request(MODELS, DRAFTER_MUTANT.name, 20)))[-1][0]
+    status = list(app.lab.run(s, lab_request(MODELS, DRAFTER_MUTANT.name, 20)))[-1][0]
     assert f"sampler: {DRAFTER_MUTANT.name}" in status  # its model's drafter swapped for the bug
 
 
@@ -747,19 +756,19 @@ def test_the_classic_draft_model_is_one_click_away(app: SpecVizApp) -> None:
     names = [buttons[f"sv-preset-{i}"].value for i in range(len(PRESETS))]
     assert names == list(PRESETS) and any("classic draft model" in n for n in names)
     classic = next(n for n in names if "classic" in n)
-    *values, status = app.preset(classic)
+    *values, status = app.form.preset(classic)
     assert dict(zip(PRESET_FIELDS, values, strict=True)) == {
         "drafter": "model", "policy": "fixed", "gamma": 4, "temperature": 0.7, "top_k": 0,
         "top_p": 1.0,
     }  # fmt: skip
     assert "classic draft model" in status and "press Generate" in status
-    fastest = dict(zip(PRESET_FIELDS, app.preset(names[0])[:-1], strict=True))
+    fastest = dict(zip(PRESET_FIELDS, app.form.preset(names[0])[:-1], strict=True))
     assert all(fastest[k] == DEFAULTS[k] for k in PRESET_FIELDS)  # back to the defaults
 
 
 @pytest.mark.parametrize("drafter", DRAFTER_NAMES)
 def test_the_form_shows_only_the_fields_the_drafter_reads(app: SpecVizApp, drafter: str) -> None:
-    *updates, note = app.drafter_fields(drafter)
+    *updates, note = app.form.drafter_fields(drafter)
     exits, tree = drafter in EXIT_DRAFTERS, REGISTRY[drafter].tree
     shown = dict(zip(DRAFTER_FIELDS, (u["visible"] for u in updates), strict=True))
     assert shown == {
@@ -782,23 +791,23 @@ def test_the_prompt_goes_through_the_chat_template_unless_raw(
     def prompt_tokens(run: Any) -> int:
         return next(e.prompt_tokens for e in run.log if isinstance(e, Prefill))
 
-    chat = list(app.generate(settings(chat_dirs, temperature=0)))[-1]
+    chat = list(app.decode.generate(settings(chat_dirs, temperature=0)))[-1]
     run = chat[0]
     assert run.settings["prompt_format"] == "chat" and run.settings["raw_completion"] is False
     assert prompt_tokens(run) == len(f"user said {PROMPT}. you say ")  # one token a character
     assert "chat template" in chat[1] and "chat template" in unescape(chat[7])  # stream, summary
-    _events, summary = app.export(run)
+    _events, summary = app.decode.export(run)
     assert json.loads(Path(summary).read_text())["settings"]["prompt_format"] == "chat"
-    raw = list(app.generate(settings(chat_dirs, temperature=0, raw=True)))[-1][0]
+    raw = list(app.decode.generate(settings(chat_dirs, temperature=0, raw=True)))[-1][0]
     assert raw.settings["prompt_format"] == "raw" and prompt_tokens(raw) == len(PROMPT)
-    plain = list(app.generate(settings(model_dirs, temperature=0)))[-1][0]
+    plain = list(app.decode.generate(settings(model_dirs, temperature=0)))[-1][0]
     assert plain.settings["prompt_format"] == "raw"  # no template: the text as it is
     s = settings(chat_dirs)
-    pair = lab_pair(s, app.pair(s))
+    pair = lab_pair(s, app.session.pair(s))
     assert len(pair.prompt_ids) == prompt_tokens(run) and pair.prompt_format == "chat"
-    status = list(app.lab(s, lab_request(MODELS, REAL, 20)))[-1][0]
+    status = list(app.lab.run(s, lab_request(MODELS, REAL, 20)))[-1][0]
     assert "prompt sent through the chat template" in status
-    raw_lab = list(app.lab(settings(chat_dirs, raw=True), lab_request(MODELS, REAL, 20)))[-1][0]
+    raw_lab = list(app.lab.run(settings(chat_dirs, raw=True), lab_request(MODELS, REAL, 20)))[-1][0]
     assert "prompt as raw text" in raw_lab
 
 
@@ -821,12 +830,12 @@ def slow_fetch(real: Any, steps: int = 3, pause: float = 0.3) -> Any:
 def test_a_first_load_shows_its_progress_live_and_logs_it(
     model_dirs: tuple[str, str], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from specviz.app import state
+    from specviz.app import session
 
-    monkeypatch.setattr(state, "load_pair", slow_fetch(state.load_pair))
+    monkeypatch.setattr(session, "load_pair", slow_fetch(session.load_pair))
     fresh = SpecVizApp(*model_dirs)
     with caplog.at_level(logging.INFO, logger="specviz.app"):
-        outs = list(fresh.generate(settings(model_dirs)))
+        outs = list(fresh.decode.generate(settings(model_dirs)))
     statuses = [unescape(o[2]) for o in outs]
     first_round = next(i for i, t in enumerate(statuses) if "round " in t)
     during = statuses[:first_round]
@@ -840,7 +849,7 @@ def test_a_first_load_shows_its_progress_live_and_logs_it(
     logged = [r.getMessage() for r in caplog.records if r.name == "specviz.app"]
     assert any(shown[0] in m for m in logged) and any("converting" in m for m in logged)
     assert sum("downloading" in m for m in logged) == 1  # the same line again: every 10 s
-    again = list(fresh.generate(settings(model_dirs)))  # loaded: straight to decoding
+    again = list(fresh.decode.generate(settings(model_dirs)))  # loaded: straight to decoding
     assert "round " in unescape(again[0][2])
 
 
@@ -849,9 +858,9 @@ def test_a_slow_load_does_not_hold_up_other_requests(
 ) -> None:
     from gradio_client import Client
 
-    from specviz.app import state
+    from specviz.app import session
 
-    real, entered = state.load_pair, threading.Event()
+    real, entered = session.load_pair, threading.Event()
 
     def load(target: str, draft: str | None, **kwargs: Any) -> Any:
         if target != "slow/hub-model":
@@ -860,9 +869,9 @@ def test_a_slow_load_does_not_hold_up_other_requests(
         time.sleep(8)  # a hub id without network, before its error
         raise ModelLoadError(f"could not load target {target!r}: no network")
 
-    monkeypatch.setattr(state, "load_pair", load)
+    monkeypatch.setattr(session, "load_pair", load)
     client = Client(served[1], verbose=False)
-    list(served[0].generate(settings(model_dirs)))  # the tiny pair is loaded
+    list(served[0].decode.generate(settings(model_dirs)))  # the tiny pair is loaded
     slow = client.submit(**form(("slow/hub-model", model_dirs[1])), api_name="/generate")
     assert entered.wait(20)
     started = time.monotonic()
@@ -908,7 +917,7 @@ def test_the_app_logs_to_the_terminal_once() -> None:
 
 
 def test_the_mutant_menu_lists_short_names_and_describes_the_choice() -> None:
-    from specviz.app.lab import mutant_choices, mutant_note
+    from specviz.app.tabs.lab import mutant_choices, mutant_note
 
     choices = mutant_choices()
     assert [label for label, _ in choices[1:]] == [m.name for m in MUTANTS]
@@ -930,7 +939,7 @@ def test_the_benchmark_tab_opens_the_most_informative_result_in_the_apps_look(
     best = informativeness(menu.value)
     assert best[0] > 0 and all(informativeness(p) <= best for p in saved)  # it has γ curves
     assert [label for label, _ in menu.choices] == [Path(p).stem for p in saved]
-    *figs, tables = app.bench_result(menu.value, None)
+    *figs, tables = results.bench_result(menu.value, None)
     for fig in figs:  # the app's look: white, its palette, its fonts
         assert fig.layout.template.layout.plot_bgcolor == "white"
         assert tuple(fig.layout.colorway) == PALETTE and fig.layout.title.font.size == 14
@@ -941,8 +950,8 @@ def test_the_benchmark_tab_opens_the_most_informative_result_in_the_apps_look(
     assert len({c for group in colours.values() for c in group}) == len(colours)  # one each
     assert {t.line.dash for t in figs[1].data} == {None, "dash"}
     assert figs[1].layout.xaxis.dtick == 1 and "| workload |" in tables
-    one = app.bench_result(str(RESULTS_DIR / "batch.json"), None)  # one setting, one request
+    one = results.bench_result(str(RESULTS_DIR / "batch.json"), None)  # one setting, one request
     for fig in (one[1], one[2]):  # nothing to draw: said so instead of a lone point
         assert not fig.data and fig.layout.annotations
     assert one[4].data  # its batch-size timings are drawn
-    assert app.bench_first(menu.value, None, "shown already") == [gr.skip()] * 6
+    assert results.bench_first(menu.value, None, "shown already") == [gr.skip()] * 6

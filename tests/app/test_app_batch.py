@@ -14,8 +14,9 @@ from typing import Any
 import gradio as gr
 import pytest
 
-from specviz.app import batch as batch_tab
-from specviz.app.batch import (
+from specviz.app.main import SpecVizApp
+from specviz.app.tabs import batch as batch_tab
+from specviz.app.tabs.batch import (
     BATCH_DEFAULTS,
     BATCH_FIELDS,
     MAX_ROWS,
@@ -23,7 +24,6 @@ from specviz.app.batch import (
     BatchRequest,
     default_drafter,
 )
-from specviz.app.main import SpecVizApp
 from specviz.app.views.batch import BatchRun, batch_html, row_tokens
 from specviz.core.events import RoundSummary
 from specviz.drafters.registry import BATCH_DRAFTERS
@@ -111,7 +111,7 @@ def test_rows_stream_and_each_is_the_single_decode_seeded_seed_plus_r(
     assert all(f"sv-{kind}" in final for kind in ("accepted", "rejected", "resampled", "bonus"))
     for r, (prompt, tokens) in enumerate(zip(PROMPTS, row_tokens(run), strict=True)):
         s = settings(model_dirs, prompt=prompt, seed=SEED + r, max_new=16, temperature=1.0)
-        single = app.start(s, app.pair(s)).finish()
+        single = app.decode.start(s, app.session.pair(s)).finish()
         assert tokens == single["tokens"], r
         assert tokens, r
     kept = [[e.accepted for e in run.row_events(r) if isinstance(e, RoundSummary)] for r in (0, 1)]
@@ -121,7 +121,7 @@ def test_rows_stream_and_each_is_the_single_decode_seeded_seed_plus_r(
 def app_run(app: SpecVizApp, dirs: tuple[str, str], **overrides: Any) -> BatchRun:
     """The batch run the tab's handler decodes for these values, run to its end."""
     req = BatchRequest.parse(batch_form(dirs, **overrides))
-    run = batch_tab.start(req, app.pair(settings(dirs)))
+    run = batch_tab.start(req, app.session.pair(settings(dirs)))
     for _ in run.run_to_end():
         pass
     return run
@@ -136,7 +136,7 @@ def test_every_batched_drafter_runs_in_the_tab_greedy_as_plain(
     assert run.done and "finished" in outputs(app, ranked_dirs, drafter=drafter)[-1][0]
     for prompt, tokens in zip(PROMPTS, row_tokens(run), strict=True):
         s = settings(ranked_dirs, prompt=prompt, temperature=0, max_new=10)
-        assert tokens == app.start(s, app.pair(s), plain=True).finish()["tokens"]
+        assert tokens == app.decode.start(s, app.session.pair(s), plain=True).finish()["tokens"]
 
 
 def test_the_tab_defaults_to_the_trimmed_draft_where_the_pair_has_a_ranking(

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from specviz.app import state
+from specviz.app import session
 from specviz.app.main import SpecVizApp
-from specviz.app.state import PairCache
+from specviz.app.session import PairCache
 from specviz.app.views.form import TREE_RULE_CHOICES
 from specviz.drafters.registry import REGISTRY
 
@@ -103,7 +103,7 @@ def in_viewport(page: Any, selector: str) -> bool:
 
 def expected_outcomes(app: SpecVizApp, dirs: tuple[str, str]) -> Counter[str]:
     """How many tokens of each outcome the same settings give without the browser."""
-    run = list(app.generate(settings(dirs)))[-1][0]
+    run = list(app.decode.generate(settings(dirs)))[-1][0]
     return Counter(c.kind for c in run.cells())
 
 
@@ -251,8 +251,8 @@ def test_an_error_shows_beside_the_button_and_in_view(page: Any) -> None:
 def test_a_first_run_shows_its_progress_live(
     page: Any, served: tuple[SpecVizApp, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(served[0], "pairs", PairCache())  # nothing loaded yet
-    monkeypatch.setattr(state, "load_pair", slow_fetch(state.load_pair, steps=3, pause=1.0))
+    monkeypatch.setattr(served[0].session, "pairs", PairCache())  # nothing loaded yet
+    monkeypatch.setattr(session, "load_pair", slow_fetch(session.load_pair, steps=3, pause=1.0))
     set_inputs(page)
     page.locator("#sv-generate").click()
     seen: list[str] = []
@@ -321,7 +321,7 @@ def test_the_benchmark_tab_reads_well(page: Any) -> None:
 def test_a_tree_drafter_draws_its_rounds_and_marks_the_lossy_rule(
     page: Any, served: tuple[SpecVizApp, str], model_dirs: tuple[str, str]
 ) -> None:
-    run = list(served[0].generate(settings(model_dirs, drafter="tree-model")))[-1][0]
+    run = list(served[0].decode.generate(settings(model_dirs, drafter="tree-model")))[-1][0]
     shown = next(t for t in run.trees if t.kept)  # a round that kept a path (the same seeds)
     set_inputs(page)
     choose_drafter(page, REGISTRY["tree-model"].label)

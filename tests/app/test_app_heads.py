@@ -8,14 +8,15 @@ from pathlib import Path
 import gradio as gr
 import pytest
 
-from specviz.app.lab import MODELS, REAL
+from specviz.app.drafting import make_drafter
 from specviz.app.main import SpecVizApp
-from specviz.app.state import lab_pair, make_drafter
+from specviz.app.tabs.lab import MODELS, lab_pair
 from specviz.app.views.form import drafter_choices
 from specviz.core.drafter import SharesTargetCache
 from specviz.drafters.registry import HEAD_DRAFTERS, REGISTRY, UNCONFIDENT_DRAFTERS, WIDE_DRAFTERS
 from specviz.heads import weights
 from specviz.heads.tap import FeatureCache, FeatureLean
+from specviz.stats.lab import REAL
 
 from ..conftest import tiny_model
 from .test_app import heads_dir, lab_request, model_dirs, save_heads, settings
@@ -44,12 +45,12 @@ def test_a_head_verifies_on_the_forward_the_apps_plain_decoding_uses(
     verifies through transformers' forward too, not the lean one its registry default picks."""
     app = SpecVizApp(*model_dirs, heads=heads_dir)
     s = settings(model_dirs, drafter="eagle", temperature=0)
-    pair = app.pair(s)
+    pair = app.session.pair(s)
     drafter = make_drafter(s, pair, heads_dir)
     assert isinstance(drafter, SharesTargetCache)
     verify = drafter.target_cache(pair.target)
     assert isinstance(verify, FeatureCache) and not isinstance(verify, FeatureLean)
-    outs = list(app.race(s))[-1]
+    outs = list(app.decode.race(s))[-1]
     assert "identical ✓" in outs[-1]  # T = 0: the same text on the same forward
 
 
@@ -58,26 +59,26 @@ def test_a_head_without_weights_says_so_in_the_note_and_the_status(
     model_dirs: tuple[str, str], tmp_path: Path, drafter: str
 ) -> None:
     app = SpecVizApp(*model_dirs, heads=str(tmp_path))  # a folder without weights
-    *_fields, note = app.drafter_fields(drafter)
+    *_fields, note = app.form.drafter_fields(drafter)
     assert "No weights" in note and "holds no" in note
     s = settings(model_dirs, drafter=drafter, temperature=0)
-    status = list(app.generate(s))[-1][STATUS]
+    status = list(app.decode.generate(s))[-1][STATUS]
     assert "sv-status-error" in status and "Traceback" not in status
     assert f"drafter cannot draft for this target: no head weights at {tmp_path}" in unescape(
         status
     )
     with pytest.raises(gr.Error, match="no head weights at"):
-        list(app.lab(s, lab_request(MODELS, REAL, 20)))
+        list(app.lab.run(s, lab_request(MODELS, REAL, 20)))
 
 
 def test_the_shipped_heads_missing_are_named_under_the_menu(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(weights, "ASSETS", tmp_path)
-    *_fields, note = SpecVizApp().drafter_fields("eagle-tree")
+    *_fields, note = SpecVizApp().form.drafter_fields("eagle-tree")
     assert "the eagle-tree drafter reads the eagle head shipped" in note and "--heads" in note
     (tmp_path / "eagle.safetensors").write_bytes(b"")
-    *_fields, note = SpecVizApp().drafter_fields("eagle-tree")
+    *_fields, note = SpecVizApp().form.drafter_fields("eagle-tree")
     assert "No weights" not in note and "eagle.safetensors" in note
 
 
@@ -87,7 +88,9 @@ def test_heads_trained_for_another_target_are_refused_in_the_status(
     other = tmp_path / "other"
     tiny_model("llama", seed=9, scale=3.0).save_pretrained(other)
     app = SpecVizApp(*model_dirs, heads=save_heads(str(other), tmp_path))
-    status = list(app.generate(settings(model_dirs, drafter="medusa", temperature=0)))[-1][STATUS]
+    status = list(app.decode.generate(settings(model_dirs, drafter="medusa", temperature=0)))[-1][
+        STATUS
+    ]
     assert "sv-status-error" in status and "was trained on the features of" in unescape(status)
 
 

@@ -11,13 +11,16 @@ import gradio as gr
 import pytest
 
 from specviz.app import views
-from specviz.app.lab import MODELS, REAL, TOY, equivalence_tests, samplers
-from specviz.app.main import MAIN_OUTPUTS, SpecVizApp
-from specviz.app.state import TREE_RULES, lab_pair, tree_rule
+from specviz.app.drafting import TREE_RULES, tree_rule
+from specviz.app.main import SpecVizApp
+from specviz.app.tabs import results
+from specviz.app.tabs.decode_panels import MAIN, RACE
+from specviz.app.tabs.lab import MODELS, TOY, lab_pair
 from specviz.app.views.form import DEFAULTS, TREE_DRAFTERS, TREE_RULE_CHOICES
 from specviz.core.events import Rejected, TreeProposed, read_jsonl
 from specviz.drafters.registry import REGISTRY
 from specviz.drafters.registry import TREE_DRAFTERS as REGISTERED_TREES
+from specviz.stats.lab import REAL, equivalence_tests, samplers
 from specviz.stats.laws import draw
 from specviz.stats.testing import estimated_power
 from specviz.tree.verify import EXACT_TREE, TYPICAL
@@ -59,9 +62,9 @@ def test_a_tree_drafter_runs_through_the_apps_run_path(
     app: SpecVizApp, model_dirs: tuple[str, str], drafter: str
 ) -> None:
     s = settings(model_dirs, drafter=drafter, prompt="abc abc abc", tree_nodes=8, tree_depth=3)
-    outs = list(app.generate(s))
+    outs = list(app.decode.generate(s))
     last, run = outs[-1], outs[-1][0]
-    assert len(last) == MAIN_OUTPUTS and "finished" in last[STATUS] and run.trees
+    assert len(last) == len(MAIN) and "finished" in last[STATUS] and run.trees
     assert run.settings["tree_nodes"] == 8 and run.settings["follows_target_law"] is True
     assert "gamma" not in run.settings and "gamma_policy" not in run.settings
     assert all(len(t.tokens) <= 8 and max(t.depths, default=0) <= 3 for t in run.trees)
@@ -71,13 +74,13 @@ def test_a_tree_drafter_runs_through_the_apps_run_path(
     assert last[ROUND] == max(t.round for t in run.trees if t.size) and "sv-tree-list" in last[TREE]
     assert "tree depth (deepest round)" in last[SUMMARY]
     for tr in run.trees:  # every round and every node (and the token after the path) inspects
-        panel, _ = app.tree_view(run, tr.round)
+        panel, _ = app.decode.tree_view(run, tr.round)
         assert f'data-round="{tr.round}"' in panel and panel.count("sv-node-kept") >= len(tr.kept)
         for node in range(tr.size + 1):
-            inspector = app.tree_view(run, tr.round, node)[1]
+            inspector = app.decode.tree_view(run, tr.round, node)[1]
             assert f'data-node="{node}"' in inspector and "verdict" in inspector
     drafted = next(t for t in run.trees if t.size)  # a head drafts nothing in the first round
-    node, inspector = app.tree_click(run, drafted.round, gr.EventData(None, {"node": 0}))
+    node, inspector = app.decode.tree_click(run, drafted.round, gr.EventData(None, {"node": 0}))
     assert node == 0 and "q(x) draft" in inspector
 
 
@@ -85,57 +88,57 @@ def test_tree_rounds_show_rejected_siblings_at_one_position_in_every_view(
     app: SpecVizApp, model_dirs: tuple[str, str]
 ) -> None:
     s = settings(model_dirs, drafter="tree-model", tree_width=4, max_new=16)
-    run = list(app.generate(s))[-1][0]
+    run = list(app.decode.generate(s))[-1][0]
     cells = run.cells()
     shared = Counter((c.round, c.position) for c in cells if c.kind == "rejected")
     assert max(shared.values()) >= 2  # siblings rejected at one position
     assert all(c.tree and c.node is not None for c in cells if c.kind in ("accepted", "rejected"))
     cell = next(c for c in cells if c.kind == "rejected")
-    inspector, residual = app.inspect(run, cell.index)
+    inspector, residual = app.decode.inspect(run, cell.index)
     assert "P(keep)" in unescape(inspector) and f"tree node #{cell.node}" in inspector
     assert residual.layout.title.text  # a figure, not a crash
-    events_path, summary_path = app.export(run)
+    events_path, summary_path = app.decode.export(run)
     assert list(read_jsonl(events_path)) == run.log  # tree events round-trip
     assert json.loads(Path(summary_path).read_text())["follows_target_law"] is True
-    race = list(app.race(s))[-1]
-    assert len(race) == MAIN_OUTPUTS + 1 and "speedup" in race[-1] and "LOSSY" not in race[-1]
+    race = list(app.decode.race(s))[-1]
+    assert len(race) == len(RACE) and "speedup" in race[-1] and "LOSSY" not in race[-1]
 
 
 def test_step_shows_one_tree_round_per_click(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
     s = settings(model_dirs, drafter="tree-sampled")
-    first = list(app.step(None, s))[-1]
+    first = list(app.decode.step(None, s))[-1]
     run = first[0]
     assert len(run.trees) == 1 and first[ROUND] == 0 and 'data-round="0"' in first[TREE]
-    second = list(app.step(run, s))[-1]
+    second = list(app.decode.step(run, s))[-1]
     assert len(run.trees) == 2 and second[ROUND] == 1 and 'data-round="1"' in second[TREE]
-    assert 'data-round="0"' in app.tree_view(run, 0)[0]  # an earlier round stays reachable
+    assert 'data-round="0"' in app.decode.tree_view(run, 0)[0]  # an earlier round stays reachable
 
 
 def test_a_lossy_tree_rule_marks_every_output(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
     s = settings(model_dirs, drafter="tree-sampled", tree_rule="typical")
     assert not s.exact
-    last = list(app.generate(s))[-1]
+    last = list(app.decode.generate(s))[-1]
     run = last[0]
     assert not run.exact and all(not t.exact for t in run.trees)
     assert 'class="sv-lossy"' in last[STREAM] and "not follow the target" in unescape(last[STREAM])
     assert "LOSSY" in last[STATUS] and "NO: a lossy rule" in last[SUMMARY]
     assert 'class="sv-lossy"' in last[TREE]
-    stepped = list(app.step(None, s))[-1]
+    stepped = list(app.decode.step(None, s))[-1]
     assert 'class="sv-lossy"' in stepped[STREAM] and "LOSSY" in stepped[STATUS]
-    _, summary_path = app.export(run)
+    _, summary_path = app.decode.export(run)
     saved = json.loads(Path(summary_path).read_text())
     assert saved["follows_target_law"] is False and saved["settings"]["tree_rule"] == "typical"
-    race = list(app.race(settings(model_dirs, drafter="tree-sampled", tree_rule="typical",
+    race = list(app.decode.race(settings(model_dirs, drafter="tree-sampled", tree_rule="typical",
                                   temperature=0)))[-1][-1]  # fmt: skip
     assert "LOSSY" in race and "identical" not in race  # never claimed to match the target
-    exact = list(app.generate(settings(model_dirs, drafter="tree-sampled")))[-1]
+    exact = list(app.decode.generate(settings(model_dirs, drafter="tree-sampled")))[-1]
     assert "sv-lossy" not in exact[STREAM] + exact[TREE] and "LOSSY" not in exact[STATUS]
 
 
 def test_views_of_a_chain_decode_are_unchanged_by_the_tree_view(
     app: SpecVizApp, model_dirs: tuple[str, str]
 ) -> None:
-    last = list(app.generate(settings(model_dirs)))[-1]
+    last = list(app.decode.generate(settings(model_dirs)))[-1]
     assert not last[0].trees and last[ROUND] is None and "Choose a tree drafter" in last[TREE]
     assert "yes (exact verification)" in last[SUMMARY] and "sv-lossy" not in last[STREAM]
     assert "Click a node" in last[NODE]
@@ -162,19 +165,19 @@ def test_the_lab_on_a_tree_drafter_labels_the_rule_and_refuses_chain_mutants(
     app: SpecVizApp, model_dirs: tuple[str, str]
 ) -> None:
     s = settings(("t", "d"), drafter="tree-ngram", tree_rule="typical")
-    status = list(app.lab(s, lab_request(TOY, REAL, 20)))[-1][0]
+    status = list(app.lab.run(s, lab_request(TOY, REAL, 20)))[-1][0]
     assert "typical tree rule (LOSSY: does not follow the target's law)" in unescape(status)
     real = settings(model_dirs, drafter="tree-model")
-    status = list(app.lab(real, lab_request(MODELS, REAL, 20)))[-1][0]
+    status = list(app.lab.run(real, lab_request(MODELS, REAL, 20)))[-1][0]
     assert "none (real sampler), tree drafter tree-model" in status
     with pytest.raises(gr.Error, match="breaks a piece of chain speculation"):
-        list(app.lab(real, lab_request(TOY, "accept_all", 20)))
+        list(app.lab.run(real, lab_request(TOY, "accept_all", 20)))
 
 
 def test_events_of_a_tree_decode_name_nodes_the_tree_view_draws(
     app: SpecVizApp, model_dirs: tuple[str, str]
 ) -> None:
-    run = list(app.generate(settings(model_dirs, drafter="tree-model")))[-1][0]
+    run = list(app.decode.generate(settings(model_dirs, drafter="tree-model")))[-1][0]
     proposed = [e for e in run.log if isinstance(e, TreeProposed)]
     assert [t.tokens for t in run.trees] == [e.tokens for e in proposed]
     for tr in run.trees:
@@ -201,7 +204,7 @@ def test_the_tree_endpoint_through_gradio_client(
 
 def test_the_chosen_rounds_panel_is_built_from_the_views(app: SpecVizApp) -> None:
     assert "Choose a tree drafter" in views.tree_panel_html([], None, str)
-    assert "Click a node" in app.tree_view(None, 3, 1)[1]
+    assert "Click a node" in app.decode.tree_view(None, 3, 1)[1]
     assert REGISTRY["tree-model"].tree and not REGISTRY["model"].tree
 
 
@@ -232,6 +235,6 @@ def test_the_benchmark_tab_shows_a_tree_setting_and_labels_a_lossy_one(
     payload |= {"policies_vs_best_fixed": policies_vs_best_fixed(rows)}
     saved = tmp_path / "tree.json"
     saved.write_text(json.dumps(payload))
-    *figs, tables = app.bench_result(None, str(saved))
+    *figs, tables = results.bench_result(None, str(saved))
     assert len(figs) == 5 and "tree-model N=16 w=4" in tables
     assert ("LOSSY" in tables) is (rule == "typical")

@@ -1,6 +1,11 @@
-"""The app's model-side state: cached model pairs and the drafter each setting asks for.
+"""The app's session: the cached model pairs, their loading and the one decode slot.
 
-Gradio-free and separate from specviz.app.main, which only wires widgets to handlers.
+Loading and decoding are kept apart so that a slow load never holds up anyone else: each
+request loads its pair in a thread of its own (Loading, at most two loads at once), showing the
+load's progress live in the status line, and only then waits for the one decode slot (decodes
+run one at a time: two at once on a small CPU would only slow both, and the race's timings with
+them). Session.decode is that pattern, written once: load → wait → work → release, and any error
+handed to the caller's fail.
 """
 
 from __future__ import annotations
@@ -10,28 +15,19 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from dataclasses import replace
-from typing import Any, Protocol
+from collections.abc import Callable, Generator, Iterator
+from typing import Any, Protocol, TypeVar
 
-from specviz.api import stop_ids
-from specviz.app.lab import LabPair, toy_pair
-from specviz.app.views.form import Settings
-from specviz.core.drafter import Drafter
-from specviz.drafters.early_exit import adapter_path
-from specviz.drafters.registry import HEAD_DRAFTERS, build_drafter
-from specviz.heads.lookup import head_forward
-from specviz.models.chat import prompt_format, prompt_ids
+import gradio as gr
+
 from specviz.models.loading import ModelPair, load_pair, parse_dtype
-from specviz.tree.drafter import TreeDrafter
-from specviz.tree.verify import EXACT_TREE, TYPICAL, TreeRule
 
 log = logging.getLogger("specviz.app")
 Key = tuple[str, str | None, str]
-TREE_RULES = {rule.name: rule for rule in (EXACT_TREE, TYPICAL)}  # form's TREE_RULE_CHOICES
-# the toy pair's tree drafter in a head tree's place: the same kind of children, from its draft
-TOY_TREES = {"eagle-tree": "tree-model", "eagle-tree-sampled": "tree-sampled"}
-TOY_TREES |= {"medusa-tree": "tree-model"}
+T = TypeVar("T")
+P = TypeVar("P")
+Show = Callable[[str], T]  # a status message → the event's outputs showing it
+NO_PROGRESS = gr.Progress()  # progress outside a Gradio event: reports go nowhere
 LOG_EVERY = 10.0  # seconds: a load's repeated progress lines reach the terminal this often
 
 
@@ -160,41 +156,102 @@ class Loading:
         return self._pair
 
 
+class Session:
+    """One app's model-side state: its pair cache, the drafting heads' folder and the decode slot.
+
+    Every request that decodes goes through decode (or check, which only loads)."""
+
+    def __init__(self, heads: str | None = None) -> None:
+        """heads: the folder of the drafting heads' weights (None: the shipped ones)."""
+        self.heads = heads
+        self.pairs = PairCache()
+        self.decoding = threading.Lock()  # the one decode slot (turn() waits for it)
+
+    def pair(self, s: PairSpec, progress: gr.Progress = NO_PROGRESS) -> ModelPair:
+        """The model pair s names, loaded here (load messages shown as progress)."""
+        return self.pairs.get(s.target, s.draft, s.dtype, lambda m: progress(None, desc=m))
+
+    def pair_for(self, s: PairSpec, show: Show[T]) -> Generator[T, None, ModelPair]:
+        """Load (or find cached) the pair s names in a thread, yielding show(message) for each
+        progress message as it comes; returns the pair (raises the load's error)."""
+        loading = Loading(self.pairs, s)
+        for message in loading.updates():
+            yield show(message)
+        return loading.pair()
+
+    def turn(self, show: Show[T]) -> Iterator[T]:
+        """Wait for the one decode slot, yielding show(how long) while another request holds
+        it; the caller releases self.decoding when done."""
+        started = time.monotonic()
+        while not self.decoding.acquire(timeout=0.5):
+            waited = time.monotonic() - started
+            yield show(f"waiting for another request's decode to finish ({waited:.0f} s)")
+
+    def decode(
+        self,
+        s: PairSpec,
+        show: Show[T],
+        work: Callable[[ModelPair], Iterator[T]],
+        fail: Callable[[Exception], T],
+    ) -> Iterator[T]:
+        """Load the pair s names (progress live), wait for the decode slot, run work on the pair
+        holding it, release it; an error anywhere is fail(error)'s outputs (fail may raise)."""
+        return self._guarded(self.pair_for(s, show), show, work, fail)
+
+    def decode_maybe(
+        self,
+        s: PairSpec | None,
+        show: Show[T],
+        work: Callable[[ModelPair | None], Iterator[T]],
+        fail: Callable[[Exception], T],
+    ) -> Iterator[T]:
+        """decode, where s None loads nothing (work gets None) but still takes the slot."""
+        load = self.pair_for(s, show) if s is not None else no_pair()
+        return self._guarded(load, show, work, fail)
+
+    def check(
+        self,
+        s: PairSpec,
+        show: Show[T],
+        done: Callable[[ModelPair], T],
+        fail: Callable[[Exception], T],
+    ) -> Iterator[T]:
+        """Load the pair s names (progress live) without the decode slot: done(pair), or
+        fail(error)."""
+        try:
+            pair = yield from self.pair_for(s, show)
+        except Exception as err:
+            yield fail(err)
+            return
+        yield done(pair)
+
+    def _guarded(
+        self,
+        load: Generator[T, None, P],
+        show: Show[T],
+        work: Callable[[P], Iterator[T]],
+        fail: Callable[[Exception], T],
+    ) -> Iterator[T]:
+        """load → wait for the slot → work → release, errors to fail."""
+        try:
+            pair = yield from load
+            yield from self.turn(show)
+            try:
+                yield from work(pair)
+            finally:
+                self.decoding.release()
+        except Exception as err:  # shown in the UI, never as a stack trace
+            yield fail(err)
+
+
+def no_pair() -> Generator[Any, None, None]:
+    """A load that loads nothing."""
+    yield from ()
+
+
 def decoder(tokenizer: Any) -> Callable[[int], str]:
     """Token id → text with the pair's tokenizer."""
     return lambda token: str(tokenizer.decode([token]))
-
-
-def make_drafter(s: Settings, pair: ModelPair, heads: str | None = None) -> Drafter | TreeDrafter:
-    """The drafter the settings name, built by the registry with the settings' options (a tree
-    drafter for the tree drafters; a drafting head with the weights in heads, None: the shipped
-    ones). A head verifies through transformers' forward of the target, the one the app's
-    plain decoding runs on, so that the race compares the two on the same forward."""
-    options = s.options(heads)
-    if s.drafter in HEAD_DRAFTERS:
-        options = replace(options, make_cache=head_forward(lean_target=False))
-    return build_drafter(
-        s.drafter, target=pair.target, draft=pair.draft, sampling=s.sampling, options=options
-    )
-
-
-def tree_rule(s: Settings) -> TreeRule:
-    """The rule that verifies the settings' trees (exact unless the lossy one is chosen)."""
-    return TREE_RULES[s.tree_rule]
-
-
-def early_exit_note(k: Any) -> str:
-    """Markdown under the drafter control: which early exit the exit layer k gives."""
-    try:
-        path = adapter_path(int(k))
-    except (TypeError, ValueError, OverflowError):
-        return "Early exit: the exit layer must be a whole number."
-    if path.is_file():
-        return f"Early exit at layer {int(k)} uses the trained adapter `{path.name}`."
-    return (
-        f"Early exit at layer {int(k)}: no trained adapter (`{path.name}` not shipped), so the "
-        "plain early exit drafts (first k layers, then the target's final norm and head)."
-    )
 
 
 def parameter_counts(pair: ModelPair) -> str:
@@ -205,23 +262,3 @@ def parameter_counts(pair: ModelPair) -> str:
         for name, m in models.items()
         if m is not None
     )
-
-
-def lab_pair(s: Settings, pair: ModelPair | None, heads: str | None = None) -> LabPair:
-    """What the equivalence lab samples: the toy pair and its draft model (pair None), or the
-    loaded pair with the drafter the settings name, the prompt formatted as the decode's is
-    (the chat template unless raw; a drafting head with the weights in heads).
-
-    On the toy pair a chain drafter is its draft model; a tree drafter grows its trees there
-    too, a head tree with the draft model in the head's place (the toy target has no heads).
-    """
-    if pair is None:
-        drafter = TOY_TREES.get(s.drafter, s.drafter) if s.tree else "model"
-        return replace(toy_pair(), drafter=drafter, options=s.options(), tree_rule=tree_rule(s))
-    return LabPair(
-        target=pair.target, draft=pair.draft,
-        prompt_ids=prompt_ids(pair.tokenizer, s.prompt, raw=s.raw),
-        prompt_format=prompt_format(pair.tokenizer, raw=s.raw),
-        stop_ids=stop_ids(pair.target, pair.tokenizer), decode=decoder(pair.tokenizer),
-        drafter=s.drafter, options=s.options(heads), tree_rule=tree_rule(s),
-    )  # fmt: skip

@@ -1,5 +1,8 @@
-"""The app's equivalence lab: speculative vs plain samples of the first k tokens, tested with the
-statistical suite's library (specviz.stats), optionally with one of its broken samplers swapped in.
+"""The equivalence lab's statistics: speculative vs plain samples of the first k tokens, tested
+with the statistical suite's library, optionally with one of its broken samplers swapped in.
+
+No UI here: the app's Equivalence lab tab (specviz.app.tabs.lab) parses the request and renders
+the LabResult this yields.
 """
 
 from __future__ import annotations
@@ -7,15 +10,13 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
-from specviz.app.views.form import as_float, as_int, fields_of
-from specviz.app.views.lab import LabView
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.drafter import Drafter, SharesTargetCache
 from specviz.core.policy import GammaPolicy
@@ -34,7 +35,6 @@ from specviz.stats.laws import (
     plain_sampler,
     speculative_sampler,
 )
-from specviz.stats.mutants import MUTANTS
 from specviz.stats.report import rows
 from specviz.stats.suite import MAX_ENUMERATED, family_adjusted, law_size, outcome_logprobs
 from specviz.stats.testing import (
@@ -51,56 +51,46 @@ from specviz.tree.decoding import TreeDecoder
 from specviz.tree.drafter import TreeDrafter
 from specviz.tree.verify import EXACT_TREE, TreeRule
 
-TOY, MODELS = "toy pair (exact law known)", "selected model pair"
-PAIRS = [TOY, MODELS]
-LAB_FIELDS = ("pair", "mutant", "n", "k", "alpha")  # the lab's own controls, after the form's
-REAL = "none (real sampler)"
-N_RANGE, K_RANGE = (20, 5000), (1, 4)
-DEFAULT_N = {TOY: 1500, MODELS: 75}  # sized for a short wait on a small CPU
+REAL = "none (real sampler)"  # the sampler's name when no mutant is swapped in
 PLAIN_SEED_OFFSET = 1_000_003  # plain draws use other seeds than speculative ones (as the suite)
 
 
-def mutant_choices() -> list[tuple[str, str]]:
-    """Dropdown (label, value) pairs: the real sampler, then every mutant by its short name (its
-    description goes under the menu: mutant_note)."""
-    return [(REAL, REAL), *((m.name, m.name) for m in MUTANTS)]
+class LabPlan(Protocol):
+    """What a lab run draws and tests: the sampler variant, N draws per sampler, the first k
+    tokens, the family-wise level."""
 
+    @property
+    def variant(self) -> Variant:
+        """The speculative sampler: EXACT_VARIANT or a mutant."""
 
-def mutant_note(name: Any) -> str:
-    """Markdown under the sampler menu: what the chosen mutant breaks."""
-    described = {m.name: m.description for m in MUTANTS}
-    if name in described:
-        return f"**{name}**: {described[name]}"
-    return "The real speculative sampler: every test should pass."
+    @property
+    def n(self) -> int:
+        """Draws per sampler."""
+
+    @property
+    def k(self) -> int:
+        """Tokens per outcome."""
+
+    @property
+    def alpha(self) -> float:
+        """The family-wise level (Holm)."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class LabRequest:
-    """Validated lab inputs: which pair, which sampler, N draws per sampler, k tokens, level."""
+class LabResult:
+    """One lab run: both samples, the exact laws where known, and the tests as table rows."""
 
-    pair: str
-    variant: Variant
-    n: int
-    k: int
+    spec: Sequence[Outcome]
+    plain: Sequence[Outcome]
+    exact: Law | None  # joint law of the first k tokens, when enumerable
+    exact_first: Law | None  # law of the first token
+    decode: Callable[[int], str]
+    sampler: str
     alpha: float
-
-    @classmethod
-    def parse(cls, values: Mapping[str, Any]) -> LabRequest:
-        """From the LAB_FIELDS by name; ValueError with a readable message when one is bad."""
-        v = fields_of(values, LAB_FIELDS)
-        if v["pair"] not in PAIRS:
-            raise ValueError(f"pair must be one of {PAIRS} (got {v['pair']!r})")
-        names = {m.name: m for m in MUTANTS}
-        if (mutant := v["mutant"]) not in (REAL, *names):
-            raise ValueError(f"mutant must be {REAL!r} or one of {sorted(names)} (got {mutant!r})")
-        sizes = {"N": as_int("N", v["n"]), "k": as_int("k", v["k"])}
-        for (name, value), (lo, hi) in zip(sizes.items(), (N_RANGE, K_RANGE), strict=True):
-            if not lo <= value <= hi:
-                raise ValueError(f"{name} must be between {lo} and {hi} (got {value})")
-        if not 0 < (level := as_float("α", v["alpha"])) < 0.5:
-            raise ValueError(f"α must be between 0 and 0.5 (got {level})")
-        variant = names.get(mutant, EXACT_VARIANT)
-        return cls(pair=v["pair"], variant=variant, n=sizes["N"], k=sizes["k"], alpha=level)
+    rows: Sequence[Sequence[str]]  # specviz.stats.report.rows: one per test
+    rejected: int
+    seconds: float = 0.0
+    prompt_format: str | None = None  # 'chat' or 'raw' for a model pair's prompt; None: toy ids
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,7 +162,8 @@ def lab_drafter(pair: LabPair, variant: Variant) -> Callable[[SamplingConfig], D
     probe, label = make(SamplingConfig()), REGISTRY[pair.drafter].label
     model = model_part(probe)
     if swaps_drafter and type(model) is not variant.drafter_cls:
-        why = "drafts without a model" if model is None else "builds a drafter of its own"
+        own = model is not None or REGISTRY[pair.drafter].uses_draft_model  # cross-tokenizer
+        why = "builds a drafter of its own" if own else "drafts without a model"
         raise ValueError(
             f"mutant {variant.name} changes the draft model's drafter, and the {label!r} "
             f"drafter {why}: pick a drafter with a draft model, or the early exit with a cache "
@@ -196,7 +187,7 @@ class LabProgress:
 
 def samplers(
     pair: LabPair,
-    req: LabRequest,
+    req: LabPlan,
     sampling: SamplingConfig,
     gamma: int,
     make_policy: Callable[[], GammaPolicy] | None,
@@ -218,7 +209,7 @@ def samplers(
     return spec, plain
 
 
-def tree_sampler(pair: LabPair, req: LabRequest, sampling: SamplingConfig, depth: int) -> Sampler:
+def tree_sampler(pair: LabPair, req: LabPlan, sampling: SamplingConfig, depth: int) -> Sampler:
     """seed → the first k tokens of one tree decode (the pair's tree drafter and rule), long
     enough that the first round's tree reaches its full depth."""
     options = pair.options
@@ -267,7 +258,7 @@ def comparable(a: list[Outcome], b: list[Outcome]) -> bool:
 
 def equivalence_tests(
     pair: LabPair,
-    req: LabRequest,
+    req: LabPlan,
     sampling: SamplingConfig,
     spec: list[Outcome],
     plain: list[Outcome],
@@ -308,13 +299,13 @@ def sampler_label(pair: LabPair, variant: Variant) -> str:
 
 def run_lab(
     pair: LabPair,
-    req: LabRequest,
+    req: LabPlan,
     sampling: SamplingConfig,
     gamma: int,
     make_policy: Callable[[], GammaPolicy] | None = None,
     every: int = 10,
-) -> Iterator[LabProgress | LabView]:
-    """Draw N speculative then N plain samples (progress as they come), test, return the view."""
+) -> Iterator[LabProgress | LabResult]:
+    """Draw N speculative then N plain samples (progress as they come), test, yield the result."""
     spec_sampler, plain_sampler_ = samplers(pair, req, sampling, gamma, make_policy)
     spec: list[Outcome] = []
     plain: list[Outcome] = []
@@ -328,7 +319,7 @@ def run_lab(
             yield replace(step, fraction=0.5 + step.fraction / 2)
         yield LabProgress("testing…", 1.0)
         results, law, first_law = equivalence_tests(pair, req, sampling, spec, plain)
-    yield LabView(
+    yield LabResult(
         spec=spec, plain=plain, exact=law, exact_first=first_law, decode=pair.decode,
         sampler=sampler_label(pair, v), alpha=req.alpha,
         rows=rows(results), rejected=sum(r.reject for r in results),

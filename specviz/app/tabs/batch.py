@@ -1,6 +1,6 @@
 """The app's Batch tab: a few prompts decoded together as one batch (specviz.batch).
 
-The tab's fields (BATCH_FIELDS, widgets keyed `batch_` + name in the layout) give the prompts,
+The tab's fields (BATCH_FIELDS, with elem_id `sv-batch-` + name) give the prompts,
 one per line, and the batched drafter, γ, temperature, max new tokens and seed; the model pair
 is the form's (target, draft, dtype). Row r is seeded seed + r, so its tokens are those a
 single decode of prompt r with that seed writes.
@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gradio as gr
 
-from specviz.app.state import decoder
+from specviz.app import views, wiring
+from specviz.app.session import NO_PROGRESS, Session, decoder
 from specviz.app.views.batch import BatchRun, batch_html
 from specviz.app.views.form import BUNDLED, RANGES
+from specviz.app.views.page import BATCH_INTRO
 from specviz.app.views.panels import status_html
+from specviz.app.wiring import callback
 from specviz.batch.api import batch_prompts, speculative_stream_batch
 from specviz.batch.drafters import build_batch_drafter
 from specviz.core.checks import check_pair, check_prompt
@@ -30,13 +33,11 @@ from specviz.drafters.trimmed import ranking_path
 from specviz.models.chat import prompt_format, prompt_ids
 from specviz.models.loading import ModelPair
 
-if TYPE_CHECKING:
-    from specviz.app.main import SpecVizApp
-
 log = logging.getLogger("specviz.app")
 MIN_ROWS, MAX_ROWS = 2, 8
 BATCH_FIELDS = ("prompts", "drafter", "gamma", "temperature", "max_new", "seed", "raw")
 PAIR_FIELDS = ("target", "draft", "dtype")  # read from the form's model pair
+BATCH_OUTPUTS = ("status", "view")  # BatchPanels fields, in the order the tab's events set them
 BATCH_CHOICES = {name: REGISTRY[name].label for name in BATCH_DRAFTERS}  # the menu's labels
 DEFAULT_PROMPTS = (  # code, where the bundled draft agrees often, and two where it does less
     "Write a Python function that returns the number of vowels in a string.",
@@ -153,8 +154,10 @@ def start(req: BatchRequest, pair: ModelPair) -> BatchRun:
 
 
 def outputs(message: str, run: BatchRun | None = None, error: bool = False) -> list[Any]:
-    """The tab's outputs: its status line, and its rows (None: left as they are)."""
-    return [status_html(message, error=error), gr.skip() if run is None else batch_html(run)]
+    """The tab's outputs (BATCH_OUTPUTS): its status line, and its rows (None: left as they
+    are)."""
+    rows = {} if run is None else {"view": batch_html(run)}
+    return wiring.outputs(BATCH_OUTPUTS, status=status_html(message, error=error), **rows)
 
 
 def status(run: BatchRun) -> str:
@@ -164,27 +167,94 @@ def status(run: BatchRun) -> str:
     return f"batch round {run.rounds} · running…"
 
 
-def run_batch(app: SpecVizApp, req: BatchRequest) -> Iterator[list[Any]]:
-    """Load the pair (progress live), wait for the decode slot, then decode the batch,
-    redrawing every row after a batch round (at most every REDRAW_SECONDS, and once at the
-    end: eight long rows are a lot to redraw); any error shows in the status line."""
+@dataclass(frozen=True)
+class BatchPanels:
+    """The tab's components: its fields by their BATCH_FIELDS names, the run button, the status
+    line and the rows."""
 
-    def show(message: str) -> list[Any]:
-        return outputs(message)
+    fields: Mapping[str, Any]
+    run: gr.Button
+    status: gr.HTML
+    view: gr.HTML
 
-    try:
-        pair = yield from app.pair_for(req, show)
-        yield from app.turn(show)
-        try:
+
+class BatchTab:
+    """The Batch tab of one app, decoding through its session."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    @staticmethod
+    def build(drafter: str) -> BatchPanels:
+        """The tab's controls (the pair is the form's; drafter: the first batched drafter), its
+        run button and status line, then every row's coloured tokens."""
+        gr.Markdown(BATCH_INTRO)
+        f: dict[str, Any] = {}
+        with gr.Row(equal_height=False):
+            f["prompts"] = gr.Textbox(
+                BATCH_DEFAULTS["prompts"], lines=MIN_ROWS + 2, max_lines=MAX_ROWS + 2, scale=3,
+                label=f"prompts: one per line, {MIN_ROWS} to {MAX_ROWS}",
+                elem_id="sv-batch-prompts",
+            )  # fmt: skip
+            with gr.Column(scale=2, min_width=260):
+                f["drafter"] = gr.Dropdown(
+                    [(label, name) for name, label in BATCH_CHOICES.items()], value=drafter,
+                    label="batched drafter", elem_id="sv-batch-drafter",
+                )  # fmt: skip
+                f["raw"] = gr.Checkbox(
+                    BATCH_DEFAULTS["raw"], label="raw completion (no chat template)",
+                    elem_id="sv-batch-raw",
+                )  # fmt: skip
+        with gr.Row():
+            for name, label in BATCH_NUMBERS.items():
+                f[name] = gr.Number(
+                    BATCH_DEFAULTS[name], label=f"{label}: {RANGES[name].text()}",
+                    elem_id=f"sv-batch-{name}", min_width=150,
+                )  # fmt: skip
+        with gr.Row(elem_id="sv-batch-actions", equal_height=True):
+            run = gr.Button(
+                "Run batch", variant="primary", elem_id="sv-batch-run", scale=0, min_width=140
+            )
+            status = gr.HTML(views.status_html("not run yet"), elem_id="sv-batch-status")
+        gr.HTML(views.legend_html(), elem_id="sv-batch-legend")
+        view = gr.HTML(views.batch_html(None), elem_id="sv-batch-view")
+        return BatchPanels(fields=f, run=run, status=status, view=view)
+
+    def batch(self, req: BatchRequest, progress: gr.Progress = NO_PROGRESS) -> Iterator[list[Any]]:
+        """Load the pair (progress live), wait for the decode slot, then decode the batch,
+        redrawing every row after a batch round (at most every REDRAW_SECONDS, and once at the
+        end: eight long rows are a lot to redraw); any error shows in the status line."""
+
+        def work(pair: ModelPair) -> Iterator[list[Any]]:
             run, drawn = start(req, pair), 0.0
             for r in run.run_to_end():
                 if r.done or time.monotonic() - drawn >= REDRAW_SECONDS:
                     yield outputs(status(r), r)
                     drawn = time.monotonic()
-        finally:
-            app.decoding.release()
-    except ValueError as err:  # bad input (or a load error): what to change, in the tab
-        yield outputs(str(err), error=True)
-    except Exception as err:  # shown in the tab, never as a stack trace
-        log.exception("batch decode failed")
-        yield outputs(f"{type(err).__name__}: {err}", error=True)
+
+        yield from self.session.decode(req, outputs, work, failed)
+
+    def callbacks(self) -> dict[str, Callable[..., Any]]:
+        """The tab's API callback: batch, taking PAIR_FIELDS and BATCH_FIELDS by name."""
+
+        def with_batch(values: Mapping[str, Any]) -> tuple[BatchRequest]:
+            return (BatchRequest.parse(values),)
+
+        names = (*PAIR_FIELDS, *BATCH_FIELDS)
+        return {"batch": callback(self.batch, names, with_batch, failed)}
+
+    def wire(self, w: BatchPanels, pair: list[Any], work: Mapping[str, Any]) -> None:
+        """Connect the tab's run button; pair: the form's widgets in PAIR_FIELDS order; work:
+        the queue settings of the requests that load models or decode."""
+        batch_in = [*pair, *(w.fields[n] for n in BATCH_FIELDS)]
+        on = self.callbacks()["batch"]
+        w.run.click(on, batch_in, [getattr(w, n) for n in BATCH_OUTPUTS], api_name="batch", **work)
+
+
+def failed(err: Exception) -> list[Any]:
+    """Bad input or a load error: what to change, in the tab; any other error: its type and
+    message, never a stack trace."""
+    if isinstance(err, ValueError):
+        return outputs(str(err), error=True)
+    log.exception("batch decode failed")
+    return outputs(f"{type(err).__name__}: {err}", error=True)

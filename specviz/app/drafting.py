@@ -1,0 +1,49 @@
+"""The drafter each setting asks for, and the rule that verifies its trees (Gradio-free)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from specviz.app.views.form import Settings
+from specviz.core.drafter import Drafter
+from specviz.drafters.early_exit import adapter_path
+from specviz.drafters.registry import HEAD_DRAFTERS, build_drafter
+from specviz.heads.lookup import head_forward
+from specviz.models.loading import ModelPair
+from specviz.tree.drafter import TreeDrafter
+from specviz.tree.verify import EXACT_TREE, TYPICAL, TreeRule
+
+TREE_RULES = {rule.name: rule for rule in (EXACT_TREE, TYPICAL)}  # form's TREE_RULE_CHOICES
+
+
+def make_drafter(s: Settings, pair: ModelPair, heads: str | None = None) -> Drafter | TreeDrafter:
+    """The drafter the settings name, built by the registry with the settings' options (a tree
+    drafter for the tree drafters; a drafting head with the weights in heads, None: the shipped
+    ones). A head verifies through transformers' forward of the target, the one the app's
+    plain decoding runs on, so that the race compares the two on the same forward."""
+    options = s.options(heads)
+    if s.drafter in HEAD_DRAFTERS:
+        options = replace(options, make_cache=head_forward(lean_target=False))
+    return build_drafter(
+        s.drafter, target=pair.target, draft=pair.draft, sampling=s.sampling, options=options
+    )
+
+
+def tree_rule(s: Settings) -> TreeRule:
+    """The rule that verifies the settings' trees (exact unless the lossy one is chosen)."""
+    return TREE_RULES[s.tree_rule]
+
+
+def early_exit_note(k: Any) -> str:
+    """Markdown under the drafter control: which early exit the exit layer k gives."""
+    try:
+        path = adapter_path(int(k))
+    except (TypeError, ValueError, OverflowError):
+        return "Early exit: the exit layer must be a whole number."
+    if path.is_file():
+        return f"Early exit at layer {int(k)} uses the trained adapter `{path.name}`."
+    return (
+        f"Early exit at layer {int(k)}: no trained adapter (`{path.name}` not shipped), so the "
+        "plain early exit drafts (first k layers, then the target's final norm and head)."
+    )

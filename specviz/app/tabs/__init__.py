@@ -1,0 +1,1 @@
+"""The app's tabs: each builds its own components and wires its own events."""

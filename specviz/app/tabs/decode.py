@@ -1,0 +1,233 @@
+"""The speculative-decoding tab: Generate, Step one round and the race, the token stream and its
+inspector, the plots, the tree rounds, the summary and its export.
+
+Decoding comes from specviz.api and every view from specviz.app.views; every request that decodes
+goes through the session (load → wait for the decode slot → decode → release).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from specviz.api import autoregressive_stream, speculative_stream
+from specviz.app import views
+from specviz.app.drafting import make_drafter, tree_rule
+from specviz.app.session import NO_PROGRESS, Session, decoder
+from specviz.app.tabs.decode_panels import MAIN, RACE, DecodePanels
+from specviz.app.views.form import FIELDS, Settings, as_int, settings_from
+from specviz.app.wiring import NO_API, callback, form_only, outputs
+from specviz.core.events import write_jsonl
+from specviz.gamma.policies import CostModel, make_policy
+from specviz.models.chat import prompt_format, prompt_ids
+from specviz.models.loading import ModelPair
+
+log = logging.getLogger("specviz.app")
+PLOT_EVERY = 4  # while streaming a full decode, redraw the plots every this many rounds
+
+
+class DecodeTab:
+    """The decode handlers of one app: its session, its export folder, the γ policy's costs."""
+
+    def __init__(self, session: Session, export_dir: Path) -> None:
+        self.session, self.export_dir = session, export_dir
+        self.costs: dict[tuple[Any, ...], CostModel] = {}  # theory policy's costs, per setup
+
+    def cost_model(self, s: Settings) -> CostModel:
+        """Costs measured by earlier runs on the same models, drafter and confidence."""
+        key = (s.target, s.draft, s.dtype, s.drafter, s.exit_layer, s.min_confidence)
+        return self.costs.setdefault(key, CostModel())
+
+    def start(self, s: Settings, p: ModelPair, plain: bool = False) -> views.Run:
+        """Validate against the models and return a run whose events have not started; the
+        prompt goes through the chat template unless the settings ask for raw text."""
+        ids = prompt_ids(p.tokenizer, s.prompt, raw=s.raw)
+        sent = prompt_format(p.tokenizer, raw=s.raw)
+        if plain:
+            max_new = s.speculation.max_new_tokens
+            _, stream = autoregressive_stream(
+                p.target, p.tokenizer, ids, sampling=s.sampling, max_new_tokens=max_new
+            )
+        else:  # a tree drafter's depth is fixed: no γ policy; its trees verified by its rule
+            policy = (
+                None if s.tree else make_policy(s.policy, s.speculation.gamma, self.cost_model(s))
+            )
+            _, stream = speculative_stream(
+                p.target, make_drafter(s, p, self.session.heads), p.tokenizer, ids,
+                sampling=s.sampling, speculation=s.speculation, policy=policy,
+                tree_rule=tree_rule(s),
+            )  # fmt: skip
+        return views.Run(
+            stream=stream, decode=decoder(p.tokenizer), prompt=s.prompt, prompt_format=sent,
+            settings={**s.describe(), "prompt_format": sent}, request=s,
+        )  # fmt: skip
+
+    @staticmethod
+    def render(run: views.Run, plots: bool = True, paused: bool = False) -> list[Any]:
+        """The MAIN outputs after a step (paused: after Step, waiting for the next click); the
+        tree view shows the latest tree round. A lossy rule's output says so in the stream and
+        status."""
+        cells, rounds, trees = run.cells(), run.rounds, run.trees
+        done = run.finished
+        if done:
+            note = f"finished: {done.reason}, {done.new_tokens} new tokens"
+        elif paused:
+            note = "paused: Step for the next round, Generate to run to the end"
+        else:
+            note = "running…"
+        if not run.exact:
+            note += " · LOSSY: typical acceptance, not the target's law"
+        tree = bool(trees)
+        figs = {
+            "acceptance": views.acceptance_figure(rounds, tree=tree),
+            "lengths": views.accepted_length_figure(rounds, tree=tree),
+            "histogram": views.accepted_histogram(rounds, tree=tree),
+            "pq": views.pq_figure(cells),
+        }
+        shown = views.pick_round(trees, None)  # the latest round that drafted a tree
+        latest = shown.round if shown else None
+        return outputs(
+            MAIN, run=run,
+            stream=views.stream_html(
+                cells, run.prompt, prompt_format=run.prompt_format, lossy=not run.exact
+            ),
+            status=views.status_html(f"round {len(rounds)} · {note}"),
+            **(figs if plots else {}),
+            summary=views.summary_html(run.summary()), tree_round=latest,
+            tree=views.tree_panel_html(trees, latest, run.text_of),
+            tree_inspector=views.node_html(None, None, run.text_of),
+        )  # fmt: skip
+
+    @staticmethod
+    def fail(err: Exception, names: tuple[str, ...] = MAIN) -> list[Any]:
+        """Outputs that leave everything as it was and show the error in the status line."""
+        if not isinstance(err, ValueError):
+            log.exception("unexpected error")
+        text = str(err) if isinstance(err, ValueError) else f"{type(err).__name__}: {err}"
+        return outputs(names, status=views.status_html(text, error=True))
+
+    @staticmethod
+    def show(names: tuple[str, ...] = MAIN) -> Callable[[str], list[Any]]:
+        """message → outputs that change only the status line."""
+        return lambda message: outputs(names, status=views.status_html(message))
+
+    def generate(self, s: Settings, progress: gr.Progress = NO_PROGRESS) -> Iterator[list[Any]]:
+        """Load (progress live), then decode to the end, streaming the view after every round."""
+
+        def work(p: ModelPair) -> Iterator[list[Any]]:
+            for r in self.start(s, p).run_to_end():
+                yield self.render(r, plots=r.done or len(r.rounds) % PLOT_EVERY == 1)
+
+        yield from self.session.decode(s, self.show(), work, self.fail)
+
+    def step(
+        self, run: views.Run | None, s: Settings, progress: gr.Progress = NO_PROGRESS
+    ) -> Iterator[list[Any]]:
+        """Advance the session's run by one round; start a new one if none, done or changed."""
+
+        def work(p: ModelPair) -> Iterator[list[Any]]:
+            current = run
+            if current is None or current.done or current.request != s:
+                current = self.start(s, p)  # a fresh run when the controls changed
+            current.step()
+            yield self.render(current, paused=True)
+
+        yield from self.session.decode(s, self.show(), work, self.fail)
+
+    def race(self, s: Settings, progress: gr.Progress = NO_PROGRESS) -> Iterator[list[Any]]:
+        """Plain then speculative decoding of the same prompt, timed without redraws between."""
+
+        def update(message: str, race: str) -> list[Any]:
+            return outputs(RACE, status=views.status_html(message), race=race)
+
+        def work(p: ModelPair) -> Iterator[list[Any]]:
+            plain = self.start(s, p, plain=True)
+            yield update("race: plain decoding…", views.race_html({}, {}, False))
+            plain_side = plain.finish()
+            yield update("race: speculative decoding…", views.race_html(plain_side, {}, False))
+            spec = self.start(s, p)
+            spec_side = spec.finish()
+            spec.plain_tokens_per_second = plain_side["tokens_per_second"]
+            yield [*self.render(spec), views.race_html(plain_side, spec_side, s.sampling.greedy)]
+
+        yield from self.session.decode(s, self.show(RACE), work, lambda err: self.fail(err, RACE))
+
+    @staticmethod
+    def inspect(run: views.Run | None, index: Any) -> list[Any]:
+        """Inspector panel and residual chart for the token at index."""
+        try:
+            cell = run.cell(as_int("token #", index)) if run else None
+        except ValueError:
+            cell = None
+        decode = run.text_of if run else str
+        return [views.inspector_html(cell), views.residual_figure(cell, decode)]
+
+    def click(self, run: views.Run | None, evt: gr.EventData) -> list[Any]:
+        """A click on a token in the stream: fill the token number and the inspector."""
+        index = getattr(evt, "_data", None) or {}
+        idx = index.get("idx") if isinstance(index, dict) else None
+        return [idx, *self.inspect(run, idx)]
+
+    @staticmethod
+    def tree_view(run: views.Run | None, number: Any, node: Any = None) -> list[Any]:
+        """The tree view of the round numbered number (the latest if there is none such) and
+        the inspector on its node."""
+        trees = run.trees if run else []
+        decode = run.text_of if run else str
+        chosen = views.pick_round(trees, number)
+        return [views.tree_panel_html(trees, number, decode), views.node_html(chosen, node, decode)]
+
+    @staticmethod
+    def tree_click(run: views.Run | None, number: Any, evt: gr.EventData) -> list[Any]:
+        """A click on a node of the tree: fill the node number and the tree inspector."""
+        data = getattr(evt, "_data", None) or {}
+        node = data.get("node") if isinstance(data, dict) else None
+        trees = run.trees if run else []
+        decode = run.text_of if run else str
+        return [node, views.node_html(views.pick_round(trees, number), node, decode)]
+
+    def export(self, run: views.Run | None) -> list[str]:
+        """Write the run's events (JSONL) and summary (JSON); return both paths."""
+        if run is None or not run.log:
+            raise gr.Error("nothing to export yet: generate first")
+        folder = self.export_dir / uuid.uuid4().hex[:8]
+        folder.mkdir()
+        write_jsonl(run.log, folder / "events.jsonl")
+        (folder / "summary.json").write_text(json.dumps(run.summary(), indent=2) + "\n")
+        return [str(folder / "events.jsonl"), str(folder / "summary.json")]
+
+    def callbacks(self) -> dict[str, Callable[..., Any]]:
+        """The tab's API callbacks (generate, step, race), taking the form's values by name
+        (step: the run first); bad values show an error as the handler's own would."""
+
+        def with_run(values: Mapping[str, Any]) -> tuple[Any, Settings]:
+            return values["run"], settings_from(values)
+
+        return {
+            "generate": callback(self.generate, FIELDS, form_only, self.fail),
+            "step": callback(self.step, ("run", *FIELDS), with_run, self.fail),
+            "race": callback(self.race, FIELDS, form_only, lambda err: self.fail(err, RACE)),
+        }
+
+    def wire(self, w: DecodePanels, form: list[Any], work: Mapping[str, Any]) -> None:
+        """Connect the buttons and panels w to the handlers; form: the form's widgets in FIELDS
+        order; work: the queue settings of the requests that load models or decode."""
+        on, main = self.callbacks(), w.listed(MAIN)
+        w.generate.click(on["generate"], form, main, api_name="generate", **work)
+        w.step.click(on["step"], [w.run, *form], main, api_name="step", **work)
+        w.race_button.click(on["race"], form, w.listed(RACE), api_name="race", **work)
+        tree_in, tree_out = [w.run, w.tree_round, w.tree_node], [w.tree, w.tree_inspector]
+        w.tree_round.submit(self.tree_view, tree_in, tree_out, api_name="tree")
+        w.tree_node.submit(self.tree_view, tree_in, tree_out, api_name=NO_API)
+        w.tree.click(self.tree_click, [w.run, w.tree_round], [w.tree_node, w.tree_inspector],
+                     api_name=NO_API)  # fmt: skip
+        panel = [w.inspector, w.residual]
+        w.stream.click(self.click, w.run, [w.index, *panel], api_name=NO_API)
+        w.index.submit(self.inspect, [w.run, w.index], panel, api_name="inspect")
+        w.export.click(self.export, w.run, w.files, api_name="export")

@@ -1,0 +1,290 @@
+"""Step ``heads3``: train the EAGLE-3 head on the regen shards, for acceptance at T = 1.
+
+Data: ``specviz.train.regen_stream`` (the target's own answers, its fused layers g and its
+top-K laws p; shards appear while training runs and join the stream). The target stays frozen:
+only its embeddings are read (and, at the start, its output rows of the draft vocabulary).
+
+Training-time test: each batch is drafted `depth` deep in parallel (``specviz.train.unroll``:
+pass d's output at position i is the head's d-th chained draft from root i - d + 1, exactly what
+drafting computes), and the loss of depth d weighs `depth_decay` ** (d - 1). Per position the
+loss is ``specviz.train.accept.position_loss`` against p restricted to the draft vocabulary:
+`kl` throughout for loss 'kl'; for 'tv' and 'lk' KL for the first `kl_warmup` steps, then TV
+(1 - α) or the λ-mix. Answer positions weigh 1, prompt positions `prompt_weight`.
+
+AdamW, linear warm-up then cosine decay to 10 %, gradient clipping. Every `ckpt_every_s`
+seconds and at the end a checkpoint (head, optimizer, progress, the stream's state, RNG) is
+written atomically to ``ckpt.pt``; a run started again resumes from it. At the end the head's
+weights also go to ``eagle3.safetensors`` (``specviz.heads.weights3``, for drafting). Every
+`eval_every` steps (and at least every `eval_hours`) the held-out shards are scored: α_d =
+mean over answer positions of Σ_x min(p, q_d), q_d the head's d-th chained draft, d = 1..depth,
+one JSON line appended to ``curve.jsonl``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from specviz.heads.eagle3 import Eagle3Head, fresh_head
+from specviz.heads.weights3 import save_head3
+from specviz.train.accept import KINDS, alpha, draft_index, position_loss, soft_labels
+from specviz.train.common import save_atomic
+from specviz.train.regen_stream import RegenStream, StreamConfig, collate, load_shard, ready_shards
+from specviz.train.unroll import unrolled
+
+LOG = logging.getLogger("specviz.train.heads3")
+Batch = dict[str, Tensor]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Heads3Config:
+    """Knobs of the EAGLE-3 head's training."""
+
+    vocab: int = 16384  # V_d
+    depth: int = 5  # training-time-test depth (>= 1)
+    depth_decay: float = 0.8
+    loss: str = "tv"  # 'kl', 'tv' or 'lk' (see the module docstring)
+    kl_warmup: int = 1000  # steps of KL before 'tv' or 'lk' take over
+    lk_lambda: float = 0.5
+    prompt_weight: float = 0.1
+    lr: float = 5e-4
+    warmup: int = 100
+    total_steps: int = 20000
+    weight_decay: float = 0.0
+    clip: float = 1.0
+    batch_positions: int = 4096
+    max_len: int = 512
+    group: int = 8
+    eval_every: int = 500
+    eval_hours: float = 1.0
+    eval_sequences: int = 128
+    ckpt_every_s: float = 300.0
+    log_every: int = 10
+    seed: int = 13579
+    device: str = "cpu"
+    bf16: bool = False  # autocast the head's passes to bf16 (CUDA)
+
+
+def learning_rate(cfg: Heads3Config, step: int) -> float:
+    """Linear warm-up, then cosine decay to 10 % at total_steps."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    frac = min(1.0, (step - cfg.warmup) / max(1, cfg.total_steps - cfg.warmup))
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+def active_loss(cfg: Heads3Config, step: int) -> str:
+    """The loss trained at step: KL during the warm-up (and throughout for 'kl')."""
+    return "kl" if cfg.loss == "kl" or step < cfg.kl_warmup else cfg.loss
+
+
+class Heads3Trainer:
+    """The head, the target's embeddings and the draft vocabulary's index, on cfg.device."""
+
+    def __init__(self, cfg: Heads3Config, target: Any, vocab: Tensor) -> None:
+        """A fresh head over vocab (V_d,) for target (parameters drawn from cfg.seed)."""
+        if cfg.loss not in KINDS or cfg.depth < 1:
+            raise ValueError(f"loss {cfg.loss!r} (one of {KINDS}), depth {cfg.depth} (>= 1)")
+        self.cfg = cfg
+        self.device = torch.device(cfg.device)
+        embed = target.get_input_embeddings().weight.detach()
+        self.embed = embed.to(self.device, torch.float32)  # (V, D)
+        gen = torch.Generator().manual_seed(cfg.seed)
+        self.head: Eagle3Head = fresh_head(target, vocab, gen).float().to(self.device)
+        self.t2d = draft_index(self.head.vocab, int(embed.shape[0]))  # (V,)
+
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """bf16 autocast where asked for, else nothing."""
+        if self.cfg.bf16:
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def passes(self, batch: Batch) -> list[Tensor]:
+        """The head's h of drafting depths 1..depth, each (B, L, D) (valid from i >= d - 1)."""
+        with self._autocast():
+            first = self.head.fused(batch["first"])
+            return unrolled(self.head, self.embed[batch["tokens"]], first, self.cfg.depth)
+
+    def _depths(self, batch: Batch, which: Tensor) -> Iterator[tuple[int, Tensor, Tensor, Tensor]]:
+        """Per depth d: d, p (N, V_d), log q_d (N, V_d) on the positions `which` (B, L) and
+        i >= d - 1, and those positions' mask (B, L)."""
+        positions = torch.arange(which.shape[1], device=self.device)
+        for d, hidden in enumerate(self.passes(batch), start=1):
+            mask = which & (positions >= d - 1)[None]
+            with self._autocast():
+                logits = self.head.logits(hidden[mask])
+            q_log = torch.log_softmax(logits.float(), -1)
+            p = soft_labels(batch["top_ids"][mask], batch["top_logp"][mask], self.t2d,
+                            self.head.size)  # fmt: skip
+            yield d, p, q_log, mask
+
+    def loss(self, batch: Batch, kind: str) -> tuple[Tensor, list[float]]:
+        """The depth-weighted mean loss (with grad) and each depth's α on answer positions."""
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        total, norm, alphas = torch.zeros((), device=self.device), 0.0, []
+        for d, p, q_log, mask in self._depths(batch, batch["weight"] > 0):
+            w = batch["weight"][mask]
+            per = position_loss(kind, p, q_log, self.cfg.lk_lambda)
+            scale = self.cfg.depth_decay ** (d - 1)
+            total = total + scale * (per * w).sum() / w.sum().clamp(min=1e-9)
+            norm += scale
+            with torch.no_grad():
+                answer = batch["answer"][mask]
+                alphas.append(float(alpha(p[answer], q_log[answer]).mean()))
+        return total / norm, alphas
+
+    @torch.no_grad()
+    def evaluate(self, batches: list[Batch]) -> tuple[list[float], int]:
+        """α_d, d = 1..depth, over the answer positions of batches; and their count at d = 1."""
+        self.head.eval()
+        sums, counts = [0.0] * self.cfg.depth, [0] * self.cfg.depth
+        for raw in batches:
+            batch = {k: v.to(self.device) for k, v in raw.items()}
+            for d, p, q_log, mask in self._depths(batch, batch["answer"]):
+                sums[d - 1] += float(alpha(p, q_log).sum())
+                counts[d - 1] += int(mask.sum())
+        self.head.train()
+        return [s / max(1, c) for s, c in zip(sums, counts, strict=True)], counts[0]
+
+
+def held_out_batches(stream: StreamConfig, cfg: Heads3Config) -> list[Batch]:
+    """Up to cfg.eval_sequences held-out sequences (lowest shards first), collated 8 a batch."""
+    seqs: list[dict[str, Any]] = []
+    for index in ready_shards(stream)[1]:
+        seqs += load_shard(stream, index)
+        if len(seqs) >= cfg.eval_sequences:
+            break
+    seqs = sorted(seqs[: cfg.eval_sequences], key=lambda s: int(s["tokens"].shape[0]))
+    seqs = [s for s in seqs if s["tokens"].shape[0] > 1]
+    return [collate(seqs[at : at + 8], cfg.max_len, 0.0) for at in range(0, len(seqs), 8)]
+
+
+def run_heads3(
+    cfg: Heads3Config,
+    target: Any,
+    stream_cfg: StreamConfig,
+    out_dir: Path,
+    max_steps: int,
+    seconds: float | None,
+    fill: Tensor | None = None,
+) -> dict[str, Any]:
+    """Train until step max_steps or `seconds` more wall time (resuming from out_dir/ckpt.pt).
+
+    A fresh run picks the draft vocabulary from the ready training shards' answers
+    (``specviz.train.vocab.draft_vocab``, unseen tokens in fill's order). Returns the progress.
+    """
+    from specviz.train.vocab import answer_counts, draft_vocab
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ckpt_path = out_dir / "ckpt.pt"
+    ckpt = torch.load(ckpt_path, weights_only=False) if ckpt_path.is_file() else None
+    if ckpt is not None:
+        vocab = ckpt["head"]["vocab"].cpu()
+    else:
+        train, _ = ready_shards(stream_cfg)
+        paths = [stream_cfg.ids_dir / f"ids_{i:05d}.json.gz" for i in train]
+        counts = answer_counts(paths, int(target.get_input_embeddings().weight.shape[0]))
+        vocab = draft_vocab(counts, cfg.vocab, fill)
+        LOG.info("draft vocabulary of %d from %d shards' answers", cfg.vocab, len(paths))
+    trainer = Heads3Trainer(cfg, target, vocab)
+    optimizer = torch.optim.AdamW(
+        trainer.head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
+    )
+    stream = RegenStream(stream_cfg)
+    state: dict[str, Any] = {"step": 0, "positions": 0, "answer_positions": 0, "elapsed": 0.0,
+                             "last_eval": 0.0}  # fmt: skip
+    if ckpt is not None:
+        trainer.head.load_state_dict(ckpt["head"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        stream.load_state_dict(ckpt["stream"])
+        torch.set_rng_state(ckpt["rng"])
+        state = ckpt["state"]
+        LOG.info("resumed at step %d (%d positions)", state["step"], state["positions"])
+    held: list[Batch] = []
+    began, base, saved = time.monotonic(), state["elapsed"], time.monotonic()
+    trainer.head.train()
+    while state["step"] < max_steps and (seconds is None or time.monotonic() - began < seconds):
+        step = state["step"]
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(cfg, step)
+        kind = active_loss(cfg, step)
+        batch = collate(stream.next_batch(), cfg.max_len, cfg.prompt_weight)
+        loss, alphas = trainer.loss(batch, kind)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()  # type: ignore[no-untyped-call]
+        value = float(loss.detach())
+        torch.nn.utils.clip_grad_norm_(trainer.head.parameters(), cfg.clip)
+        optimizer.step()
+        state["step"] = step + 1
+        state["positions"] += int((batch["weight"] > 0).sum())
+        state["answer_positions"] += int(batch["answer"].sum())
+        state["elapsed"] = base + time.monotonic() - began
+        if state["step"] % cfg.log_every == 0:
+            LOG.info("step %d %s loss %.4f alpha %s lr %.2e epoch %d", state["step"], kind,
+                     value, [round(a, 3) for a in alphas], learning_rate(cfg, step),
+                     stream.epoch)  # fmt: skip
+        hourly = state["elapsed"] - state["last_eval"] >= cfg.eval_hours * 3600
+        if state["step"] % cfg.eval_every == 0 or hourly:
+            held = held if len(held) * 8 >= cfg.eval_sequences else held_out_batches(
+                stream_cfg, cfg)  # fmt: skip
+            _curve(out_dir, trainer, held, state, kind, value)
+        if time.monotonic() - saved > cfg.ckpt_every_s:
+            _checkpoint(ckpt_path, trainer, optimizer, stream, state, cfg)
+            saved = time.monotonic()
+    _checkpoint(ckpt_path, trainer, optimizer, stream, state, cfg)
+    save_head3(trainer.head, target, state["step"], out_dir)
+    return dict(state)
+
+
+def _curve(
+    out_dir: Path,
+    trainer: Heads3Trainer,
+    held: list[Batch],
+    state: dict[str, Any],
+    kind: str,
+    loss: float,
+) -> None:
+    """Score the held-out batches and append a row to curve.jsonl (none without batches)."""
+    state["last_eval"] = state["elapsed"]
+    if not held:
+        LOG.info("no held-out shards yet: step %d not evaluated", state["step"])
+        return
+    alphas, positions = trainer.evaluate(held)
+    row: dict[str, Any] = {
+        "positions": state["positions"], "answer_positions": state["answer_positions"],
+        "step": state["step"], "hours": round(state["elapsed"] / 3600, 4), "loss": kind,
+        "train_loss": round(loss, 5), "eval_positions": positions,
+    }  # fmt: skip
+    row |= {f"alpha_{d}": round(a, 5) for d, a in enumerate(alphas, start=1)}
+    with (out_dir / "curve.jsonl").open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(row) + "\n")
+    LOG.info("eval %s", row)
+
+
+def _checkpoint(
+    path: Path,
+    trainer: Heads3Trainer,
+    optimizer: torch.optim.Optimizer,
+    stream: RegenStream,
+    state: dict[str, Any],
+    cfg: Heads3Config,
+) -> None:
+    """Save the head, optimizer, progress, stream state and RNG atomically."""
+    save_atomic(
+        {
+            "head": trainer.head.state_dict(), "optimizer": optimizer.state_dict(),
+            "state": dict(state), "stream": stream.state_dict(), "rng": torch.get_rng_state(),
+            "config": asdict(cfg),
+        },
+        path,
+    )  # fmt: skip

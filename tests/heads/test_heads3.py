@@ -1,0 +1,183 @@
+"""The EAGLE-3 head's training: losses, draft vocabulary, streaming, checkpoint and resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from specviz.heads.eagle import EagleShape
+from specviz.train.accept import alpha, draft_index, position_loss, soft_labels
+from specviz.train.heads3 import Heads3Config, Heads3Trainer, run_heads3
+from specviz.train.regen import _write_ids, score_batch
+from specviz.train.regen_stream import RegenStream, StreamConfig, collate, ready_shards
+from specviz.train.vocab import (
+    answer_counts,
+    coverage,
+    draft_vocab,
+    head_step_ms,
+    training_ids,
+    vocab_rows,
+)
+from tests.conftest import EOS, VOCAB, tiny_model
+
+
+def test_tv_loss_is_one_minus_the_overlap() -> None:
+    p = torch.tensor([[0.5, 0.3, 0.2, 0.0], [0.1, 0.1, 0.1, 0.6]])
+    q = torch.tensor([[0.25, 0.25, 0.25, 0.25], [0.1, 0.1, 0.1, 0.7]])
+    tv = position_loss("tv", p, q.log())
+    torch.testing.assert_close(tv, torch.tensor([1 - (0.25 + 0.25 + 0.2), 1 - 0.9]))
+    torch.testing.assert_close(alpha(p, q.log()), 1 - tv)
+    kl = position_loss("kl", p, q.log())
+    torch.testing.assert_close(kl, -(p * q.log()).sum(-1))
+    torch.testing.assert_close(position_loss("lk", p, q.log(), 0.3), 0.3 * kl + 0.7 * tv)
+    with pytest.raises(ValueError, match="unknown loss"):
+        position_loss("l2", p, q.log())
+
+
+def test_tv_gradient_moves_q_toward_p() -> None:
+    p = torch.tensor([[0.6, 0.3, 0.1, 0.0]])
+    logits = torch.zeros(1, 4, requires_grad=True)
+    overlaps = [float(alpha(p, torch.log_softmax(logits.detach(), -1)))]
+    distance = float((torch.softmax(logits.detach(), -1) - p).abs().sum())
+    for _ in range(60):
+        loss = position_loss("tv", p, torch.log_softmax(logits, -1)).sum()
+        (grad,) = torch.autograd.grad(loss, logits)
+        assert float(grad[0, 0]) < 0 < float(grad[0, 3]) or overlaps[-1] > 0.9  # q up where q < p
+        with torch.no_grad():
+            logits -= 0.5 * grad
+        overlaps.append(float(alpha(p, torch.log_softmax(logits.detach(), -1))))
+    assert overlaps[1] > overlaps[0] and overlaps[-1] > 0.9
+    assert float((torch.softmax(logits.detach(), -1) - p).abs().sum()) < distance / 2
+
+
+def test_soft_labels_keep_the_draft_vocabulary_only() -> None:
+    vocab = torch.tensor([4, 1, 7])
+    t2d = draft_index(vocab, 10)
+    assert t2d.tolist() == [3, 1, 3, 3, 0, 3, 3, 2, 3, 3]
+    top_ids = torch.tensor([[1, 5, 7], [4, 9, 1]])
+    top_logp = torch.tensor([[0.5, 0.3, 0.2], [0.7, 0.2, 0.1]]).log()
+    p = soft_labels(top_ids, top_logp, t2d, 3)
+    torch.testing.assert_close(p, torch.tensor([[0.0, 0.5, 0.2], [0.7, 0.1, 0.0]]))
+
+
+def _ids(tokens: list[list[int]], start: list[int], index: int) -> dict[str, Any]:
+    return {"index": index, "tokens": tokens, "start": start, "source": ["t"] * len(tokens),
+            "temperature": 1.0}  # fmt: skip
+
+
+def test_vocabulary_by_answer_coverage(tmp_path: Path) -> None:
+    _write_ids(tmp_path / "ids_00000.json.gz", _ids([[9, 9, 3, 3, 3, 5], [9, 5, 5]], [2, 1], 0))
+    _write_ids(tmp_path / "ids_00001.json.gz", _ids([[8, 3, 6]], [1], 1))
+    _write_ids(tmp_path / "ids_00007.json.gz", _ids([[1, 1, 1, 1]], [0], 7))  # held out
+    paths = training_ids(tmp_path)
+    assert [p.name for p in paths] == ["ids_00000.json.gz", "ids_00001.json.gz"]
+    counts = answer_counts(paths, 10)  # answers: 3 3 3 5 | 5 5 | 3 6 (prompts not counted)
+    assert counts.tolist() == [0, 0, 0, 4, 0, 3, 1, 0, 0, 0]
+    assert draft_vocab(counts, 2).tolist() == [3, 5]
+    assert coverage(counts, draft_vocab(counts, 2)) == pytest.approx(7 / 8)
+    assert coverage(counts, draft_vocab(counts, 1)) == pytest.approx(4 / 8)
+    fill = torch.tensor([9, 8, 7, 6, 5, 4, 3, 2, 1, 0])
+    assert draft_vocab(counts, 5, fill).tolist() == [3, 5, 6, 9, 8]  # unseen ones in fill order
+    assert draft_vocab(counts, 4).tolist() == [3, 5, 6, 0]
+    shape = EagleShape(width=16, heads=2, kv_heads=1, head_dim=8, intermediate=32,
+                       rope_theta=1e4, eps=1e-6)  # fmt: skip
+    assert head_step_ms(shape, 8, reps=5, past=4) > 0
+    held = answer_counts(training_ids(tmp_path, held_out=True), 10)
+    assert held.tolist() == [0, 4, 0, 0, 0, 0, 0, 0, 0, 0]
+    rows = vocab_rows(counts, shape, (1, 2), reps=3, held_out=held)
+    assert [r["size"] for r in rows] == [1, 2, 10]
+    assert [r["coverage"] for r in rows] == [0.5, 0.875, 1.0]
+    assert [r["held_out_coverage"] for r in rows] == [0.0, 0.0, 1.0]
+
+
+def _model() -> Any:
+    """A 6-layer tiny Llama (fused layers 2, 3, 3), float32."""
+    return tiny_model("llama", seed=5, scale=3.0, num_hidden_layers=6).to(torch.float32)
+
+
+def write_shards(model: Any, root: Path, shards: range, per_shard: int = 4) -> StreamConfig:
+    """Synthetic regen shards (random prompts and answers, the model's own features)."""
+    gen = torch.Generator().manual_seed(0)
+    for index in shards:
+        lengths = torch.randint(8, 20, (per_shard,), generator=gen).tolist()
+        seqs = [torch.randint(1, VOCAB, (n,), generator=gen).tolist() for n in lengths]
+        starts = [int(torch.randint(2, 6, (1,), generator=gen)) for _ in seqs]
+        feats = score_batch(model, seqs, EOS, topk=6)
+        torch.save({"index": index, "layers": [2, 3, 3], "seqs": feats},
+                   root / f"feats_{index:05d}.pt")  # fmt: skip
+        _write_ids(root / f"ids_{index:05d}.json.gz", _ids(seqs, starts, index))
+    return StreamConfig(feats_dir=root, ids_dir=root, batch_positions=48, max_len=16, group=2)
+
+
+def test_stream_batches_every_sequence_once_an_epoch(tmp_path: Path) -> None:
+    cfg = write_shards(_model(), tmp_path, range(8))
+    assert ready_shards(cfg) == ([0, 1, 2, 3, 4, 5, 6], [7])
+    stream = RegenStream(cfg)
+    seen: list[tuple[int, int]] = []
+    while True:
+        batch_seqs = stream.next_batch()
+        if stream.epoch > 0:
+            break
+        assert len(batch_seqs) == len(stream.plan[stream.cursor - 1])
+        seen += stream.plan[stream.cursor - 1]
+    assert sorted(seen) == [(s, j) for s in range(7) for j in range(4)]
+    batch = collate(stream.next_batch(), cfg.max_len, 0.25)
+    assert batch["first"].shape[-1] == 3 * 32
+    assert bool((batch["first"][:, 0] == 0).all())
+    assert set(batch["weight"].flatten().tolist()) <= {0.0, 0.25, 1.0}
+    assert bool((batch["weight"][batch["answer"]] == 1.0).all())
+
+
+CFG = Heads3Config(vocab=20, depth=5, kl_warmup=8, lr=1e-2, warmup=2, total_steps=20,
+                   batch_positions=48, max_len=16, group=2, eval_every=5, eval_sequences=4,
+                   log_every=100)  # fmt: skip
+
+
+def test_training_lowers_the_loss_and_resumes_exactly(tmp_path: Path) -> None:
+    model = _model()
+    (tmp_path / "data").mkdir()
+    stream = write_shards(model, tmp_path / "data", range(8))
+    frozen = {k: v.clone() for k, v in model.state_dict().items()}
+    whole = run_heads3(CFG, model, stream, tmp_path / "whole", 20, None)
+    assert all(torch.equal(v, frozen[k]) for k, v in model.state_dict().items())  # target frozen
+    assert whole["step"] == 20 and whole["positions"] > 0
+    assert (tmp_path / "whole" / "eagle3.safetensors").is_file()
+    rows = [json.loads(line) for line in (tmp_path / "whole" / "curve.jsonl").open()]
+    assert [r["step"] for r in rows] == [5, 10, 15, 20]
+    assert [r["loss"] for r in rows] == ["kl", "tv", "tv", "tv"]
+    assert all(0 <= r[f"alpha_{d}"] <= 1 for r in rows for d in range(1, 6))
+    run_heads3(CFG, model, stream, tmp_path / "split", 7, None)
+    split = run_heads3(CFG, model, stream, tmp_path / "split", 20, None)
+    a = torch.load(tmp_path / "whole" / "ckpt.pt", weights_only=False)
+    b = torch.load(tmp_path / "split" / "ckpt.pt", weights_only=False)
+    assert split["step"] == 20 and split["positions"] == whole["positions"]
+    for key in ("plan", "cursor", "epoch", "queue"):
+        assert a["stream"][key] == b["stream"][key], key
+    for name, value in a["head"].items():
+        assert torch.equal(value, b["head"][name]), name
+    fresh = Heads3Trainer(CFG, model, a["head"]["vocab"])
+    trained = Heads3Trainer(CFG, model, a["head"]["vocab"])
+    trained.head.load_state_dict(a["head"])
+    batches = [collate(RegenStream(stream).next_batch(), CFG.max_len, 0.1) for _ in range(3)]
+    for kind in ("kl", "tv"):
+        before = sum(float(fresh.loss(x, kind)[0].detach()) for x in batches)
+        after = sum(float(trained.loss(x, kind)[0].detach()) for x in batches)
+        assert after < before, kind
+    assert trained.evaluate(batches)[0][0] > fresh.evaluate(batches)[0][0]
+
+
+def test_the_training_cli_parses_the_eagle3_steps() -> None:
+    from specviz.train.__main__ import build_parser
+
+    args = build_parser().parse_args(
+        ["heads3", "--loss", "lk", "--device", "cuda", "--vocab", "8192", "--steps", "5"]
+    )
+    assert (args.step, args.loss, args.device, args.vocab, args.steps) == (
+        "heads3", "lk", "cuda", 8192, 5
+    )  # fmt: skip
+    args = build_parser().parse_args(["heads-vocab", "--sizes", "4096,8192"])
+    assert (args.step, args.sizes, args.reps) == ("heads-vocab", "4096,8192", 300)
