@@ -37,7 +37,8 @@ def test_each_request_is_its_single_decode_seeded_seed_plus_its_rank(
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("\n".join(PROMPTS) + "\n", encoding="utf-8")
     events = tmp_path / "events.jsonl"
-    argv = ["--batch", batch, "--gamma", "3", "--seed", "5", "--json", "--events", str(events)]
+    argv = ["--batch", batch, "--drafter", "model", "--gamma", "3", "--seed", "5"]
+    argv += ["--temperature", "1", "--json", "--events", str(events)]
     assert generate(folders, prompts, *argv) == 0
     out = json.loads(capsys.readouterr().out)
     texts = ["the cat", "a dog sat", "two\nlines", "hello there, friend"]  # the empty line skipped
