@@ -58,6 +58,7 @@ from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
 from specviz.drafters.registry import (
+    CROSS_TOKENIZER_DRAFTERS,
     DRAFTER_NAMES,
     HEAD_DRAFTERS,
     MEMORY_DRAFTERS,
@@ -302,14 +303,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 # the chain drafters but the shared early exit, whose draft runs inside the target's forward (a
-# tree's rounds are not a lookahead's prefixes), and the suffix drafters, which draft from a
-# memory of earlier requests that one replayed path does not hold; the heads read the target's
-# features
-DRAFTERS = tuple(
-    n
-    for n in DRAFTER_NAMES
-    if n != "early-exit-shared" and n not in TREE_DRAFTERS and n not in MEMORY_DRAFTERS
-)
+# tree's rounds are not a lookahead's prefixes), the suffix drafters, which draft from a memory
+# of earlier requests that one replayed path does not hold, and the cross-tokenizer drafters,
+# which the replay does not hand tokenizers; the heads read the target's features
+UNREPLAYED = {"early-exit-shared", *TREE_DRAFTERS, *MEMORY_DRAFTERS, *CROSS_TOKENIZER_DRAFTERS}
+DRAFTERS = tuple(n for n in DRAFTER_NAMES if n not in UNREPLAYED)
 LOOKAHEAD = 16  # the most tokens a policy drafts (specviz.gamma.policies' max_gamma)
 
 

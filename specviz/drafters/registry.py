@@ -271,26 +271,6 @@ SPECS = (
         batchable=True,
     ),
     DrafterSpec(
-        name="cross-text",
-        label="draft model with another tokenizer: its greedy text re-encoded",
-        description="a draft of another tokenizer writes greedily; its text, re-encoded with "
-        "the target's tokenizer, is proposed (stable tokens only, one-hot q)",
-        uses_draft_model=True,
-        build=_cross("text"),
-        reads_confidence=False,
-        cross_tokenizer=True,
-    ),
-    DrafterSpec(
-        name="cross-tli",
-        label="draft model with another tokenizer: sampling over the shared tokens",
-        description="a draft of another tokenizer samples among the tokens both tokenizers "
-        "share (token-level intersection), its law renormalised there",
-        uses_draft_model=True,
-        build=_cross("tli"),
-        reads_confidence=False,
-        cross_tokenizer=True,
-    ),
-    DrafterSpec(
         name="ngram",
         label="n-gram lookup (no model)",
         description="copy what followed the last n tokens earlier in the text",
@@ -393,6 +373,26 @@ SPECS = (
         shares_target_cache=True,
         reads_confidence=False,
         hybrid=True,
+    ),
+    DrafterSpec(
+        name="cross-text",
+        label="draft model with another tokenizer: its greedy text re-encoded",
+        description="a draft of another tokenizer writes greedily; its text, re-encoded with "
+        "the target's tokenizer, is proposed (stable tokens only, one-hot q)",
+        uses_draft_model=True,
+        build=_cross("text"),
+        reads_confidence=False,
+        cross_tokenizer=True,
+    ),
+    DrafterSpec(
+        name="cross-tli",
+        label="draft model with another tokenizer: sampling over the shared tokens",
+        description="a draft of another tokenizer samples among the tokens both tokenizers "
+        "share (token-level intersection), its law renormalised there",
+        uses_draft_model=True,
+        build=_cross("tli"),
+        reads_confidence=False,
+        cross_tokenizer=True,
     ),
     DrafterSpec(
         name="tree-model",
