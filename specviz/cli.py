@@ -40,7 +40,19 @@ from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import POLICY_NAMES, make_policy
 from specviz.heads.lookup import check_heads, head_forward
 from specviz.models.chat import PromptFormat, prompt_format, prompt_ids
-from specviz.models.loading import BUNDLED, DTYPES, ModelLoadError, load_pair, parse_dtype, resolve
+from specviz.models.loading import (
+    BUNDLED,
+    CROSS_DRAFTER,
+    DTYPES,
+    MODEL_SPEC_HELP,
+    SMOLLM2,
+    ModelLoadError,
+    load_pair,
+    load_tokenizer,
+    parse_dtype,
+    resolve,
+    tokenizers_match,
+)
 from specviz.runtime import HelpFormatter, add_threads_argument, set_threads, utf8_text
 from specviz.stats import cli as verify_cli
 from specviz.tree.verify import EXACT_TREE, TYPICAL
@@ -56,8 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Decode a prompt speculatively and report each round.",
         formatter_class=HelpFormatter,
     )
-    gen.add_argument("--target", default=BUNDLED, help="local folder, hub id, or 'bundled'")
-    gen.add_argument("--draft", default=BUNDLED, help="local folder, hub id, or 'bundled'")
+    gen.add_argument("--target", default=BUNDLED, help=MODEL_SPEC_HELP)
+    gen.add_argument("--draft", default=BUNDLED, help=MODEL_SPEC_HELP)
     given = gen.add_mutually_exclusive_group(required=True)
     given.add_argument("--prompt", help="the prompt: a request, or with --raw text to continue")
     given.add_argument(
@@ -303,11 +315,36 @@ def _ranked(draft: str) -> bool:
         return False  # the load reports it, with its own message
 
 
+def _other_tokenizer(args: argparse.Namespace) -> bool:
+    """Whether --draft's tokenizer differs from --target's (False where one cannot be loaded:
+    loading the pair then says why)."""
+    if {args.target, args.draft} <= {BUNDLED, SMOLLM2}:
+        return False  # the bundled pair: both SmolLM2's tokenizer
+    try:
+        draft = load_tokenizer(args.draft, role="draft", progress=_stderr)
+        return not tokenizers_match(load_tokenizer(args.target, progress=_stderr), draft)
+    except ModelLoadError:
+        return False
+
+
+def _stderr(message: str) -> None:
+    """A progress message, on standard error."""
+    print(message, file=sys.stderr)
+
+
 def apply_defaults(args: argparse.Namespace) -> None:
     """Fill what the flags leave unset from the registry's DEFAULT_CONFIG: the drafter (its
-    batched drafter under --batch), and the lean target forward where the drafter takes it
+    batched drafter under --batch; a cross-tokenizer drafter, CROSS_DRAFTER, for a draft whose
+    tokenizer differs from the target's), and the lean target forward where the drafter takes it
     (not a tree verified through transformers' 4D mask, not early-exit-shared, which verifies
     through its own forward, not a batched decode)."""
+    if args.drafter is None and not args.plain and args.batch is None and _other_tokenizer(args):
+        print(
+            f"specviz: the draft's tokenizer differs from the target's: drafting with "
+            f"{CROSS_DRAFTER} (choose one of {', '.join(CROSS_TOKENIZER_DRAFTERS)} with --drafter)",
+            file=sys.stderr,
+        )
+        args.drafter = CROSS_DRAFTER
     if args.drafter is None:
         batched = args.batch is not None
         name = DEFAULT_CONFIG.batch_drafter if batched else DEFAULT_CONFIG.drafter
@@ -400,7 +437,7 @@ def run_generate(args: argparse.Namespace) -> int:
         dtype=parse_dtype(args.dtype),
         device=args.device,
         pack=not args.no_pack,
-        progress=lambda m: print(m, file=sys.stderr),
+        progress=_stderr,
         drafter=None if args.plain else args.drafter,
     )
     if args.drafter in CROSS_TOKENIZER_DRAFTERS:

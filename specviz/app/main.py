@@ -28,7 +28,7 @@ from specviz.app.tabs.form import Form
 from specviz.app.tabs.lab import LabTab
 from specviz.app.views.form import FIELDS, examples
 from specviz.app.views.page import INTRO, MONO, SANS
-from specviz.models.loading import BUNDLED, DTYPES
+from specviz.models.loading import BUNDLED, DTYPES, MODEL_SPEC_HELP
 from specviz.runtime import add_threads_argument, set_threads
 
 WORKERS = 4  # requests that may load or wait for the decode slot at once (the rest queue)
@@ -122,8 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=7860)
-    parser.add_argument("--target", default=BUNDLED, help="folder, hub id or 'bundled'")
-    parser.add_argument("--draft", default=BUNDLED, help="folder, hub id or 'bundled'")
+    parser.add_argument("--target", default=BUNDLED, help=MODEL_SPEC_HELP)
+    parser.add_argument("--draft", default=BUNDLED, help=MODEL_SPEC_HELP)
     parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
     parser.add_argument(
         "--heads",

@@ -30,7 +30,14 @@ from specviz.drafters.registry import HEAD_DRAFTERS
 from specviz.drafters.trimmed import load_head_tokens
 from specviz.fast.packed import is_packed
 from specviz.models.chat import prompt_format
-from specviz.models.loading import BUNDLED, DTYPES, load_pair, parse_dtype, resolve
+from specviz.models.loading import (
+    BUNDLED,
+    DTYPES,
+    MODEL_SPEC_HELP,
+    load_pair,
+    parse_dtype,
+    resolve,
+)
 from specviz.runtime import HelpFormatter, add_threads_argument
 
 PROMPT_FORMATS = {"chat": "through the chat template", "raw": "as raw text"}  # meta's wording
@@ -81,12 +88,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     b.add_argument(
         "--study", choices=[s.name for s in studies()], default=None, help=argparse.SUPPRESS
     )  # set by the subcommand (study_argv)
-    b.add_argument("--target", default=BUNDLED, help="target: local folder, hub id, or 'bundled'")
+    b.add_argument("--target", default=BUNDLED, help=f"target: {MODEL_SPEC_HELP}")
     b.add_argument(
         "--draft",
         action="append",
-        help="draft: local folder, hub id, or 'bundled'; repeat to compare drafts (default: "
-        f"{BUNDLED})",
+        help=f"draft: {MODEL_SPEC_HELP}; repeat to compare drafts (default: {BUNDLED})",
     )
     b.add_argument("--workloads", default="code", help=f"comma list of {WORKLOADS} or JSONL paths")
     b.add_argument(

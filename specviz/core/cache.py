@@ -1,7 +1,10 @@
 """KV-cache handling in one place: creation, cached forward passes and rollback.
 
 transformers 5.x renamed the forward argument `past_key_values` to `cache` (5.2x, with the
-old name deprecated); `Cache.crop(-n)` removes the last n positions on every 5.x release.
+old name deprecated); `Cache.crop(-n)` removes the last n positions on every 5.x release. A
+sliding-window layer (Gemma 3's local attention) keeps only its last window by default and then
+refuses to roll back; where the cache can record the past (`activate_past_recording`), it is
+asked to, so that a rejected draft can be cropped at any length.
 All version differences live in this module.
 """
 
@@ -24,6 +27,9 @@ class KVCache:
         config = getattr(model, "config", None)
         is_hf = isinstance(config, PretrainedConfig)
         self.kv = DynamicCache(config=config) if is_hf else DynamicCache()  # toy models: lazy
+        record = getattr(self.kv, "activate_past_recording", None)
+        if callable(record):
+            record()  # sliding-window layers keep what a rollback needs (no-op for the others)
         self._kwarg = cache_kwarg(model)
         self._trims = "logits_to_keep" in inspect.signature(model.forward).parameters
 

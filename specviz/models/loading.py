@@ -16,8 +16,12 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from specviz.drafters.registry import CROSS_TOKENIZER_DRAFTERS
 from specviz.fast.packed import pack_linears
+from specviz.models.gemma import GEMMA
 
-BUNDLED = "bundled"
+BUNDLED = "bundled"  # the bundled pair: SmolLM2-135M-Instruct as target, the distilled draft
+SMOLLM2 = "smollm2-135m"  # the bundled target, SmolLM2-135M-Instruct, in either role
+NAMED_MODELS = (BUNDLED, SMOLLM2, GEMMA)  # model specs that name a model specviz provides
+MODEL_SPEC_HELP = f"local folder, hub id, or one of {', '.join(map(repr, NAMED_MODELS))}"
 HUB_TIMEOUT_SECONDS = 5.0  # how long the hub may take to answer before it counts as unreachable
 _REACHED: dict[str, float] = {}  # hub endpoint -> when it last answered (time.monotonic)
 DTYPES = {
@@ -66,16 +70,29 @@ def parse_dtype(name: str) -> torch.dtype:
 
 
 def resolve(spec: str, role: str, progress: Callable[[str], None]) -> str:
-    """Turn 'bundled', a local folder or a hub id into something from_pretrained accepts."""
-    if spec == BUNDLED:
+    """Turn a named model (NAMED_MODELS), a local folder or a hub id into something
+    from_pretrained accepts.
+
+    'bundled' is the bundled target in the target's role and the distilled draft in the draft's;
+    'smollm2-135m' is the bundled target in either; 'gemma3-270m' is Gemma 3 270M from its
+    optional package (specviz.models.gemma).
+    """
+    if spec in (BUNDLED, SMOLLM2):
         from specviz.models import bundled  # imported lazily: nothing is fetched unless asked for
 
         try:
-            if role == "target":
+            if role == "target" or spec == SMOLLM2:
                 return str(bundled.ensure_bundled_target(progress))
             return str(bundled.bundled_draft_dir())
         except bundled.BundledModelError as err:
-            raise ModelLoadError(f"bundled {role}: {err}") from err
+            raise ModelLoadError(f"{spec} {role}: {err}") from err
+    if spec == GEMMA:
+        from specviz.models import gemma
+
+        try:
+            return str(gemma.ensure_gemma(progress))
+        except gemma.GemmaModelError as err:
+            raise ModelLoadError(f"{spec} {role}: {err}") from err
     path = Path(spec).expanduser()
     if path.exists():
         if not (path / "config.json").is_file():
@@ -85,7 +102,8 @@ def resolve(spec: str, role: str, progress: Callable[[str], None]) -> str:
         return str(path)
     if spec.count("/") != 1 or spec.startswith((".", "/")):
         raise ModelLoadError(
-            f"{role} {spec!r} is neither an existing folder nor a hub id like 'org/name'"
+            f"{role} {spec!r} is neither an existing folder nor a hub id like 'org/name' nor one "
+            f"of {', '.join(map(repr, NAMED_MODELS))}"
         )
     return spec
 

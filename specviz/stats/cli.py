@@ -27,7 +27,7 @@ from specviz.drafters.registry import (
     drafter_spec,
 )
 from specviz.models.chat import PromptFormat, prompt_format, prompt_ids
-from specviz.models.loading import BUNDLED, load_pair
+from specviz.models.loading import BUNDLED, MODEL_SPEC_HELP, load_pair
 from specviz.runtime import HelpFormatter, add_threads_argument, utf8_text
 from specviz.stats.laws import EXACT_VARIANT, AnyDrafter, Variant
 from specviz.stats.mutants import MUTANTS, TREE_MUTANTS
@@ -70,12 +70,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         default="toy",
         help="toy: a random 6-token pair, fast and exact; models: a real target and draft",
     )
-    ver.add_argument(
-        "--target", help=f"with --pair models: folder, hub id, 'bundled' (default: {BUNDLED})"
-    )
-    ver.add_argument(
-        "--draft", help=f"with --pair models: folder, hub id, 'bundled' (default: {BUNDLED})"
-    )
+    ver.add_argument("--target", help=f"with --pair models: {MODEL_SPEC_HELP} (default: {BUNDLED})")
+    ver.add_argument("--draft", help=f"with --pair models: {MODEL_SPEC_HELP} (default: {BUNDLED})")
     ver.add_argument(
         "--prompt",
         help=f"with --pair models: the context the next tokens are drawn after "

@@ -229,3 +229,22 @@ def models_of(target_dir: str) -> tuple[Any, Any, Any, Any]:
 
     target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float64).eval()
     return target, None, AutoTokenizer.from_pretrained(target_dir), None
+
+
+def test_generate_without_a_drafter_picks_a_cross_drafter_for_two_tokenizers(
+    tmp_path: Path, capsys: Any
+) -> None:
+    import json
+
+    from specviz.cli import main
+
+    target_dir, draft_dir = _save(tmp_path, "char", "char_bpe")
+    argv = ["generate", "--target", target_dir, "--draft", draft_dir, "--prompt", "the cat"]
+    argv += ["--temperature", "0", "--max-new-tokens", "12", "--dtype", "float64", "--json"]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "drafting with cross-tli (choose one of cross-text, cross-tli" in err
+    assert "no token ranking" not in err  # not the same-tokenizer default's fallback
+    target, _draft, tt, _dt = models_of(target_dir)
+    plain = autoregressive_generate(target, tt, "the cat", sampling=GREEDY, max_new_tokens=12)
+    assert json.loads(out)["tokens"] == list(plain.tokens)

