@@ -2,14 +2,15 @@
 tokenizer reads it (Universal Assisted Generation).
 
 Each round the committed target ids are decoded to text and re-encoded with the draft's
-tokenizer (the draft's cache rolled back to the longest common prefix of its ids); the draft
-continues greedily in its own vocabulary; the text it adds is encoded with the target's
-tokenizer. Only the stable target tokens are proposed: those that the encoding still gives when
-the draft's last token is dropped, and never the last one (the last piece of text may be a
-partial target token that more text would merge into a longer one). A merge that text further
-ahead would make (' c' before 'at' -> ' cat') can still slip through: it costs acceptance,
-never exactness. A draft end-of-sequence ends the text: then all its
-tokens are stable, followed by the target's end-of-sequence token.
+tokenizer (CrossTokenizers.draft_ids; the draft's cache rolled back to the longest common prefix
+of its ids); the draft continues greedily in its own vocabulary; the text it adds after its own
+writing of that context (which may differ from the target's: a normaliser, a special token the
+draft does not read) is encoded with the target's tokenizer. Only the stable target tokens are
+proposed: those that the encoding still gives when the draft's last token is dropped, and never
+the last one (the last piece of text may be a partial target token that more text would merge
+into a longer one). A merge that text further ahead would make (' c' before 'at' -> ' cat') can
+still slip through: it costs acceptance, never exactness. A draft end-of-sequence ends the text:
+then all its tokens are stable, followed by the target's end-of-sequence token.
 
 The proposals are a deterministic function of the committed tokens (greedy drafting), so q is
 one-hot on each and the rule min(1, p/q) with its residual keeps the target's law at any
@@ -64,8 +65,8 @@ class CrossTextDrafter:
     ) -> Draft:
         """Up to gamma stable target tokens of the draft's greedy text; q_draft (k, V_target)
         one-hot; stop after a stop token. generator is unused (nothing is sampled)."""
-        text = self.pair.target.decode(ids)
-        context = self.pair.draft.encode(text)
+        context = self.pair.draft_ids(ids)
+        text = self.pair.draft.decode(context)  # the committed text as the draft writes it
         written: list[int] = []
         ended = False
         calls = 0
@@ -92,8 +93,9 @@ class CrossTextDrafter:
         )
 
     def _continuation(self, text: str, context: list[int], written: list[int]) -> list[int] | None:
-        """The target ids of the text the draft added after text (None when the draft's text
-        does not start with text: it cannot write the committed text back)."""
+        """The target ids of the text the draft added after text, the draft's own writing of
+        its context (None when the draft's text does not start with it: the written tokens
+        changed the context's last characters)."""
         full = self.pair.draft.decode([*context, *written])
         if not full.startswith(text):
             return None

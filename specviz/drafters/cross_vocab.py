@@ -37,13 +37,17 @@ class TokenizerText:
 
     tokenizer: a Hugging Face tokenizer; anchor_text and anchor_ids: the anchor (see the
     module's docstring) and its ids; vocab: the width of the model's output over this
-    tokenizer's ids (ids at or above it are never used).
+    tokenizer's ids (ids at or above it are never used); starts: the ids the tokenizer puts
+    before every text it encodes (a SentencePiece model's <bos>; none for a byte-level BPE);
+    specials: id -> text of its special tokens (control tokens such as <bos>, <|im_end|>).
     """
 
     tokenizer: Any
     anchor_text: str
     anchor_ids: tuple[int, ...]
     vocab: int
+    starts: tuple[int, ...]
+    specials: Mapping[int, str]
 
     def decode(self, ids: Sequence[int]) -> str:
         """The text of ids, special tokens written out, spaces as the tokenizer wrote them."""
@@ -94,6 +98,24 @@ class TokenizerText:
         }
 
 
+def special_tokens(tokenizer: Any) -> dict[int, str]:
+    """id -> text of a tokenizer's special tokens: those it names (bos, eos, ...) and the added
+    tokens it marks special (Gemma's <start_of_turn> and <unusedN>)."""
+    named = dict(zip(tokenizer.all_special_ids, tokenizer.all_special_tokens, strict=True))
+    added = getattr(tokenizer, "added_tokens_decoder", {})
+    return named | {i: t.content for i, t in added.items() if getattr(t, "special", False)}
+
+
+def start_ids(tokenizer: Any, text: str) -> tuple[int, ...]:
+    """The ids a tokenizer puts before text when it adds its special tokens (its <bos>)."""
+    plain = list(tokenizer.encode(text, add_special_tokens=False))
+    full = list(tokenizer.encode(text, add_special_tokens=True))
+    for at in range(len(full) - len(plain) + 1):
+        if full[at : at + len(plain)] == plain:
+            return tuple(full[:at])
+    return ()
+
+
 def tokenizer_text(tokenizer: Any, vocab: int, role: str) -> TokenizerText:
     """TokenizerText for tokenizer with the first anchor it keeps unchanged (ValueError if none).
 
@@ -106,7 +128,12 @@ def tokenizer_text(tokenizer: Any, vocab: int, role: str) -> TokenizerText:
         )
         if ids and written == anchor:
             return TokenizerText(
-                tokenizer=tokenizer, anchor_text=anchor, anchor_ids=tuple(ids), vocab=vocab
+                tokenizer=tokenizer,
+                anchor_text=anchor,
+                anchor_ids=tuple(ids),
+                vocab=vocab,
+                starts=start_ids(tokenizer, anchor),
+                specials=MappingProxyType(special_tokens(tokenizer)),
             )
     raise ValueError(
         f"the {role} tokenizer gives back none of {list(ANCHORS)} unchanged after encoding "
@@ -182,15 +209,28 @@ def vocab_map(target: TokenizerText, draft: TokenizerText) -> VocabMap:
 
 @dataclass(frozen=True, kw_only=True)
 class CrossTokenizers:
-    """A target's and a draft's tokenizers (checked) and their shared tokens."""
+    """A target's and a draft's tokenizers (checked) and their shared tokens.
+
+    unread: the target's special tokens that the draft has no special token of the same text
+    for; they are left out of the text the draft reads (see draft_ids).
+    """
 
     target: TokenizerText
     draft: TokenizerText
     shared: VocabMap
+    unread: frozenset[int] = frozenset()
 
     def draft_ids(self, target_ids: Sequence[int]) -> list[int]:
-        """The committed target ids' text, re-encoded with the draft's tokenizer."""
-        return self.draft.encode(self.target.decode(target_ids))
+        """The committed target ids as the draft reads them: the ids the draft's tokenizer puts
+        before a text (its <bos>) in place of the target's, then the ids' text encoded with the
+        draft's tokenizer, the target's special tokens left out unless the draft has a special
+        token of the same text (it would read a <bos> it does not know as '<', 'bos', '>')."""
+        ids = list(target_ids)
+        starts = self.target.starts
+        if starts and tuple(ids[: len(starts)]) == starts:
+            ids = ids[len(starts) :]
+        kept = [t for t in ids if t not in self.unread]
+        return [*self.draft.starts, *self.draft.encode(self.target.decode(kept))]
 
 
 def cross_tokenizers(
@@ -223,7 +263,9 @@ def cross_tokenizers(
             "target's tokens; pick a draft whose tokenizer writes the same kind of pieces "
             "(the same script, byte-level or not)"
         )
-    return CrossTokenizers(target=target, draft=draft, shared=shared)
+    known = set(draft.specials.values())
+    unread = frozenset(t for t, text in target.specials.items() if text not in known)
+    return CrossTokenizers(target=target, draft=draft, shared=shared, unread=unread)
 
 
 def tokenizer_of(model: Any, given: Any, role: str) -> Any:

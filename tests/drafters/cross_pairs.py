@@ -3,7 +3,9 @@
 - char: one token per character (tests.conftest's tokenizer, 33 tokens);
 - char_bpe: a BPE over the same characters trained here, with merges ("th", "e ", ...);
 - bundled: the bundled SmolLM2 tokenizer (byte-level BPE, 49152 tokens);
-- byte_bpe: a byte-level BPE trained here on a short text (other merges than the bundled one).
+- byte_bpe: a byte-level BPE trained here on a short text (other merges than the bundled one);
+- spiece: a SentencePiece-style BPE as Gemma's: spaces written "▁" (a "▁" in the text comes
+  back as a space), a <bos> before every text, control tokens of its own.
 """
 
 from __future__ import annotations
@@ -12,7 +14,15 @@ from functools import cache
 from typing import Any
 
 import torch
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers import (
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, PreTrainedTokenizerFast
 
 from ..conftest import CHARS, char_tokenizer
@@ -69,6 +79,33 @@ def byte_bpe(vocab_size: int = 320) -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>")
 
 
+@cache
+def spiece(vocab_size: int = 72) -> PreTrainedTokenizerFast:
+    """A BPE over "▁"-spaced characters as Gemma's tokenizer: the normaliser writes each space
+    "▁", the decoder writes each "▁" back as a space, and every encoded text starts with <bos>
+    (ids: <eos> 0, <bos> 1, <start_of_turn> 2)."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.normalizer = normalizers.Replace(" ", "▁")
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.Fuse()])
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<eos>", "<bos>", "<start_of_turn>", "<unk>"],
+        initial_alphabet=[c.replace(" ", "▁") for c in CHARS if len(c) == 1],
+        show_progress=False,
+    )
+    tok.train_from_iterator([TEXT.replace(" ", "▁")], trainer=trainer)
+    tok.post_processor = processors.TemplateProcessing(
+        single="<bos> $A", special_tokens=[("<bos>", 1)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<eos>",
+        bos_token="<bos>",
+        unk_token="<unk>",
+        additional_special_tokens=["<start_of_turn>"],
+    )
+
+
 def lowercasing() -> PreTrainedTokenizerFast:
     """A character tokenizer that lowercases its input but has upper-case tokens: it does not
     give back its own text ("A" comes back as "a")."""
@@ -113,4 +150,10 @@ def tiny_llama(vocab: int, seed: int, *, scale: float = 3.0, hidden: int = 32) -
     return model.to(torch.float64).eval()
 
 
-TOKENIZERS = {"char": char, "char_bpe": char_bpe, "bundled": bundled, "byte_bpe": byte_bpe}
+TOKENIZERS = {
+    "char": char,
+    "char_bpe": char_bpe,
+    "bundled": bundled,
+    "byte_bpe": byte_bpe,
+    "spiece": spiece,
+}

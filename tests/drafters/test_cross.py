@@ -23,10 +23,20 @@ from specviz.drafters.registry import (
 )
 from specviz.models.loading import ModelLoadError, load_pair
 
-from .cross_pairs import TOKENIZERS, byte_bpe, char, char_bpe, digits, lowercasing, tiny_llama
+from .cross_pairs import (
+    TOKENIZERS,
+    byte_bpe,
+    char,
+    char_bpe,
+    digits,
+    lowercasing,
+    spiece,
+    tiny_llama,
+)
 
 GREEDY = SamplingConfig(temperature=0)
 PAIRS = [("char", "char_bpe"), ("char_bpe", "char"), ("bundled", "byte_bpe")]
+PAIRS += [("spiece", "byte_bpe"), ("byte_bpe", "spiece")]  # "▁" spaces and a <bos>, as Gemma
 
 
 def models(target_name: str, draft_name: str) -> tuple[Any, Any, Any, Any]:
@@ -118,6 +128,38 @@ def test_cross_text_proposes_only_the_stable_target_tokens() -> None:
     assert drafter._stable("a", context, written, ended=False) == full[:1]
     assert drafter._stable("a", context, written, ended=True) == [*full, tt.eos_token_id]
     assert drafter._stable("a", context, dt.encode(" the "), ended=False) == full[:1]
+
+
+def test_the_draft_reads_its_own_bos_and_no_special_token_it_lacks() -> None:
+    """A Gemma-like target writes <bos> first: a byte-level draft that has no such token reads
+    the text alone, not the characters '<', 'bos', '>'. A draft whose tokenizer starts every
+    text with <bos> reads it first, as it was trained. A special token both tokenizers have
+    (by text) is read once, as the draft's own."""
+    to_byte = cross_tokenizers(spiece(), byte_bpe(), target_vocab=72, draft_vocab=len(byte_bpe()))
+    assert to_byte.draft_ids(spiece().encode("the cat")) == byte_bpe().encode("the cat")
+    assert to_byte.draft_ids(spiece().encode("the<start_of_turn> cat")) == byte_bpe().encode(
+        "the cat"
+    )
+    to_spiece = cross_tokenizers(byte_bpe(), spiece(), target_vocab=len(byte_bpe()), draft_vocab=72)
+    bos = spiece().bos_token_id
+    assert to_spiece.draft_ids(byte_bpe().encode("the cat")) == spiece().encode("the cat")
+    assert to_spiece.draft_ids(byte_bpe().encode("the cat"))[0] == bos
+    same = cross_tokenizers(spiece(), spiece(), target_vocab=72, draft_vocab=72)
+    ids = spiece().encode("<start_of_turn>the cat")
+    assert ids[:2] == [bos, spiece().convert_tokens_to_ids("<start_of_turn>")]
+    assert same.draft_ids(ids) == ids  # one <bos>, the shared control token kept
+
+
+def test_cross_text_drafts_after_a_text_the_draft_writes_differently() -> None:
+    """A "▁" in the committed text comes back from a Gemma-like draft as a space: the draft's
+    continuation is read after its own writing of the context, so it still proposes."""
+    tt, dt = byte_bpe(), spiece()
+    pair = cross_tokenizers(tt, dt, target_vocab=len(tt), draft_vocab=len(dt))
+    drafter = CrossTextDrafter(tiny_llama(len(dt), 2), pair)
+    ids = tt.encode("the cat▁sat on the mat. the dog")
+    assert dt.decode(pair.draft_ids(ids), skip_special_tokens=True) != tt.decode(ids)
+    out = drafter.propose(ids, 4, torch.Generator().manual_seed(0), ())
+    assert len(out.tokens) > 0 and out.forward_calls > 0
 
 
 def test_the_drafts_cache_follows_the_longest_common_prefix() -> None:
