@@ -80,7 +80,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "The first word picks the study: speedup (the default), trees (the tree drafters' "
         "node-budget sweep; alias --tree-sweep), batch (plain and speculative decoding of the "
         "same requests at each batch size; alias --batch-sizes), levers (speculation beside "
-        "lower precision and the small model; alias --levers), endpoint (a served model; alias "
+        "lower precision and the small model; alias --levers), cross (a draft with another "
+        "tokenizer: the cross-tokenizer drafters against transformers; alias --cross), endpoint "
+        "(a served model; alias "
         "--endpoint URL), replay (γ policies replayed on recorded target passes: `specviz bench "
         "replay --help`).",
         formatter_class=HelpFormatter,
@@ -310,8 +312,8 @@ def saved_result(
     draft_forward and batch_step_seconds; the summary, γ curves and policy table are the
     records' at that price; sections: each study's section by its key (Sweep.key; those not
     given are saved as null): tree_sweep (specviz.bench.tree_table), batch_sweep
-    (specviz.bench.batch_rows), levers (specviz.bench.lever_sweep) and endpoint
-    (specviz.endpoint.sweep).
+    (specviz.bench.batch_rows), levers (specviz.bench.lever_sweep), cross
+    (specviz.bench.sweeps.cross) and endpoint (specviz.endpoint.sweep).
     """
     given = sections or {}
     rows = summarize(records, meta["price_per_hour"])

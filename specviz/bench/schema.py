@@ -21,8 +21,10 @@ Versions (1 and 2 carry no "schema" key and are told apart by their records):
    it have no such key, which reads as no batch sweep (a sweep's --batch-sizes was then
    --step-batch-sizes: the plain decode step timings, batch_step_seconds in each draft); and a
    "levers" section, null unless `--levers` ran the levers sweep (specviz.bench.lever_sweep),
-   absent from files written before it; and an "endpoint" section, null unless `--endpoint`
-   benchmarked a server (specviz.endpoint.sweep), absent from files written before it.
+   absent from files written before it; an "endpoint" section, null unless `--endpoint`
+   benchmarked a server (specviz.endpoint.sweep), absent from files written before it; and a
+   "cross" section, null unless `specviz bench cross` ran the cross-tokenizer study
+   (specviz.bench.sweeps.cross), absent from files written before it.
 
 migrate() brings any of them to the current version and checks the result. What an older
 file did not record stays unknown: 0.0 and [] in a record's decode-phase split, and no cpu,
@@ -354,12 +356,35 @@ def endpoint_problems(section: object) -> list[str]:
     return out
 
 
+CROSS_PARTS = {"plan": dict, "runs": list, "baselines": list}
+CROSS_RUN: tuple[str, ...] = ("request", "category", "temperature", "rep", "drafter", "gamma")
+CROSS_RUN += ("tokens", "alpha", "tokens_per_pass", "c", "speedup_plain", "speedup_generate")
+CROSS_RUN += ("speedup_assisted", "identical")
+CROSS_BASELINE = ("request", "temperature", "rep", "plain_seconds", "generate_seconds")
+
+
+def cross_problems(section: object) -> list[str]:
+    """What is wrong with a result's cross section ([] for none, or a whole one)."""
+    if section is None or not _is_section(section, CROSS_PARTS):
+        return [] if section is None else [_not_a_section("cross", CROSS_PARTS)]
+    out = []
+    for part, name, keys in (("runs", "run", CROSS_RUN), ("baselines", "baseline", CROSS_BASELINE)):
+        rows = section[part]
+        bad = next(
+            (i for i, r in enumerate(rows) if not isinstance(r, dict) or set(keys) - set(r)), None
+        )
+        if bad is not None:
+            out.append(f"cross's {name} {bad} lacks some of {', '.join(keys)}")
+    return out
+
+
 REQUIRED = ("tree_sweep",)  # in every file of this version; the later ones may lack the rest
 SECTIONS: dict[str, Callable[[object], list[str]]] = {  # each study's section, by its key
     "tree_sweep": tree_sweep_problems,
     "batch_sweep": batch_sweep_problems,
     "levers": levers_problems,
     "endpoint": endpoint_problems,
+    "cross": cross_problems,
 }
 
 

@@ -27,9 +27,8 @@ class KVCache:
         config = getattr(model, "config", None)
         is_hf = isinstance(config, PretrainedConfig)
         self.kv = DynamicCache(config=config) if is_hf else DynamicCache()  # toy models: lazy
-        record = getattr(self.kv, "activate_past_recording", None)
-        if callable(record):
-            record()  # sliding-window layers keep what a rollback needs (no-op for the others)
+        # sliding-window layers keep what a rollback needs (a no-op for the others)
+        getattr(self.kv, "activate_past_recording", lambda: None)()
         self._kwarg = cache_kwarg(model)
         self._trims = "logits_to_keep" in inspect.signature(model.forward).parameters
 

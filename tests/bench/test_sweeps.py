@@ -19,8 +19,8 @@ def _args(*argv: str):  # type: ignore[no-untyped-def]
 def test_each_study_has_its_own_name_and_section_key() -> None:
     names = [s.name for s in studies()]
     keys = [s.key for s in studies() if s.key is not None]
-    assert names == ["speedup", "trees", "batch", "levers", "endpoint"]
-    assert keys == ["tree_sweep", "batch_sweep", "levers", "endpoint"]
+    assert names == ["speedup", "trees", "batch", "levers", "cross", "endpoint"]
+    assert keys == ["tree_sweep", "batch_sweep", "levers", "cross", "endpoint"]
     assert subcommands() == (*names, "replay")
 
 
@@ -35,6 +35,8 @@ def test_each_study_has_its_own_name_and_section_key() -> None:
         (["--batch-sizes", "1,2"], "batch"),
         (["levers"], "levers"),
         (["--levers"], "levers"),
+        (["cross"], "cross"),
+        (["--cross"], "cross"),
         (["--endpoint", "http://127.0.0.1:1"], "endpoint"),
         (["endpoint", "--endpoint", "http://127.0.0.1:1"], "endpoint"),
     ],
