@@ -88,7 +88,7 @@ def test_a_tiny_pair_saves_a_row_per_run_and_renders_its_table(
     assert {r["drafter"] for r in section["runs"]} == {"cross-text", "cross-tli"}
     plan = section["plan"]
     assert plan["shared_tokens"] > 0 and not plan["same_tokenizer"]
-    assert plan["command"].startswith("specviz ") and "cross" in plan["command"]
+    assert plan["command"] == result["meta"]["command"]  # the command line that ran it
     table = render_cross(section)
     assert "| drafter | γ | T | runs | α | tokens / pass | c | × plain |" in table
     assert table.count("| cross-") == 4 and "| 4/4 |" in table  # (drafter, γ) rows, 4 runs each
