@@ -32,7 +32,7 @@ def test_without_its_package_the_error_names_the_pip_command(
 
 @cache
 def _pair(target: str, draft: str) -> ModelPair:
-    """A loaded pair (float32, unpacked), once per session."""
+    """A loaded pair (float32, unpacked), loaded once for the whole test run."""
     pytest.importorskip(gemma.MODULE, reason=SKIP)
     return load_pair(target, draft, pack=False)
 
