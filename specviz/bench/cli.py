@@ -24,7 +24,7 @@ from specviz.bench.sweep import Context, Sweep
 from specviz.bench.sweeps import studies
 from specviz.bench.sweeps.endpoint import endpoint_meta
 from specviz.bench.sweeps.speedup import check, ints, summary_line
-from specviz.bench.workloads import WORKLOADS, Request, load_requests
+from specviz.bench.workloads import AGENT_WORKLOADS, WORKLOADS, Request, load_requests
 from specviz.console import progress_bar, say
 from specviz.drafters.registry import HEAD_DRAFTERS
 from specviz.drafters.trimmed import load_head_tokens
@@ -88,7 +88,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="draft: local folder, hub id, or 'bundled'; repeat to compare drafts (default: "
         f"{BUNDLED})",
     )
-    b.add_argument("--workloads", default="code", help=f"comma list of {WORKLOADS} or JSONL paths")
+    b.add_argument(
+        "--workloads",
+        default=None,
+        help=f"comma list of {(*WORKLOADS, *AGENT_WORKLOADS)} or JSONL paths (default: code; "
+        "the memory study's: the agent workloads)",
+    )
     b.add_argument(
         "--raw",
         action="store_true",
@@ -179,7 +184,8 @@ def study_of(args: argparse.Namespace) -> Sweep:
 
 def _requests(args: argparse.Namespace) -> list[Request]:
     """--workloads' requests, the first --limit of each."""
-    return [r for w in args.workloads.split(",") for r in _limit(load_requests(w), args.limit)]
+    names = (args.workloads or "code").split(",")
+    return [r for w in names for r in _limit(load_requests(w), args.limit)]
 
 
 def run_endpoint_bench(args: argparse.Namespace, study: Sweep) -> int:
