@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from html import unescape
 
 from specviz.app.views.round_detail import (
@@ -70,6 +71,8 @@ def test_a_suffix_round_shows_its_match_counts_and_speculation_tree() -> None:
     on, dog = html.index('data-node="1"'), html.index('data-node="2"')
     assert sat < on < dog and "<ul>" in html[sat:dog]  # " on" hangs under " sat"
     assert "This decode: 1 round from memory (2.0 kept a round)" in text
+    lines = replace(LOOKUP, context=(5, 6))
+    assert "the last 2 tokens « mat↵» in" in plain(round_detail_html([lines], 1, decode))
 
 
 def test_a_round_without_a_match_and_a_round_left_to_the_draft_model() -> None:
@@ -104,7 +107,10 @@ def test_a_cross_round_shows_draft_tokens_text_and_target_tokens() -> None:
     assert "→ their text: «the ca»" in text
     for token, state in ((1, "proposed"), (2, "stable"), (3, "unstable")):
         assert f'title="target id {token}: {state}"' in html
-    assert "Proposed the first 1 of 3 (2 stable" in text
+    assert "Proposed the first 1 of 3 (1 not stable: it may still merge" in text
+    assert "; 1 stable but past γ or a stop token)" in text
+    whole = replace(shown, stable=3, proposed=3)
+    assert "Proposed all 3." in plain(round_detail_html([whole], 3, decode))
     assert tally_html([shown]) == ""  # the tally counts suffix rounds only
 
 

@@ -4,6 +4,7 @@ events the chain and tree decoders emit right before each proposal."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,9 @@ from specviz.core.events import (
     SuffixLookup,
     TreeProposed,
     from_json,
+    read_jsonl,
     to_json,
+    write_jsonl,
 )
 from specviz.drafters.registry import CROSS_TOKENIZER_DRAFTERS, DrafterOptions, build_drafter
 from specviz.drafters.suffix import SuffixConfig, SuffixDrafter
@@ -44,6 +47,13 @@ def rounds_of(events: tuple[Event, ...]) -> list[list[Event]]:
     return rounds[:-1]
 
 
+def gamma_of(events: list[Event]) -> int:
+    """The γ a round asked for (its RoundSummary's, the round's last event)."""
+    summary = events[-1]
+    assert isinstance(summary, RoundSummary)
+    return summary.gamma
+
+
 def timeless(events: tuple[Event, ...], without: type[Any] | None = None) -> list[str]:
     """The events as JSON without their timings (and without those of type without)."""
     kept = [e for e in events if without is None or not isinstance(e, without)]
@@ -55,6 +65,28 @@ def decode(target: Any, drafter: Any, tokenizer: Any, prompt: Any) -> Generation
         target, drafter, tokenizer, prompt, sampling=GREEDY,
         speculation=SpeculationConfig(gamma=4, max_new_tokens=30), stop=(),
     )  # fmt: skip
+
+
+def test_the_new_events_round_trip_through_json_lines(tmp_path: Path) -> None:
+    events: list[Event] = [
+        SuffixLookup(
+            round=3, row=1, source="memory", context=(4, 5), total=7,
+            candidates=((6, 4), (9, 2)), tokens=(6, 1, 9), parents=(-1, 0, -1),
+            probs=(4 / 7, 0.25, 2 / 7), score=4 / 7 + 0.25 + 2 / 7, drafted_by="model",
+            min_score=1.5,
+        ),
+        SuffixLookup(
+            round=0, source="", context=(), total=0, candidates=(), tokens=(), parents=(),
+            probs=(), score=0.0,
+        ),
+        CrossTranslation(
+            round=2, draft_tokens=(10, 11), draft_texts=("é\n", " «x»"), text="é\n «x»",
+            target_tokens=(1, 2, 3), stable=2, proposed=1,
+        ),
+    ]  # fmt: skip
+    assert [from_json(to_json(e)) for e in events] == events
+    write_jsonl(events, tmp_path / "events.jsonl")
+    assert list(read_jsonl(tmp_path / "events.jsonl")) == events
 
 
 def test_continuations_count_every_occurrence_and_what_follows() -> None:
@@ -162,7 +194,7 @@ def test_cross_drafters_translate_in_the_open(drafter: str) -> None:
     result = decode(target, built, tt, "the cat sat")
     assert [from_json(to_json(e)) for e in result.events] == list(result.events)
     shown = [e for e in result.events if isinstance(e, CrossTranslation)]
-    asked = [events for events in rounds_of(result.events) if events[-1].gamma]  # type: ignore[union-attr]
+    asked = [events for events in rounds_of(result.events) if gamma_of(events)]
     assert len(shown) == len(asked) > 0
     for events, translation in zip(asked, shown, strict=True):
         assert events[0] is translation  # first in its round, before the proposal

@@ -69,8 +69,14 @@ def round_detail_html(events: Sequence[Event], number: int | None, decode: Decod
 
 
 def text_of(tokens: Iterable[int], decode: Decode) -> str:
-    """The tokens' text, made visible and escaped, in quotes."""
-    return escape(f"«{visible(''.join(decode(t) for t in tokens))}»")
+    """The tokens' text on one line, in quotes: newlines and tabs as ↵ and →, escaped."""
+    return quoted("".join(decode(t) for t in tokens))
+
+
+def quoted(text: str) -> str:
+    """Text on one line, in quotes: newlines and tabs as ↵ and →, escaped."""
+    one_line = visible(text).replace("\n", "").replace("\t", "")
+    return escape(f"«{one_line}»")
 
 
 def lookup_html(lookup: SuffixLookup, kept: set[int], decode: Decode) -> str:
@@ -131,7 +137,7 @@ def translation_html(t: CrossTranslation, decode: Decode) -> str:
     """A cross-tokenizer round: draft tokens → their text → the target's tokens, those
     proposed marked, the unstable ones set apart."""
     draft = "".join(
-        f'<span class="sv-xtok" title="draft id {d}">{escape(f"«{visible(text)}»")}</span>'
+        f'<span class="sv-xtok" title="draft id {d}">{quoted(text)}</span>'
         for d, text in zip(t.draft_tokens, t.draft_texts, strict=True)
     )
     target = "".join(
@@ -142,12 +148,25 @@ def translation_html(t: CrossTranslation, decode: Decode) -> str:
     return (
         f"<b>Round {t.round}: cross-tokenizer translation</b>"
         f"<p>The draft wrote {len(t.draft_tokens)} of its own tokens: {draft or '—'}</p>"
-        f"<p>→ their text: {escape(f'«{visible(t.text)}»')}</p>"
+        f"<p>→ their text: {quoted(t.text)}</p>"
         f"<p>→ in the target's tokens: {target or '—'}</p>"
-        f'<p class="sv-note">Proposed the first {t.proposed} of {len(t.target_tokens)} '
-        f"({t.stable} stable: a later token may still merge with text the draft has not "
-        "written yet, so it is not proposed).</p>"
+        f'<p class="sv-note">{escape(proposed_note(t))}</p>'
     )
+
+
+def proposed_note(t: CrossTranslation) -> str:
+    """Which of the target tokens were proposed, and why the others were not."""
+    n = len(t.target_tokens)
+    if t.proposed == n:
+        return f"Proposed all {n}."
+    why = []
+    if n > t.stable:
+        why.append(
+            f"{n - t.stable} not stable: it may still merge with text the draft has not written"
+        )
+    if t.stable > t.proposed:
+        why.append(f"{t.stable - t.proposed} stable but past γ or a stop token")
+    return f"Proposed the first {t.proposed} of {n} ({'; '.join(why)})."
 
 
 def _state(t: CrossTranslation, i: int) -> str:
