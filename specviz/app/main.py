@@ -79,7 +79,7 @@ class SpecVizApp:
                 with gr.Column(scale=1, min_width=320):
                     c = self.form.build()
                 with gr.Column(scale=3):
-                    d = decode_panels.build()
+                    d = decode_panels.build(self.decode.memory_line)
                     with gr.Tab("Batch", elem_id="sv-batch-tab"):
                         b = self.batch.build(default_drafter(self.defaults["draft"]))
                     with gr.Tab("Equivalence lab", elem_id="sv-lab-tab"):

@@ -11,10 +11,12 @@ suffix rounds and catches up in one forward over the missed tokens when it next 
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import replace
 
 import torch
 
 from specviz.core.drafter import Draft
+from specviz.core.events import SuffixLookup
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.suffix import SuffixDrafter
 
@@ -71,3 +73,11 @@ class SuffixThenModelDrafter:
     def remember(self, ids: list[int], prompt_len: int) -> None:
         """Add the finished request to the suffix memory."""
         self.suffix.remember(ids, prompt_len)
+
+    def explain(self, round_index: int) -> SuffixLookup | None:
+        """The suffix drafter's last lookup, saying who drafted the round (None unless its
+        suffix drafter was built with explain)."""
+        found = self.suffix.explain(round_index)
+        if found is None:
+            return None
+        return replace(found, drafted_by=self.last, min_score=self.min_score)
