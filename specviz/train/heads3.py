@@ -209,6 +209,7 @@ def run_heads3(
         stream.load_state_dict(ckpt["stream"])
         torch.set_rng_state(ckpt["rng"])
         state = ckpt["state"]
+        _drop_later_rows(out_dir / "curve.jsonl", state["step"])
         LOG.info("resumed at step %d (%d positions)", state["step"], state["positions"])
     held: list[Batch] = []
     began, base, saved = time.monotonic(), state["elapsed"], time.monotonic()
@@ -244,6 +245,16 @@ def run_heads3(
     _checkpoint(ckpt_path, trainer, optimizer, stream, state, cfg)
     save_head3(trainer.head, target, state["step"], out_dir)
     return dict(state)
+
+
+def _drop_later_rows(path: Path, step: int) -> None:
+    """Keep the curve's rows up to step (those after the checkpoint are measured again)."""
+    if not path.is_file():
+        return
+    rows = path.read_text(encoding="utf-8").splitlines()
+    kept = [r for r in rows if r.strip() and json.loads(r)["step"] <= step]
+    if len(kept) != len(rows):
+        path.write_text("".join(r + "\n" for r in kept), encoding="utf-8")
 
 
 def _curve(
