@@ -28,6 +28,7 @@ from specviz.bench.runner import drafter_label
 from specviz.bench.saved import RESULTS_DIR
 from specviz.bench.sweeps.levers import headline_table as levers_headline
 from specviz.bench.sweeps.levers import parts_row as levers_parts_row
+from specviz.bench.sweeps.memory import render_memory, step_curves
 from specviz.bench.table import markdown_table
 from specviz.bench.tree_table import pivot_table
 from specviz.endpoint.table import endpoint_table
@@ -36,6 +37,7 @@ from specviz.gamma.theory import alpha_to_match, optimal_gamma, speedup_bound
 
 ROOT = RESULTS_DIR.parents[1]
 DOCUMENTS = (ROOT / "README.md", ROOT / "benchmarks" / "RESULTS.md")
+MEMORY_REPORT = ROOT / "benchmarks" / "MEMORY.md"  # the memory study's page (its own tables)
 # A marked table: the opening marker, whole lines that are not markers, the closing marker.
 BLOCK = re.compile(
     r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>(?:(?!<!-- ).*\n)*?)(<!-- /table -->)"
@@ -460,6 +462,42 @@ def endpoint() -> list[str]:
     return _section_table(ENDPOINT_PART, "endpoint", "endpoint", endpoint_table)
 
 
+MEMORY_PART = "memory"
+MEMORY_FIGURE = "memory-steps.png"  # beside the saved results
+
+
+def memory() -> list[str]:
+    """Drafting from memory on the agent workloads, and its figure (a note until saved)."""
+    lines = _section_table(
+        MEMORY_PART, "memory", "drafting from memory", lambda s, _: render_memory(s).splitlines()
+    )
+    if (RESULTS_DIR / f"{MEMORY_PART}.json").exists():
+        lines += ["", f"![Speedup against the step index](results/{MEMORY_FIGURE})"]
+    return lines
+
+
+def memory_figure() -> Path | None:
+    """Plot the memory part's speedup against the step index (None until the part is saved)."""
+    if not (RESULTS_DIR / f"{MEMORY_PART}.json").exists():
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for drafter, points in step_curves(load(MEMORY_PART)["memory"]).items():
+        ax.plot([s for s, _ in points], [x for _, x in points], marker="o", label=drafter)
+    ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set(xlabel="step of the agent's task", ylabel="speedup over plain decoding")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = RESULTS_DIR / MEMORY_FIGURE
+    fig.savefig(path, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
 DRAFTER_PARTS = (("code-all", "code"), ("hybrid-cap", "json"), ("hybrid-cap", "repeat"))
 
 
@@ -572,6 +610,7 @@ TABLES: dict[str, Callable[[], list[str]]] = {
     "batch-sweep": batch_sweep,
     "levers": levers,
     "endpoint": endpoint,
+    "memory": memory,
     "drafters": drafters,
     "dynamic": dynamic,
     "transformers": transformers,
@@ -598,7 +637,7 @@ def refreshed(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Re-render the marked tables of README.md and benchmarks/RESULTS.md (or the given files)."""
     parser = argparse.ArgumentParser(prog="python -m specviz.bench.headline", description=__doc__)
-    parser.add_argument("files", nargs="*", type=Path, default=list(DOCUMENTS))
+    parser.add_argument("files", nargs="*", type=Path, default=[*DOCUMENTS, MEMORY_REPORT])
     parser.add_argument("--check", action="store_true", help="report stale tables, change nothing")
     args = parser.parse_args(argv)
     stale = []
@@ -611,6 +650,9 @@ def main(argv: list[str] | None = None) -> int:
                 path.write_text(new, encoding="utf-8")
     for path in stale:
         print(f"{'stale' if args.check else 'rewrote'}: {path}")
+    figure = None if args.check else memory_figure()
+    if figure is not None:
+        print(f"drew: {figure}")
     return 1 if args.check and stale else 0
 
 

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
+from specviz.bench import headline
 from specviz.bench.markdown import render, resummarized
 from specviz.bench.schema import validate
-from specviz.bench.sweeps.memory import render_memory
+from specviz.bench.sweeps.memory import render_memory, step_curves
 from specviz.cli import main
 
 from ..conftest import PairFactory, save_pair
@@ -43,7 +44,11 @@ def _run(root: Path, pair: PairFactory, tokenizer: Any, *extra: str) -> dict[str
 
 
 def test_the_study_runs_requests_in_order_with_one_memory_each(
-    pair: PairFactory, tokenizer: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    pair: PairFactory,
+    tokenizer: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     drafters = "suffix,tree-suffix,ngram,suffix+model"
     result = _run(tmp_path, pair, tokenizer, "--drafters", drafters, "--suffix-gamma", "6")
@@ -66,6 +71,17 @@ def test_the_study_runs_requests_in_order_with_one_memory_each(
     assert "| toy-agent | suffix | 0 |" in table and "| drafter | 0 | 1 | 2 |" in table
     assert table in capsys.readouterr().out
     assert table in render(resummarized(result), "memory")
+    curves = step_curves(section)
+    assert list(curves) == [r["drafter"] for r in rows[:4]]
+    assert all([s for s, _ in points] == [0, 1, 2] for points in curves.values())
+    results = tmp_path / "results"  # the report's table and figure from the saved part
+    results.mkdir()
+    monkeypatch.setattr(headline, "RESULTS_DIR", results)
+    assert "not measured yet" in "\n".join(headline.memory())
+    (results / "memory.json").write_text((tmp_path / "b.json").read_text())
+    assert table in "\n".join(headline.memory())
+    figure = headline.memory_figure()
+    assert figure is not None and figure.read_bytes().startswith(b"\x89PNG")
 
 
 def test_the_study_defaults_to_the_agent_workloads_and_suffix_drafters() -> None:
@@ -92,3 +108,9 @@ def test_bad_flags_are_refused_before_any_model_loads(
 ) -> None:
     assert main(["bench", "memory", "--target", "/nonexistent", *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_memory_page_shows_what_the_saved_results_render_to() -> None:
+    text = headline.MEMORY_REPORT.read_text(encoding="utf-8")
+    assert "memory" in dict(headline.marked_tables(text))
+    assert headline.refreshed(text) == text

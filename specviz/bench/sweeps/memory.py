@@ -368,6 +368,19 @@ def _grouped(rows: Sequence[dict[str, Any]], *keys: str) -> dict[tuple[Any, ...]
     return out
 
 
+def step_curves(section: dict[str, Any]) -> dict[str, list[tuple[int, float]]]:
+    """Per drafter, (step, plain seconds over speculative seconds summed over every task's
+    request at that step and every repetition), steps in order."""
+    rows = [r for r in section["rows"] if r["step"] is not None]
+    per_step = _grouped(rows, "drafter", "step")
+    curves: dict[str, list[tuple[int, float]]] = {}
+    for (drafter, step), rs in sorted(per_step.items(), key=lambda item: item[0][1]):
+        ratio = _sum(rs, "plain_latency") / _sum(rs, "latency")
+        curves.setdefault(drafter, []).append((int(step), ratio))
+    order = list(dict.fromkeys(r["drafter"] for r in rows))
+    return {d: curves[d] for d in order}
+
+
 def render_memory(section: dict[str, Any]) -> str:
     """The memory study's tables: per workload and drafter; speedup by step; memory size."""
     rows, plan = section["rows"], section["plan"]
@@ -380,13 +393,14 @@ def render_memory(section: dict[str, Any]) -> str:
         "",
         *markdown_table(head, [[w, d, f"{t:g}", *_cells(rs)] for (w, d, t), rs in by.items()]),
     ]
-    steps = sorted({int(r["step"]) for r in rows if r["step"] is not None})
-    per_step = _grouped([r for r in rows if r["step"] is not None], "drafter", "step")
-    drafters = list(dict.fromkeys(r["drafter"] for r in rows))
+    curves = step_curves(section)
+    steps = sorted({s for points in curves.values() for s, _ in points})
     out += [
         "", "Speedup over plain decoding by step (all tasks of all workloads):", "",
-        *markdown_table(["drafter", *map(str, steps)],
-              [[d, *(_speedup(per_step.get((d, s), [])) for s in steps)] for d in drafters]),
+        *markdown_table(["drafter", *map(str, steps)], [
+            [d, *(next((f"{x:.2f}×" for s, x in points if s == step), "—") for step in steps)]
+            for d, points in curves.items()
+        ]),
     ]  # fmt: skip
     sizes = _grouped(section["sizes"], "workload", "drafter")
     out += [
