@@ -1,0 +1,309 @@
+"""Speculations from counted suffix tries: the likeliest continuations of the context's matches.
+
+A speculation starts where the last m tokens of a context end in a trie (its match, m from 1
+up to the longest that occurs, below the trie's max_depth) and follows the likeliest
+continuations: the probability of a child is count(child) / count(parent) times its parent's,
+and a node is kept while that product is at least min_prob. Its score is the sum of the kept
+probabilities (the expected number of accepted tokens, were the frequencies the target's law).
+A match of m tokens allows at most floor(factor * m) tokens (its limit, capped by max_tokens).
+
+Each (trie, m) is a candidate, ordered by trie (as given), then by m; the best score wins,
+and of equal scores the last candidate in that order. The answer is that of growing every
+candidate, but fewer are grown: a candidate is skipped when an upper bound on its score shows
+it cannot win. Every probability is at most 1, so a speculation scores at most its number of
+tokens: a chain at most min(limit, max_depth - m) (the trie holds nothing deeper), a tree at
+most min(limit, count * levels) (a level holds at most count nodes, count being the match's).
+Candidates are tried by decreasing bound. A candidate is also skipped when a longer match of
+the same trie with the same count was grown with the same (or, for a chain, a longer) reach:
+equal counts mean the two matches end at the same places in the text, so their continuations
+are the same and the shorter one's speculation is the same (or a prefix) and loses the tie.
+
+Pure Python, no torch; tries are read through the small Trie and TrieNode protocols, which
+specviz.drafters.suffix_tree.SuffixTrie and specviz.drafters.suffix_store.SuffixStore follow.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class TrieNode(Protocol):
+    """A string held by a counted trie: how often it occurs and its one-token extensions."""
+
+    @property
+    def count(self) -> int:
+        """How many times the string occurs."""
+        ...
+
+    def ranked(self, keep: Callable[[int], bool] | None = None) -> Iterable[tuple[int, TrieNode]]:
+        """(token, extension) by count, most frequent first (ties: smaller token first), up to
+        the first whose count keep rejects (keep is monotone in the count)."""
+        ...
+
+
+class Trie(Protocol):
+    """A counted trie of all substrings (up to max_depth tokens) of the sequences it holds."""
+
+    @property
+    def max_depth(self) -> int:
+        """The longest substring held."""
+        ...
+
+    def find(self, pattern: Sequence[int]) -> TrieNode | None:
+        """Where pattern ends in the trie, or None when it does not occur."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class Speculation:
+    """Proposed tokens (N,) as a tree (parents[i] < i, -1: a child of the match's end), the
+    probability of each node (N,), their sum (score) and the match length it grew from."""
+
+    tokens: tuple[int, ...] = ()
+    parents: tuple[int, ...] = ()
+    probs: tuple[float, ...] = ()
+    score: float = 0.0
+    match_len: int = 0
+
+
+EMPTY = Speculation()
+
+Grown = tuple[tuple[int, ...], tuple[int, ...], tuple[float, ...]]
+
+
+Candidate = tuple[int, int, int, int, int, int]
+"""Growing from a match: (bound, trie, m, limit, depth, reach). The match of m tokens in trie
+number `trie` grows at most limit tokens, no deeper than depth; reach: the levels it can fill
+(depth, or fewer where the trie ends); bound: at most this score before its count is known.
+Plain tuples, so that sorting them orders by bound, then latest first."""
+
+
+class Matches:
+    """A trie's matches of a context's suffixes: the longest (found by bisection, since a
+    suffix of an occurring string occurs too), and the others' nodes and counts on demand.
+
+    Counts do not grow with m (a longer match occurs only where its suffixes do), so where
+    two lengths have the same count every length between them has it too; a count is
+    looked up by bisecting between the nearest lengths already known.
+    """
+
+    def __init__(self, trie: Trie, context: Sequence[int]) -> None:
+        """Find the longest m (< trie.max_depth) whose last m tokens of context occur."""
+        self.trie, self.context = trie, context
+        self.found: dict[int, TrieNode] = {}
+        self.counts: dict[int, int] = {}
+        low, high = 0, min(len(context), trie.max_depth - 1)
+        while low < high:
+            mid = (low + high + 1) // 2
+            if self._look(mid):
+                low = mid
+            else:
+                high = mid - 1
+        self.longest = low  # 0: nothing matches
+
+    def _look(self, m: int) -> bool:
+        """Find the last m tokens (m >= 1); whether they occur."""
+        node = self.trie.find(self.context[len(self.context) - m :])
+        if node is not None:
+            self.found[m], self.counts[m] = node, node.count
+        return node is not None
+
+    def node(self, m: int) -> TrieNode:
+        """The node of the last m tokens (1 <= m <= longest)."""
+        if m not in self.found:
+            self._look(m)
+        return self.found[m]
+
+    def count(self, m: int) -> int:
+        """How often the last m tokens occur (1 <= m <= longest)."""
+        counts = self.counts
+        while m not in counts:
+            below, above = 0, self.longest  # the longest is known
+            for k in counts:
+                if below < k < m:
+                    below = k
+                elif m < k < above:
+                    above = k
+            if below and counts[below] == counts[above]:
+                return counts[above]
+            self._look((below + above) // 2 if below + 1 < m else m)
+        return counts[m]
+
+
+def speculate(
+    tries: Iterable[Trie],
+    context: Sequence[int],
+    *,
+    max_tokens: int,
+    factor: float,
+    min_prob: float,
+    vocab_size: int,
+    stop_ids: Collection[int],
+    tree: bool = False,
+    max_depth: int | None = None,
+) -> Speculation:
+    """The best-scoring speculation after context over every trie and match length.
+
+    tree: a best-first tree of up to limit nodes, no deeper than max_depth, else the likeliest
+    path. Tokens >= vocab_size are never proposed and nothing follows a stop token.
+    """
+    tries = list(tries)
+    found = [Matches(trie, context) for trie in tries]
+    plan = candidates(tries, [f.longest for f in found], max_tokens, factor, tree, max_depth)
+    best, best_at = EMPTY, (-1, -1)
+    grown: list[tuple[Candidate, int]] = []  # (candidate, its match's count)
+    for cand in plan:
+        bound, t, m, limit, depth, reach = cand
+        if best.tokens and not _beats(bound, (t, m), best.score, best_at):
+            if bound < best.score:
+                break  # the rest are bounded lower still
+            continue
+        count = found[t].count(m)
+        if tree and best.tokens and not _beats(count * reach, (t, m), best.score, best_at):
+            continue
+        if any(_repeats(cand, count, before, seen, tree) for before, seen in grown):
+            continue
+        grown.append((cand, count))
+        tokens, parents, probs = (best_tree if tree else best_path)(
+            found[t].node(m), limit, depth, min_prob, vocab_size, stop_ids
+        )
+        score = sum(probs)
+        if tokens and (not best.tokens or _beats(score, (t, m), best.score, best_at)):
+            best_at = (t, m)
+            best = Speculation(
+                tokens=tokens, parents=parents, probs=probs, score=score, match_len=m
+            )
+    return best
+
+
+def candidates(
+    tries: Sequence[Trie],
+    longest: Sequence[int],
+    max_tokens: int,
+    factor: float,
+    tree: bool,
+    max_depth: int | None,
+) -> list[Candidate]:
+    """Every (trie, m <= its longest match) allowing a token, by decreasing bound, then
+    latest first."""
+    out = []
+    for t, (trie, top) in enumerate(zip(tries, longest, strict=True)):
+        for m in range(1, top + 1):
+            limit = min(max_tokens, int(m * factor + 1e-9))
+            if limit < 1:
+                continue
+            depth = limit if max_depth is None or not tree else min(limit, max_depth)
+            reach = min(depth, trie.max_depth - m)
+            out.append((limit if tree else reach, t, m, limit, depth, reach))
+    return sorted(out, reverse=True)
+
+
+def _beats(score: float, at: tuple[int, int], best: float, best_at: tuple[int, int]) -> bool:
+    """Whether score at (trie, m) would win over the best so far (ties: the later one)."""
+    return score > best or (score == best and at > best_at)
+
+
+def _repeats(cand: Candidate, count: int, before: Candidate, seen: int, tree: bool) -> bool:
+    """Whether cand (count occurrences) can only repeat, or fall short of, before's
+    speculation and lose the tie to it: a longer match of the same trie, equally frequent."""
+    _, trie, m, limit, _, reach = cand
+    _, trie_before, m_before, limit_before, _, reach_before = before
+    if trie_before != trie or m_before <= m or seen != count:
+        return False
+    if tree:
+        return (limit_before, reach_before) == (limit, reach)
+    return reach_before >= reach
+
+
+def _step_keeps(prob: float, total: int, min_prob: float) -> Callable[[int], bool]:
+    """Whether a chain's next token of count (under a node of count total, reached with
+    probability prob) keeps the chain's probability >= min_prob."""
+    return lambda count: prob * (count / total) >= min_prob
+
+
+def _branch_keeps(prob: float, total: int, min_prob: float) -> Callable[[int], bool]:
+    """Whether a tree's child of count (under a node of count total and probability prob)
+    has probability >= min_prob."""
+    return lambda count: prob * count / total >= min_prob
+
+
+def best_path(
+    node: TrieNode,
+    limit: int,
+    _depth: int,
+    min_prob: float,
+    vocab_size: int,
+    stop_ids: Collection[int],
+) -> Grown:
+    """Up to limit tokens following the most frequent child at each step (a chain): the
+    first child below vocab_size, kept while the product of count ratios is >= min_prob."""
+    tokens: list[int] = []
+    probs: list[float] = []
+    prob = 1.0
+    while len(tokens) < limit and node.count > 0:
+        total = node.count
+        step = None
+        for extension in node.ranked(_step_keeps(prob, total, min_prob)):
+            if 0 <= extension[0] < vocab_size:
+                step = extension
+                break
+        if step is None:  # no child, or the first below vocab_size is too rare
+            break
+        token, child = step
+        prob *= child.count / total
+        tokens.append(token)
+        probs.append(prob)
+        if token in stop_ids:
+            break
+        node = child
+    return tuple(tokens), tuple(range(-1, len(tokens) - 1)), tuple(probs)
+
+
+def best_tree(
+    node: TrieNode,
+    limit: int,
+    depth: int,
+    min_prob: float,
+    vocab_size: int,
+    stop_ids: Collection[int],
+) -> Grown:
+    """Up to limit nodes, likeliest first (so each parent comes before its children and
+    siblings come in decreasing frequency), no deeper than depth.
+
+    A parent offers its children below vocab_size whose probability is >= min_prob, most
+    frequent first, and no more of them than nodes are still to be taken: a sibling ranked
+    past that many could only be taken after all of those before it.
+    """
+    tokens: list[int] = []
+    parents: list[int] = []
+    probs: list[float] = []
+    order = 0  # ties keep the order pushed: deterministic
+    heap: list[tuple[float, int, int, int, int, TrieNode]] = []
+
+    def push(parent_node: TrieNode, parent: int, level: int, prob: float) -> None:
+        nonlocal order
+        total = parent_node.count
+        if level >= depth or total == 0:
+            return
+        room = limit - len(tokens)
+        for token, child in parent_node.ranked(_branch_keeps(prob, total, min_prob)):
+            if room == 0:
+                break
+            if 0 <= token < vocab_size:
+                p = prob * child.count / total
+                heapq.heappush(heap, (-p, order, token, parent, level + 1, child))
+                order += 1
+                room -= 1
+
+    push(node, -1, 0, 1.0)
+    while heap and len(tokens) < limit:
+        neg, _, token, parent, level, child = heapq.heappop(heap)
+        tokens.append(token)
+        parents.append(parent)
+        probs.append(-neg)
+        if token not in stop_ids:
+            push(child, len(tokens) - 1, level, -neg)
+    return tuple(tokens), tuple(parents), tuple(probs)
