@@ -109,7 +109,7 @@ class NodeTable:
 
     def _hash_remove(self, node: int) -> None:
         """Take node out (before its parent or label change), shifting its cluster back."""
-        slots, par, lab = self._slots, self.parent, self.label
+        slots, par, lab, shift = self._slots, self.parent, self.label, self._shift
         mask = len(slots) - 1
         hole = self._home(par[node], lab[node])
         while slots[hole] != node:
@@ -120,7 +120,7 @@ class NodeTable:
             other = slots[at]
             if other == NIL:
                 break
-            home = self._home(par[other], lab[other])
+            home = (((par[other] << 32) | lab[other]) * _MIX & _WORD) >> shift  # _home, inlined
             if (at - home) & mask >= (at - hole) & mask:  # the hole lies on other's probe path
                 slots[hole] = other
                 hole = at

@@ -14,9 +14,13 @@ it cannot win. Every probability is at most 1, so a speculation scores at most i
 tokens: a chain at most min(limit, max_depth - m) (the trie holds nothing deeper), a tree at
 most min(limit, count * levels) (a level holds at most count nodes, count being the match's).
 Candidates are tried by decreasing bound. A candidate is also skipped when a longer match of
-the same trie with the same count was grown with the same (or, for a chain, a longer) reach:
-equal counts mean the two matches end at the same places in the text, so their continuations
-are the same and the shorter one's speculation is the same (or a prefix) and loses the tie.
+the same trie with the same count was grown before it: equal counts mean the two matches end
+at the same places in the text, so they have the same continuations (down to where the trie
+ends below the longer one), and the shorter match's speculation is a prefix of the longer
+one's, or empty like it, and loses the tie. It is a prefix when it reaches no deeper: a chain
+stops at the same tokens; a tree of the same reach is taken in the same order (the order does
+not depend on the limit), so one of a smaller limit is the first nodes of the other. Reach: the
+levels below the match a speculation can fill, its depth or fewer where the trie ends.
 
 Pure Python, no torch; tries are read through the small Trie and TrieNode protocols, which
 specviz.drafters.suffix_tree.SuffixTrie and specviz.drafters.suffix_store.SuffixStore follow.
@@ -24,10 +28,11 @@ specviz.drafters.suffix_tree.SuffixTrie and specviz.drafters.suffix_store.Suffix
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
 class TrieNode(Protocol):
@@ -75,10 +80,19 @@ Grown = tuple[tuple[int, ...], tuple[int, ...], tuple[float, ...]]
 
 
 Candidate = tuple[int, int, int, int, int, int]
-"""Growing from a match: (bound, trie, m, limit, depth, reach). The match of m tokens in trie
+"""Growing from a match: (bound, reach, trie, m, limit, depth). The match of m tokens in trie
 number `trie` grows at most limit tokens, no deeper than depth; reach: the levels it can fill
 (depth, or fewer where the trie ends); bound: at most this score before its count is known.
-Plain tuples, so that sorting them orders by bound, then latest first."""
+Plain tuples, so that sorting them orders by bound, then reach, then latest first."""
+
+
+class Grew(NamedTuple):
+    """A candidate grown: its match length, limit and reach, and whether it came up empty."""
+
+    m: int
+    limit: int
+    reach: int
+    empty: bool
 
 
 class Matches:
@@ -95,6 +109,7 @@ class Matches:
         self.trie, self.context = trie, context
         self.found: dict[int, TrieNode] = {}
         self.counts: dict[int, int] = {}
+        self.known: list[int] = []  # the lengths in counts, ascending
         low, high = 0, min(len(context), trie.max_depth - 1)
         while low < high:
             mid = (low + high + 1) // 2
@@ -108,8 +123,14 @@ class Matches:
         """Find the last m tokens (m >= 1); whether they occur."""
         node = self.trie.find(self.context[len(self.context) - m :])
         if node is not None:
-            self.found[m], self.counts[m] = node, node.count
+            self.found[m] = node
+            self._know(m, node.count)
         return node is not None
+
+    def _know(self, m: int, count: int) -> None:
+        """Record the count of the last m tokens."""
+        self.counts[m] = count
+        bisect.insort(self.known, m)
 
     def node(self, m: int) -> TrieNode:
         """The node of the last m tokens (1 <= m <= longest)."""
@@ -119,17 +140,14 @@ class Matches:
 
     def count(self, m: int) -> int:
         """How often the last m tokens occur (1 <= m <= longest)."""
-        counts = self.counts
+        counts, known = self.counts, self.known
         while m not in counts:
-            below, above = 0, self.longest  # the longest is known
-            for k in counts:
-                if below < k < m:
-                    below = k
-                elif m < k < above:
-                    above = k
+            at = bisect.bisect_left(known, m)  # known[at] > m: the longest is known
+            below, above = known[at - 1] if at else 0, known[at]
             if below and counts[below] == counts[above]:
-                return counts[above]
-            self._look((below + above) // 2 if below + 1 < m else m)
+                self._know(m, counts[above])
+            else:
+                self._look((below + above) // 2 if below + 1 < m else m)
         return counts[m]
 
 
@@ -154,9 +172,8 @@ def speculate(
     found = [Matches(trie, context) for trie in tries]
     plan = candidates(tries, [f.longest for f in found], max_tokens, factor, tree, max_depth)
     best, best_at = EMPTY, (-1, -1)
-    grown: list[tuple[Candidate, int]] = []  # (candidate, its match's count)
-    for cand in plan:
-        bound, t, m, limit, depth, reach = cand
+    grown: dict[tuple[int, int], list[Grew]] = {}  # by (trie, count of the match)
+    for bound, reach, t, m, limit, depth in plan:
         if best.tokens and not _beats(bound, (t, m), best.score, best_at):
             if bound < best.score:
                 break  # the rest are bounded lower still
@@ -164,12 +181,13 @@ def speculate(
         count = found[t].count(m)
         if tree and best.tokens and not _beats(count * reach, (t, m), best.score, best_at):
             continue
-        if any(_repeats(cand, count, before, seen, tree) for before, seen in grown):
+        same = grown.setdefault((t, count), [])
+        if any(_covers(before, m, limit, reach, tree) for before in same):
             continue
-        grown.append((cand, count))
         tokens, parents, probs = (best_tree if tree else best_path)(
             found[t].node(m), limit, depth, min_prob, vocab_size, stop_ids
         )
+        same.append(Grew(m, limit, reach, not tokens))
         score = sum(probs)
         if tokens and (not best.tokens or _beats(score, (t, m), best.score, best_at)):
             best_at = (t, m)
@@ -188,16 +206,19 @@ def candidates(
     max_depth: int | None,
 ) -> list[Candidate]:
     """Every (trie, m <= its longest match) allowing a token, by decreasing bound, then
-    latest first."""
+    reach (the likelier to score high first), then latest first."""
     out = []
+    cap = max_depth if tree and max_depth is not None else max_tokens
     for t, (trie, top) in enumerate(zip(tries, longest, strict=True)):
+        below = trie.max_depth
         for m in range(1, top + 1):
-            limit = min(max_tokens, int(m * factor + 1e-9))
+            limit = int(m * factor + 1e-9)
             if limit < 1:
                 continue
-            depth = limit if max_depth is None or not tree else min(limit, max_depth)
-            reach = min(depth, trie.max_depth - m)
-            out.append((limit if tree else reach, t, m, limit, depth, reach))
+            limit = limit if limit < max_tokens else max_tokens
+            depth = limit if limit < cap else cap
+            reach = depth if depth < below - m else below - m
+            out.append((limit if tree else reach, reach, t, m, limit, depth))
     return sorted(out, reverse=True)
 
 
@@ -206,16 +227,16 @@ def _beats(score: float, at: tuple[int, int], best: float, best_at: tuple[int, i
     return score > best or (score == best and at > best_at)
 
 
-def _repeats(cand: Candidate, count: int, before: Candidate, seen: int, tree: bool) -> bool:
-    """Whether cand (count occurrences) can only repeat, or fall short of, before's
-    speculation and lose the tie to it: a longer match of the same trie, equally frequent."""
-    _, trie, m, limit, _, reach = cand
-    _, trie_before, m_before, limit_before, _, reach_before = before
-    if trie_before != trie or m_before <= m or seen != count:
+def _covers(before: Grew, m: int, limit: int, reach: int, tree: bool) -> bool:
+    """Whether a match of m tokens, as frequent as before's (same trie), can only give
+    before's speculation or a prefix of it, and lose the tie to it."""
+    if before.m <= m:
         return False
+    if before.empty:
+        return True
     if tree:
-        return (limit_before, reach_before) == (limit, reach)
-    return reach_before >= reach
+        return before.reach == reach and before.limit >= limit
+    return before.reach >= reach
 
 
 def _step_keeps(prob: float, total: int, min_prob: float) -> Callable[[int], bool]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from specviz.drafters.suffix_nodes import NIL, ROOT, NodeTable
 from specviz.drafters.suffix_tree import DEFAULT_DEPTH
@@ -167,12 +167,16 @@ class SuffixStore:
     def find(self, pattern: Sequence[int]) -> Place | None:
         """Where pattern ends in the trie, or None when it does not occur."""
         nodes, depths, text = self.nodes, self.nodes.depth, self._text
+        first, labels = nodes.first, nodes.label
         pattern = list(pattern)
         node, done, n = ROOT, 0, len(pattern)
         while done < n:
-            node = nodes.child(node, pattern[done])
-            if node == NIL:
-                return None
+            child = first[node]  # the most frequent child first, as NodeTable.child does
+            if child == NIL or labels[child] != pattern[done]:
+                child = nodes.child(node, pattern[done])
+                if child == NIL:
+                    return None
+            node = child
             end = depths[node]
             end = end if end < n else n
             if end > done + 1:
@@ -219,18 +223,23 @@ class Place:
         """The first depth tokens of node's string (depth <= node's depth), seen count times."""
         self.store, self.node, self.depth, self.count = store, node, depth, count
 
-    def ranked(self, keep: Callable[[int], bool] | None = None) -> Iterator[tuple[int, Place]]:
+    def ranked(self, keep: Callable[[int], bool] | None = None) -> Iterable[tuple[int, Place]]:
         """Its one-token extensions by count, most frequent first (ties: smaller token first),
         stopping before the first whose count keep rejects (keep must be monotone)."""
         store, node, depth = self.store, self.node, self.depth
+        if depth < store.nodes.depth[node]:  # inside an edge: one way on, as frequent
+            if keep is not None and not keep(self.count):
+                return ()
+            return ((store.token(node, depth), Place(store, node, depth + 1, self.count)),)
+        return self._children(keep)
+
+    def _children(self, keep: Callable[[int], bool] | None) -> Iterator[tuple[int, Place]]:
+        """ranked() at a node: its children run by run, each run sorted by token."""
+        store, depth = self.store, self.depth + 1
         nodes = store.nodes
-        if depth < nodes.depth[node]:  # inside an edge: one way on
-            if keep is None or keep(self.count):
-                yield store.token(node, depth), Place(store, node, depth + 1, self.count)
-            return
         label = nodes.label
-        for count, members in nodes.runs(node):
+        for count, members in nodes.runs(self.node):
             if keep is not None and not keep(count):
                 return
             for token, child in sorted([(label[child], child) for child in members]):
-                yield token, Place(store, child, depth + 1, count)
+                yield token, Place(store, child, depth, count)

@@ -245,6 +245,22 @@ def test_speculate_on_repeated_templates_is_the_exhaustive_reference() -> None:
             assert speculate([store], context, **kw) == _oracle([reference], context, **kw)
 
 
+def test_equal_scores_go_to_the_longest_match_as_in_the_reference() -> None:
+    """A text seen once: every match has the same continuation, up to where the trie ends,
+    so many lengths tie and the longest of them must win."""
+    text = list(range(100, 124))  # 24 distinct tokens: the default depth
+    store, reference = SuffixStore(), SuffixTrie()
+    store.add(text)
+    reference.append(0, text)
+    common = {"min_prob": 0.1, "vocab_size": 200, "stop_ids": ()}
+    found = speculate([store], text[:20], max_tokens=8, factor=1.0, **common)
+    assert found.tokens == (120, 121, 122, 123) and found.match_len == 20
+    for k in range(1, 24):
+        for tree, factor, cap in ((False, 1.0, None), (False, 2.0, None), (True, 1.0, 4)):
+            kw = dict(common, max_tokens=8, factor=factor, tree=tree, max_depth=cap)
+            assert speculate([store], text[:k], **kw) == _oracle([reference], text[:k], **kw)
+
+
 # -- cost, eviction, bytes --------------------------------------------------------------------
 
 
