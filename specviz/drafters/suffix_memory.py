@@ -7,7 +7,8 @@ prompt too: prompt and output as one sequence). It holds at most max_tokens toke
 request past that budget forgets the oldest requests first, and a single request longer than
 the budget keeps only its last max_tokens tokens. Adding or forgetting n tokens costs at most
 n * max_depth trie node visits. The trie is a SuffixStore (specviz.drafters.suffix_store): flat
-arrays of a fixed number of slots per node, at most two nodes per token remembered.
+arrays of a fixed number of slots per node, at most two nodes per token remembered, so its
+bytes grow in proportion to the tokens it holds (nbytes() reports them).
 
 File format (JSON, UTF-8): {"format": "specviz-suffix-memory", "version": 1, "max_tokens": int,
 "max_depth": int, "prompts": bool, "requests": [[token id, ...], ...]}, requests oldest first;
@@ -26,7 +27,10 @@ from specviz.drafters.suffix_tree import DEFAULT_DEPTH
 
 FORMAT = "specviz-suffix-memory"
 VERSION = 1
-DEFAULT_BUDGET = 1 << 15  # tokens remembered (each costs up to max_depth trie nodes)
+# Tokens remembered by default. Each costs a bounded number of array slots, so the bytes stay
+# small at this size; what bounds it is loading: a file is rebuilt by adding every token again,
+# so a full memory loads in the time its tokens took to add, which should stay a short wait.
+DEFAULT_BUDGET = 1 << 18
 
 
 class SuffixMemory:
