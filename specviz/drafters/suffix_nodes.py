@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Iterator
 
 NIL = -1
 ROOT = 0
@@ -358,16 +357,3 @@ class NodeTable:
         self._replace(node, child)
         self._release_node(node)
         self._hash_add(child)
-
-    def runs(self, node: int) -> Iterator[tuple[int, list[int]]]:
-        """node's children as (count, members) runs, most frequent first; members unordered."""
-        child = self.first[node]
-        while child != NIL:
-            bucket = self.bucket[child]
-            tail = self.btail[bucket]
-            members = [child]
-            while child != tail:
-                child = self.next[child]
-                members.append(child)
-            yield self.bcount[bucket], members
-            child = self.next[tail]

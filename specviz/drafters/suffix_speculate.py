@@ -96,8 +96,9 @@ class Grew(NamedTuple):
 
 
 class Matches:
-    """A trie's matches of a context's suffixes: the longest (found by bisection, since a
-    suffix of an occurring string occurs too), and the others' nodes and counts on demand.
+    """A trie's matches of a context's suffixes: the longest (the longest possible tried
+    first, then found by bisection, since a suffix of an occurring string occurs too), and the
+    others' nodes and counts on demand.
 
     Counts do not grow with m (a longer match occurs only where its suffixes do), so where
     two lengths have the same count every length between them has it too; a count is
@@ -111,6 +112,9 @@ class Matches:
         self.counts: dict[int, int] = {}
         self.known: list[int] = []  # the lengths in counts, ascending
         low, high = 0, min(len(context), trie.max_depth - 1)
+        if high and self._look(high):  # text seen before often matches as far as it can
+            low = high
+        high -= 1
         while low < high:
             mid = (low + high + 1) // 2
             if self._look(mid):
@@ -171,28 +175,29 @@ def speculate(
     tries = list(tries)
     found = [Matches(trie, context) for trie in tries]
     plan = candidates(tries, [f.longest for f in found], max_tokens, factor, tree, max_depth)
-    best, best_at = EMPTY, (-1, -1)
+    best, best_score, best_at = EMPTY, -1.0, (-1, -1)  # any speculation beats none
     grown: dict[tuple[int, int], list[Grew]] = {}  # by (trie, count of the match)
     for bound, reach, t, m, limit, depth in plan:
-        if best.tokens and not _beats(bound, (t, m), best.score, best_at):
-            if bound < best.score:
-                break  # the rest are bounded lower still
-            continue
+        if bound < best_score:
+            break  # the rest are bounded lower still
+        if bound == best_score and (t, m) < best_at:
+            continue  # at best a tie, which the later candidate wins
         count = found[t].count(m)
-        if tree and best.tokens and not _beats(count * reach, (t, m), best.score, best_at):
+        if tree and not _beats(count * reach, (t, m), best_score, best_at):
             continue
         same = grown.setdefault((t, count), [])
-        if any(_covers(before, m, limit, reach, tree) for before in same):
+        if same and any(_covers(before, m, limit, reach, tree) for before in same):
             continue
         tokens, parents, probs = (best_tree if tree else best_path)(
             found[t].node(m), limit, depth, min_prob, vocab_size, stop_ids
         )
         same.append(Grew(m, limit, reach, not tokens))
         score = sum(probs)
-        if tokens and (not best.tokens or _beats(score, (t, m), best.score, best_at)):
-            best_at = (t, m)
-            best = Speculation(
-                tokens=tokens, parents=parents, probs=probs, score=score, match_len=m
+        if tokens and _beats(score, (t, m), best_score, best_at):
+            best, best_score, best_at = (
+                Speculation(tokens=tokens, parents=parents, probs=probs, score=score, match_len=m),
+                score,
+                (t, m),
             )
     return best
 

@@ -115,14 +115,17 @@ class SuffixStore:
     def _insert(self, at: int, length: int, pos: int) -> None:
         """Count the window _text[at : at + length], which starts at position pos."""
         nodes, text, base = self.nodes, self._text, self._base
-        depths, poss = nodes.depth, nodes.pos
+        depths, poss, first, labels = nodes.depth, nodes.pos, nodes.first, nodes.label
         nodes.bcount[ROOT] += 1
         node, done = ROOT, 0
         while done < length:
-            child = nodes.child(node, text[at + done])
+            token = text[at + done]
+            child = first[node]  # the most frequent child first, as NodeTable.child does
+            if child == NIL or labels[child] != token:
+                child = nodes.child(node, token)
             self.visits += 1
             if child == NIL:
-                nodes.add_child(node, text[at + done], length, pos)
+                nodes.add_child(node, token, length, pos)
                 return
             below = depths[child]
             end = below if below < length else length
@@ -144,11 +147,15 @@ class SuffixStore:
 
     def _remove(self, at: int, length: int) -> None:
         """Uncount the window _text[at : at + length] (counted before)."""
-        nodes, text, depths = self.nodes, self._text, self.nodes.depth
+        nodes, text = self.nodes, self._text
+        depths, first, labels = nodes.depth, nodes.first, nodes.label
         nodes.bcount[ROOT] -= 1
         node, done = ROOT, 0
         while done < length:
-            child = nodes.child(node, text[at + done])
+            token = text[at + done]
+            child = first[node]  # the most frequent child first, as NodeTable.child does
+            if labels[child] != token:  # the window was counted: node has children
+                child = nodes.child(node, token)
             self.visits += 1
             if nodes.count(child) == 1:  # a leaf: this window alone ends there
                 nodes.remove_leaf(child)
@@ -234,12 +241,30 @@ class Place:
         return self._children(keep)
 
     def _children(self, keep: Callable[[int], bool] | None) -> Iterator[tuple[int, Place]]:
-        """ranked() at a node: its children run by run, each run sorted by token."""
+        """ranked() at a node: its children run by run (a run: those of one count, most
+        frequent first, in no order within), each run sorted by token."""
         store, depth = self.store, self.depth + 1
         nodes = store.nodes
-        label = nodes.label
-        for count, members in nodes.runs(self.node):
+        label, following, bucket, bcount, btail = (
+            nodes.label,
+            nodes.next,
+            nodes.bucket,
+            nodes.bcount,
+            nodes.btail,
+        )
+        child = nodes.first[self.node]
+        while child != NIL:
+            run = bucket[child]
+            count, tail = bcount[run], btail[run]
             if keep is not None and not keep(count):
                 return
-            for token, child in sorted([(label[child], child) for child in members]):
-                yield token, Place(store, child, depth, count)
+            if child == tail:  # a run of one
+                yield label[child], Place(store, child, depth, count)
+            else:
+                members = [(label[child], child)]
+                while child != tail:
+                    child = following[child]
+                    members.append((label[child], child))
+                for token, member in sorted(members):
+                    yield token, Place(store, member, depth, count)
+            child = following[tail]
