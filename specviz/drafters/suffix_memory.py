@@ -34,7 +34,8 @@ DEFAULT_BUDGET = 1 << 18
 
 
 class SuffixMemory:
-    """Earlier requests' tokens (oldest first) and the suffix trie over them."""
+    """Earlier requests' tokens (oldest first) and the suffix trie over them (store, a
+    SuffixStore holding both)."""
 
     def __init__(
         self,

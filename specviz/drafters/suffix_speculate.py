@@ -87,7 +87,8 @@ Plain tuples, so that sorting them orders by bound, then reach, then latest firs
 
 
 class Grew(NamedTuple):
-    """A candidate grown: its match length, limit and reach, and whether it came up empty."""
+    """A candidate grown: its match length, limit and reach, and whether it came up empty (a
+    named tuple, like Candidate: a round records dozens)."""
 
     m: int
     limit: int
@@ -128,7 +129,8 @@ class Matches:
         node = self.trie.find(self.context[len(self.context) - m :])
         if node is not None:
             self.found[m] = node
-            self._know(m, node.count)
+            if m not in self.counts:
+                self._know(m, node.count)
         return node is not None
 
     def _know(self, m: int, count: int) -> None:
