@@ -1,8 +1,9 @@
 """Suffix decoding (SuffixDecoding, arXiv 2411.04975): draft from memory, no model.
 
-Two suffix tries (specviz.drafters.suffix_tree) propose: the request's own, over its prompt and
+Two suffix tries propose: the request's own (specviz.drafters.suffix_tree), over its prompt and
 the tokens committed so far (updated as they commit), and a SuffixMemory over earlier
-requests, which the caller owns and may share between drafters, save and load. Each round the
+requests (a compact specviz.drafters.suffix_store), which the caller owns and may share
+between drafters, save and load; specviz.drafters.suffix_speculate reads both. Each round the
 drafter matches the last tokens of the text in both, follows the most frequent continuations,
 and keeps the speculation with the best score; a match of m tokens allows at most factor * m
 draft tokens, and a token is kept while its path's frequency is at least min_prob.
@@ -34,7 +35,8 @@ from specviz.core.drafter import Draft
 from specviz.core.events import SuffixLookup
 from specviz.drafters.suffix_explain import Looked, lookup_event
 from specviz.drafters.suffix_memory import SuffixMemory
-from specviz.drafters.suffix_tree import Speculation, SuffixTrie, speculate
+from specviz.drafters.suffix_speculate import Speculation, Trie, speculate
+from specviz.drafters.suffix_tree import SuffixTrie
 from specviz.tree.proposal import TokenTree
 
 
@@ -123,14 +125,12 @@ class SuffixTries:
         """The best speculation after ids from the memory and the request's own trie."""
         self.catch_up(ids)
         bounds = Bounds(max_tokens=max_tokens, stop_ids=stop_ids, tree=tree, max_depth=max_depth)
-        found = self._speculate((self.memory.trie, self.local), ids, bounds)  # own wins ties
+        found = self._speculate((self.memory.store, self.local), ids, bounds)  # own wins ties
         if self.explain:
             self.last = self._looked(ids, found, bounds)
         return found
 
-    def _speculate(
-        self, tries: Iterable[SuffixTrie], ids: Sequence[int], bounds: Bounds
-    ) -> Speculation:
+    def _speculate(self, tries: Iterable[Trie], ids: Sequence[int], bounds: Bounds) -> Speculation:
         """speculate over tries with this drafter's config, within bounds."""
         return speculate(
             tries,

@@ -1,7 +1,7 @@
 """Suffix decoding where memory is sure of itself, the draft model elsewhere.
 
 Each round the suffix drafter scores its best speculation (the sum of its tokens' path
-frequencies, specviz.drafters.suffix_tree); at min_score or above its one-hot chain is
+frequencies, specviz.drafters.suffix_speculate); at min_score or above its one-hot chain is
 proposed, free, and below it the draft model drafts as usual, its q the law its tokens were
 drawn from. The choice depends only on the committed text and the memory, never on a random
 draw, so the verifier keeps the output law exact. The draft model's cache falls behind during

@@ -22,7 +22,7 @@ import torch
 
 from specviz.core.drafter import Draft
 from specviz.drafters.suffix import SuffixDrafter, TreeSuffixDrafter
-from specviz.drafters.suffix_tree import Speculation
+from specviz.drafters.suffix_speculate import Speculation
 from specviz.tree.proposal import TokenTree
 
 
