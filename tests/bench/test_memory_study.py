@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
-from specviz.bench import headline
 from specviz.bench.markdown import render, resummarized
 from specviz.bench.schema import validate
 from specviz.bench.sweeps.memory import render_memory, step_curves
 from specviz.cli import main
+from tools.report.documents import MEMORY_REPORT, marked_tables, refreshed
+from tools.report.saved import RESULTS_DIR, Saved
+from tools.report.sections import memory, memory_figure
 
 from ..conftest import PairFactory, save_pair
 
@@ -48,7 +50,6 @@ def test_the_study_runs_requests_in_order_with_one_memory_each(
     tokenizer: Any,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     drafters = "suffix,tree-suffix,ngram,suffix+model"
     result = _run(tmp_path, pair, tokenizer, "--drafters", drafters, "--suffix-gamma", "6")
@@ -76,12 +77,12 @@ def test_the_study_runs_requests_in_order_with_one_memory_each(
     assert all([s for s, _ in points] == [0, 1, 2] for points in curves.values())
     results = tmp_path / "results"  # the report's table and figure from the saved part
     results.mkdir()
-    monkeypatch.setattr(headline, "RESULTS_DIR", results)
-    assert "not measured yet" in "\n".join(headline.memory())
+    assert "not measured yet" in "\n".join(memory(Saved(results)))
+    assert memory_figure(Saved(results)) is None and not list(results.iterdir())
     (results / "memory.json").write_text((tmp_path / "b.json").read_text())
-    assert table in "\n".join(headline.memory())
-    figure = headline.memory_figure()
-    assert figure is not None and figure.read_bytes().startswith(b"\x89PNG")
+    assert table in "\n".join(memory(Saved(results)))
+    figure = memory_figure(Saved(results))
+    assert figure == results / "memory-steps.png" and figure.read_bytes().startswith(b"\x89PNG")
 
 
 def test_the_study_defaults_to_the_agent_workloads_and_suffix_drafters() -> None:
@@ -111,6 +112,6 @@ def test_bad_flags_are_refused_before_any_model_loads(
 
 
 def test_the_memory_page_shows_what_the_saved_results_render_to() -> None:
-    text = headline.MEMORY_REPORT.read_text(encoding="utf-8")
-    assert "memory" in dict(headline.marked_tables(text))
-    assert headline.refreshed(text) == text
+    text = MEMORY_REPORT.read_text(encoding="utf-8")
+    assert "memory" in dict(marked_tables(text))
+    assert refreshed(text, Saved(RESULTS_DIR)) == text
