@@ -73,7 +73,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "The first word picks the study: speedup (the default), trees (the tree drafters' "
         "node-budget sweep; alias --tree-sweep), batch (plain and speculative decoding of the "
         "same requests at each batch size; alias --batch-sizes), levers (speculation beside "
-        "lower precision and the small model; alias --levers), endpoint (a served model; alias "
+        "lower precision and the small model; alias --levers), memory (drafting from memory on "
+        "the agent workloads, run in order), endpoint (a served model; alias "
         "--endpoint URL), replay (γ policies replayed on recorded target passes: `specviz bench "
         "replay --help`).",
         formatter_class=HelpFormatter,
