@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from specviz.core.checks import check_pair, vocab_size
+from specviz.checks import check_pair, vocab_size
 from specviz.core.config import SamplingConfig
 from specviz.drafters.options import DefaultConfig as DefaultConfig
 from specviz.drafters.options import DrafterOptions as DrafterOptions
