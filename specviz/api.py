@@ -10,9 +10,9 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from specviz.checks import check_prompt, check_token_ids, vocab_size
 from specviz.core.acceptance import EXACT, AcceptanceRule
 from specviz.core.cache import CachedForward, KVCache
-from specviz.core.checks import check_prompt, check_token_ids, vocab_size
 from specviz.core.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
 from specviz.core.decoding import SpeculativeDecoder, autoregressive_events
 from specviz.core.drafter import Drafter, SharesTargetCache

@@ -8,21 +8,24 @@ from pathlib import Path
 import pytest
 
 from specviz.app.views.form import PRESETS
-from specviz.bench.headline import Pick, load
 from specviz.cli import apply_defaults, build_parser, main
 from specviz.drafters.registry import DEFAULT_CONFIG, REGISTRY
+from tools.report.headline import Pick
+from tools.report.saved import RESULTS_DIR, Saved
 
 
 def test_default_is_the_reports_fastest_exact_setting_for_code() -> None:
+    saved = Saved(RESULTS_DIR)
     pick = Pick("code", 0.0)  # the README headline's first row
-    setting = pick.row()["setting"]
+    setting = pick.row(saved)["setting"]
     assert setting["drafter"] == DEFAULT_CONFIG.drafter
     assert setting["gamma"] == DEFAULT_CONFIG.gamma
     assert setting["policy"] == DEFAULT_CONFIG.policy
     assert setting["temperature"] == DEFAULT_CONFIG.temperature
-    forward = load(pick.part)["meta"].get("target_forward", "transformers")
+    forward = saved.load(pick.part(saved))["meta"].get("target_forward", "transformers")
     assert forward.split()[0] == DEFAULT_CONFIG.forward
-    assert load("batch-sweep")["batch_sweep"]["plan"]["drafters"] == [DEFAULT_CONFIG.batch_drafter]
+    plan = saved.load("batch-sweep")["batch_sweep"]["plan"]
+    assert plan["drafters"] == [DEFAULT_CONFIG.batch_drafter]
 
 
 def _defaults(*flags: str) -> dict[str, object]:

@@ -8,18 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from specviz.bench.headline import (
-    DOCUMENTS,
-    TABLES,
-    main,
-    marked_tables,
-    parts_in_order,
-    refreshed,
-    render_table,
-)
-from specviz.bench.saved import RESULTS_DIR, saved_results
+from specviz.bench.saved import saved_results
+from tools.report.documents import DOCUMENTS, main, marked_tables, refreshed
+from tools.report.saved import RESULTS_DIR, Saved
+from tools.report.tables import TABLES
+from tools.report.tables import render_table as render
 
 ROOT = Path(__file__).resolve().parents[1]
+SAVED = Saved(RESULTS_DIR)
 README, RESULTS = ROOT / "README.md", ROOT / "benchmarks" / "RESULTS.md"
 PAGES = [README, RESULTS, *sorted((ROOT / "docs").glob("*.md"))]
 
@@ -36,6 +32,11 @@ SETUP_TESTS = (
 
 def _text(path: Path) -> str:
     return path.read_text(encoding="utf-8")
+
+
+def render_table(name: str) -> str:
+    """The named table rendered from the repository's saved results."""
+    return render(name, SAVED)
 
 
 def _without_code(text: str) -> str:
@@ -59,7 +60,7 @@ def test_each_marked_table_is_what_the_saved_json_renders_to(path: Path) -> None
     assert tables, f"{path.name} has no marked table"
     for name, body in tables:
         assert body == render_table(name), f"{path.name}: table {name!r} is stale"
-    assert refreshed(_text(path)) == _text(path)
+    assert refreshed(_text(path), SAVED) == _text(path)
 
 
 @pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: p.name)
@@ -89,8 +90,8 @@ def test_every_figure_in_the_prose_is_one_a_rendered_table_shows(path: Path) -> 
 
 
 def test_every_saved_result_is_among_the_parts_and_in_tables_md() -> None:
-    saved = {Path(p).stem for p in saved_results()}
-    assert set(parts_in_order()) == saved
+    saved = {Path(p).stem for p in saved_results(RESULTS_DIR)}
+    assert set(SAVED.parts_in_order()) == saved
     parts = render_table("parts")
     assert all(f"| {name} |" in parts for name in saved)
 
@@ -156,4 +157,29 @@ def test_every_renderer_gives_a_markdown_table() -> None:
 
 def test_results_dir_holds_the_saved_json() -> None:
     assert RESULTS_DIR == ROOT / "benchmarks" / "results"
-    assert saved_results()
+    assert saved_results(RESULTS_DIR)
+
+
+def test_the_report_refuses_a_folder_without_results_and_a_missing_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["--check", "--results", str(tmp_path)])
+    assert "no tables.md there" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--check", str(tmp_path / "missing.md")])
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_nothing_in_the_package_finds_the_repository_by_its_own_path() -> None:
+    """A path built from a module's own file (its .parent hops or .parents[k]) stays inside the
+    installed package: an installed wheel has no repository around it."""
+    up = re.compile(r"__file__\)(?:\.resolve\(\))?(?:(?:\.parent\b)+|\.parents\[(\d+)\])")
+    escaping = []
+    for path in (ROOT / "specviz").rglob("*.py"):
+        inside = len(path.relative_to(ROOT).parts) - 1  # hops up that stay in specviz/
+        for m in up.finditer(_text(path)):
+            hops = int(m[1]) + 1 if m[1] else m[0].count(".parent")
+            if hops > inside:
+                escaping.append(f"{path.relative_to(ROOT)}: {m[0]}")
+    assert not escaping, f"paths that leave the package: {escaping}"

@@ -20,13 +20,13 @@ warnings.filterwarnings("ignore", message="IProgress not found")
 
 import json
 import time
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
 from transformers.utils import logging as hf_logging
 
 from specviz.api import autoregressive_generate, speculative_generate
-from specviz.bench.saved import RESULTS_DIR
 from specviz.bench.sweeps.levers import lever_rows
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.models.chat import prompt_ids
@@ -178,7 +178,8 @@ print("speculation on bf16 == bf16 alone:", speculative(bf16) == bf16_greedy)
 # its mean TV: up and to the left is better.
 
 # %%
-saved = json.loads((RESULTS_DIR / "levers.json").read_text(encoding="utf-8"))
+RESULTS = Path("..", "benchmarks", "results")  # the saved bench results (cwd: tutorials/)
+saved = json.loads((RESULTS / "levers.json").read_text(encoding="utf-8"))
 rows = [r for r in lever_rows(saved["levers"], saved["meta"]["price_per_hour"])]
 overall = [r for r in rows if r["workload"] == rows[-1]["workload"]]
 colours = {"target": "#999999", "hf": "#009E73", "draft": "#E69F00", "spec": "#0072B2"}

@@ -9,6 +9,7 @@ from specviz.app.views.form import Settings
 from specviz.core.drafter import Drafter
 from specviz.drafters.early_exit import adapter_path
 from specviz.drafters.registry import HEAD_DRAFTERS, build_drafter
+from specviz.drafters.suffix_memory import SuffixMemory
 from specviz.heads.lookup import head_forward
 from specviz.models.loading import ModelPair
 from specviz.tree.drafter import TreeDrafter
@@ -17,12 +18,19 @@ from specviz.tree.verify import EXACT_TREE, TYPICAL, TreeRule
 TREE_RULES = {rule.name: rule for rule in (EXACT_TREE, TYPICAL)}  # form's TREE_RULE_CHOICES
 
 
-def make_drafter(s: Settings, pair: ModelPair, heads: str | None = None) -> Drafter | TreeDrafter:
+def make_drafter(
+    s: Settings,
+    pair: ModelPair,
+    heads: str | None = None,
+    memory: SuffixMemory | None = None,
+) -> Drafter | TreeDrafter:
     """The drafter the settings name, built by the registry with the settings' options (a tree
     drafter for the tree drafters; a drafting head with the weights in heads, None: the shipped
-    ones). A head verifies through transformers' forward of the target, the one the app's
-    plain decoding runs on, so that the race compares the two on the same forward."""
-    options = s.options(heads)
+    ones; a suffix drafter reading and feeding memory, None: a fresh one). It explains its
+    rounds where it can (DrafterOptions.explain), for the round detail panel. A head verifies
+    through transformers' forward of the target, the one the app's plain decoding runs on, so
+    that the race compares the two on the same forward."""
+    options = replace(s.options(heads), memory=memory, explain=True)
     if s.drafter in HEAD_DRAFTERS:
         options = replace(options, make_cache=head_forward(lean_target=False))
     return build_drafter(

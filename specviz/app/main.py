@@ -43,10 +43,14 @@ class SpecVizApp:
         draft: str = BUNDLED,
         dtype: str = "float32",
         heads: str | None = None,
+        results_dir: str | Path = results.DEFAULT_RESULTS,
     ) -> None:
         """An app whose form starts at target, draft and dtype; heads: the folder of the drafting
-        heads' weights (eagle.safetensors, medusa.safetensors; None: the shipped ones)."""
+        heads' weights (eagle.safetensors, medusa.safetensors; None: the shipped ones); results_dir:
+        the folder of saved `specviz bench` results its Benchmark results tab lists (relative
+        to the current folder; none listed when it does not exist)."""
         self.defaults = {"target": target, "draft": draft, "dtype": dtype}
+        self.results_dir = Path(results_dir).resolve()
         self.session = Session(heads)
         self.export_dir = Path(tempfile.mkdtemp(prefix="specviz-app-"))
         self.form = Form(self.session, self.defaults, examples())  # one prompt per workload
@@ -79,13 +83,13 @@ class SpecVizApp:
                 with gr.Column(scale=1, min_width=320):
                     c = self.form.build()
                 with gr.Column(scale=3):
-                    d = decode_panels.build()
+                    d = decode_panels.build(self.decode.memory_line)
                     with gr.Tab("Batch", elem_id="sv-batch-tab"):
                         b = self.batch.build(default_drafter(self.defaults["draft"]))
                     with gr.Tab("Equivalence lab", elem_id="sv-lab-tab"):
                         lab = self.lab.build()
                     with gr.Tab("Benchmark results", elem_id="sv-bench-tab") as bench_tab:
-                        r = results.build(bench_tab)
+                        r = results.build(bench_tab, self.results_dir)
             form = [c[name] for name in FIELDS]  # in FIELDS order, as every callback takes them
             self.form.wire(c, d.status, work)
             self.decode.wire(d, form, work)
@@ -131,13 +135,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the drafting heads' weights (eagle.safetensors, medusa.safetensors) trained for "
         "the target (default: the ones shipped for the bundled target)",
     )
+    parser.add_argument(
+        "--results",
+        metavar="DIR",
+        help="the folder of saved `specviz bench` results the Benchmark results tab lists "
+        f"(default: {results.DEFAULT_RESULTS} under the current folder, when it exists)",
+    )
     add_threads_argument(parser)
     args = parser.parse_args(argv)
     if args.heads is not None and not Path(args.heads).is_dir():
         parser.error(f"--heads {args.heads}: no such folder")
+    if args.results is not None and not Path(args.results).is_dir():
+        parser.error(f"--results {args.results}: no such folder")
     set_threads(args.threads)  # once, for the whole process (specviz.runtime)
     log_to_terminal()
-    app = SpecVizApp(args.target, args.draft, args.dtype, heads=args.heads)
+    folder = results.DEFAULT_RESULTS if args.results is None else args.results
+    app = SpecVizApp(args.target, args.draft, args.dtype, heads=args.heads, results_dir=folder)
     app.launch(app.build(), args.host, args.port)
     return 0
 

@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 import gradio as gr
 
+from specviz.drafters.suffix_memory import SuffixMemory
 from specviz.models.loading import ModelPair, load_pair, parse_dtype
 
 log = logging.getLogger("specviz.app")
@@ -157,15 +158,24 @@ class Loading:
 
 
 class Session:
-    """One app's model-side state: its pair cache, the drafting heads' folder and the decode slot.
+    """One app's model-side state: its pair cache, the drafting heads' folder, the decode slot
+    and the suffix drafters' memory of the app's earlier requests.
 
-    Every request that decodes goes through decode (or check, which only loads)."""
+    Every request that decodes goes through decode (or check, which only loads). The memory
+    persists from one decode to the next until clear_memory: every suffix drafter the app
+    builds reads it, and a decode run to its end adds its request to it."""
 
     def __init__(self, heads: str | None = None) -> None:
         """heads: the folder of the drafting heads' weights (None: the shipped ones)."""
         self.heads = heads
         self.pairs = PairCache()
         self.decoding = threading.Lock()  # the one decode slot (turn() waits for it)
+        self.memory = SuffixMemory()
+
+    def clear_memory(self) -> None:
+        """Forget every remembered request: the next decode starts from an empty memory (one
+        running now feeds the memory it started with, which is dropped)."""
+        self.memory = SuffixMemory()
 
     def pair(self, s: PairSpec, progress: gr.Progress = NO_PROGRESS) -> ModelPair:
         """The model pair s names, loaded here (load messages shown as progress)."""

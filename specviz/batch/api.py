@@ -16,8 +16,8 @@ from typing import Any
 from specviz.api import GenerationResult, collect, encode, stop_ids
 from specviz.batch.decoding import BatchSpeculativeDecoder, batch_autoregressive_events
 from specviz.batch.drafters import BatchDrafter, build_batch_drafter
+from specviz.checks import check_pair, check_prompt, check_token_ids, vocab_size
 from specviz.core.acceptance import EXACT, AcceptanceRule
-from specviz.core.checks import check_pair, check_prompt, check_token_ids, vocab_size
 from specviz.core.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
 from specviz.core.events import Event, Finished
 

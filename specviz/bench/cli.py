@@ -24,7 +24,7 @@ from specviz.bench.sweep import Context, Sweep
 from specviz.bench.sweeps import studies
 from specviz.bench.sweeps.endpoint import endpoint_meta
 from specviz.bench.sweeps.speedup import check, ints, summary_line
-from specviz.bench.workloads import WORKLOADS, Request, load_requests
+from specviz.bench.workloads import AGENT_WORKLOADS, WORKLOADS, Request, load_requests
 from specviz.console import progress_bar, say
 from specviz.drafters.registry import HEAD_DRAFTERS
 from specviz.drafters.trimmed import load_head_tokens
@@ -80,9 +80,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "The first word picks the study: speedup (the default), trees (the tree drafters' "
         "node-budget sweep; alias --tree-sweep), batch (plain and speculative decoding of the "
         "same requests at each batch size; alias --batch-sizes), levers (speculation beside "
-        "lower precision and the small model; alias --levers), cross (a draft with another "
-        "tokenizer: the cross-tokenizer drafters against transformers; alias --cross), endpoint "
-        "(a served model; alias "
+        "lower precision and the small model; alias --levers), memory (drafting from memory on "
+        "the agent workloads, run in order), cross (a draft with another tokenizer: the "
+        "cross-tokenizer drafters against transformers; alias --cross), endpoint (a served "
+        "model; alias "
         "--endpoint URL), replay (γ policies replayed on recorded target passes: `specviz bench "
         "replay --help`).",
         formatter_class=HelpFormatter,
@@ -96,7 +97,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         action="append",
         help=f"draft: {MODEL_SPEC_HELP}; repeat to compare drafts (default: {BUNDLED})",
     )
-    b.add_argument("--workloads", default="code", help=f"comma list of {WORKLOADS} or JSONL paths")
+    b.add_argument(
+        "--workloads",
+        default=None,
+        help=f"comma list of {(*WORKLOADS, *AGENT_WORKLOADS)} or JSONL paths (default: code; "
+        "the memory study's: the agent workloads)",
+    )
     b.add_argument(
         "--raw",
         action="store_true",
@@ -187,7 +193,8 @@ def study_of(args: argparse.Namespace) -> Sweep:
 
 def _requests(args: argparse.Namespace) -> list[Request]:
     """--workloads' requests, the first --limit of each."""
-    return [r for w in args.workloads.split(",") for r in _limit(load_requests(w), args.limit)]
+    names = (args.workloads or "code").split(",")
+    return [r for w in names for r in _limit(load_requests(w), args.limit)]
 
 
 def run_endpoint_bench(args: argparse.Namespace, study: Sweep) -> int:

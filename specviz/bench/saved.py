@@ -13,11 +13,9 @@ from specviz.bench.report import Empty, Look, figures, html_report, plain_empty,
 from specviz.bench.runner import Record
 from specviz.bench.schema import batch_steps, read_result
 
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 
-
-def saved_results(folder: Path = RESULTS_DIR) -> list[str]:
-    """The JSON results in folder (the repo's benchmarks/results by default), sorted."""
+def saved_results(folder: Path) -> list[str]:
+    """The paths of the JSON files in folder, sorted (none when folder is not a folder)."""
     return sorted(str(p) for p in folder.glob("*.json")) if folder.is_dir() else []
 
 

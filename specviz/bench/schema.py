@@ -22,9 +22,11 @@ Versions (1 and 2 carry no "schema" key and are told apart by their records):
    --step-batch-sizes: the plain decode step timings, batch_step_seconds in each draft); and a
    "levers" section, null unless `--levers` ran the levers sweep (specviz.bench.lever_sweep),
    absent from files written before it; an "endpoint" section, null unless `--endpoint`
-   benchmarked a server (specviz.endpoint.sweep), absent from files written before it; and a
-   "cross" section, null unless `specviz bench cross` ran the cross-tokenizer study
-   (specviz.bench.sweeps.cross), absent from files written before it.
+   benchmarked a server (specviz.endpoint.sweep), absent from files written before it; a
+   "memory" section, null unless `specviz bench memory` ran (specviz.bench.sweeps.memory),
+   absent from files written before it; and a "cross" section, null unless `specviz bench
+   cross` ran the cross-tokenizer study (specviz.bench.sweeps.cross), absent from files
+   written before it.
 
 migrate() brings any of them to the current version and checks the result. What an older
 file did not record stays unknown: 0.0 and [] in a record's decode-phase split, and no cpu,
@@ -356,6 +358,29 @@ def endpoint_problems(section: object) -> list[str]:
     return out
 
 
+MEMORY_PARTS = {"plan": dict, "rows": list, "sizes": list}
+MEMORY_ROW: tuple[str, ...] = ("workload", "request", "task", "step", "drafter", "rep")
+MEMORY_ROW += ("temperature", "tokens", "rounds", "accepted", "verified", "latency")
+MEMORY_ROW += ("plain_latency", "draft_seconds", "step_seconds", "identical")
+MEMORY_SIZE: tuple[str, ...] = ("workload", "drafter", "rep", "tokens", "bytes_per_token")
+MEMORY_SIZE += ("update_seconds_per_token",)
+
+
+def memory_problems(section: object) -> list[str]:
+    """What is wrong with a result's memory section ([] for none, or a whole one)."""
+    if section is None or not _is_section(section, MEMORY_PARTS):
+        return [] if section is None else [_not_a_section("memory", MEMORY_PARTS)]
+    out = []
+    for part, keys in (("rows", MEMORY_ROW), ("sizes", MEMORY_SIZE)):
+        rows = section[part]
+        bad = next(
+            (i for i, r in enumerate(rows) if not isinstance(r, dict) or set(keys) - set(r)), None
+        )
+        if bad is not None:
+            out.append(f"memory's {part} {bad} lacks some of {', '.join(keys)}")
+    return out
+
+
 CROSS_PARTS = {"plan": dict, "runs": list, "baselines": list}
 CROSS_RUN: tuple[str, ...] = ("request", "category", "temperature", "rep", "drafter", "gamma")
 CROSS_RUN += ("tokens", "alpha", "tokens_per_pass", "c", "speedup_plain", "speedup_generate")
@@ -384,6 +409,7 @@ SECTIONS: dict[str, Callable[[object], list[str]]] = {  # each study's section, 
     "batch_sweep": batch_sweep_problems,
     "levers": levers_problems,
     "endpoint": endpoint_problems,
+    "memory": memory_problems,
     "cross": cross_problems,
 }
 

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from specviz.core.checks import check_prompt, check_token_ids, vocab_size
+from specviz.checks import check_prompt, check_token_ids, vocab_size
 from specviz.models.chat import PromptFormat, prompt_ids
 
 WORKLOADS = ("code", "json", "repeat", "prose")

@@ -12,7 +12,7 @@ from torch import Tensor
 from specviz.core.acceptance import EXACT, AcceptanceRule, Verdict, verify
 from specviz.core.cache import CachedForward, KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
-from specviz.core.drafter import Draft, Drafter, SharesTargetCache
+from specviz.core.drafter import Draft, Drafter, ExplainsRounds, SharesTargetCache
 from specviz.core.events import (
     Accepted,
     Bonus,
@@ -120,6 +120,7 @@ class SpeculativeDecoder:
         self.prompt_len = len(prompt_ids)
         self.target_cache = target_cache(target, drafter, make_cache)
         self.generator = make_generator(sampling, self.device)
+        self.explains = drafter if isinstance(drafter, ExplainsRounds) else None
 
     def events(self) -> Iterator[Event]:
         """Run to EOS or max_new_tokens, yielding every event as it happens."""
@@ -162,6 +163,8 @@ class SpeculativeDecoder:
         p_target = self._score(draft.tokens)  # (k+1, V)
         t2 = clock(self.device)
         first = self.new_tokens
+        if self.explains is not None and gamma > 0:
+            yield from explained(self.explains, round_index)
         for i, token in enumerate(draft.tokens.tolist()):
             q_x = float(draft.q_draft[i, token])
             yield Proposed(
@@ -211,6 +214,12 @@ class SpeculativeDecoder:
         """Apply the acceptance rule to this round's drafts."""
         q_draft, tokens = draft.q_draft.to(p_target), draft.tokens.to(self.device)
         return verify(p_target, q_draft, tokens, self.generator, self.rule)
+
+
+def explained(drafter: ExplainsRounds, round_index: int) -> list[Event]:
+    """The drafter's account of the proposal it just made, if it gives one (none or one event)."""
+    detail = drafter.explain(round_index)
+    return [] if detail is None else [detail]
 
 
 def verdict_events(

@@ -1,4 +1,5 @@
-"""The drafter protocol: what the verifier needs from any drafter, and the Draft it returns."""
+"""The drafter protocol: what the verifier needs from any drafter, and the Draft it returns;
+what a drafter that can explain its rounds offers besides (ExplainsRounds)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 from torch import Tensor
 
 from specviz.core.cache import CachedForward
+from specviz.core.events import DrafterRound
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,6 +41,17 @@ class Drafter(Protocol):
 
     def rollback(self, committed: int) -> None:
         """Forget everything past the first `committed` tokens of the sequence."""
+
+
+@runtime_checkable
+class ExplainsRounds(Protocol):
+    """A drafter that can say how it drafted (the suffix and cross-tokenizer drafters, built
+    with DrafterOptions.explain): the decoders emit what explain returns right after each
+    proposal, before the proposal's own events."""
+
+    def explain(self, round_index: int) -> DrafterRound | None:
+        """How the proposal just made was drafted, as the event of round round_index; None when
+        the drafter records nothing (built without explain)."""
 
 
 @runtime_checkable

@@ -165,6 +165,65 @@ class RoundSummary(_Row):
 
 
 @dataclass(frozen=True, kw_only=True)
+class SuffixLookup(_Row):
+    """How a suffix drafter (specviz.drafters.suffix) drafted a round, emitted before its proposal.
+
+    context: the matched tokens, the last len(context) committed ones (empty: nothing matched);
+    source: where they matched, "memory" (earlier requests) or "request" (this request's own
+    prompt and output), "" when nothing matched; total: how often context occurs there;
+    candidates: its most frequent continuations there, (token, count), most frequent first
+    (the top few only, and an occurrence at the very end of a text has none, so the counts
+    may add up to less than total). tokens, parents, probs and score: the speculation grown
+    from the match (parents[i] < i, -1 = a continuation of the context itself; probs[i]: the
+    frequency of the path to node i; score: their sum, the expected accepted tokens were the
+    frequencies the target's law). drafted_by: "suffix", or "model" when a suffix-then-model
+    drafter left the round to its draft model because score < min_score (the proposal that
+    follows is then the draft model's); min_score: that threshold (None: no draft model).
+    """
+
+    kind: ClassVar[str] = "suffix_lookup"
+    round: int
+    source: str
+    context: tuple[int, ...]
+    total: int
+    candidates: tuple[tuple[int, int], ...]
+    tokens: tuple[int, ...]
+    parents: tuple[int, ...]
+    probs: tuple[float, ...]
+    score: float
+    drafted_by: str = "suffix"
+    min_score: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CrossTranslation(_Row):
+    """How a cross-tokenizer drafter (specviz.drafters.cross_text, cross_tli) drafted a round,
+    emitted before its proposal: the draft's tokens, their text, and that text in the target's
+    tokens.
+
+    draft_tokens: the ids the draft wrote, in its own vocabulary; draft_texts: each one's text
+    (decoded alone); text: the text they add after the committed text; target_tokens: that text
+    in the target's tokens (then the target's end-of-sequence token when the draft ended its
+    text); stable: how many of target_tokens come first and stay the same whatever the draft
+    writes next (the string-level drafter proposes no others: its last token may still merge
+    with text to come); proposed: how many of them were proposed (cut to gamma, and after a
+    stop token), the first `proposed`.
+    """
+
+    kind: ClassVar[str] = "cross_translation"
+    round: int
+    draft_tokens: tuple[int, ...]
+    draft_texts: tuple[str, ...]
+    text: str
+    target_tokens: tuple[int, ...]
+    stable: int
+    proposed: int
+
+
+DrafterRound = SuffixLookup | CrossTranslation  # what a drafter says of its last proposal
+
+
+@dataclass(frozen=True, kw_only=True)
 class Finished(_Row):
     """Decoding stopped: reason is 'eos' or 'max_new_tokens'."""
 
@@ -186,10 +245,12 @@ Event = (
     | Sampled
     | RoundSummary
     | Finished
+    | SuffixLookup
+    | CrossTranslation
 )
 EMITTING = (Accepted, Resampled, Bonus, Sampled)  # each emitted token comes from one of these
 _ALL: tuple[type[Any], ...] = (Prefill, Proposed, TreeProposed, TreeVerified, Accepted, Rejected)
-_ALL += (Resampled, Bonus, Sampled, RoundSummary, Finished)
+_ALL += (Resampled, Bonus, Sampled, RoundSummary, Finished, SuffixLookup, CrossTranslation)
 _KINDS: dict[str, type[Any]] = {cls.kind: cls for cls in _ALL}
 
 

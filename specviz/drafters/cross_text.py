@@ -22,15 +22,31 @@ the draft's whole law instead.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from specviz.core.cache import CachedForward, KVCache
 from specviz.core.drafter import Draft
+from specviz.core.events import CrossTranslation
 from specviz.drafters.cross_vocab import CrossTokenizers, SyncedCache, common_prefix
 
 DRAFT_TOKENS_PER_TARGET = 4  # the draft writes at most this many tokens per target token asked
+
+
+@dataclass(frozen=True, kw_only=True)
+class Written:
+    """One round's writing: the committed text, its draft ids (context), the draft ids written
+    after them, whether the draft ended its text, how many target tokens were stable and how
+    many of those were proposed."""
+
+    text: str
+    context: list[int]
+    written: list[int]
+    ended: bool
+    stable: int
+    proposed: int
 
 
 class CrossTextDrafter:
@@ -41,11 +57,13 @@ class CrossTextDrafter:
         model: Any,
         pair: CrossTokenizers,
         make_cache: Callable[[Any], CachedForward] = KVCache,
+        explain: bool = False,
     ) -> None:
         """model: the draft (a causal LM over pair.draft's ids); pair: the checked tokenizers
-        (specviz.drafters.cross_vocab.cross_tokenizers); make_cache: the draft's cached forward.
-        """
-        self.pair = pair
+        (specviz.drafters.cross_vocab.cross_tokenizers); make_cache: the draft's cached forward;
+        explain: say how each round drafted (explain)."""
+        self.pair, self.explaining = pair, explain
+        self.last: Written | None = None  # the last round's writing, when explaining
         self.device = model.device
         self.synced = SyncedCache(make_cache(model), self.device)
         self.target_vocab, self.draft_vocab = pair.target.vocab, pair.draft.vocab
@@ -81,15 +99,42 @@ class CrossTextDrafter:
             full = self._continuation(text, context, written)
             if full is None or len(full) > gamma:
                 break
-        tokens = self._stable(text, context, written, ended)[:gamma]
+        stable = self._stable(text, context, written, ended)
+        tokens = stable[:gamma]
         stop = next((i for i, t in enumerate(tokens) if t in stop_ids), None)
         tokens = tokens if stop is None else tokens[: stop + 1]
+        if self.explaining:
+            self.last = Written(
+                text=text, context=context, written=written, ended=ended,
+                stable=len(stable), proposed=len(tokens),
+            )  # fmt: skip
         q_draft = torch.zeros(len(tokens), self.target_vocab)  # (k, V_target) one-hot rows
         q_draft[torch.arange(len(tokens)), torch.tensor(tokens, dtype=torch.long)] = 1.0
         return Draft(
             tokens=torch.tensor(tokens, dtype=torch.long, device=self.device),
             q_draft=q_draft.to(self.device),
             forward_calls=calls,
+        )
+
+    def explain(self, round_index: int) -> CrossTranslation | None:
+        """The last proposal's draft tokens, their text and its target tokens (None unless
+        built with explain)."""
+        w = self.last
+        if w is None:
+            return None
+        full = self._continuation(w.text, w.context, w.written) if w.written else []
+        targets = [*(full or []), *([self.pair.target.eos] if w.ended else [])]
+        drawn = self.pair.draft.decode([*w.context, *w.written])
+        if not drawn.startswith(w.text):  # the draft could not write the committed text back
+            drawn = w.text + self.pair.draft.decode(w.written)
+        return CrossTranslation(
+            round=round_index,
+            draft_tokens=tuple(w.written),
+            draft_texts=tuple(self.pair.draft.decode([t]) for t in w.written),
+            text=drawn[len(w.text) :],
+            target_tokens=tuple(t for t in targets if t is not None),
+            stable=w.stable,
+            proposed=w.proposed,
         )
 
     def _continuation(self, text: str, context: list[int], written: list[int]) -> list[int] | None:

@@ -22,6 +22,7 @@ from torch import Tensor
 from specviz.core.cache import CachedForward, KVCache
 from specviz.core.config import SamplingConfig
 from specviz.core.drafter import Draft
+from specviz.core.events import CrossTranslation
 from specviz.core.sampling import logits_to_probs, sample
 from specviz.drafters.cross_vocab import CrossTokenizers, SyncedCache
 
@@ -35,12 +36,14 @@ class CrossTLIDrafter:
         sampling: SamplingConfig,
         pair: CrossTokenizers,
         make_cache: Callable[[Any], CachedForward] = KVCache,
+        explain: bool = False,
     ) -> None:
         """model: the draft (a causal LM over pair.draft's ids); sampling: the target's
         warping, applied to the restricted logits; pair: the checked tokenizers
-        (specviz.drafters.cross_vocab.cross_tokenizers); make_cache: the draft's cached forward.
-        """
-        self.sampling, self.pair = sampling, pair
+        (specviz.drafters.cross_vocab.cross_tokenizers); make_cache: the draft's cached forward;
+        explain: say how each round drafted (explain)."""
+        self.sampling, self.pair, self.explaining = sampling, pair, explain
+        self.last: tuple[list[int], list[int]] | None = None  # (draft ids, target ids) drawn
         self.device = model.device
         self.synced = SyncedCache(make_cache(model), self.device)
         self.shared_draft = pair.shared.draft_ids.to(self.device)  # (S,)
@@ -64,19 +67,39 @@ class CrossTLIDrafter:
         from (zero outside the shared tokens); stop after a stop token."""
         context = self.pair.draft_ids(ids)
         tokens: list[int] = []
+        drawn: list[int] = []  # the same tokens, as the draft's ids
         rows: list[Tensor] = []
         while context and len(tokens) < gamma:
             logits = self.synced.next_logits(context)[: self.draft_vocab]  # (V_draft,)
             token, draft_token, q = self.draw(logits, generator)
             tokens.append(token)
+            drawn.append(draft_token)
             rows.append(q)
             if token in stop_ids:
                 break
             context = [*context, draft_token]
+        if self.explaining:
+            self.last = (drawn, tokens)
         return Draft(
             tokens=torch.tensor(tokens, dtype=torch.long, device=self.device),
             q_draft=torch.stack(rows) if rows else torch.empty(0, self.target_vocab),
             forward_calls=len(tokens),
+        )
+
+    def explain(self, round_index: int) -> CrossTranslation | None:
+        """The last proposal's draft tokens, their text and the target tokens they are (None
+        unless built with explain): every drawn token is shared, so all are proposed."""
+        if self.last is None:
+            return None
+        drawn, tokens = self.last
+        return CrossTranslation(
+            round=round_index,
+            draft_tokens=tuple(drawn),
+            draft_texts=tuple(self.pair.draft.decode([t]) for t in drawn),
+            text=self.pair.draft.decode(drawn),
+            target_tokens=tuple(tokens),
+            stable=len(tokens),
+            proposed=len(tokens),
         )
 
     def restricted(self, logits: Tensor) -> Tensor:

@@ -38,6 +38,11 @@ class DrafterOptions:
     cross-tokenizer drafters (cross-text, cross-tli); None: the tokenizer saved beside each
     model (the folder it was loaded from). Given both, the other draft-model drafters refuse
     two different tokenizers.
+    explain: the suffix and cross-tokenizer drafters say how they drafted each round (what
+    matched and what followed it; the draft's tokens, their text, the target's tokens), which
+    the decoders emit as SuffixLookup and CrossTranslation events (specviz.core.events); a
+    suffix drafter then counts its match again in the memory's texts every round, a cost in
+    proportion to the memory's size.
     """
 
     exit_layer: int = 8
@@ -60,6 +65,7 @@ class DrafterOptions:
     # the two tokenizers' shared tokens (cross_vocab.cross_tokenizers), found once for many
     # drafters of one pair; None: found when the drafter is built
     translation: CrossTokenizers | None = field(default=None, compare=False)
+    explain: bool = False  # the suffix and cross-tokenizer drafters explain their rounds
 
     def __post_init__(self) -> None:
         for flag, value in (

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from specviz.core.checks import check_pair, vocab_size
+from specviz.checks import check_pair, vocab_size
 from specviz.core.config import SamplingConfig
 from specviz.drafters.options import DefaultConfig as DefaultConfig
 from specviz.drafters.options import DrafterOptions as DrafterOptions
@@ -102,8 +102,8 @@ def _cross(kind: str) -> Factory:
         )
         make_cache = o.make_cache or draft_cache
         if kind == "text":
-            return CrossTextDrafter(draft, pair, make_cache=make_cache)
-        return CrossTLIDrafter(draft, sampling, pair, make_cache=make_cache)
+            return CrossTextDrafter(draft, pair, make_cache=make_cache, explain=o.explain)
+        return CrossTLIDrafter(draft, sampling, pair, make_cache=make_cache, explain=o.explain)
 
     return build
 
@@ -203,8 +203,9 @@ def _suffix(target: Any, _draft: Any, _sampling: SamplingConfig, o: DrafterOptio
     from specviz.drafters.suffix import SuffixDrafter
 
     return SuffixDrafter(
-        vocab_size(target), memory=o.memory, config=_suffix_config(o), device=str(target.device)
-    )
+        vocab_size(target), memory=o.memory, config=_suffix_config(o), device=str(target.device),
+        explain=o.explain,
+    )  # fmt: skip
 
 
 def _tree_suffix(
@@ -214,7 +215,7 @@ def _tree_suffix(
 
     return TreeSuffixDrafter(
         vocab_size(target), nodes=o.tree_nodes, depth=o.tree_depth, memory=o.memory,
-        config=_suffix_config(o),
+        config=_suffix_config(o), explain=o.explain,
     )  # fmt: skip
 
 

@@ -1,8 +1,9 @@
 """Suffix decoding (SuffixDecoding, arXiv 2411.04975): draft from memory, no model.
 
-Two suffix tries (specviz.drafters.suffix_tree) propose: the request's own, over its prompt and
+Two suffix tries propose: the request's own (specviz.drafters.suffix_tree), over its prompt and
 the tokens committed so far (updated as they commit), and a SuffixMemory over earlier
-requests, which the caller owns and may share between drafters, save and load. Each round the
+requests (a compact specviz.drafters.suffix_store), which the caller owns and may share
+between drafters, save and load; specviz.drafters.suffix_speculate reads both. Each round the
 drafter matches the last tokens of the text in both, follows the most frequent continuations,
 and keeps the speculation with the best score; a match of m tokens allows at most factor * m
 draft tokens, and a token is kept while its path's frequency is at least min_prob.
@@ -16,18 +17,26 @@ starts a fresh trie of the request's own.
 Proposals are deterministic functions of the committed text and the memory, so a chain's q is
 one-hot and a tree's children are verified by the deterministic-sibling rule: the output law
 stays exactly the target's at any temperature.
+
+Built with explain=True, a drafter says how it drafted each round: explain(round) is the
+SuffixLookup event (specviz.core.events) the decoders emit before the proposal, with the
+matched tokens, where they matched, their counted continuations and the speculation
+(specviz.drafters.suffix_explain).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from specviz.core.drafter import Draft
+from specviz.core.events import SuffixLookup
+from specviz.drafters.suffix_explain import Looked, lookup_event
 from specviz.drafters.suffix_memory import SuffixMemory
-from specviz.drafters.suffix_tree import Speculation, SuffixTrie, speculate
+from specviz.drafters.suffix_speculate import Speculation, Trie, speculate
+from specviz.drafters.suffix_tree import SuffixTrie
 from specviz.tree.proposal import TokenTree
 
 
@@ -51,17 +60,36 @@ def check_suffix(factor: float, min_prob: float) -> None:
         raise ValueError(f"the suffix min_prob must be in [0, 1] (got {min_prob})")
 
 
+@dataclass(frozen=True, kw_only=True)
+class Bounds:
+    """What one speculation may propose: at most max_tokens tokens, nothing after a stop id;
+    tree: a tree (no deeper than max_depth, None: no bound) rather than a chain."""
+
+    max_tokens: int
+    stop_ids: Collection[int]
+    tree: bool = False
+    max_depth: int | None = None
+
+
 class SuffixTries:
     """The request's own trie (over its prompt and committed tokens) beside the shared memory."""
 
-    def __init__(self, vocab_size: int, memory: SuffixMemory | None, config: SuffixConfig) -> None:
-        """memory None: a private, fresh SuffixMemory."""
+    def __init__(
+        self,
+        vocab_size: int,
+        memory: SuffixMemory | None,
+        config: SuffixConfig,
+        explain: bool = False,
+    ) -> None:
+        """memory None: a private, fresh SuffixMemory; explain: keep each speculation for
+        lookup (specviz.drafters.suffix_explain)."""
         if vocab_size < 1:
             raise ValueError(f"vocab_size must be >= 1 (got {vocab_size})")
-        self.vocab_size, self.config = vocab_size, config
+        self.vocab_size, self.config, self.explain = vocab_size, config, explain
         self.memory = SuffixMemory() if memory is None else memory
         self.local = SuffixTrie(max_depth=self.memory.max_depth)
         self.seen: list[int] = []  # the tokens in the request's trie
+        self.last: Looked | None = None  # the last speculation, when explaining
 
     def prefill(self, prefix: list[int]) -> None:
         """Start the request's trie afresh with prefix."""
@@ -96,17 +124,42 @@ class SuffixTries:
     ) -> Speculation:
         """The best speculation after ids from the memory and the request's own trie."""
         self.catch_up(ids)
+        bounds = Bounds(max_tokens=max_tokens, stop_ids=stop_ids, tree=tree, max_depth=max_depth)
+        found = self._speculate((self.memory.store, self.local), ids, bounds)  # own wins ties
+        if self.explain:
+            self.last = self._looked(ids, found, bounds)
+        return found
+
+    def _speculate(self, tries: Iterable[Trie], ids: Sequence[int], bounds: Bounds) -> Speculation:
+        """speculate over tries with this drafter's config, within bounds."""
         return speculate(
-            (self.memory.trie, self.local),  # the request's own wins ties
+            tries,
             ids,
-            max_tokens=max_tokens,
+            max_tokens=bounds.max_tokens,
             factor=self.config.factor,
             min_prob=self.config.min_prob,
             vocab_size=self.vocab_size,
-            stop_ids=stop_ids,
-            tree=tree,
-            max_depth=max_depth,
+            stop_ids=bounds.stop_ids,
+            tree=bounds.tree,
+            max_depth=bounds.max_depth,
         )
+
+    def _looked(self, ids: Sequence[int], found: Speculation, bounds: Bounds) -> Looked:
+        """found with its match and its source: the request's own text when its trie alone
+        speculates the same (it wins ties), else the memory."""
+        if not found.tokens:
+            return Looked(context=(), found=found, source="")
+        own = self._speculate((self.local,), ids, bounds)
+        context = tuple(ids[len(ids) - found.match_len :])
+        return Looked(context=context, found=found, source="request" if own == found else "memory")
+
+    def lookup(self, round_index: int) -> SuffixLookup | None:
+        """The last speculation as round round_index's SuffixLookup (None unless explaining),
+        its match counted in the texts it matched in."""
+        if self.last is None:
+            return None
+        texts = (self.seen,) if self.last.source == "request" else self.memory.requests
+        return lookup_event(round_index, self.last, texts, self.vocab_size)
 
     def remember(self, ids: list[int], prompt_len: int) -> None:
         """Give the finished request (prompt_len prompt tokens, then its output) to memory."""
@@ -123,9 +176,11 @@ class SuffixDrafter:
         memory: SuffixMemory | None = None,
         config: SuffixConfig | None = None,
         device: str = "cpu",
+        explain: bool = False,
     ) -> None:
-        """Draft for a target of vocab_size tokens from memory (None: a private fresh one)."""
-        self.tries = SuffixTries(vocab_size, memory, config or SuffixConfig())
+        """Draft for a target of vocab_size tokens from memory (None: a private fresh one);
+        explain: say how each round drafted (explain)."""
+        self.tries = SuffixTries(vocab_size, memory, config or SuffixConfig(), explain)
         self.vocab_size, self.device = vocab_size, torch.device(device)
 
     @property
@@ -144,6 +199,10 @@ class SuffixDrafter:
     def remember(self, ids: list[int], prompt_len: int) -> None:
         """Add the finished request to memory."""
         self.tries.remember(ids, prompt_len)
+
+    def explain(self, round_index: int) -> SuffixLookup | None:
+        """The last proposal's match and speculation (None unless built with explain)."""
+        return self.tries.lookup(round_index)
 
     def speculation(self, ids: list[int], gamma: int, stop_ids: Collection[int]) -> Speculation:
         """The chain this drafter would propose after ids, with its score."""
@@ -181,11 +240,13 @@ class TreeSuffixDrafter:
         depth: int,
         memory: SuffixMemory | None = None,
         config: SuffixConfig | None = None,
+        explain: bool = False,
     ) -> None:
-        """At most `nodes` nodes and `depth` levels a tree, from memory (None: a fresh one)."""
+        """At most `nodes` nodes and `depth` levels a tree, from memory (None: a fresh one);
+        explain: say how each round drafted (explain)."""
         if nodes < 1 or depth < 1:
             raise ValueError(f"nodes and depth must be >= 1 (got nodes={nodes}, depth={depth})")
-        self.tries = SuffixTries(vocab_size, memory, config or SuffixConfig())
+        self.tries = SuffixTries(vocab_size, memory, config or SuffixConfig(), explain)
         self.vocab_size, self.nodes, self.depth = vocab_size, nodes, depth
 
     @property
@@ -204,6 +265,10 @@ class TreeSuffixDrafter:
     def remember(self, ids: list[int], prompt_len: int) -> None:
         """Add the finished request to memory."""
         self.tries.remember(ids, prompt_len)
+
+    def explain(self, round_index: int) -> SuffixLookup | None:
+        """The last proposal's match and speculation (None unless built with explain)."""
+        return self.tries.lookup(round_index)
 
     def propose_tree(
         self, ids: list[int], max_depth: int, generator: torch.Generator, stop_ids: Collection[int]

@@ -1,7 +1,7 @@
 """Suffix decoding where memory is sure of itself, the draft model elsewhere.
 
 Each round the suffix drafter scores its best speculation (the sum of its tokens' path
-frequencies, specviz.drafters.suffix_tree); at min_score or above its one-hot chain is
+frequencies, specviz.drafters.suffix_speculate); at min_score or above its one-hot chain is
 proposed, free, and below it the draft model drafts as usual, its q the law its tokens were
 drawn from. The choice depends only on the committed text and the memory, never on a random
 draw, so the verifier keeps the output law exact. The draft model's cache falls behind during
@@ -11,10 +11,12 @@ suffix rounds and catches up in one forward over the missed tokens when it next 
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import replace
 
 import torch
 
 from specviz.core.drafter import Draft
+from specviz.core.events import SuffixLookup
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.suffix import SuffixDrafter
 
@@ -71,3 +73,11 @@ class SuffixThenModelDrafter:
     def remember(self, ids: list[int], prompt_len: int) -> None:
         """Add the finished request to the suffix memory."""
         self.suffix.remember(ids, prompt_len)
+
+    def explain(self, round_index: int) -> SuffixLookup | None:
+        """The suffix drafter's last lookup, saying who drafted the round (None unless its
+        suffix drafter was built with explain)."""
+        found = self.suffix.explain(round_index)
+        if found is None:
+            return None
+        return replace(found, drafted_by=self.last, min_score=self.min_score)

@@ -6,7 +6,9 @@ When a decode ends, the drafter gives it the request's output (and, with prompts
 prompt too: prompt and output as one sequence). It holds at most max_tokens tokens: adding a
 request past that budget forgets the oldest requests first, and a single request longer than
 the budget keeps only its last max_tokens tokens. Adding or forgetting n tokens costs at most
-n * max_depth trie node visits.
+n * max_depth trie node visits. The trie is a SuffixStore (specviz.drafters.suffix_store): flat
+arrays of a fixed number of slots per node, at most two nodes per token remembered, so its
+bytes grow in proportion to the tokens it holds (nbytes() reports them).
 
 File format (JSON, UTF-8): {"format": "specviz-suffix-memory", "version": 1, "max_tokens": int,
 "max_depth": int, "prompts": bool, "requests": [[token id, ...], ...]}, requests oldest first;
@@ -16,21 +18,24 @@ loading rebuilds the trie from the requests.
 from __future__ import annotations
 
 import json
-from collections import deque
 from collections.abc import Sequence
-from itertools import count
 from pathlib import Path
 from typing import Any
 
-from specviz.drafters.suffix_tree import DEFAULT_DEPTH, SuffixTrie
+from specviz.drafters.suffix_store import TOKEN_LIMIT, SuffixStore
+from specviz.drafters.suffix_tree import DEFAULT_DEPTH
 
 FORMAT = "specviz-suffix-memory"
 VERSION = 1
-DEFAULT_BUDGET = 1 << 15  # tokens remembered (each costs up to max_depth trie nodes)
+# Tokens remembered by default. Each costs a bounded number of array slots, so the bytes stay
+# small at this size; what bounds it is loading: a file is rebuilt by adding every token again,
+# so a full memory loads in the time its tokens took to add, which should stay a short wait.
+DEFAULT_BUDGET = 1 << 18
 
 
 class SuffixMemory:
-    """Earlier requests' tokens (oldest first) and the suffix trie over them."""
+    """Earlier requests' tokens (oldest first) and the suffix trie over them (store, a
+    SuffixStore holding both)."""
 
     def __init__(
         self,
@@ -44,41 +49,38 @@ class SuffixMemory:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be an integer >= 1 (got {max_tokens!r})")
         self.max_tokens, self.prompts = max_tokens, bool(prompts)
-        self.trie = SuffixTrie(max_depth=max_depth)
-        self._requests: deque[tuple[int, tuple[int, ...]]] = deque()  # (key, tokens)
-        self._keys = count()
-        self._stored = 0
+        self.store = SuffixStore(max_depth=max_depth)
 
     @property
     def max_depth(self) -> int:
         """The longest substring the trie holds."""
-        return self.trie.max_depth
+        return self.store.max_depth
 
     def __len__(self) -> int:
         """Tokens remembered now."""
-        return self._stored
+        return len(self.store)
 
     @property
     def requests(self) -> tuple[tuple[int, ...], ...]:
         """The remembered sequences, oldest first."""
-        return tuple(tokens for _key, tokens in self._requests)
+        return self.store.sequences()
+
+    def nbytes(self) -> int:
+        """Bytes the memory holds in its trie and token arrays (SuffixStore.nbytes: their
+        allocated buffers), which grow with the tokens remembered; small fixed-size fields of
+        the objects themselves are not counted."""
+        return self.store.nbytes()
 
     def add(self, tokens: Sequence[int]) -> None:
         """Remember one sequence (its last max_tokens tokens), forgetting the oldest to fit."""
-        kept = tuple(int(t) for t in tokens[max(0, len(tokens) - self.max_tokens) :])
-        if any(t < 0 for t in kept):
-            raise ValueError("token ids must be >= 0")
+        kept = [int(t) for t in tokens[max(0, len(tokens) - self.max_tokens) :]]
+        if any(not 0 <= t < TOKEN_LIMIT for t in kept):
+            raise ValueError("token ids must be integers in [0, 2**32)")
         if not kept:
             return
-        while self._requests and self._stored + len(kept) > self.max_tokens:
-            key, old = self._requests.popleft()
-            self.trie.remove(key, old)
-            self._stored -= len(old)
-        key = next(self._keys)
-        self.trie.append(key, kept)
-        self.trie.close(key)
-        self._requests.append((key, kept))
-        self._stored += len(kept)
+        while self.store.num_sequences and len(self.store) + len(kept) > self.max_tokens:
+            self.store.evict()
+        self.store.add(kept)
 
     def add_request(self, ids: Sequence[int], prompt_len: int) -> None:
         """Remember a finished request: ids is its prompt (prompt_len tokens), then its output."""
@@ -115,7 +117,9 @@ class SuffixMemory:
         if not isinstance(requests, list) or not all(
             isinstance(r, list) and all(_token(t) for t in r) for r in requests
         ):
-            raise ValueError(f'{where}: "requests" must be a list of lists of token ids >= 0')
+            raise ValueError(
+                f'{where}: "requests" must be a list of lists of token ids in [0, 2**32)'
+            )
         try:
             memory = cls(
                 max_tokens=data.get("max_tokens", DEFAULT_BUDGET),
@@ -144,5 +148,5 @@ class SuffixMemory:
 
 
 def _token(value: object) -> bool:
-    """True for a token id: an int >= 0 (not a bool)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    """True for a token id: an int in [0, 2**32) (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < TOKEN_LIMIT

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from specviz.core.checks import vocab_size
+from specviz.checks import vocab_size
 from specviz.core.config import SamplingConfig
 from specviz.drafters.ngram import NgramDrafter
 from specviz.drafters.options import DrafterOptions

@@ -31,7 +31,7 @@ def save_head3(head: Eagle3Head, target: Any, step: int, folder: Path) -> Path:
     from safetensors.torch import save_file
 
     tensors = {
-        k: (v.to(torch.int32) if k == "vocab" else v.detach().to(torch.bfloat16)).contiguous()
+        k: (v.to(torch.int32) if k == "vocab" else v.detach().to(torch.bfloat16)).cpu().contiguous()
         for k, v in head.state_dict().items()
     }
     meta = {

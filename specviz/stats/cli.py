@@ -8,8 +8,8 @@ from pathlib import Path
 
 import torch
 
+from specviz.checks import vocab_size
 from specviz.console import progress_bar, say
-from specviz.core.checks import vocab_size
 from specviz.core.config import SamplingConfig
 from specviz.drafters.cross_vocab import cross_tokenizers
 from specviz.drafters.registry import (

@@ -88,6 +88,27 @@ def _eagle3_parsers(sub: Any) -> None:
     h3.add_argument("--ids", default=None, help=ids_help)
     h3.add_argument("--feats", default=None, help="folder of the feats shards (default: regen)")
     h3.add_argument("--out", default=None, help="checkpoint and curve (default: head-eagle3)")
+    every = sub.add_parser(
+        "heads-all",
+        help="the EAGLE-3 pipeline in one command: data, vocabulary, training, evaluation, "
+        "export (e.g. --device cuda --minutes 10 on a GPU)",
+    )
+    every.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    every.add_argument("--minutes", type=float, default=10.0, help="the whole pipeline's budget")
+    every.add_argument("--shards", type=int, default=200, help="regen shards 0..N-1 (64 prompts)")
+    every.add_argument("--batch", type=int, default=64, help="rows the target answers at once")
+    every.add_argument("--steps", type=int, default=4000, help="training steps at most")
+    every.add_argument("--positions", type=int, default=8192, help="padded positions a step")
+    every.add_argument("--vocab", type=int, default=16384, help="draft vocabulary size V_d")
+    every.add_argument("--kl-warmup", type=int, default=300, help="KL steps before the TV loss")
+    every.add_argument("--eval-every", type=int, default=500, help="steps between held-out evals")
+    every.add_argument("--bf16", action="store_true", help="bf16 autocast of the head (CUDA)")
+    every.add_argument(
+        "--ids",
+        default="data/heads/answers",
+        help="ids folder, read and written (default: the answers shipped in the repository)",
+    )
+    every.add_argument("--out", default=None, help="default: work dir/heads-all")
 
 
 def _run_eagle3(args: argparse.Namespace) -> None:
@@ -127,6 +148,35 @@ def _run_eagle3(args: argparse.Namespace) -> None:
     run_heads3(cfg, target, stream, out, args.steps, args.hours, ranking(RANKING))
 
 
+def _run_heads_all(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the whole EAGLE-3 pipeline on --device."""
+    from pathlib import Path
+
+    from specviz.heads.weights import RANKING
+    from specviz.models.loading import check_device
+    from specviz.train.common import load_target, work_dir
+    from specviz.train.heads3 import Heads3Config
+    from specviz.train.heads_all import HeadsAllConfig, run_heads_all
+    from specviz.train.regen import RegenConfig
+    from specviz.train.vocab import ranking
+
+    cfg = HeadsAllConfig(
+        shards=args.shards, steps=args.steps, minutes=args.minutes,
+        regen=RegenConfig(batch=args.batch),
+        heads3=Heads3Config(
+            vocab=args.vocab, kl_warmup=args.kl_warmup, total_steps=args.steps,
+            warmup=min(100, args.steps // 10), batch_positions=args.positions,
+            eval_every=args.eval_every, device=args.device, bf16=args.bf16,
+        ),
+    )  # fmt: skip
+    check_device(args.device)
+    target, tokenizer = load_target(args.threads)
+    out = Path(args.out) if args.out else work_dir() / "heads-all"
+    return run_heads_all(
+        cfg, target.to(args.device), tokenizer, Path(args.ids), out, fill=ranking(RANKING)
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run one step."""
     args = build_parser().parse_args(argv)
@@ -160,6 +210,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(run_heads(cfg, args.steps, args.hours, args.threads))
     elif args.step in ("heads-vocab", "heads3"):
         _run_eagle3(args)
+    elif args.step == "heads-all":
+        print(_run_heads_all(args))
     elif args.step == "heads-eval":
         from specviz.train.heads_eval import run_heads_eval
 

@@ -177,8 +177,10 @@ def run_heads3(
     max_steps: int,
     seconds: float | None,
     fill: Tensor | None = None,
+    final_eval: bool = False,
 ) -> dict[str, Any]:
-    """Train until step max_steps or `seconds` more wall time (resuming from out_dir/ckpt.pt).
+    """Train until step max_steps or `seconds` more wall time (resuming from out_dir/ckpt.pt);
+    final_eval: score the held-out shards at the end too, where the last step was not scored.
 
     A fresh run picks the draft vocabulary from the ready training shards' answers
     (``specviz.train.vocab.draft_vocab``, unseen tokens in fill's order). Returns the progress.
@@ -209,8 +211,10 @@ def run_heads3(
         stream.load_state_dict(ckpt["stream"])
         torch.set_rng_state(ckpt["rng"])
         state = ckpt["state"]
+        _drop_later_rows(out_dir / "curve.jsonl", state["step"])
         LOG.info("resumed at step %d (%d positions)", state["step"], state["positions"])
     held: list[Batch] = []
+    value = float("nan")
     began, base, saved = time.monotonic(), state["elapsed"], time.monotonic()
     trainer.head.train()
     while state["step"] < max_steps and (seconds is None or time.monotonic() - began < seconds):
@@ -241,9 +245,28 @@ def run_heads3(
         if time.monotonic() - saved > cfg.ckpt_every_s:
             _checkpoint(ckpt_path, trainer, optimizer, stream, state, cfg)
             saved = time.monotonic()
+    if final_eval and _last_row_step(out_dir / "curve.jsonl") != state["step"]:
+        held = held or held_out_batches(stream_cfg, cfg)
+        _curve(out_dir, trainer, held, state, active_loss(cfg, state["step"] - 1), value)
     _checkpoint(ckpt_path, trainer, optimizer, stream, state, cfg)
     save_head3(trainer.head, target, state["step"], out_dir)
     return dict(state)
+
+
+def _last_row_step(path: Path) -> int | None:
+    """The step of the curve's last row (None without rows)."""
+    rows = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    return int(json.loads(rows[-1])["step"]) if rows else None
+
+
+def _drop_later_rows(path: Path, step: int) -> None:
+    """Keep the curve's rows up to step (those after the checkpoint are measured again)."""
+    if not path.is_file():
+        return
+    rows = path.read_text(encoding="utf-8").splitlines()
+    kept = [r for r in rows if r.strip() and json.loads(r)["step"] <= step]
+    if len(kept) != len(rows):
+        path.write_text("".join(r + "\n" for r in kept), encoding="utf-8")
 
 
 def _curve(

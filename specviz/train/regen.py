@@ -135,7 +135,8 @@ def answer_batch(
     0..L-2, all taken from the passes that generated the answer.
     """
     layers = fused_layers(int(model.config.num_hidden_layers))
-    ids, mask, pos = _left_pad(prompts, eos)
+    dev = model.device
+    ids, mask, pos = (t.to(dev) for t in _left_pad(prompts, eos))
     width, kwarg = ids.shape[1], cache_kwarg(model)
     out = model.model(
         input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
@@ -145,7 +146,7 @@ def answer_batch(
     finals = [out.last_hidden_state]
     cache = getattr(out, "past_key_values", None) or getattr(out, "cache", None)
     logits = model.lm_head(out.last_hidden_state[:, -1])
-    done = torch.zeros(len(prompts), dtype=torch.bool)
+    done = torch.zeros(len(prompts), dtype=torch.bool, device=dev)
     tokens: list[Tensor] = []
     for _ in range(cfg.max_new):
         if temperature == 0.0:
@@ -179,7 +180,8 @@ def answer_batch(
         records.append(
             {
                 "tokens": torch.tensor(seq, dtype=torch.int32), "start": len(p),
-                "hidden": feats[row, keep].clone(), "top_ids": top_ids, "top_logp": top_logp,
+                "hidden": feats[row, keep].cpu().clone(), "top_ids": top_ids.cpu(),
+                "top_logp": top_logp.cpu(),
             }
         )  # fmt: skip
     return records
@@ -195,15 +197,19 @@ def score_batch(model: Any, seqs: list[list[int]], pad: int, topk: int) -> list[
     for row, s in enumerate(seqs):
         ids[row, : len(s)] = torch.tensor(s)
         mask[row, : len(s)] = 1
-    out = model.model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+    out = model.model(
+        input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
+        output_hidden_states=True,
+    )  # fmt: skip
     feats = _fused(out.hidden_states, layers)
     records = []
     for row, s in enumerate(seqs):
         keep = slice(0, len(s) - 1)
         top_ids, top_logp = _topk(model, out.last_hidden_state[row, keep], topk)
         records.append(
-            {"hidden": feats[row, keep].clone(), "top_ids": top_ids, "top_logp": top_logp}
-        )
+            {"hidden": feats[row, keep].cpu().clone(), "top_ids": top_ids.cpu(),
+             "top_logp": top_logp.cpu()}
+        )  # fmt: skip
     return records
 
 
@@ -239,7 +245,7 @@ def make_shard(
     index: int, cfg: RegenConfig, model: Any, tokenizer: Any, pool: list[tuple[str, str]]
 ) -> tuple[Record, list[Record]]:
     """Generate shard index: its ids record and its per-sequence features."""
-    gen = torch.Generator().manual_seed(cfg.seed * 100_003 + index)
+    gen = torch.Generator(device=model.device).manual_seed(cfg.seed * 100_003 + index)
     eos, temperature = int(tokenizer.eos_token_id), shard_temperature(index, cfg)
     first = index * cfg.per_shard
     picked = [(first + i, *pool[first + i]) for i in range(min(cfg.per_shard, len(pool) - first))]
@@ -289,23 +295,34 @@ def _entry(ids_path: Path, feat_path: Path, ids: Record, seconds: float, made: s
 
 
 def run_regen(
-    cfg: RegenConfig, shards: range, ids_dir: Path, seconds: float | None, threads: int
+    cfg: RegenConfig,
+    shards: range,
+    ids_dir: Path,
+    seconds: float | None,
+    threads: int,
+    *,
+    loaded: tuple[Any, Any] | None = None,
+    out_dir: Path | None = None,
+    pool: list[tuple[str, str]] | None = None,
 ) -> Record:
-    """Fill ids_dir and regen_dir() with the shards in `shards`; returns the manifest."""
+    """Fill ids_dir and out_dir (default regen_dir()) with the shards in `shards`; returns the
+    manifest. loaded: (model, tokenizer) to answer with, on any device (default: the bundled
+    target on the CPU); pool: the prompt pool (default prompt_pool(cfg))."""
     ids_dir.mkdir(parents=True, exist_ok=True)
-    manifest_path = regen_dir() / "manifest.json"
+    feats_dir = out_dir if out_dir is not None else regen_dir()
+    feats_dir.mkdir(parents=True, exist_ok=True)
+    manifest_path = feats_dir / "manifest.json"
     manifest: Record = (
         json.loads(manifest_path.read_text()) if manifest_path.is_file() else {"shards": {}}
     )
-    model, tokenizer = load_target(threads)
+    model, tokenizer = loaded if loaded is not None else load_target(threads)
     manifest["config"] = asdict(cfg)
     manifest["layers"] = list(fused_layers(int(model.config.num_hidden_layers)))
-    pool: list[tuple[str, str]] | None = None
     deadline = Deadline(seconds)
     for index in shards:
         ids_path, feat_path = (
             ids_dir / f"ids_{index:05d}.json.gz",
-            regen_dir() / f"feats_{index:05d}.pt",
+            feats_dir / f"feats_{index:05d}.pt",
         )
         if feat_path.is_file() and ids_path.is_file() and str(index) in manifest["shards"]:
             continue

@@ -17,8 +17,8 @@ from transformers import PretrainedConfig
 
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, check_max_new_tokens
-from specviz.core.decoding import clock, make_generator, resampled
-from specviz.core.drafter import SharesTargetCache
+from specviz.core.decoding import clock, explained, make_generator, resampled
+from specviz.core.drafter import ExplainsRounds, SharesTargetCache
 from specviz.core.events import (
     Accepted,
     Bonus,
@@ -100,6 +100,7 @@ class TreeDecoder:
             self.target_cache = make_cache(target)
         self.cached = 0  # committed positions in the target's cache
         self.generator = make_generator(sampling, self.device)
+        self.explains = drafter if isinstance(drafter, ExplainsRounds) else None
 
     @property
     def new_tokens(self) -> int:
@@ -134,6 +135,8 @@ class TreeDecoder:
         p_target = self._score(tree)  # (N+1, V)
         t2 = clock(self.device)
         first = self.new_tokens
+        if self.explains is not None and depth > 0:
+            yield from explained(self.explains, round_index)
         yield TreeProposed(
             round=round_index,
             position=first,

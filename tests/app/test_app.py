@@ -739,9 +739,11 @@ def chat_dirs(
 
 
 def test_defaults_are_the_benchmarks_fastest_exact_setting_for_code(app: SpecVizApp) -> None:
-    from specviz.bench.headline import Pick
+    from tools.report.headline import Pick
+    from tools.report.saved import RESULTS_DIR, Saved
 
-    best = Pick("code", 0.0).row()["setting"]  # the README's headline row for code at T = 0
+    # the README's headline row for code at T = 0
+    best = Pick("code", 0.0).row(Saved(RESULTS_DIR))["setting"]
     keys = ("drafter", "gamma", "policy", "temperature")
     assert {k: DEFAULTS[k] for k in keys} == {k: best[k] for k in keys}
     assert best["model_gamma"] is None and (DEFAULTS["top_k"], DEFAULTS["top_p"]) == (0, 1.0)
@@ -930,9 +932,11 @@ def test_the_benchmark_tab_opens_the_most_informative_result_in_the_apps_look(
     app: SpecVizApp,
 ) -> None:
     from specviz.app.views.style import PALETTE
-    from specviz.bench.saved import RESULTS_DIR, informativeness, most_informative, saved_results
+    from specviz.bench.saved import informativeness, most_informative, saved_results
+    from tools.report.saved import RESULTS_DIR
 
-    saved = saved_results()
+    assert app.results_dir == RESULTS_DIR  # the default: benchmarks/results under the tests' cwd
+    saved = saved_results(RESULTS_DIR)
     [menu] = [b for b in app.build().blocks.values() if isinstance(b, gr.Dropdown)
               and b.elem_id == "sv-bench-path"]  # fmt: skip
     assert menu.value == most_informative(saved) and Path(menu.value).stem != "batch"
@@ -955,3 +959,36 @@ def test_the_benchmark_tab_opens_the_most_informative_result_in_the_apps_look(
         assert not fig.data and fig.layout.annotations
     assert one[4].data  # its batch-size timings are drawn
     assert results.bench_first(menu.value, None, "shown already") == [gr.skip()] * 6
+
+
+def test_the_benchmark_tab_lists_the_folder_it_is_given_and_main_checks_it(
+    model_dirs: tuple[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from specviz.bench.saved import saved_results
+    from tools.report.saved import RESULTS_DIR
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    shutil.copy(RESULTS_DIR / "batch.json", folder / "one.json")
+    app = SpecVizApp(*model_dirs, results_dir=folder)
+    [menu] = [b for b in app.build().blocks.values() if isinstance(b, gr.Dropdown)
+              and b.elem_id == "sv-bench-path"]  # fmt: skip
+    assert menu.choices == [("one", str(folder / "one.json"))]
+    assert menu.value == str(folder / "one.json")
+    assert f"`{folder}`" in results.listing_note(folder, saved_results(folder))
+    assert "--results DIR" in results.listing_note(tmp_path / "none", [])
+    seen: list[Path] = []
+    monkeypatch.setattr(SpecVizApp, "launch", lambda self, *a, **k: seen.append(self.results_dir))
+    monkeypatch.setattr(specviz_app, "set_threads", lambda n: n)
+    monkeypatch.setattr(specviz_app, "log_to_terminal", lambda: None)
+    with pytest.raises(SystemExit):
+        specviz_app.main(["--results", str(tmp_path / "none")])
+    assert f"--results {tmp_path / 'none'}: no such folder" in capsys.readouterr().err
+    assert seen == []  # refused before the app is built
+    argv = ["--target", "a/b", "--draft", "c/d"]
+    assert specviz_app.main([*argv, "--results", str(folder)]) == 0
+    assert specviz_app.main(argv) == 0
+    assert seen == [folder.resolve(), Path("benchmarks", "results").resolve()]

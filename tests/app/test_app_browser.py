@@ -3,13 +3,15 @@
 
 Skipped where chromium or playwright is missing, except under CI=true, where that is a failure.
 The generate test saves a screenshot in artifacts/. With SPECVIZ_SCREENSHOTS=docs set, one more
-test serves the bundled pair and writes the README's screenshots, docs/app.png and
-docs/app-lab.png (the bundled target is fetched first if it is not cached yet).
+test serves the bundled pair and writes the documentation's screenshots, docs/app.png,
+docs/app-rounds.png and docs/app-lab.png (the bundled target is fetched first if it is not
+cached yet).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from collections import Counter
@@ -154,7 +156,8 @@ def test_generate_colours_tokens_plots_and_inspects(
     reason="set SPECVIZ_SCREENSHOTS=docs to rewrite the README's screenshots",
 )
 def test_the_readme_screenshots(browser: Any) -> None:
-    """docs/app.png (the default decode) and docs/app-lab.png (the lab on the toy pair)."""
+    """docs/app.png (the default decode), docs/app-rounds.png (a second request drafting from
+    the suffix memory) and docs/app-lab.png (the lab on the toy pair)."""
     app = SpecVizApp()  # the bundled pair
     demo = app.build()
     port = free_port()
@@ -176,6 +179,15 @@ def test_the_readme_screenshots(browser: Any) -> None:
         clip = {"x": 0, "y": 0, "width": 1366, "height": box["y"] + box["height"] + 16}
         tab.screenshot(path=str(docs / "app.png"), clip=clip, full_page=True)
         tab.add_style_tag(content="#sv-actions { position: static !important; }")
+        choose_drafter(tab, REGISTRY["suffix"].label)  # T = 0: the second request copies the first
+        for shown in ("1 request,", "2 requests,"):
+            tab.locator("#sv-generate").click()
+            tab.locator(f"#sv-memory:has-text('{shown}')").wait_for()
+        tokens = tab.locator("#sv-stream .sv-accepted")
+        tokens.nth(tokens.count() // 2).click()  # a round in the middle of the second decode
+        tab.locator("#sv-round-detail .sv-spec-kept").first.wait_for()
+        time.sleep(1)
+        tab.locator("#sv-round-detail").screenshot(path=str(docs / "app-rounds.png"))
         tab.locator(CLASSIC).click()  # T = 0.7: distributions worth comparing
         tab.get_by_role("tab", name="Equivalence lab").click()
         n = tab.locator("#sv-lab-n input")
@@ -189,7 +201,7 @@ def test_the_readme_screenshots(browser: Any) -> None:
         tab.close()
     finally:
         demo.close()
-    for name in ("app.png", "app-lab.png"):
+    for name in ("app.png", "app-rounds.png", "app-lab.png"):
         assert (docs / name).stat().st_size > 20_000
 
 
@@ -349,3 +361,36 @@ def test_a_tree_drafter_draws_its_rounds_and_marks_the_lossy_rule(
     page.locator("#sv-generate").click()
     page.wait_for_selector("#sv-status:has-text('finished'):has-text('LOSSY')")
     assert page.locator("#sv-stream .sv-lossy").is_visible()  # a banner on the output itself
+
+
+def test_a_second_suffix_request_drafts_from_memory_and_clear_memory_empties_it(
+    page: Any,
+) -> None:
+    set_inputs(page)
+    choose_drafter(page, REGISTRY["suffix"].label)
+    temperature = page.locator("#sv-temperature input")
+    temperature.fill("0")  # greedy: the second request writes what the first wrote
+    temperature.press("Tab")
+    page.locator("#sv-clear-memory").click()
+    memory = page.locator("#sv-memory")
+    memory.locator("text=empty").wait_for()
+    for shown in ("1 request,", "2 requests,"):
+        page.locator("#sv-generate").click()
+        memory.locator(f"text={shown}").wait_for()  # the decode's request is remembered
+        assert "finished" in page.locator("#sv-status").inner_text()
+    detail = page.locator("#sv-round-detail")
+    detail.locator("text=from memory").wait_for()  # the tally of the second decode
+    assert "in the memory of earlier requests" in detail.inner_text()
+    token = page.locator("#sv-stream .sv-accepted").first
+    token.click()
+    page.locator(f"#sv-inspector [data-idx='{token.get_attribute('data-idx')}']").wait_for()
+    number = re.search(r"round\t(\d+)", page.locator("#sv-inspector").inner_text())
+    assert number is not None  # the token's round, which the round detail now shows
+    shown = detail.locator(f".sv-round-detail[data-round='{number[1]}']")
+    shown.wait_for()
+    assert shown.get_attribute("data-kind") == "suffix_lookup"
+    assert detail.locator(".sv-spec-tree .sv-spec-kept").count() >= 1  # its kept drafts
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    detail.screenshot(path=str(SCREENSHOT.with_name("app-round-detail.png")))
+    page.locator("#sv-clear-memory").click()
+    memory.locator("text=empty").wait_for()

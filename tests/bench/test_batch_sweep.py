@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from specviz.bench import cli as bench_cli
-from specviz.bench import headline
 from specviz.bench.batch_rows import TARGET, _stops_from, predicted_speedup, token_bound_from
 from specviz.bench.batch_sweep import BatchPlan, sweep_requests
 from specviz.bench.batch_table import headline_table, render_batch_sweep
@@ -25,6 +24,9 @@ from specviz.bench.schema import SCHEMA, migrate, validate
 from specviz.bench.workloads import Request
 from specviz.cli import main
 from specviz.gamma.theory import expected_tokens_per_round
+from tools.report.headline import batch_part
+from tools.report.saved import RESULTS_DIR, Saved
+from tools.report.tables import render_table
 
 from ..conftest import PairFactory, save_pair
 
@@ -145,7 +147,7 @@ def test_every_row_is_computed_from_its_runs_and_pass_timings(
 
 
 def test_the_table_figure_and_headline_render(
-    swept: tuple[Path, dict[str, Any], str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    swept: tuple[Path, dict[str, Any], str], tmp_path: Path
 ) -> None:
     root, result, printed = swept
     sweep = result["batch_sweep"]
@@ -163,15 +165,10 @@ def test_the_table_figure_and_headline_render(
     lines = headline_table(sweep)
     assert lines[0].startswith("| T | drafter | B | plain tok/s | speculative tok/s (best γ)")
     assert len(lines) == 2 + 2 * len(SIZES)  # a row per drafter and batch size
-    monkeypatch.setattr(headline, "RESULTS_DIR", tmp_path)
-    headline.load.cache_clear()
-    try:
-        assert "not measured yet" in headline.render_table("batch-sweep")  # no saved part
-        (tmp_path / "batch-sweep.json").write_text(json.dumps(result))
-        assert headline.render_table("batch-sweep") == "\n".join(lines)
-    finally:
-        headline.load.cache_clear()
-    part = headline._batch_part("batch-sweep", sweep)
+    assert "not measured yet" in render_table("batch-sweep", Saved(tmp_path))  # no saved part
+    (tmp_path / "batch-sweep.json").write_text(json.dumps(result))
+    assert render_table("batch-sweep", Saved(tmp_path)) == "\n".join(lines)
+    part = batch_part("batch-sweep", sweep)
     assert part[:2] == ["batch-sweep", "code 5 × 2 (batches of 1, 2, 4)"]
 
 
@@ -246,7 +243,7 @@ def test_the_plan_the_request_list_and_the_theory_formulas() -> None:
 def test_a_result_without_a_batch_sweep_reads_and_a_broken_one_is_refused(
     swept: tuple[Path, dict[str, Any], str],
 ) -> None:
-    before = next(p for p in saved_results() if Path(p).stem == "code")
+    before = next(p for p in saved_results(RESULTS_DIR) if Path(p).stem == "code")
     old = migrate(json.loads(Path(before).read_text(encoding="utf-8")))
     assert "batch_sweep" not in old  # saved before the sweep: its batch figure is the step times
     assert (

@@ -485,11 +485,13 @@ def test_lean_target_runs_plain_and_speculative_decoding_on_the_same_lean_forwar
 
 def test_the_committed_tables_are_what_the_saved_results_render_to() -> None:
     """benchmarks/results/tables.md comes from the saved JSON (RESULTS.md's tables: test_docs)."""
-    from specviz.bench.saved import RESULTS_DIR, saved_results
+    from specviz.bench.saved import saved_results
+    from tools.report.saved import RESULTS_DIR
 
     tables = (RESULTS_DIR / "tables.md").read_text(encoding="utf-8")
     names = re.findall(r"^## (\S+)$", tables, flags=re.M)
-    assert set(names) == {Path(p).stem for p in saved_results()}  # every saved result is shown
+    shown = {Path(p).stem for p in saved_results(RESULTS_DIR)}
+    assert set(names) == shown  # every saved result is shown
     rendered = "".join(
         render(resummarized(json.loads((RESULTS_DIR / f"{n}.json").read_text())), n) + "\n"
         for n in names

@@ -17,10 +17,11 @@ from specviz.bench.saved import load_result_view, saved_results
 from specviz.bench.saved import main as saved_main
 from specviz.bench.schema import SCHEMA, batch_steps, flat_meta, migrate, validate, version
 from specviz.cli import main
+from tools.report.saved import RESULTS_DIR
 
 from ..conftest import PairFactory, tiny_model
 
-SAVED_ALL = saved_results()
+SAVED_ALL = saved_results(RESULTS_DIR)
 SAVED = [p for p in SAVED_ALL if "schema" not in json.loads(Path(p).read_text(encoding="utf-8"))]
 CURRENT = [p for p in SAVED_ALL if p not in SAVED]  # saved with a schema version (the tree sweeps)
 SPLIT = ("prefill_seconds", "plain_decode_seconds", "widths", "pass_seconds")

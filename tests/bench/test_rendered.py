@@ -11,10 +11,11 @@ import json
 import sys
 from pathlib import Path
 
-from specviz.bench.headline import TABLES, render_table
 from specviz.bench.markdown import render, resummarized
-from specviz.bench.saved import RESULTS_DIR, saved_results
+from specviz.bench.saved import saved_results
 from specviz.bench.schema import read_result
+from tools.report.saved import RESULTS_DIR, Saved
+from tools.report.tables import TABLES, render_table
 
 PINNED = Path(__file__).with_name("rendered.json")
 
@@ -25,7 +26,8 @@ def rendered() -> dict[str, str]:
         f"result:{Path(p).name}": render(resummarized(read_result(p)), Path(p).stem)
         for p in saved_results(RESULTS_DIR)
     }
-    return out | {f"table:{name}": render_table(name) for name in TABLES}
+    saved = Saved(RESULTS_DIR)
+    return out | {f"table:{name}": render_table(name, saved) for name in TABLES}
 
 
 def _digest(text: str) -> str:

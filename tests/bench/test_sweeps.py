@@ -19,8 +19,8 @@ def _args(*argv: str):  # type: ignore[no-untyped-def]
 def test_each_study_has_its_own_name_and_section_key() -> None:
     names = [s.name for s in studies()]
     keys = [s.key for s in studies() if s.key is not None]
-    assert names == ["speedup", "trees", "batch", "levers", "cross", "endpoint"]
-    assert keys == ["tree_sweep", "batch_sweep", "levers", "cross", "endpoint"]
+    assert names == ["speedup", "trees", "batch", "levers", "memory", "cross", "endpoint"]
+    assert keys == ["tree_sweep", "batch_sweep", "levers", "memory", "cross", "endpoint"]
     assert subcommands() == (*names, "replay")
 
 

@@ -246,8 +246,9 @@ def test_pass_timings_cover_the_plain_step_the_chain_and_each_tree(pair: PairFac
 
 def test_an_older_result_migrates_without_a_sweep_and_a_bad_sweep_is_refused() -> None:
     from specviz.bench.saved import saved_results
+    from tools.report.saved import RESULTS_DIR
 
-    raw = json.loads(Path(saved_results()[0]).read_text(encoding="utf-8"))
+    raw = json.loads(Path(saved_results(RESULTS_DIR)[0]).read_text(encoding="utf-8"))
     result = migrate(raw)
     assert result["tree_sweep"] is None and all(r["exact"] for r in result["records"])
     assert all(r["setting"]["tree_nodes"] is None for r in result["records"])
@@ -261,10 +262,10 @@ def test_an_older_result_migrates_without_a_sweep_and_a_bad_sweep_is_refused() -
 
 
 def test_the_pivot_table_puts_each_rows_figures_under_its_node_budget() -> None:
-    from specviz.bench.headline import load
     from specviz.bench.tree_table import pivot_table
+    from tools.report.saved import RESULTS_DIR, Saved
 
-    section = load("tree-sweep")["tree_sweep"]
+    section = Saved(RESULTS_DIR).load("tree-sweep")["tree_sweep"]
     lines = pivot_table([section])
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     budgets = [int(r["nodes"]) for r in section["rows"]]

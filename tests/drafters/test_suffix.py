@@ -26,7 +26,9 @@ from specviz.drafters.suffix_hybrid import SuffixThenModelDrafter
 from specviz.drafters.suffix_memory import SuffixMemory
 from specviz.stats.laws import AnyDrafter
 from specviz.stats.mutants import MUTANTS, TREE_MUTANTS
+from specviz.stats.suffix import SUFFIX_MUTANTS, FrequencyQ, SampledSiblings, SuffixMutant
 from specviz.stats.suite import check_setting, default_settings, family_adjusted, tree_settings
+from specviz.stats.testing import estimated_power
 from specviz.stats.toy import random_pair
 from specviz.tree.decoding import TreeDecoder
 
@@ -319,3 +321,36 @@ def test_a_bad_memory_file_exits_2_with_one_line_before_any_model_loads(
     assert captured.err.count("\n") == 1 and not captured.out
     assert main([*argv, "--drafter", "suffix", "--memory", str(tmp_path / "a" / "m.json")]) == 2
     assert "no folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("mutant", "setting_name"),
+    [(SUFFIX_MUTANTS[0], "gamma=4 T=1"), (SUFFIX_MUTANTS[1], "tree T=1")],
+    ids=lambda x: getattr(x, "name", x),
+)
+def test_a_deterministic_proposal_verified_as_sampled_is_rejected_with_power(
+    mutant: SuffixMutant, setting_name: str
+) -> None:
+    """The suffix drafters' own bug: frequencies taken for the law a proposal was drawn from."""
+    target, draft = random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
+    tree = mutant.drafter_cls is SampledSiblings
+    settings = {s.name: s for s in (tree_settings(4, stop_id=0) if tree else default_settings(0))}
+    config = SuffixConfig(factor=4.0, min_prob=0.05)
+
+    def make(_sampling: SamplingConfig) -> Any:
+        memory = _memory(*TOY_MEMORY)
+        if tree:
+            return SampledSiblings(6, nodes=8, depth=4, memory=memory, config=config)
+        return FrequencyQ(6, memory=memory, config=config)
+
+    results = family_adjusted(
+        check_setting(
+            target, draft, TOY_PROMPT, settings[setting_name], n=1200, alpha=ALPHA,
+            make_drafter=make,
+        )
+    )  # fmt: skip
+    rejected = [r for r in results if r.reject]
+    assert rejected, f"{mutant.name} slipped through: {[(r.name, r.p_value) for r in results]}"
+    level = ALPHA / len(results)  # the strictest Holm threshold: power there bounds power below
+    best = max(estimated_power(r, level) for r in rejected if r.df > 0)
+    assert best >= 0.99, f"{mutant.name}: estimated power {best:.3f}"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from specviz.drafters.suffix_memory import SuffixMemory
-from specviz.drafters.suffix_tree import SuffixTrie, speculate
+from specviz.drafters.suffix_speculate import speculate
+from specviz.drafters.suffix_tree import SuffixTrie
 
 
 def _substring_counts(sequences: list[list[int]], depth: int) -> Counter[tuple[int, ...]]:
@@ -124,10 +125,10 @@ def test_memory_evicts_the_oldest_requests_to_stay_in_its_budget() -> None:
     memory.add([2, 2])  # over budget: the oldest goes
     assert memory.requests == ((5, 6, 7), (8, 9, 1), (2, 2))
     assert len(memory) == 8
-    assert _trie_counts(memory.trie) == _substring_counts([list(r) for r in memory.requests], 4)
+    assert memory.store.counts() == _substring_counts([list(r) for r in memory.requests], 4)
     memory.add(list(range(20, 35)))  # longer than the budget: its last 10 tokens alone
     assert memory.requests == (tuple(range(25, 35)),)
-    assert _trie_counts(memory.trie) == _substring_counts([list(range(25, 35))], 4)
+    assert memory.store.counts() == _substring_counts([list(range(25, 35))], 4)
 
 
 def test_memory_remembers_outputs_and_prompts_only_when_asked() -> None:
@@ -152,7 +153,7 @@ def test_memory_save_and_load_round_trip(tmp_path: Path) -> None:
     loaded = SuffixMemory.load(path)
     assert loaded.requests == memory.requests
     assert (loaded.max_tokens, loaded.max_depth, loaded.prompts) == (50, 5, True)
-    assert _trie_counts(loaded.trie) == _trie_counts(memory.trie)
+    assert loaded.store.counts() == memory.store.counts()
     assert json.loads(path.read_text())["format"] == "specviz-suffix-memory"
 
 

@@ -151,7 +151,14 @@ def test_training_lowers_the_loss_and_resumes_exactly(tmp_path: Path) -> None:
     assert [r["loss"] for r in rows] == ["kl", "tv", "tv", "tv"]
     assert all(0 <= r[f"alpha_{d}"] <= 1 for r in rows for d in range(1, 6))
     run_heads3(CFG, model, stream, tmp_path / "split", 7, None)
+    with (tmp_path / "split" / "curve.jsonl").open("a") as curve:  # a row past the checkpoint,
+        curve.write(json.dumps(rows[1] | {"alpha_1": -1.0}) + "\n")  # as a killed run leaves
     split = run_heads3(CFG, model, stream, tmp_path / "split", 20, None)
+    again = [json.loads(line) for line in (tmp_path / "split" / "curve.jsonl").open()]
+    drop = ("hours",)
+    assert [{k: v for k, v in r.items() if k not in drop} for r in again] == [
+        {k: v for k, v in r.items() if k not in drop} for r in rows
+    ]  # measured again after the resume, once
     a = torch.load(tmp_path / "whole" / "ckpt.pt", weights_only=False)
     b = torch.load(tmp_path / "split" / "ckpt.pt", weights_only=False)
     assert split["step"] == 20 and split["positions"] == whole["positions"]

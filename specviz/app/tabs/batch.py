@@ -26,7 +26,7 @@ from specviz.app.views.panels import status_html
 from specviz.app.wiring import callback
 from specviz.batch.api import batch_prompts, speculative_stream_batch
 from specviz.batch.drafters import build_batch_drafter
-from specviz.core.checks import check_pair, check_prompt
+from specviz.checks import check_pair, check_prompt
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.drafters.registry import BATCH_DRAFTERS, REGISTRY
 from specviz.drafters.trimmed import ranking_path

@@ -1,5 +1,6 @@
 """The speculative-decoding tab: Generate, Step one round and the race, the token stream and its
-inspector, the plots, the tree rounds, the summary and its export.
+inspector, the round detail (how a suffix or cross-tokenizer drafter drafted the round), the
+suffix memory's line and its Clear button, the plots, the tree rounds, the summary and its export.
 
 Decoding comes from specviz.api and every view from specviz.app.views; every request that decodes
 goes through the session (load → wait for the decode slot → decode → release).
@@ -59,7 +60,8 @@ class DecodeTab:
                 None if s.tree else make_policy(s.policy, s.speculation.gamma, self.cost_model(s))
             )
             _, stream = speculative_stream(
-                p.target, make_drafter(s, p, self.session.heads), p.tokenizer, ids,
+                p.target, make_drafter(s, p, self.session.heads, self.session.memory),
+                p.tokenizer, ids,
                 sampling=s.sampling, speculation=s.speculation, policy=policy,
                 tree_rule=tree_rule(s),
             )  # fmt: skip
@@ -168,6 +170,32 @@ class DecodeTab:
         decode = run.text_of if run else str
         return [views.inspector_html(cell), views.residual_figure(cell, decode)]
 
+    @staticmethod
+    def round_view(run: views.Run | None, index: Any) -> str:
+        """The round detail of the round the token at index belongs to (the latest round with
+        a detail when there is no such token)."""
+        try:
+            cell = run.cell(as_int("token #", index)) if run else None
+        except ValueError:
+            cell = None
+        if run is None:
+            return views.round_detail_html([], None, str)
+        return views.round_detail_html(run.log, cell.round if cell else None, run.text_of)
+
+    def after_decode(self, run: views.Run | None) -> list[str]:
+        """After a decode or a step: the latest round's detail and the memory's line."""
+        return [self.round_view(run, None), self.memory_line()]
+
+    def memory_line(self) -> str:
+        """What the session's suffix memory holds, as its line."""
+        memory = self.session.memory
+        return views.memory_html(len(memory.requests), len(memory))
+
+    def clear_memory(self) -> str:
+        """Empty the session's suffix memory; its line, now empty."""
+        self.session.clear_memory()
+        return self.memory_line()
+
     def click(self, run: views.Run | None, evt: gr.EventData) -> list[Any]:
         """A click on a token in the stream: fill the token number and the inspector."""
         index = getattr(evt, "_data", None) or {}
@@ -219,15 +247,22 @@ class DecodeTab:
         """Connect the buttons and panels w to the handlers; form: the form's widgets in FIELDS
         order; work: the queue settings of the requests that load models or decode."""
         on, main = self.callbacks(), w.listed(MAIN)
-        w.generate.click(on["generate"], form, main, api_name="generate", **work)
-        w.step.click(on["step"], [w.run, *form], main, api_name="step", **work)
-        w.race_button.click(on["race"], form, w.listed(RACE), api_name="race", **work)
+        decodes = [
+            w.generate.click(on["generate"], form, main, api_name="generate", **work),
+            w.step.click(on["step"], [w.run, *form], main, api_name="step", **work),
+            w.race_button.click(on["race"], form, w.listed(RACE), api_name="race", **work),
+        ]
+        for decoded in decodes:  # then the latest round's detail, and the memory it fed
+            decoded.then(self.after_decode, w.run, [w.round_detail, w.memory], api_name=NO_API)
+        w.clear_memory.click(self.clear_memory, None, w.memory, api_name="clear_memory")
         tree_in, tree_out = [w.run, w.tree_round, w.tree_node], [w.tree, w.tree_inspector]
         w.tree_round.submit(self.tree_view, tree_in, tree_out, api_name="tree")
         w.tree_node.submit(self.tree_view, tree_in, tree_out, api_name=NO_API)
         w.tree.click(self.tree_click, [w.run, w.tree_round], [w.tree_node, w.tree_inspector],
                      api_name=NO_API)  # fmt: skip
-        panel = [w.inspector, w.residual]
-        w.stream.click(self.click, w.run, [w.index, *panel], api_name=NO_API)
-        w.index.submit(self.inspect, [w.run, w.index], panel, api_name="inspect")
+        panel, picked = [w.inspector, w.residual], [w.run, w.index]
+        clicked = w.stream.click(self.click, w.run, [w.index, *panel], api_name=NO_API)
+        typed = w.index.submit(self.inspect, picked, panel, api_name="inspect")
+        for chosen in (clicked, typed):  # then the round that token belongs to
+            chosen.then(self.round_view, picked, w.round_detail, api_name=NO_API)
         w.export.click(self.export, w.run, w.files, api_name="export")

@@ -1,5 +1,6 @@
 """The decode area's components: the buttons with the status line beside them, the token stream
-and its inspector, and the Plots, Tree rounds, Summary & export and Race tabs.
+and its inspector, the round detail and the suffix memory's line, and the Plots, Tree rounds,
+Summary & export and Race tabs.
 
 They are fields of one frozen DecodePanels, and an event's outputs are a tuple of those fields'
 names (MAIN, RACE), never a count.
@@ -7,6 +8,7 @@ names (MAIN, RACE), never a count.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +46,9 @@ class DecodePanels:
     index: gr.Number
     inspector: gr.HTML
     residual: gr.Plot
+    round_detail: gr.HTML  # how the selected (or latest) round drafted
+    memory: gr.HTML  # what the suffix memory holds
+    clear_memory: gr.Button
     acceptance: gr.Plot
     lengths: gr.Plot
     histogram: gr.Plot
@@ -62,9 +67,10 @@ class DecodePanels:
         return [getattr(self, name) for name in names]
 
 
-def build() -> DecodePanels:
+def build(memory: Callable[[], str] | None = None) -> DecodePanels:
     """The decode area: the buttons with the status line beside them (it stays in view while the
-    page scrolls), the legend, the stream and the token inspector, then its tabs."""
+    page scrolls), the legend, the stream and the token inspector, the round detail and the
+    suffix memory's line (memory: its HTML, read again on every page load), then its tabs."""
     w: dict[str, Any] = {"run": gr.State(None)}
     with gr.Row(elem_id="sv-actions", equal_height=True):
         w["generate"] = gr.Button(
@@ -86,6 +92,12 @@ def build() -> DecodePanels:
             w["inspector"] = gr.HTML(views.inspector_html(None), elem_id="sv-inspector")
         w["residual"] = gr.Plot(
             views.residual_figure(None, str), label="residual", elem_id="sv-residual", scale=3
+        )
+    w["round_detail"] = gr.HTML(views.round_detail_html([], None, str), elem_id="sv-round-detail")
+    with gr.Row(equal_height=True, elem_id="sv-memory-row"):
+        w["memory"] = gr.HTML(memory or views.memory_html(0, 0), elem_id="sv-memory")
+        w["clear_memory"] = gr.Button(
+            "Clear memory", elem_id="sv-clear-memory", scale=0, min_width=140, size="sm"
         )
     with gr.Tab("Plots"):
         with gr.Row():

@@ -15,6 +15,9 @@ from specviz.app.wiring import NO_API
 from specviz.bench.saved import load_result_view, most_informative, saved_results
 
 BENCH_FIGURES = 5  # speedup by drafter, gamma curves, alpha, latency CDF, batch step time
+# The folder of saved results the tab lists unless told otherwise: benchmarks/results under the
+# current folder, which a checkout of the repository run from its root has.
+DEFAULT_RESULTS = Path("benchmarks", "results")
 
 
 @dataclass(frozen=True)
@@ -34,14 +37,20 @@ class ResultsPanels:
         return [*self.plots, self.tables]
 
 
-def build(tab: gr.Tab) -> ResultsPanels:
-    """The tab's contents (tab: the tab they are built in), the most informative saved result
-    first, the figures two by two, the tables in a scrolling box."""
-    saved = saved_results()
-    gr.Markdown(
-        "Plots and tables of a saved `specviz bench --out result.json` run "
-        "(the repository's `benchmarks/results/` are listed; or upload one)."
-    )
+def listing_note(folder: Path, saved: list[str]) -> str:
+    """What the tab says above its menu: which folder's results it lists, if any."""
+    intro = "Plots and tables of a saved `specviz bench --out result.json` run"
+    if not saved:
+        return f"{intro}: upload one (`python app.py --results DIR` lists a folder of them)."
+    return f"{intro} (the JSON files in `{folder}` are listed; or upload one)."
+
+
+def build(tab: gr.Tab, folder: Path) -> ResultsPanels:
+    """The tab's contents (tab: the tab they are built in; folder: the saved results it lists),
+    the most informative saved result first, the figures two by two, the tables in a scrolling
+    box."""
+    saved = saved_results(folder)
+    gr.Markdown(listing_note(folder, saved))
     with gr.Row():
         path = gr.Dropdown(
             [(Path(p).stem, p) for p in saved], value=most_informative(saved),

@@ -16,6 +16,7 @@ from specviz.app.views.plots import (
     pq_figure,
     residual_figure,
 )
+from specviz.app.views.round_detail import memory_html, round_detail_html
 from specviz.app.views.run import Run
 from specviz.app.views.style import COLORS, CSS, LABELS
 from specviz.app.views.tokens import inspector_html, legend_html, lossy_html, stream_html
@@ -44,12 +45,14 @@ __all__ = [
     "legend_html",
     "lossy_html",
     "mask_html",
+    "memory_html",
     "node_html",
     "pick_round",
     "placeholder",
     "pq_figure",
     "race_html",
     "residual_figure",
+    "round_detail_html",
     "status_html",
     "stream_html",
     "summarize",

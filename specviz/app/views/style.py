@@ -120,4 +120,22 @@ CSS = """
 .sv-tree-inspector td, .sv-tree-inspector th { padding: 2px 10px 2px 0; vertical-align: top;
   text-align: left; }
 .sv-tree-inspector td:first-child { color: #555; white-space: nowrap; }
+.sv-round-detail { font-size: 13px; }
+.sv-round-detail p { margin: 4px 0; }
+.sv-tally { color: #444; border-bottom: 1px solid #eee; padding-bottom: 3px; }
+.sv-candidate, .sv-xtok { font-family: ui-monospace, Consolas, monospace; white-space: pre; }
+.sv-spec-tree, .sv-spec-tree ul { list-style: none; margin: 0; padding-left: 18px;
+  font-family: ui-monospace, Consolas, monospace; }
+.sv-spec-tree ul { border-left: 1px solid #bbb; }
+.sv-spec-tree span { display: inline-block; border-radius: 3px; padding: 0 4px; margin: 1px 0;
+  white-space: pre; border: 1px dotted #888; }
+.sv-spec-tree small { color: #555; font-size: 11px; }
+.sv-spec-tree .sv-spec-kept { background: rgba(0,114,178,.22); border: 2px solid #0072B2;
+  font-weight: 700; }
+.sv-xtok { display: inline-block; border: 1px solid #bbb; border-radius: 3px; padding: 0 3px;
+  margin: 1px; }
+.sv-xtok-proposed { background: rgba(0,114,178,.18); border-color: #0072B2; }
+.sv-xtok-stable { border-style: solid; }
+.sv-xtok-unstable { color: #777; border-style: dashed; }
+.sv-memory { font-size: 13px; padding: 2px 0; }
 """

@@ -7,22 +7,17 @@ from specviz.bench.sweeps.batch import Batch
 from specviz.bench.sweeps.cross import Cross
 from specviz.bench.sweeps.endpoint import Served
 from specviz.bench.sweeps.levers import Levers
+from specviz.bench.sweeps.memory import Memory
 from specviz.bench.sweeps.speedup import Speedup
 from specviz.bench.sweeps.trees import Trees
 
-RENDER_ORDER = (
-    "tree_sweep",
-    "batch_sweep",
-    "endpoint",
-    "levers",
-    "cross",
-)  # sections in a Markdown run
+RENDER_ORDER = ("tree_sweep", "batch_sweep", "endpoint", "levers", "memory", "cross")  # Markdown
 
 
 def studies() -> tuple[Sweep, ...]:
     """Every study `specviz bench` runs, the default first, in the order of its help and of
     the sections in a saved result."""
-    return (Speedup(), Trees(), Batch(), Levers(), Cross(), Served())
+    return (Speedup(), Trees(), Batch(), Levers(), Memory(), Cross(), Served())
 
 
 def by_key() -> dict[str, Sweep]:

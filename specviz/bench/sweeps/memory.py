@@ -1,0 +1,453 @@
+"""`specviz bench memory`: drafting from memory on agent workloads, request after request.
+
+An agent's requests repeat one another, so a drafter that remembers earlier requests (the
+suffix drafters, specviz.drafters.suffix) should speed up as a workload goes on. This study
+runs each workload's requests in their order (an agent workload's tasks and steps,
+specviz.bench.workloads) and gives every drafter setting one SuffixMemory per workload and
+repetition, empty at its first request, fed by each finished request: the memory fills as it
+does in use. Drafters that do not remember run beside them, on the same requests.
+
+Per request and repetition: one plain decode, then each setting's speculative decode (their
+order rotates each repetition), then, unless --no-hf, transformers' own generate() of the same
+request (greedy or sampled, no assistant). One untimed warm-up request with throwaway memories
+comes first. The section's rows carry, per request and setting: its task and step, the
+speedup over the paired plain decode, tokens a target pass, accepted and verified drafts, the
+draft's seconds a round over a plain decode step (c), and whether the tokens equal the plain
+decode's (the greedy identity, meaningful at T = 0). After each workload, each memory's size is
+measured by replaying its requests into a fresh memory: its bytes (tracemalloc, everything the
+replay allocated and kept) per stored token, and the seconds the replay's updates took per token.
+
+A request counts as cold at step 0 of its task (the first request of a task: only other tasks'
+requests can be in memory) and warm after it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import tracemalloc
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from specviz.api import autoregressive_generate, speculative_generate
+from specviz.bench.runner import (
+    BenchSetting,
+    Record,
+    drafter_label,
+    plain_cache,
+    record,
+    speculative_cache,
+)
+from specviz.bench.setting import TREE_RULES
+from specviz.bench.sweep import Context, Outcome, by_temperature, with_flags
+from specviz.bench.table import markdown_table
+from specviz.bench.workloads import AGENT_WORKLOADS, Request
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.decoding import clock
+from specviz.drafters.registry import (
+    HYBRID_DRAFTERS,
+    MEMORY_DRAFTERS,
+    MODEL_DRAFTERS,
+    TREE_DRAFTERS,
+    DrafterOptions,
+    build_drafter,
+)
+from specviz.drafters.suffix_memory import SuffixMemory
+from specviz.models.chat import prompt_ids as chat_prompt_ids
+
+DEFAULT_DRAFTERS = "suffix,tree-suffix,ngram,tree-ngram,model-trimmed,suffix+model-trimmed"
+DEFAULT_WORKLOADS = ",".join(AGENT_WORKLOADS)
+
+
+def add_memory_arguments(b: argparse.ArgumentParser) -> None:
+    """Register --suffix-gamma and --max-new-tokens."""
+    b.add_argument(
+        "--suffix-gamma",
+        type=int,
+        default=16,
+        help="memory study: the most tokens a suffix drafter proposes a round (a chain's "
+        "gamma, a tree's depth, the hybrid's suffix rounds; the hybrid's draft-model rounds "
+        "take the first of --gammas)",
+    )
+    b.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=0,
+        help="memory study: at most this many new tokens a request (0: each request's own)",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryPlan:
+    """The settings every request runs, and the cap on new tokens (0: none)."""
+
+    drafters: tuple[str, ...]
+    suffix_gamma: int
+    gamma: int
+    tree_nodes: int
+    tree_width: int
+    max_new_tokens: int
+
+
+def memory_plan(args: argparse.Namespace, drafters: Sequence[str]) -> MemoryPlan | None:
+    """The plan `specviz bench memory` asks for (None for another study); ValueError, saying
+    what to change, for what it cannot run."""
+    if getattr(args, "study", None) != "memory":
+        return None
+    if args.suffix_gamma < 1:
+        raise ValueError(f"--suffix-gamma must be >= 1 (got {args.suffix_gamma})")
+    if args.max_new_tokens < 0:
+        raise ValueError(f"--max-new-tokens must be >= 0 (got {args.max_new_tokens})")
+    if args.policies.strip() != "fixed":
+        raise ValueError("the memory study drafts at fixed lengths: drop --policies")
+    if len(args.draft or []) > 1:
+        raise ValueError("the memory study runs one draft: give one --draft")
+    if args.lean_target and any(d in TREE_DRAFTERS for d in drafters):
+        raise ValueError(
+            "tree drafters verify through transformers' forward: drop --lean-target, or the "
+            "tree drafters from --drafters"
+        )
+    return MemoryPlan(
+        drafters=tuple(drafters),
+        suffix_gamma=args.suffix_gamma,
+        gamma=args.gammas[0],
+        tree_nodes=args.tree_nodes,
+        tree_width=args.tree_width,
+        max_new_tokens=args.max_new_tokens,
+    )
+
+
+def memory_settings(plan: MemoryPlan, draft: str, temperature: float) -> list[BenchSetting]:
+    """One setting a drafter: suffix drafters at --suffix-gamma (trees as deep), the hybrid's
+    draft-model rounds and the other chains at the first of --gammas, other trees at its depth."""
+    out = []
+    for d in plan.drafters:
+        remembers = d in MEMORY_DRAFTERS
+        tree = d in TREE_DRAFTERS
+        out.append(
+            BenchSetting(
+                drafter=d,
+                gamma=plan.suffix_gamma if remembers else plan.gamma,
+                temperature=temperature,
+                draft_name=draft if d in MODEL_DRAFTERS else d,
+                model_gamma=plan.gamma if d in HYBRID_DRAFTERS and remembers else None,
+                tree_nodes=max(plan.tree_nodes, plan.suffix_gamma if remembers else 0)
+                if tree
+                else None,
+                tree_width=plan.tree_width if tree else None,
+                tree_rule="exact" if tree else None,
+            )
+        )
+    return out
+
+
+def _new_tokens(plan: MemoryPlan, request: Request) -> int:
+    """The request's own limit, capped by --max-new-tokens."""
+    own = request.max_new_tokens
+    return min(own, plan.max_new_tokens) if plan.max_new_tokens else own
+
+
+def _speculative(
+    pair: Any,
+    setting: BenchSetting,
+    memory: SuffixMemory,
+    prompt_ids: list[int],
+    sampling: SamplingConfig,
+    max_new_tokens: int,
+    lean_target: bool,
+) -> Any:
+    """One speculative decode of the setting with its memory (fed when it finishes)."""
+    options = DrafterOptions(
+        memory=memory,
+        model_gamma=setting.model_gamma,
+        tree_nodes=setting.tree_nodes or DrafterOptions().tree_nodes,
+        tree_depth=setting.gamma,
+        tree_width=setting.tree_width or DrafterOptions().tree_width,
+    )
+    drafter = build_drafter(
+        setting.drafter, target=pair.target, draft=pair.draft, sampling=sampling, options=options
+    )
+    return speculative_generate(
+        pair.target,
+        drafter,
+        pair.tokenizer,
+        prompt_ids,
+        sampling=sampling,
+        speculation=SpeculationConfig(gamma=setting.gamma, max_new_tokens=max_new_tokens),
+        make_cache=None if setting.tree else speculative_cache(setting, lean_target),
+        tree_rule=TREE_RULES["exact"],
+    )
+
+
+@torch.no_grad()
+def hf_plain(target: Any, prompt_ids: list[int], max_new_tokens: int, temperature: float) -> float:
+    """Seconds of transformers' own generate() on the request (no assistant)."""
+    ids = torch.tensor([prompt_ids], device=target.device)
+    kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "do_sample": temperature > 0}
+    if temperature > 0:
+        kwargs.update(temperature=temperature, top_k=0, top_p=1.0)
+    start = clock(target.device)
+    target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
+    return clock(target.device) - start
+
+
+def request_row(
+    request: Request, setting: BenchSetting, rec: Record, identical: bool
+) -> dict[str, Any]:
+    """One request under one setting: what the section's tables are made of."""
+    m = rec.metrics
+    return {
+        "workload": request.category,
+        "request": request.id,
+        "task": request.task,
+        "step": request.step,
+        "drafter": drafter_label(vars(setting)),
+        "rep": rec.repetition,
+        "temperature": setting.temperature,
+        "tokens": m.tokens,
+        "rounds": m.rounds,
+        "accepted": m.accepted,
+        "verified": m.accepted + m.rejected,
+        "latency": m.latency,
+        "plain_latency": m.plain_latency,
+        "draft_seconds": m.draft_seconds,
+        "step_seconds": m.step_seconds,
+        "identical": identical,
+    }
+
+
+def memory_size(memory: SuffixMemory) -> dict[str, float]:
+    """A memory's tokens, and a fresh replay of its requests: bytes kept (tracemalloc) and
+    seconds of updates, per stored token."""
+    requests = memory.requests
+    tokens = sum(len(r) for r in requests)
+    fresh = SuffixMemory(max_tokens=memory.max_tokens, max_depth=memory.max_depth)
+    start = time.perf_counter()
+    for tokens_of in requests:
+        fresh.add(tokens_of)
+    seconds = time.perf_counter() - start
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = SuffixMemory(max_tokens=memory.max_tokens, max_depth=memory.max_depth)
+        for tokens_of in requests:
+            kept.add(tokens_of)
+        size = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    per = max(tokens, 1)
+    return {
+        "tokens": tokens,
+        "bytes_per_token": size / per,
+        "update_seconds_per_token": seconds / per,
+    }
+
+
+def _workloads(requests: Sequence[Request]) -> list[tuple[str, list[Request]]]:
+    """Requests grouped by workload (category), in their order."""
+    grouped: dict[str, list[Request]] = {}
+    for r in requests:
+        grouped.setdefault(r.category, []).append(r)
+    return list(grouped.items())
+
+
+def _rotated(items: Sequence[BenchSetting], k: int) -> list[BenchSetting]:
+    """items starting at index k (mod its length)."""
+    k %= max(len(items), 1)
+    return [*items[k:], *items[:k]]
+
+
+def run_memory(plan: MemoryPlan, context: Context) -> tuple[list[Record], dict[str, Any]]:
+    """Every workload in order under every setting, --reps times; the records and section."""
+    args = context.args
+    records: list[Record] = []
+    rows: list[dict[str, Any]] = []
+    sizes: list[dict[str, Any]] = []
+    groups = [(t, _workloads(subset)) for t, subset in by_temperature(args, context.requests)]
+    total = sum(len(rs) for _, ws in groups for _, rs in ws) * args.reps
+    done = 0
+    for temperature, workloads in groups:
+        settings = memory_settings(plan, context.draft, temperature)
+        first = workloads[0][1][0]
+        for rep in range(-1, args.reps):  # rep -1: one untimed request, throwaway memories
+            for workload, requests in workloads:
+                memories = {s: SuffixMemory() for s in settings}
+                for request in requests if rep >= 0 else [first]:
+                    if rep >= 0:
+                        context.progress(done, total, f"{workload} {request.id} T={temperature}")
+                        done += 1
+                    rows_of, recs = _request(plan, context, request, settings, memories, rep)
+                    if rep >= 0:
+                        rows += rows_of
+                        records += recs
+                if rep < 0:
+                    break
+                for s in settings:
+                    if s.drafter in MEMORY_DRAFTERS:
+                        size = memory_size(memories[s])
+                        sizes.append({"workload": workload, "drafter": drafter_label(vars(s)),
+                                      "rep": rep, "temperature": temperature} | size)  # fmt: skip
+    context.progress(total, total, "memory study done")
+    section = {
+        "plan": {
+            "drafters": list(plan.drafters), "suffix_gamma": plan.suffix_gamma,
+            "gamma": plan.gamma, "tree_nodes": plan.tree_nodes, "tree_width": plan.tree_width,
+            "max_new_tokens": plan.max_new_tokens, "reps": args.reps, "hf": not args.no_hf,
+        },
+        "rows": rows,
+        "sizes": sizes,
+    }  # fmt: skip
+    return records, section
+
+
+def _request(
+    plan: MemoryPlan,
+    context: Context,
+    request: Request,
+    settings: Sequence[BenchSetting],
+    memories: dict[BenchSetting, SuffixMemory],
+    rep: int,
+) -> tuple[list[dict[str, Any]], list[Record]]:
+    """One request: plain, each setting (rotated by rep), then transformers' generate()."""
+    args, pair = context.args, context.pair
+    ids = chat_prompt_ids(pair.tokenizer, request.prompt, raw=args.raw)
+    limit = _new_tokens(plan, request)
+    temperature = settings[0].temperature
+    sampling = SamplingConfig(temperature=temperature, seed=max(rep, 0))
+    plain = autoregressive_generate(
+        pair.target, pair.tokenizer, ids, sampling=sampling, max_new_tokens=limit,
+        make_cache=plain_cache(settings[0], args.lean_target),
+    )  # fmt: skip
+    rows, recs = [], []
+    for setting in _rotated(settings, max(rep, 0)):
+        spec = _speculative(pair, setting, memories[setting], ids, sampling, limit,
+                            args.lean_target)  # fmt: skip
+        rec = record(request, setting, max(rep, 0), spec, plain, None, None)
+        rows.append(request_row(request, setting, rec, spec.tokens == plain.tokens))
+        recs.append(rec)
+    if not args.no_hf:
+        hf = hf_plain(pair.target, ids, limit, temperature)
+        rows = [r | {"hf_latency": hf} for r in rows]
+    return rows, recs
+
+
+def _sum(rows: Sequence[dict[str, Any]], key: str) -> float:
+    return float(sum(r[key] for r in rows))
+
+
+def _speedup(rows: Sequence[dict[str, Any]]) -> str:
+    """Plain seconds over speculative seconds, summed over rows ("—" for none)."""
+    return f"{_sum(rows, 'plain_latency') / _sum(rows, 'latency'):.2f}×" if rows else "—"
+
+
+def _cells(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Cold and warm speedup, tokens a pass, α, c, greedy identity, vs transformers."""
+    cold = [r for r in rows if not r["step"]]
+    warm = [r for r in rows if r["step"]]
+    verified = _sum(rows, "verified")
+    c = _sum(rows, "draft_seconds") / sum(r["rounds"] * r["step_seconds"] for r in rows)
+    same = sum(r["identical"] for r in rows)
+    identity = "—" if rows[0]["temperature"] > 0 else f"{same}/{len(rows)}"
+    hf = [r for r in rows if r.get("hf_latency") is not None]
+    vs_hf = f"{_sum(hf, 'hf_latency') / _sum(hf, 'latency'):.2f}×" if hf else "—"
+    return [
+        _speedup(cold), _speedup(warm), f"{_sum(rows, 'tokens') / _sum(rows, 'rounds'):.2f}",
+        f"{_sum(rows, 'accepted') / verified:.2f}" if verified else "—", f"{c:.4f}", identity,
+        vs_hf,
+    ]  # fmt: skip
+
+
+def _grouped(rows: Sequence[dict[str, Any]], *keys: str) -> dict[tuple[Any, ...], list[Any]]:
+    out: dict[tuple[Any, ...], list[Any]] = {}
+    for r in rows:
+        out.setdefault(tuple(r[k] for k in keys), []).append(r)
+    return out
+
+
+def step_curves(section: dict[str, Any]) -> dict[str, list[tuple[int, float]]]:
+    """Per drafter, (step, plain seconds over speculative seconds summed over every task's
+    request at that step and every repetition), steps in order."""
+    rows = [r for r in section["rows"] if r["step"] is not None]
+    per_step = _grouped(rows, "drafter", "step")
+    curves: dict[str, list[tuple[int, float]]] = {}
+    for (drafter, step), rs in sorted(per_step.items(), key=lambda item: item[0][1]):
+        ratio = _sum(rs, "plain_latency") / _sum(rs, "latency")
+        curves.setdefault(drafter, []).append((int(step), ratio))
+    order = list(dict.fromkeys(r["drafter"] for r in rows))
+    return {d: curves[d] for d in order}
+
+
+def render_memory(section: dict[str, Any]) -> str:
+    """The memory study's tables: per workload and drafter; speedup by step; memory size."""
+    rows, plan = section["rows"], section["plan"]
+    head = ["workload", "drafter", "T", "cold", "warm", "tokens/pass", "α", "c", "greedy =",
+            "vs transformers"]  # fmt: skip
+    by = _grouped(rows, "workload", "drafter", "temperature")
+    out = [
+        f"### Drafting from memory (suffix drafters up to {plan['suffix_gamma']} tokens a "
+        f"round, others at γ = {plan['gamma']}; {plan['reps']} repetitions)",
+        "",
+        *markdown_table(head, [[w, d, f"{t:g}", *_cells(rs)] for (w, d, t), rs in by.items()]),
+    ]
+    curves = step_curves(section)
+    steps = sorted({s for points in curves.values() for s, _ in points})
+    out += [
+        "", "Speedup over plain decoding by step (all tasks of all workloads):", "",
+        *markdown_table(["drafter", *map(str, steps)], [
+            [d, *(next((f"{x:.2f}×" for s, x in points if s == step), "—") for step in steps)]
+            for d, points in curves.items()
+        ]),
+    ]  # fmt: skip
+    sizes = _grouped(section["sizes"], "workload", "drafter")
+    out += [
+        "", "Memory after each workload (a fresh replay of what it stored):", "",
+        *markdown_table(["workload", "drafter", "tokens", "MB per M tokens", "µs per token"], [
+            [w, d, f"{statistics.median(x['tokens'] for x in xs):.0f}",
+             f"{statistics.median(x['bytes_per_token'] for x in xs):.0f}",
+             f"{1e6 * statistics.median(x['update_seconds_per_token'] for x in xs):.1f}"]
+            for (w, d), xs in sizes.items()
+        ]),
+    ]  # fmt: skip
+    return "\n".join(out)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Memory:
+    """Drafting from memory on workloads run in order; its section is saved under memory."""
+
+    name: str = "memory"
+    key: str | None = "memory"
+    per_draft: bool = True
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        add_memory_arguments(parser)
+
+    def asked(self, args: argparse.Namespace) -> bool:
+        return False  # only its subcommand asks for it
+
+    def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
+        return with_flags(
+            args,
+            drafters=args.drafters or DEFAULT_DRAFTERS,
+            workloads=args.workloads or DEFAULT_WORKLOADS,
+        )
+
+    def plan(
+        self,
+        args: argparse.Namespace,
+        drafters: Sequence[str],
+        policies: Sequence[str],
+        requests: Sequence[Request],
+    ) -> MemoryPlan | None:
+        return memory_plan(args, drafters)
+
+    def run(self, plan: MemoryPlan, context: Context) -> Outcome:
+        records, section = run_memory(plan, context)
+        return Outcome(records=tuple(records), section=section)
+
+    def render(self, section: dict[str, Any], price_per_hour: float) -> str:
+        return render_memory(section)

@@ -1,0 +1,117 @@
+"""`specviz bench memory` on tiny models: requests in order, one memory per drafter and
+workload, and the tables it renders (no timing asserts)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specviz.bench.markdown import render, resummarized
+from specviz.bench.schema import validate
+from specviz.bench.sweeps.memory import render_memory, step_curves
+from specviz.cli import main
+from tools.report.documents import MEMORY_REPORT, marked_tables, refreshed
+from tools.report.saved import RESULTS_DIR, Saved
+from tools.report.sections import memory, memory_figure
+
+from ..conftest import PairFactory, save_pair
+
+STEPS = ["the cat sat on the mat", "the cat sat on the mat and", "the cat sat on the mat and the"]
+
+
+def _workload(root: Path) -> Path:
+    """Two tasks of three steps, each step repeating the last: an agent's shape."""
+    rows = [
+        {"id": f"{task}-{step}", "category": "toy-agent", "prompt": f"{task}: {text}",
+         "max_new_tokens": 12, "temperature": 0.0, "task": task, "step": step}
+        for task in ("a", "b") for step, text in enumerate(STEPS)
+    ]  # fmt: skip
+    path = root / "agent.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    return path
+
+
+def _run(root: Path, pair: PairFactory, tokenizer: Any, *extra: str) -> dict[str, Any]:
+    if not (root / "target").exists():
+        save_pair(root, *pair("llama"), tokenizer)
+    argv = ["bench", "memory", "--target", str(root / "target"), "--draft", str(root / "draft")]
+    argv += ["--workloads", str(_workload(root)), "--reps", "1", "--step-batch-sizes", "1"]
+    argv += ["--dtype", "float64", "--out", str(root / "b.json"), "--html", str(root / "b.html")]
+    assert main([*argv, "--raw", *extra]) == 0
+    result: dict[str, Any] = json.loads((root / "b.json").read_text())
+    return result
+
+
+def test_the_study_runs_requests_in_order_with_one_memory_each(
+    pair: PairFactory,
+    tokenizer: Any,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    drafters = "suffix,tree-suffix,ngram,suffix+model"
+    result = _run(tmp_path, pair, tokenizer, "--drafters", drafters, "--suffix-gamma", "6")
+    validate(result)
+    section = result["memory"]
+    assert section["plan"]["drafters"] == drafters.split(",")
+    assert section["plan"]["suffix_gamma"] == 6 and section["plan"]["reps"] == 1
+    rows = section["rows"]
+    assert len(rows) == 6 * 4 and len(result["records"]) == 6 * 4
+    assert [r["request"] for r in rows[::4]] == [f"{t}-{s}" for t in "ab" for s in range(3)]
+    assert {r["step"] for r in rows} == {0, 1, 2} and {r["task"] for r in rows} == {"a", "b"}
+    assert all(r["identical"] for r in rows)  # T = 0: the greedy output, with memory or not
+    assert all(r.get("hf_latency", 0) > 0 for r in rows)  # transformers' generate() beside it
+    sizes = {s["drafter"]: s for s in section["sizes"]}
+    assert set(sizes) == {"suffix", "tree-suffix N=8 w=4", "suffix+model (model ≤ 4)"}
+    for label, size in sizes.items():  # each memory holds the outputs of all six requests
+        assert size["tokens"] == sum(r["tokens"] for r in rows if r["drafter"] == label)
+        assert size["bytes_per_token"] > 0 and size["update_seconds_per_token"] > 0
+    table = render_memory(section)
+    assert "| toy-agent | suffix | 0 |" in table and "| drafter | 0 | 1 | 2 |" in table
+    assert table in capsys.readouterr().out
+    assert table in render(resummarized(result), "memory")
+    curves = step_curves(section)
+    assert list(curves) == [r["drafter"] for r in rows[:4]]
+    assert all([s for s, _ in points] == [0, 1, 2] for points in curves.values())
+    results = tmp_path / "results"  # the report's table and figure from the saved part
+    results.mkdir()
+    assert "not measured yet" in "\n".join(memory(Saved(results)))
+    assert memory_figure(Saved(results)) is None and not list(results.iterdir())
+    (results / "memory.json").write_text((tmp_path / "b.json").read_text())
+    assert table in "\n".join(memory(Saved(results)))
+    figure = memory_figure(Saved(results))
+    assert figure == results / "memory-steps.png" and figure.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_study_defaults_to_the_agent_workloads_and_suffix_drafters() -> None:
+    from specviz.bench.cli import study_argv, study_of
+    from specviz.cli import build_parser
+
+    args = build_parser().parse_args(study_argv(["bench", "memory"]))
+    study = study_of(args)
+    chosen = study.chosen(args)
+    assert study.name == "memory" and chosen.workloads == "agent-tools,agent-code,agent-sql"
+    assert "suffix" in chosen.drafters.split(",") and "suffix+model-trimmed" in chosen.drafters
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--suffix-gamma", "0"], "--suffix-gamma must be >= 1"),
+        (["--max-new-tokens", "-1"], "--max-new-tokens must be >= 0"),
+        (["--drafters", "suffix", "--policies", "heuristic"], "fixed lengths: drop --policies"),
+    ],
+)
+def test_bad_flags_are_refused_before_any_model_loads(
+    extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["bench", "memory", "--target", "/nonexistent", *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_memory_page_shows_what_the_saved_results_render_to() -> None:
+    text = MEMORY_REPORT.read_text(encoding="utf-8")
+    assert "memory" in dict(marked_tables(text))
+    assert refreshed(text, Saved(RESULTS_DIR)) == text

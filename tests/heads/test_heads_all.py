@@ -1,0 +1,51 @@
+"""`python -m specviz.train heads-all`: the EAGLE-3 pipeline in one command, dry-run on the CPU
+with a tiny target (the same code runs on CUDA with --device cuda)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from specviz.train.heads3 import Heads3Config
+from specviz.train.heads_all import HeadsAllConfig, run_heads_all
+from specviz.train.regen import RegenConfig, read_ids
+from tests.conftest import char_tokenizer, tiny_model
+
+POOL = [("toy", text) for text in ("the cat", "a dog sat", "cat and dog", "the mat")] * 8
+
+
+def test_the_pipeline_makes_data_trains_evaluates_and_exports(tmp_path: Path) -> None:
+    target = tiny_model("llama", seed=5, scale=3.0, num_hidden_layers=6).to(torch.float32)
+    tokenizer = char_tokenizer()
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
+    cfg = HeadsAllConfig(
+        shards=8, steps=6, minutes=5.0,
+        regen=RegenConfig(prompts=32, batch=2, per_shard=2, max_new=5, topk=6),
+        heads3=Heads3Config(vocab=12, kl_warmup=3, warmup=2, total_steps=6, batch_positions=32,
+                            max_len=16, group=2, eval_every=4, eval_sequences=2),
+    )  # fmt: skip
+    ids = tmp_path / "ids"
+    ids.mkdir()
+    summary = run_heads_all(cfg, target, tokenizer, ids, tmp_path / "out", pool=POOL)
+    assert summary["data"]["shards"] == 8 and summary["data"]["answer_tokens"] > 0
+    assert sorted(p.name for p in ids.iterdir()) == [f"ids_{i:05d}.json.gz" for i in range(8)]
+    assert read_ids(ids / "ids_00007.json.gz")["tokens"]  # the held-out shard
+    assert summary["training"]["step"] == 6
+    rows = [json.loads(r) for r in (tmp_path / "out" / "head" / "curve.jsonl").open()]
+    assert [r["step"] for r in rows] == [4, 6]  # every 4 steps, and at the end
+    assert summary["held_out"] == rows[-1] and 0 <= rows[-1]["alpha_1"] <= 1
+    assert Path(summary["weights"]).is_file()
+    again = run_heads_all(cfg, target, tokenizer, ids, tmp_path / "out", pool=POOL)
+    assert again["training"]["step"] == 6  # resumed: already done, nothing more to make
+    assert json.loads((tmp_path / "out" / "summary.json").read_text()) == again
+    assert (tmp_path / "out" / "head" / "curve.jsonl").read_text().count("\n") == 2  # no repeat
+
+
+def test_bad_sizes_say_what_to_change() -> None:
+    with pytest.raises(ValueError, match="no held-out shard"):
+        HeadsAllConfig(shards=5)
+    with pytest.raises(ValueError, match="minutes must be > 0"):
+        HeadsAllConfig(minutes=0)
