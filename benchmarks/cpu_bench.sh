@@ -97,14 +97,16 @@ bench batch-sweep --workloads code --temperatures 0 --drafters model-trimmed --g
 bench levers --workloads code,json,prose --limit 2 --drafters model --gammas 3 --reps 2 \
     --step-batch-sizes 1 --levers
 # 4b''''. drafting from memory (specviz bench memory): the agent workloads in their order, one
-#     suffix memory per drafter and workload; suffix (chain, tree), n-gram (chain, tree), the
-#     trimmed draft and suffix-then-draft; new tokens capped at 128 a request.
+#     suffix memory per drafter and workload; suffix (chain, tree), n-gram lookup, the trimmed
+#     draft and suffix-then-draft; new tokens capped at 128 a request; all 84 requests once.
+#     About 75 minutes on 2 idle cores.
 case " $PARTS " in *" memory "*)
   if [[ -n "${RESUME:-}" && -f "$OUT/memory.json" ]]; then
     echo "part memory: $OUT/memory.json is already there (RESUME), skipped"
   else
     python -m specviz bench memory --raw --temperatures 0 --gammas 3 --suffix-gamma 16 \
-        --max-new-tokens 128 --reps 2 --step-batch-sizes 1 --out "$OUT/memory.json" \
+        --drafters suffix,tree-suffix,ngram,model-trimmed,suffix+model-trimmed \
+        --max-new-tokens 128 --reps 1 --step-batch-sizes 1 --out "$OUT/memory.json" \
         --html "$OUT/memory.html"
   fi
 esac

@@ -215,6 +215,87 @@ print("draft argmax 'a' instead of 'the': alpha =", float(theory.alpha(p0, misma
 print("residual:", residual(p0, mismatched).tolist(), "(all mass on the target's 'the')")
 
 # %% [markdown]
+# ## When the draft has another tokenizer
+#
+# Everything above assumed that $p$ and $q$ are distributions over **one** vocabulary. A draft
+# from another model family splits text into other tokens, so its $q$ is over other ids. Two
+# exact ways across (`docs/tokenizers.md` derives both; Timor et al., "Accelerating LLM
+# Inference with Lossless Speculative Decoding Algorithms for Heterogeneous Vocabularies",
+# ICML 2025):
+#
+# - **Token-level intersection** (`--drafter cross-tli`): the draft's distribution is
+#   restricted to the tokens both tokenizers write as the same string and **renormalised**;
+#   the draft samples from that law, and the verifier is told exactly that law, mapped onto
+#   the target's ids (0 on every target token the draft cannot write). The acceptance rule
+#   holds for *any* $q$, so the output is still exactly $p$. What the draft cannot say, the
+#   residual supplies.
+# - **String-level, greedy** (`--drafter cross-text`): the draft writes text, the text is
+#   re-encoded with the target's tokenizer, and only the target tokens that can no longer
+#   change are proposed. The target then verifies its own tokens.
+#
+# Take the six words again, and a draft whose tokenizer knows "the", "a", "dog" and "ran" but
+# writes "cat" and "sat" in pieces ("c" + "at", "s" + "at"). The shared tokens are the four
+# whole words. We compute the emitted token's law exactly, as above, for the rule done right
+# and for a draft that samples from the renormalised law but tells the verifier the
+# restricted, *un*-renormalised probabilities (one of the mutants `specviz verify` rejects).
+
+# %%
+draft_words = ["the", "a", "c", "at", "dog", "s", "ran"]
+draft_logits_own = torch.tensor([3.0, 1.0, 0.5, 0.2, 1.0, 0.4, -0.5], dtype=torch.float64)
+q_own = logits_to_probs(draft_logits_own, plain)  # the draft's law over its own tokens
+shared = {d: words.index(w) for d, w in enumerate(draft_words) if w in words}  # draft → target
+print("shared tokens:", {draft_words[d]: words[t] for d, t in shared.items()})
+
+
+def on_target(values):
+    """A vector over the draft's tokens → over the target's (0 where the draft has none)."""
+    out = torch.zeros(V, dtype=torch.float64)
+    for d, t in shared.items():
+        out[t] = values[d]
+    return out
+
+
+restricted = on_target(q_own)  # q restricted to the shared tokens: sums to less than 1
+q_tli = restricted / restricted.sum()  # renormalised: the law the draft samples from
+
+
+def emitted_law(q_sampled, q_told):
+    """Law of the emitted token: drafts drawn from q_sampled, verified against q_told."""
+    keep = q_sampled * torch.where(q_told > 0, torch.clamp(p / q_told, max=1.0), 1.0)
+    return keep + (1 - keep.sum()) * residual(p, q_told)
+
+
+for name, q_told in [("renormalised (exact)", q_tli), ("not renormalised", restricted)]:
+    law = emitted_law(q_tli, q_told)
+    print(f"{name:22s} TV(law, p) = {0.5 * float((law - p).abs().sum()):.2e}")
+print(f"alpha over the shared tokens = {float(torch.minimum(p, q_tli).sum()):.3f}")
+
+# %% [markdown]
+# Renormalised, the law is $p$ to rounding; told the restricted probabilities instead, the
+# verifier keeps shared words too often (it thinks the draft proposes them rarely) and the
+# law drifts from $p$. $\alpha$ is the overlap of $p$ with the *restricted* draft, so a draft
+# whose mass sits on tokens the target cannot share pays less.
+#
+# The string-level way has its own trap: the last target token of a re-encoded text may still
+# change when the draft writes more. The bundled tokenizer shows it:
+
+# %%
+from transformers import AutoTokenizer
+
+from specviz.models.bundled import bundled_draft_dir
+
+tokenizer = AutoTokenizer.from_pretrained(bundled_draft_dir())
+for text in ["for item in ite", "for item in items:"]:
+    ids = tokenizer.encode(text)
+    print(f"{text!r:22s} → {[tokenizer.decode([i]) for i in ids]}")
+
+# %% [markdown]
+# Proposing " it" after the first text would propose a token the target's tokenizer would not
+# write once the draft finishes the word: `cross-text` proposes only the prefix of target
+# tokens that stays the same whatever the draft writes next (`specviz.drafters.cross_text`), so
+# greedy output is token-identical to the target's own greedy decoding. At $T > 0$ it cannot
+# say what law its proposals come from, so it is greedy only; `cross-tli` samples.
+#
 # One caution the derivation makes plain: $p$ and $q$ must be the distributions the tokens are
 # *actually* drawn from. The decoder warps the target's and the draft's logits with the same
 # `SamplingConfig`; computing $q$ from unwarped logits while sampling the draft from warped
