@@ -212,6 +212,9 @@ for name in tree-sweep tree-sweep-t1; do [[ -f "$OUT/$name.json" ]] && TREES+=("
 SWEEPS=()
 [[ -f "$OUT/batch-sweep.json" ]] && SWEEPS+=("$OUT/batch-sweep.json")
 [[ -f "$OUT/levers.json" ]] && SWEEPS+=("$OUT/levers.json")
+for workload in agent-code agent-tools agent-sql repeat code; do
+  [[ -f "$OUT/memory-$workload.json" ]] && SWEEPS+=("$OUT/memory-$workload.json")
+done
 [[ -f "$OUT/cross.json" ]] && SWEEPS+=("$OUT/cross.json")
 [[ -f "$OUT/endpoint.json" ]] && SWEEPS+=("$OUT/endpoint.json")
 case " $PARTS " in *" tree-tables "*)

@@ -89,7 +89,8 @@ def memory(saved: Saved) -> list[str]:
         command = "bash benchmarks/cpu_bench.sh benchmarks/results memory"
         note = f"not measured yet: {command} writes benchmarks/results/memory-WORKLOAD.json"
         return markdown_table(["drafting from memory"], [[note]])
-    lines = render_memory(section).splitlines()
+    heading, _, *lines = render_memory(section).splitlines()  # the tables, then the plan
+    lines += ["", heading.removeprefix("### ") + "."]
     missing = [p for p in MEMORY_PARTS if not saved.has(p)]
     if missing:
         run = f"bash benchmarks/cpu_bench.sh benchmarks/results {' '.join(missing)}"
