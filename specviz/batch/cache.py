@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from transformers import DynamicCache, PretrainedConfig
+from transformers import DynamicCache
 
-from specviz.core.cache import cache_kwarg
+from specviz.core.cache import cache_kwarg, has_sliding_window
 
 PAD_ID = 0  # the id fed in pad slots: masked out, its value never matters
 
@@ -34,9 +34,8 @@ class BatchKVCache:
         if rows < 1:
             raise ValueError(f"a batch needs at least one row (got {rows})")
         self.model = model
-        config = getattr(model, "config", None)
-        is_hf = isinstance(config, PretrainedConfig)
-        self.kv = DynamicCache(config=config) if is_hf else DynamicCache()  # toy models: lazy
+        self.kv = DynamicCache()  # lazy: full layers (see specviz.core.cache)
+        self.sliding = has_sliding_window(getattr(model, "config", None))
         self._kwarg = cache_kwarg(model)
         self._trims = "logits_to_keep" in inspect.signature(model.forward).parameters
         self.device = model.device
@@ -128,9 +127,9 @@ class BatchKVCache:
 
     def _gather(self, take: Any) -> None:
         """Apply take to every layer's keys and values (B, H, S, D)."""
+        if self.sliding:
+            raise ValueError("a batched cache cannot compact a sliding-window cache")
         layer: Any
         for layer in self.kv.layers:
-            if getattr(layer, "is_sliding", False):
-                raise ValueError("a batched cache cannot compact a sliding-window cache")
             if layer.is_initialized and layer.keys.numel():
                 layer.keys, layer.values = take(layer.keys), take(layer.values)

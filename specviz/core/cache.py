@@ -2,9 +2,10 @@
 
 transformers 5.x renamed the forward argument `past_key_values` to `cache` (5.2x, with the
 old name deprecated); `Cache.crop(-n)` removes the last n positions on every 5.x release. A
-sliding-window layer (Gemma 3's local attention) keeps only its last window by default and then
-refuses to roll back; where the cache can record the past (`activate_past_recording`), it is
-asked to, so that a rejected draft can be cropped at any length.
+sliding-window layer built from the model's config (Gemma 3's local attention) keeps only its
+last window and then refuses to roll back, on some releases with no way to keep more; so every
+layer is cached in full (a lazy cache, no config) and the model's mask applies the window: a
+rejected draft can be cropped at any length on every release.
 All version differences live in this module.
 """
 
@@ -24,11 +25,8 @@ class KVCache:
     def __init__(self, model: Any) -> None:
         """An empty cache for model (any Hugging Face causal LM)."""
         self.model = model
-        config = getattr(model, "config", None)
-        is_hf = isinstance(config, PretrainedConfig)
-        self.kv = DynamicCache(config=config) if is_hf else DynamicCache()  # toy models: lazy
-        # sliding-window layers keep what a rollback needs (a no-op for the others)
-        getattr(self.kv, "activate_past_recording", lambda: None)()
+        self.kv = DynamicCache()  # lazy: full layers, cropped at any length
+        self.sliding = has_sliding_window(getattr(model, "config", None))
         self._kwarg = cache_kwarg(model)
         self._trims = "logits_to_keep" in inspect.signature(model.forward).parameters
 
@@ -79,13 +77,21 @@ class KVCache:
 
         A per-layer gather on the sequence axis: what is dropped is gone, not masked.
         """
+        if self.sliding:  # a tree's own mask would replace the window
+            raise ValueError("tree verification cannot compact a sliding-window cache")
         layer: Any
         for layer in self.kv.layers:
-            if getattr(layer, "is_sliding", False):
-                raise ValueError("tree verification cannot compact a sliding-window cache")
             if layer.is_initialized and layer.keys.numel():
                 layer.keys = layer.keys.index_select(-2, indices.to(layer.keys.device))
                 layer.values = layer.values.index_select(-2, indices.to(layer.values.device))
+
+
+def has_sliding_window(config: Any) -> bool:
+    """Whether a model's config gives some layer a sliding attention window."""
+    if not isinstance(config, PretrainedConfig):
+        return False  # toy models
+    types = getattr(config, "layer_types", None)
+    return "sliding_attention" in types if types else bool(getattr(config, "sliding_window", None))
 
 
 def additive_mask(visible: Tensor, model: Any) -> Tensor:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM, Gemma3TextConfig
 
@@ -63,3 +64,14 @@ def test_feeding_past_the_window_in_chunks_matches_one_forward() -> None:
     chunks = [cache.forward(part) for part in (ids[:5], ids[5:9], ids[9:])]
     fresh = KVCache(model).forward(ids)
     assert torch.allclose(torch.cat(chunks), fresh, atol=1e-10)
+    # the model's own uncached forward applies the window the same way
+    plain = model(input_ids=ids[None], use_cache=False).logits[0]
+    assert torch.allclose(fresh, plain, atol=1e-10)
+
+
+def test_a_tree_cannot_compact_a_sliding_window_cache() -> None:
+    """A tree's own mask would replace the window: compaction refuses with a clear error."""
+    cache = KVCache(tiny_gemma())
+    cache.forward(torch.arange(3, 9))
+    with pytest.raises(ValueError, match="sliding-window"):
+        cache.keep_only(torch.tensor([0, 1, 2]))
