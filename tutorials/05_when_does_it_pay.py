@@ -32,10 +32,8 @@ from specviz.bench.lookahead import (
     model_lookahead,
     target_path,
 )
-from specviz.bench.metrics import request_metrics
 from specviz.bench.replay import PassCosts, replay
 from specviz.bench.runner import batch_step_times
-from specviz.bench.workloads import load_requests
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.policy import FixedGamma
@@ -45,6 +43,8 @@ from specviz.fast.lean import draft_cache
 from specviz.gamma import theory
 from specviz.gamma.policies import TheoryGamma
 from specviz.models.loading import load_pair
+from specviz.results.records import request_metrics
+from specviz.workloads import load_requests
 
 # One thread: the timings below compare forward passes with each other, and a second thread on
 # a shared 2-core machine mostly adds noise.
@@ -119,7 +119,7 @@ for a in (0.3, 0.5, 0.6, 0.7, 0.8, 0.9):
 #
 # ## Measure α and c on the bundled pair
 #
-# We take one prompt from each of three benchmark workloads (`specviz/bench/workloads/`): code
+# We take one prompt from each of three benchmark workloads (`specviz/workloads/`): code
 # completion (greedy), prose (sampled at $T = 1$) and repeat-the-prompt (greedy; the answer
 # copies text from the prompt). For each we first decode plainly. That run gives the
 # continuation the target actually writes and the plain time per token.

@@ -25,7 +25,6 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from specviz.api import autoregressive_generate, encode, speculative_generate
-from specviz.bench.workloads import load_requests
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import Proposed, RoundSummary
@@ -39,6 +38,7 @@ from specviz.gamma.policies import HeuristicGamma, TheoryGamma
 from specviz.models.loading import BUNDLED, load_model, load_pair
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 from specviz.stats.toy import random_pair
+from specviz.workloads import load_requests
 
 torch.set_num_threads(1)  # small forward passes; a second thread mostly adds noise here
 hf_logging.disable_progress_bar()

@@ -7,9 +7,9 @@ from typing import Any
 
 import torch
 
-from specviz.bench.setting import CONFIDENCE, BenchSetting
 from specviz.core.decoding import clock
 from specviz.drafters.registry import EXIT_DRAFTERS, HEAD_DRAFTERS, HYBRID_DRAFTERS, TREE_DRAFTERS
+from specviz.results.setting import CONFIDENCE, BenchSetting
 
 
 def assistant_settings(setting: BenchSetting) -> dict[str, Any]:

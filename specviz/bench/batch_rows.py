@@ -36,10 +36,10 @@ import torch
 
 from specviz.batch.cache import BatchKVCache
 from specviz.bench.batch_sweep import BatchPlan
-from specviz.bench.metrics import cost_per_1k_tokens, spread
 from specviz.core.decoding import clock
 from specviz.drafters.trimmed import load_head_tokens, trim_head
 from specviz.gamma.theory import expected_tokens_per_round
+from specviz.results.records import cost_per_1k_tokens, spread
 
 MEASURES: tuple[str, ...] = ("seconds", "tokens", "tokens_per_second", "latency")
 MEASURES += ("request_tokens_per_second", "cost_per_1k_tokens")

@@ -21,11 +21,11 @@ from typing import Any
 
 from specviz.batch.decoding import BatchSpeculativeDecoder, batch_autoregressive_events
 from specviz.batch.drafters import build_batch_drafter
-from specviz.bench.workloads import Request
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import clock
 from specviz.core.events import EMITTING, Accepted, Event, Finished, Rejected, RoundSummary, Sampled
 from specviz.drafters.registry import BATCH_DRAFTERS
+from specviz.workloads import Request
 
 Setting = tuple[str, int]  # (batched drafter, gamma)
 Progress = Callable[[int, int, str], None]

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from specviz.bench.batch_rows import TARGET, TOKEN_BOUND, pass_seconds
-from specviz.bench.table import markdown_table
+from specviz.results.table import markdown_table
 
 
 def _spread(s: dict[str, float]) -> str:

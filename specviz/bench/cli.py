@@ -15,16 +15,14 @@ import torch
 import transformers
 
 from specviz.bench.machine import cpu_name, draft_forward, gpu_meta, target_forward
-from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR
 from specviz.bench.report import figures, html_report
-from specviz.bench.runner import Record, batch_step_times
-from specviz.bench.schema import SCHEMA, batch_steps, validate
+from specviz.bench.runner import batch_step_times
+from specviz.bench.saved import load_result_view as load_result_view  # specviz app's view
 from specviz.bench.summary import gamma_curves, policies_vs_best_fixed, summarize
 from specviz.bench.sweep import Context, Sweep
 from specviz.bench.sweeps import studies
 from specviz.bench.sweeps.endpoint import endpoint_meta
 from specviz.bench.sweeps.speedup import check, ints, summary_line
-from specviz.bench.workloads import AGENT_WORKLOADS, WORKLOADS, Request, load_requests
 from specviz.console import progress_bar, say
 from specviz.drafters.registry import HEAD_DRAFTERS
 from specviz.drafters.trimmed import load_head_tokens
@@ -38,7 +36,10 @@ from specviz.models.loading import (
     parse_dtype,
     resolve,
 )
+from specviz.results.records import DEFAULT_PRICE_PER_HOUR, Record
+from specviz.results.schema import SCHEMA, batch_steps, validate
 from specviz.runtime import HelpFormatter, add_threads_argument
+from specviz.workloads import AGENT_WORKLOADS, WORKLOADS, Request, load_requests
 
 PROMPT_FORMATS = {"chat": "through the chat template", "raw": "as raw text"}  # meta's wording
 LEVERS_FORWARD = "transformers (--levers: every lever's target; int8 weights through torchao)"
@@ -313,7 +314,7 @@ def saved_result(
     records: Sequence[Record],
     sections: Mapping[str, dict[str, Any] | None] | None = None,
 ) -> dict[str, Any]:
-    """What `specviz bench --out` writes (specviz.bench.schema, version SCHEMA).
+    """What `specviz bench --out` writes (specviz.results.schema, version SCHEMA).
 
     meta: what is common to the run, its price_per_hour among it; drafts: each --draft's own
     draft_forward and batch_step_seconds; the summary, γ curves and policy table are the

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from specviz.bench.markdown import _setting
-from specviz.bench.setting import drafter_label
-from specviz.bench.table import markdown_table
+from specviz.results.setting import drafter_label
+from specviz.results.table import markdown_table
 
 HEAD_PARTS: tuple[tuple[str, str, float], ...] = (
     ("heads-code", "code", 0.0),

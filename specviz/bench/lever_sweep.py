@@ -33,12 +33,12 @@ from typing import Any
 import torch
 
 from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
-from specviz.bench.workloads import Request
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import Rejected
 from specviz.drafters.registry import CHAIN_MODEL_DRAFTERS, build_drafter
 from specviz.quant.distance import greedy_agreement, mean_total_variation
 from specviz.quant.precision import INT8, PRECISIONS, weight_bytes
+from specviz.workloads import Request
 
 LEVER_DRAFTERS = CHAIN_MODEL_DRAFTERS
 Models = dict[tuple[str, str], Any]  # (role, precision) → loaded model

@@ -34,7 +34,6 @@ from typing import Any
 import torch
 
 from specviz.api import GenerationResult, autoregressive_generate, encode
-from specviz.bench.workloads import Request
 from specviz.core.config import SamplingConfig
 from specviz.core.events import Sampled
 from specviz.core.sampling import logits_to_probs
@@ -42,6 +41,7 @@ from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
 from specviz.heads.cache import MedusaCache
 from specviz.heads.drafters import HeadDrafter
+from specviz.workloads import Request
 
 
 @dataclass(frozen=True, kw_only=True)

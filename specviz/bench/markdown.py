@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from specviz.bench.batch_rows import rebatch
-from specviz.bench.runner import Record, drafter_label
-from specviz.bench.schema import batch_steps, flat_meta, migrate, read_result
-from specviz.bench.setting import is_tree
 from specviz.bench.summary import gamma_curves, policies_vs_best_fixed, summarize
 from specviz.bench.sweeps import RENDER_ORDER, by_key
-from specviz.bench.table import markdown_table
 from specviz.bench.tree_table import resweep
+from specviz.results.records import Record
+from specviz.results.schema import batch_steps, flat_meta, migrate, read_result
+from specviz.results.setting import drafter_label, is_tree
+from specviz.results.table import markdown_table
 
 
 def _spread(s: dict[str, float], fmt: str = ".2f") -> str:

@@ -47,7 +47,6 @@ from specviz.bench.lookahead import (
     ngram_lookahead,
     target_paths,
 )
-from specviz.bench.workloads import load_requests
 from specviz.core.cache import CachedForward, KVCache
 from specviz.core.config import SamplingConfig
 from specviz.core.decoding import clock
@@ -71,6 +70,7 @@ from specviz.gamma.policies import CostModel, make_policy
 from specviz.heads.drafters import HeadDrafter
 from specviz.heads.lookup import check_heads, head_forward
 from specviz.models.loading import load_pair
+from specviz.workloads import load_requests
 
 GREEDY = SamplingConfig(temperature=0.0)
 

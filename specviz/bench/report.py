@@ -10,10 +10,10 @@ from typing import Any
 import plotly.graph_objects as go
 
 from specviz.bench.batch_table import sweep_curves
-from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR
-from specviz.bench.runner import Record, drafter_label
 from specviz.bench.sweeps.levers import frontier_figure
 from specviz.endpoint.figure import speedup_figure, tpot_figure
+from specviz.results.records import DEFAULT_PRICE_PER_HOUR, Record
+from specviz.results.setting import drafter_label
 
 Look = Callable[[go.Figure, str, str, str], go.Figure]  # (figure, title, x title, y title)
 Empty = Callable[[str, str], go.Figure]  # (title, why there is nothing to draw)

@@ -5,24 +5,13 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import torch
 from transformers import DynamicCache
 
 from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
-from specviz.bench.assisted import assistant_settings, has_hf_counterpart, hf_generate
-from specviz.bench.metrics import RequestMetrics, request_metrics
-from specviz.bench.setting import (
-    CONFIDENCE,
-    DRAFTERS,
-    POLICIES,
-    TREE_RULES,
-    BenchSetting,
-    drafter_label,
-)
-from specviz.bench.workloads import Request
+from specviz.bench.assisted import has_hf_counterpart, hf_generate
 from specviz.core.cache import CachedForward, KVCache, cache_kwarg
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import clock
@@ -40,93 +29,10 @@ from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import CostModel, make_policy
 from specviz.heads.lookup import head_forward
 from specviz.models.chat import prompt_ids as chat_prompt_ids
+from specviz.results.records import Record, request_metrics
+from specviz.results.setting import CONFIDENCE, TREE_RULES, BenchSetting
 from specviz.tree.drafter import TreeDrafter
-
-__all__ = [  # BenchSetting and transformers' baseline live in setting.py and assisted.py
-    "CONFIDENCE",
-    "DRAFTERS",
-    "POLICIES",
-    "BenchSetting",
-    "Record",
-    "assistant_settings",
-    "batch_step_times",
-    "check_runnable",
-    "drafter_label",
-    "has_hf_counterpart",
-    "hf_generate",
-    "plain_cache",
-    "run_all",
-    "run_request",
-    "speculative_cache",
-    "speculative_run",
-]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Record:
-    """One timed repetition of one request under one setting."""
-
-    request_id: str
-    category: str
-    setting: BenchSetting
-    repetition: int
-    metrics: RequestMetrics
-    hf_latency: float | None  # transformers' assisted generation, same request and settings
-    hf_tokens: int | None
-    hf_identical: bool | None  # token-identical to our output (meaningful at T = 0)
-
-    def to_dict(self) -> dict[str, object]:
-        """Plain data for JSON."""
-        m = self.metrics
-        chain_theory = not self.setting.tree  # the Leviathan bound describes chains only
-        derived = {
-            "mean_gamma": m.mean_gamma,
-            "tokens_per_second": m.tokens_per_second,
-            "target_calls_per_token": m.target_calls_per_token,
-            "alpha": m.alpha,
-            "accepted_per_round": m.accepted_per_round,
-            "tokens_per_round": m.tokens_per_round,
-            "cost_ratio": m.cost_ratio,
-            "speedup": m.speedup,
-            "bound": m.bound() if chain_theory else None,
-            "efficiency": m.efficiency() if chain_theory else None,
-            "decode_speedup": m.decode_speedup,
-            "decode_efficiency": m.decode_efficiency() if chain_theory else None,
-            "verify_ratio": m.verify_ratio,
-            "refined_bound": m.refined_bound() if chain_theory else None,
-            "loop_efficiency": m.loop_efficiency() if chain_theory else None,
-        }
-        return {
-            "exact": self.setting.exact,  # False: a lossy tree rule, not the target's law
-            "request_id": self.request_id,
-            "category": self.category,
-            "setting": asdict(self.setting),
-            "repetition": self.repetition,
-            "metrics": asdict(m) | derived,
-            "hf_latency": self.hf_latency,
-            "hf_tokens": self.hf_tokens,
-            "hf_identical": self.hf_identical,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Record:
-        """Inverse of to_dict (derived metrics are recomputed, not read back).
-
-        data: a record of the current schema; specviz.bench.schema.migrate brings older ones.
-        """
-        saved = data["metrics"]
-        raw = {f.name: saved[f.name] for f in fields(RequestMetrics)}
-        raw.update({k: tuple(raw[k]) for k in ("widths", "pass_seconds")})
-        return cls(
-            request_id=data["request_id"],
-            category=data["category"],
-            setting=BenchSetting(**data["setting"]),
-            repetition=data["repetition"],
-            metrics=RequestMetrics(**raw),
-            hf_latency=data["hf_latency"],
-            hf_tokens=data["hf_tokens"],
-            hf_identical=data["hf_identical"],
-        )
+from specviz.workloads import Request
 
 
 def _drafter(

@@ -1,39 +1,17 @@
-"""A saved `specviz bench` result, re-read for viewing: the report's figures and tables."""
+"""A saved `specviz bench` result, re-read for viewing: the report's figures and tables (the
+saved results of a folder, and the one with the most to show: specviz.results.saved)."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 import plotly.graph_objects as go
 
 from specviz.bench.markdown import render, resummarized
 from specviz.bench.report import Empty, Look, figures, html_report, plain_empty, plain_look
-from specviz.bench.runner import Record
-from specviz.bench.schema import batch_steps, read_result
-
-
-def saved_results(folder: Path) -> list[str]:
-    """The paths of the JSON files in folder, sorted (none when folder is not a folder)."""
-    return sorted(str(p) for p in folder.glob("*.json")) if folder.is_dir() else []
-
-
-def informativeness(path: str | Path) -> tuple[int, int, int]:
-    """How much a saved result has to show: points on γ curves of two γ or more, settings,
-    records ((-1, -1, -1) for a file that is not a result)."""
-    try:
-        result = read_result(path)
-    except ValueError:
-        return -1, -1, -1
-    curves = [c for c in result["gamma_curves"] if len(c["gammas"]) >= 2]
-    points = sum(len(c["gammas"]) for c in curves)
-    return points, len(result["summary"]), len(result["records"])
-
-
-def most_informative(paths: Sequence[str]) -> str | None:
-    """The saved result with the most to show (the first of equals), None for none."""
-    return max(paths, key=informativeness, default=None)
+from specviz.results.records import Record
+from specviz.results.schema import batch_steps, read_result
 
 
 def load_result_view(

@@ -4,7 +4,7 @@ and the Markdown that section renders to.
 A study is chosen by its subcommand (`specviz bench trees ...`) or by the flag that asked for it
 before the subcommands (`--tree-sweep`, kept as an alias). Its plan checks the flags before any
 model is loaded; its run measures; what it saves is a section of the result JSON under its key
-(specviz.bench.schema); its render turns that section, read back, into Markdown.
+(specviz.results.schema); its render turns that section, read back, into Markdown.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from specviz.bench.runner import Record
-from specviz.bench.workloads import Request
+from specviz.results.records import Record
+from specviz.workloads import Request
 
 Progress = Callable[[int, int, str], None]
 

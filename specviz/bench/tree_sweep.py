@@ -32,17 +32,18 @@ from torch import Tensor
 
 from specviz.api import autoregressive_generate
 from specviz.bench.assisted import has_hf_counterpart, hf_generate
-from specviz.bench.runner import Record, record, speculative_run
-from specviz.bench.setting import CHAIN_OF, TREE_RULES, BenchSetting, top_k_capacity
-from specviz.bench.workloads import Request
+from specviz.bench.runner import record, speculative_run
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig
 from specviz.core.decoding import clock
 from specviz.drafters.registry import MODEL_DRAFTERS, TREE_DRAFTERS
 from specviz.gamma.policies import CostModel
 from specviz.models.chat import prompt_ids as chat_prompt_ids
+from specviz.results.records import Record
+from specviz.results.setting import CHAIN_OF, TREE_RULES, BenchSetting, top_k_capacity
 from specviz.tree.decoding import tree_inputs
 from specviz.tree.proposal import TokenTree
+from specviz.workloads import Request
 
 DEFAULT_NODES = (1, 4, 8, 16, 32)
 NODES_HINT = "e.g. 1,4,8,16,32: 1 (the chain) first, then tree node budgets, increasing"

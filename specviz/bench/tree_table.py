@@ -17,11 +17,10 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from specviz.bench.metrics import RequestMetrics, spread
-from specviz.bench.runner import Record
-from specviz.bench.setting import CHAIN_OF, LOSSY, BenchSetting, tree_label
-from specviz.bench.table import markdown_table
 from specviz.bench.tree_sweep import PASS_REPEATS, PassTiming, SweepPlan
+from specviz.results.records import Record, RequestMetrics, spread
+from specviz.results.setting import CHAIN_OF, LOSSY, BenchSetting, tree_label
+from specviz.results.table import markdown_table
 
 Pair = tuple[str, int]  # (request id, repetition)
 

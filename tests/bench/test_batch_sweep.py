@@ -17,13 +17,14 @@ from specviz.bench.batch_rows import TARGET, _stops_from, predicted_speedup, tok
 from specviz.bench.batch_sweep import BatchPlan, sweep_requests
 from specviz.bench.batch_table import headline_table, render_batch_sweep
 from specviz.bench.markdown import render, resummarized
-from specviz.bench.metrics import cost_per_1k_tokens
 from specviz.bench.report import figures
-from specviz.bench.saved import load_result_view, saved_results
-from specviz.bench.schema import SCHEMA, migrate, validate
-from specviz.bench.workloads import Request
+from specviz.bench.saved import load_result_view
 from specviz.cli import main
 from specviz.gamma.theory import expected_tokens_per_round
+from specviz.results.records import cost_per_1k_tokens
+from specviz.results.saved import saved_results
+from specviz.results.schema import SCHEMA, migrate, validate
+from specviz.workloads import Request
 from tools.report.headline import batch_part
 from tools.report.saved import RESULTS_DIR, Saved
 from tools.report.tables import render_table

@@ -13,12 +13,8 @@ import torch
 from specviz.api import GenerationResult, encode, speculative_generate
 from specviz.bench import runner
 from specviz.bench.markdown import latency_table, render, resummarized
-from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, request_metrics, spread
 from specviz.bench.runner import (
-    BenchSetting,
-    Record,
     _drafter,
-    drafter_label,
     has_hf_counterpart,
     hf_generate,
     plain_cache,
@@ -27,7 +23,6 @@ from specviz.bench.runner import (
 )
 from specviz.bench.saved import load_result_view
 from specviz.bench.saved import main as saved_main
-from specviz.bench.schema import SCHEMA
 from specviz.bench.summary import (
     faster_pairs,
     gamma_curves,
@@ -36,7 +31,6 @@ from specviz.bench.summary import (
     summarize,
 )
 from specviz.bench.sweeps import speedup
-from specviz.bench.workloads import PROMPT_FORMAT, WORKLOADS, Request, load_requests, workload_path
 from specviz.cli import build_parser, main
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
@@ -46,6 +40,16 @@ from specviz.drafters.shared_exit import TargetView
 from specviz.drafters.trimmed import save_ranking
 from specviz.fast.lean import LeanLlama
 from specviz.gamma.theory import speedup_bound
+from specviz.results.records import (
+    Record,
+    RequestMetrics,
+    cost_per_1k_tokens,
+    request_metrics,
+    spread,
+)
+from specviz.results.schema import SCHEMA
+from specviz.results.setting import BenchSetting, drafter_label
+from specviz.workloads import PROMPT_FORMAT, WORKLOADS, Request, load_requests, workload_path
 
 from ..conftest import VOCAB, PairFactory
 from ..templated import as_chat, templated_tokenizer
@@ -485,7 +489,7 @@ def test_lean_target_runs_plain_and_speculative_decoding_on_the_same_lean_forwar
 
 def test_the_committed_tables_are_what_the_saved_results_render_to() -> None:
     """benchmarks/results/tables.md comes from the saved JSON (RESULTS.md's tables: test_docs)."""
-    from specviz.bench.saved import saved_results
+    from specviz.results.saved import saved_results
     from tools.report.saved import RESULTS_DIR
 
     tables = (RESULTS_DIR / "tables.md").read_text(encoding="utf-8")

@@ -12,11 +12,13 @@ import pytest
 from specviz.bench.cli import saved_result
 from specviz.bench.markdown import main as markdown_main
 from specviz.bench.markdown import render, resummarized
-from specviz.bench.runner import BenchSetting, Record
-from specviz.bench.saved import load_result_view, saved_results
+from specviz.bench.saved import load_result_view
 from specviz.bench.saved import main as saved_main
-from specviz.bench.schema import SCHEMA, batch_steps, flat_meta, migrate, validate, version
 from specviz.cli import main
+from specviz.results.records import Record
+from specviz.results.saved import saved_results
+from specviz.results.schema import SCHEMA, batch_steps, flat_meta, migrate, validate, version
+from specviz.results.setting import BenchSetting
 from tools.report.saved import RESULTS_DIR
 
 from ..conftest import PairFactory, tiny_model

@@ -11,9 +11,9 @@ import pytest
 
 from specviz.bench.cli import study_argv
 from specviz.bench.markdown import main as markdown_main
-from specviz.bench.schema import validate
 from specviz.bench.sweeps.cross import DEFAULT_CROSS, cross_plan, render_cross
 from specviz.cli import build_parser, main
+from specviz.results.schema import validate
 
 from ..drafters.cross_pairs import char, char_bpe, tiny_llama
 
@@ -98,7 +98,7 @@ def test_a_tiny_pair_saves_a_row_per_run_and_renders_its_table(
 
 
 def test_a_malformed_cross_section_is_named() -> None:
-    from specviz.bench.schema import cross_problems
+    from specviz.results.schema import cross_problems
 
     assert cross_problems(None) == []
     assert cross_problems({"plan": {}, "runs": [{"request": "a"}], "baselines": []}) == [

@@ -18,14 +18,12 @@ from specviz.api import autoregressive_generate, encode, speculative_generate
 from specviz.bench.lookahead import target_path
 from specviz.bench.replay import GREEDY, PassCosts, lookaheads, measure_costs, replay
 from specviz.bench.runner import (
-    BenchSetting,
     _drafter,
     has_hf_counterpart,
     plain_cache,
     run_request,
     speculative_cache,
 )
-from specviz.bench.workloads import Request
 from specviz.cli import main
 from specviz.core.cache import KVCache
 from specviz.core.config import SpeculationConfig
@@ -47,6 +45,8 @@ from specviz.heads.medusa import MedusaHeads
 from specviz.heads.tap import FeatureCache, FeatureLean
 from specviz.heads.weights import save_head
 from specviz.models.loading import ModelPair
+from specviz.results.setting import BenchSetting
+from specviz.workloads import Request
 
 from ..conftest import VOCAB, PairFactory, save_pair
 from .random_heads import save_random_heads

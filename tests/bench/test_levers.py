@@ -15,9 +15,9 @@ import pytest
 from specviz.bench.lever_sweep import REFERENCE, Lever, parse_lever, parse_levers
 from specviz.bench.markdown import render, resummarized
 from specviz.bench.saved import load_result_view
-from specviz.bench.schema import SCHEMA, validate
 from specviz.bench.sweeps.levers import ALL, lever_rows, render_levers
 from specviz.cli import main
+from specviz.results.schema import SCHEMA, validate
 
 from ..conftest import PairFactory, save_pair
 

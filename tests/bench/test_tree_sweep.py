@@ -9,10 +9,8 @@ from typing import Any
 import pytest
 
 from specviz.bench.markdown import render, resummarized
-from specviz.bench.runner import BenchSetting, has_hf_counterpart, run_request
+from specviz.bench.runner import has_hf_counterpart, run_request
 from specviz.bench.saved import load_result_view
-from specviz.bench.schema import SCHEMA, migrate, validate
-from specviz.bench.setting import LOSSY, top_k_capacity
 from specviz.bench.tree_sweep import (
     PASS_REPEATS,
     SweepPlan,
@@ -21,8 +19,10 @@ from specviz.bench.tree_sweep import (
     tree_pass_timings,
 )
 from specviz.bench.tree_table import render_sweep, sweep_table
-from specviz.bench.workloads import Request
 from specviz.cli import main
+from specviz.results.schema import SCHEMA, migrate, validate
+from specviz.results.setting import LOSSY, BenchSetting, top_k_capacity
+from specviz.workloads import Request
 
 from ..conftest import PairFactory, save_pair
 
@@ -245,7 +245,7 @@ def test_pass_timings_cover_the_plain_step_the_chain_and_each_tree(pair: PairFac
 
 
 def test_an_older_result_migrates_without_a_sweep_and_a_bad_sweep_is_refused() -> None:
-    from specviz.bench.saved import saved_results
+    from specviz.results.saved import saved_results
     from tools.report.saved import RESULTS_DIR
 
     raw = json.loads(Path(saved_results(RESULTS_DIR)[0]).read_text(encoding="utf-8"))

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from specviz.bench.markdown import _setting
-from specviz.bench.runner import drafter_label
 from specviz.bench.sweeps.levers import parts_row as levers_parts_row
-from specviz.bench.table import markdown_table
 from specviz.endpoint.table import parts_row as endpoint_parts_row
 from specviz.gamma.theory import alpha_to_match
+from specviz.results.setting import drafter_label
+from specviz.results.table import markdown_table
 from tools.report.saved import Saved
 from tools.report.text import alpha_text, best, bold_spread, temp, times
 

@@ -15,9 +15,9 @@ from typing import Any
 from specviz.bench.batch_table import headline_table
 from specviz.bench.sweeps.levers import headline_table as levers_headline
 from specviz.bench.sweeps.memory import render_memory, step_curves
-from specviz.bench.table import markdown_table
 from specviz.bench.tree_table import pivot_table
 from specviz.endpoint.table import endpoint_table
+from specviz.results.table import markdown_table
 from tools.report.saved import Saved
 
 BATCH_SWEEP_PART = "batch-sweep"

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from specviz.bench.markdown import _spread
-from specviz.bench.runner import drafter_label
-from specviz.bench.table import markdown_table
 from specviz.gamma.theory import alpha_to_match, optimal_gamma, speedup_bound
+from specviz.results.setting import drafter_label
+from specviz.results.table import markdown_table
 from tools.report.saved import Saved
 from tools.report.text import alpha_text, best, share, temp, times
 

@@ -13,8 +13,8 @@ from specviz.bench.batch_rows import batch_pass_timings, drafting_models, rebatc
 from specviz.bench.batch_sweep import BatchPlan, Progress, run_batch_sweep, sweep_requests
 from specviz.bench.batch_table import render_batch_sweep
 from specviz.bench.sweep import Context, Outcome, with_flags
-from specviz.bench.workloads import Request, checked_prompt_ids
 from specviz.console import say
+from specviz.workloads import Request, checked_prompt_ids
 
 STEP_BATCH_SIZES = "1,2,4,8,16"
 

@@ -34,18 +34,18 @@ import torch
 
 from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
 from specviz.bench.assisted import assistant_settings
-from specviz.bench.metrics import request_metrics
-from specviz.bench.runner import Record, record
-from specviz.bench.setting import BenchSetting
+from specviz.bench.runner import record
 from specviz.bench.sweep import Context, Outcome, by_temperature, with_flags
-from specviz.bench.table import markdown_table
-from specviz.bench.workloads import Request, checked_prompt_ids
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import clock
 from specviz.drafters.cross_vocab import CrossTokenizers, cross_tokenizers
 from specviz.drafters.registry import CROSS_TOKENIZER_DRAFTERS, DrafterOptions, build_drafter
 from specviz.fast.lean import lean_target_cache
+from specviz.results.records import Record, request_metrics
+from specviz.results.setting import BenchSetting
+from specviz.results.table import markdown_table
+from specviz.workloads import Request, checked_prompt_ids
 
 DEFAULT_CROSS = ",".join(CROSS_TOKENIZER_DRAFTERS)
 

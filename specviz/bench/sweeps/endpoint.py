@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from specviz.bench.machine import cpu_name
-from specviz.bench.schema import read_result
 from specviz.bench.sweep import Context, Outcome
-from specviz.bench.workloads import Request
 from specviz.endpoint.client import Endpoint, EndpointError, Job, base_url, served_model
 from specviz.endpoint.sweep import EndpointPlan, Progress, merge_baseline, run_endpoint_sweep
 from specviz.endpoint.table import render_endpoint
+from specviz.results.schema import read_result
+from specviz.workloads import Request
 
 SECOND_SERVER = "a second server without speculation, interleaved batch by batch"
 SERVER_FORWARD = "the server's own (specviz sends requests only)"

@@ -28,15 +28,15 @@ from specviz.bench.lever_sweep import (
     parse_levers,
     run_lever_sweep,
 )
-from specviz.bench.metrics import cost_per_1k_tokens
 from specviz.bench.sweep import Context, Outcome, with_flags
-from specviz.bench.table import markdown_table
-from specviz.bench.workloads import Request, checked_prompt_ids
 from specviz.console import say
 from specviz.drafters.trimmed import load_head_tokens
 from specviz.models.chat import PromptFormat, prompt_format
 from specviz.models.loading import BUNDLED, check_tokenizers, load_tokenizer, resolve
 from specviz.quant.precision import check_precision, load_at_precision
+from specviz.results.records import cost_per_1k_tokens
+from specviz.results.table import markdown_table
+from specviz.workloads import Request, checked_prompt_ids
 
 
 def add_levers_arguments(b: argparse.ArgumentParser) -> None:

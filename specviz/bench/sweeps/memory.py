@@ -3,7 +3,7 @@
 An agent's requests repeat one another, so a drafter that remembers earlier requests (the
 suffix drafters, specviz.drafters.suffix) should speed up as a workload goes on. This study
 runs each workload's requests in their order (an agent workload's tasks and steps,
-specviz.bench.workloads) and gives every drafter setting one SuffixMemory per workload and
+specviz.workloads) and gives every drafter setting one SuffixMemory per workload and
 repetition, empty at its first request, fed by each finished request: the memory fills as it
 does in use. Drafters that do not remember run beside them, on the same requests.
 
@@ -34,18 +34,8 @@ from typing import Any
 import torch
 
 from specviz.api import autoregressive_generate, speculative_generate
-from specviz.bench.runner import (
-    BenchSetting,
-    Record,
-    drafter_label,
-    plain_cache,
-    record,
-    speculative_cache,
-)
-from specviz.bench.setting import TREE_RULES
+from specviz.bench.runner import plain_cache, record, speculative_cache
 from specviz.bench.sweep import Context, Outcome, by_temperature, with_flags
-from specviz.bench.table import markdown_table
-from specviz.bench.workloads import AGENT_WORKLOADS, Request
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import clock
 from specviz.drafters.registry import (
@@ -58,6 +48,10 @@ from specviz.drafters.registry import (
 )
 from specviz.drafters.suffix_memory import SuffixMemory
 from specviz.models.chat import prompt_ids as chat_prompt_ids
+from specviz.results.records import Record
+from specviz.results.setting import TREE_RULES, BenchSetting, drafter_label
+from specviz.results.table import markdown_table
+from specviz.workloads import AGENT_WORKLOADS, Request
 
 DEFAULT_DRAFTERS = "suffix,tree-suffix,ngram,tree-ngram,model-trimmed,suffix+model-trimmed"
 DEFAULT_WORKLOADS = ",".join(AGENT_WORKLOADS)

@@ -8,10 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specviz.bench.runner import DRAFTERS, POLICIES, BenchSetting, Record, drafter_label, run_all
+from specviz.bench.runner import run_all
 from specviz.bench.sweep import Context, Outcome, by_temperature
 from specviz.bench.sweeps.trees import check_tree_flags, drafter_names, tree_settings
-from specviz.bench.workloads import Request
 from specviz.drafters.registry import (
     EXIT_DRAFTERS,
     HYBRID_DRAFTERS,
@@ -21,6 +20,9 @@ from specviz.drafters.registry import (
 )
 from specviz.heads.lookup import check_heads
 from specviz.models.loading import check_device
+from specviz.results.records import Record
+from specviz.results.setting import DRAFTERS, POLICIES, BenchSetting, drafter_label
+from specviz.workloads import Request
 
 
 def ints(text: str) -> list[int]:

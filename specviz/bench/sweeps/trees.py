@@ -8,8 +8,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specviz.bench.runner import Record
-from specviz.bench.setting import TREE_RULES, BenchSetting
 from specviz.bench.sweep import Context, Outcome, by_temperature, with_flags
 from specviz.bench.tree_sweep import (
     DEFAULT_NODES,
@@ -19,10 +17,12 @@ from specviz.bench.tree_sweep import (
     tree_pass_timings,
 )
 from specviz.bench.tree_table import render_sweep, sweep_section
-from specviz.bench.workloads import Request
 from specviz.console import say
 from specviz.drafters.registry import HEAD_DRAFTERS, MODEL_DRAFTERS, TREE_DRAFTERS, DrafterOptions
 from specviz.models.chat import prompt_ids as chat_prompt_ids
+from specviz.results.records import Record
+from specviz.results.setting import TREE_RULES, BenchSetting
+from specviz.workloads import Request
 
 SWEEP_DRAFTERS = "tree-model"  # --drafters under --tree-sweep when none is given
 DEFAULT_DRAFTERS = "model"

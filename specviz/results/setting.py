@@ -29,7 +29,7 @@ from specviz.tree.verify import EXACT_TREE, TYPICAL, TreeRule
 
 @dataclass(frozen=True, kw_only=True)
 class BenchSetting:
-    """One point of a sweep; a tree drafter's gamma is its depth (specviz.bench.setting)."""
+    """One point of a sweep; a tree drafter's gamma is its depth (specviz.results.setting)."""
 
     drafter: str  # one of DRAFTERS
     gamma: int

@@ -48,9 +48,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR, RequestMetrics
-from specviz.bench.runner import BenchSetting
 from specviz.models.loading import BUNDLED
+from specviz.results.records import DEFAULT_PRICE_PER_HOUR, RequestMetrics
+from specviz.results.setting import BenchSetting
 
 SCHEMA = 5  # what `specviz bench` writes now
 RECORD_KEYS: tuple[str, ...] = ("request_id", "category", "setting", "repetition", "metrics")
