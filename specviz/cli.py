@@ -20,7 +20,6 @@ from specviz.batch.cli import (
     run_batches,
 )
 from specviz.bench import cli as bench_cli
-from specviz.bench.replay import main as replay_main
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import write_jsonl
@@ -506,12 +505,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else list(argv)
     if given[:1] == ["app"]:
         return run_app(given[1:])
-    replay = bench_cli.replay_argv(given)
-    if replay is not None:  # `specviz bench replay`: a parser of its own
-        return replay_main(replay)
-    args = build_parser().parse_args(bench_cli.study_argv(given))
-    set_threads(args.threads)  # once, for the whole process (specviz.runtime)
+    command = bench_cli.command(given)  # `specviz bench replay ...`: a parser of its own
+    if command is None:
+        args = build_parser().parse_args(bench_cli.study_argv(given))
+        set_threads(args.threads)  # once, for the whole process (specviz.runtime)
     try:
+        if command is not None:
+            return command()
         if args.command == "bench":
             return bench_cli.run_bench(args)
         return verify_cli.run_verify(args) if args.command == "verify" else run_generate(args)

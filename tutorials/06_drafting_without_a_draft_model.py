@@ -569,7 +569,7 @@ for name, run in policy_runs.items():
 # one more token only while that token's expected output is worth its time.
 # On this request nearly every copied token is kept, so long drafts still pay. How close does it
 # come to the best fixed $\gamma$ over many requests? Timed runs are too noisy to resolve a few
-# per cent, so `python -m specviz.bench.replay` replays every policy at $T = 0$ on what the
+# per cent, so `specviz bench replay` replays every policy at $T = 0$ on what the
 # drafter would propose along the target's greedy output (the same rounds a real run makes,
 # priced at pass costs measured once): on all of the benchmark's repeat, code and JSON prompts
 # the theory policy comes within a few per cent of the best fixed $\gamma$

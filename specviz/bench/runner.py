@@ -1,26 +1,23 @@
-"""Run a workload interleaved: plain, speculative, and transformers' assisted generation."""
+"""Run a workload interleaved: plain, speculative, and transformers' assisted generation (the
+baseline a user compares with); what every study's runs share."""
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import torch
-from transformers import DynamicCache
-
 from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
-from specviz.bench.assisted import has_hf_counterpart, hf_generate
-from specviz.core.cache import CachedForward, KVCache, cache_kwarg
+from specviz.core.cache import CachedForward, KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.decoding import clock
 from specviz.core.drafter import Drafter
 from specviz.core.policy import GammaPolicy
 from specviz.drafters.registry import (
+    EXIT_DRAFTERS,
     HEAD_DRAFTERS,
     HYBRID_DRAFTERS,
     SHARED_CACHE_DRAFTERS,
+    TREE_DRAFTERS,
     DrafterOptions,
     build_drafter,
 )
@@ -29,10 +26,51 @@ from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import CostModel, make_policy
 from specviz.heads.lookup import head_forward
 from specviz.models.chat import prompt_ids as chat_prompt_ids
+from specviz.models.generate import generate
 from specviz.results.records import Record, request_metrics
 from specviz.results.setting import CONFIDENCE, TREE_RULES, BenchSetting
 from specviz.tree.drafter import TreeDrafter
 from specviz.workloads import Request
+
+
+def assistant_settings(setting: BenchSetting) -> dict[str, Any]:
+    """transformers' draft schedule for a setting: gamma, schedule and confidence threshold.
+
+    transformers reads these from the assistant model's generation_config, not from
+    generate()'s arguments (passed there, they are ignored and its defaults, 20 tokens with a
+    0.4 confidence stop, apply).
+    """
+    return {
+        "num_assistant_tokens": setting.gamma,
+        "num_assistant_tokens_schedule": "heuristic"
+        if setting.policy == "heuristic"
+        else "constant",
+        "assistant_confidence_threshold": CONFIDENCE if setting.policy == "confidence" else 0.0,
+    }
+
+
+def hf_generate(
+    target: Any, draft: Any, prompt_ids: list[int], setting: BenchSetting, max_new_tokens: int
+) -> tuple[float, list[int]]:
+    """transformers' own assisted generation with the draft at the setting's schedule (prompt
+    lookup for the n-gram drafter) on the same request."""
+    if setting.drafter == "ngram":
+        return generate(
+            target, prompt_ids, max_new_tokens, setting.temperature, lookup=setting.gamma
+        )
+    schedule = assistant_settings(setting)
+    return generate(target, prompt_ids, max_new_tokens, setting.temperature, assistant=draft,
+                    schedule=schedule)  # fmt: skip
+
+
+def has_hf_counterpart(setting: BenchSetting) -> bool:
+    """transformers has no early-exit, lookup-then-model, drafting-head or tree drafter and no
+    theory-driven gamma.
+
+    For model-trimmed the comparison is transformers with the same draft and its full head.
+    """
+    no_counterpart = (*EXIT_DRAFTERS, *HYBRID_DRAFTERS, *HEAD_DRAFTERS, *TREE_DRAFTERS)
+    return setting.drafter not in no_counterpart and setting.policy != "theory"
 
 
 def _drafter(
@@ -220,32 +258,6 @@ def record(
         hf_tokens=len(hf_tokens) if hf_tokens is not None else None,
         hf_identical=hf_tokens == list(spec.tokens) if hf_tokens is not None else None,
     )
-
-
-@torch.no_grad()
-def batch_step_times(
-    target: Any, batch_sizes: Sequence[int], context: int = 64, steps: int = 5
-) -> list[tuple[int, float]]:
-    """Seconds per plain decode step (one new token per row) against batch size.
-
-    Each size: a prompt pass of `context` tokens a row, one untimed step (a new shape builds its
-    kernels on first use), then the median of `steps` timed steps.
-    """
-    out = []
-    vocab = int(target.config.vocab_size)
-    gen = torch.Generator().manual_seed(0)
-    for b in batch_sizes:
-        ids = torch.randint(vocab, (b, context), generator=gen).to(target.device)
-        kv = {cache_kwarg(target): DynamicCache(config=target.config)}
-        target(input_ids=ids, use_cache=True, **kv)
-        target(input_ids=ids[:, -1:], use_cache=True, **kv)
-        times = []
-        for _ in range(steps):
-            start = clock(target.device)
-            target(input_ids=ids[:, -1:], use_cache=True, **kv)
-            times.append(clock(target.device) - start)
-        out.append((b, statistics.median(times)))
-    return out
 
 
 def run_all(

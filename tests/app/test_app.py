@@ -39,7 +39,7 @@ from specviz.app.views.form import (
     Settings,
     drafter_choices,
 )
-from specviz.bench.saved import load_result_view
+from specviz.bench.report import load_result_view
 from specviz.bench.summary import gamma_curves, policies_vs_best_fixed, summarize
 from specviz.cli import main as specviz_main
 from specviz.core.events import read_jsonl

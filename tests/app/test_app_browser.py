@@ -25,7 +25,7 @@ from specviz.app import session
 from specviz.app.main import SpecVizApp
 from specviz.app.session import PairCache
 from specviz.app.views.form import TREE_RULE_CHOICES
-from specviz.bench.saved import load_result_view
+from specviz.bench.report import load_result_view
 from specviz.drafters.registry import REGISTRY
 
 from .test_app import MAX_NEW, PROMPT, SEED, free_port, model_dirs, served, settings, slow_fetch

@@ -212,7 +212,7 @@ def test_the_chosen_rounds_panel_is_built_from_the_views(app: SpecVizApp) -> Non
 def test_the_benchmark_tab_shows_a_tree_setting_and_labels_a_lossy_one(
     app: SpecVizApp, tmp_path: Path, rule: str
 ) -> None:
-    from specviz.bench.saved import load_result_view
+    from specviz.bench.report import load_result_view
     from specviz.bench.summary import gamma_curves, policies_vs_best_fixed, summarize
     from specviz.results.records import Record, RequestMetrics
     from specviz.results.setting import BenchSetting

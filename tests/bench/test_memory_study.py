@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from specviz.bench.markdown import render, resummarized
+from specviz.bench.report import render, resummarized
 from specviz.bench.sweeps.memory import render_memory, step_curves
 from specviz.cli import main
 from specviz.results.schema import validate

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from specviz.bench.markdown import render, resummarized
+from specviz.bench.report import render, resummarized
 from specviz.results.saved import saved_results
 from specviz.results.schema import read_result
 from tools.report.saved import RESULTS_DIR, Saved

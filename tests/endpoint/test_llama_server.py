@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.bench.saved import load_result_view
+from specviz.bench.report import load_result_view
 from specviz.cli import main
 from specviz.endpoint.client import EndpointError, served_model
 from specviz.endpoint.table import endpoint_rows
