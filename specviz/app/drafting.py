@@ -8,14 +8,25 @@ from typing import Any
 from specviz.app.views.form import Settings
 from specviz.core.drafter import Drafter
 from specviz.drafters.early_exit import adapter_path
-from specviz.drafters.registry import HEAD_DRAFTERS, build_drafter
+from specviz.drafters.registry import CROSS_TOKENIZER_DRAFTERS, HEAD_DRAFTERS, build_drafter
 from specviz.drafters.suffix_memory import SuffixMemory
 from specviz.heads.lookup import head_forward
-from specviz.models.loading import ModelPair
+from specviz.models.loading import CROSS_DRAFTER, ModelPair
 from specviz.tree.drafter import TreeDrafter
 from specviz.tree.verify import EXACT_TREE, TYPICAL, TreeRule
 
 TREE_RULES = {rule.name: rule for rule in (EXACT_TREE, TYPICAL)}  # form's TREE_RULE_CHOICES
+
+
+def for_pair(s: Settings, pair: ModelPair) -> Settings:
+    """The settings as the pair can run them: where the draft has a tokenizer of its own, a
+    cross-tokenizer drafter drafts (the form's, if it names one, else the one load_pair picked,
+    CROSS_DRAFTER); a pair with one tokenizer runs the settings as they are."""
+    if s.drafter in CROSS_TOKENIZER_DRAFTERS or pair.draft_tokenizer is None:
+        return s
+    if pair.same_tokenizer:
+        return s
+    return replace(s, drafter=pair.drafter or CROSS_DRAFTER)
 
 
 def make_drafter(

@@ -15,7 +15,7 @@ from specviz.cli import main
 from specviz.results.schema import validate
 from tools.report.documents import MEMORY_REPORT, marked_tables, refreshed
 from tools.report.saved import RESULTS_DIR, Saved
-from tools.report.sections import memory, memory_figure
+from tools.report.sections import memory, memory_figure, memory_section
 
 from ..conftest import PairFactory, save_pair
 
@@ -79,8 +79,17 @@ def test_the_study_runs_requests_in_order_with_one_memory_each(
     results.mkdir()
     assert "not measured yet" in "\n".join(memory(Saved(results)))
     assert memory_figure(Saved(results)) is None and not list(results.iterdir())
-    (results / "memory.json").write_text((tmp_path / "b.json").read_text())
-    assert table in "\n".join(memory(Saved(results)))
+    (results / "memory-agent-code.json").write_text((tmp_path / "b.json").read_text())
+    report = "\n".join(memory(Saved(results)))  # one part saved: its table, the others named
+    assert table.split("\n", 2)[2] in report and "memory-agent-tools, memory-agent-sql" in report
+    (results / "memory-repeat.json").write_text((tmp_path / "b.json").read_text())
+    both = render_memory(memory_section(Saved(results)) or {})  # the parts' rows together
+    assert both.count("| toy-agent | suffix | 0 |") == 1 and "memory-repeat" not in "\n".join(
+        memory(Saved(results))
+    )
+    assert memory_section(Saved(results)) == {
+        "plan": section["plan"], "rows": rows + rows, "sizes": section["sizes"] * 2
+    }  # fmt: skip
     figure = memory_figure(Saved(results))
     assert figure == results / "memory-steps.png" and figure.read_bytes().startswith(b"\x89PNG")
 

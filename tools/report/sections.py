@@ -22,7 +22,8 @@ from tools.report.saved import Saved
 BATCH_SWEEP_PART = "batch-sweep"
 LEVERS_PART = "levers"
 ENDPOINT_PART = "endpoint"
-MEMORY_PART = "memory"
+MEMORY_WORKLOADS = ("agent-code", "agent-tools", "agent-sql", "repeat", "code")
+MEMORY_PARTS = tuple(f"memory-{w}" for w in MEMORY_WORKLOADS)  # cpu_bench.sh: one a workload
 MEMORY_FIGURE = "memory-steps.png"  # beside the saved results
 TREE_PARTS = ("tree-sweep", "tree-sweep-t1")
 
@@ -72,24 +73,41 @@ def endpoint(saved: Saved) -> list[str]:
     return section_table(saved, ENDPOINT_PART, "endpoint", "endpoint", endpoint_table)
 
 
+def memory_section(saved: Saved) -> dict[str, Any] | None:
+    """The memory parts saved so far as one section: their rows and sizes in the parts' order,
+    the first one's plan (each part runs the same plan on one workload); None before any."""
+    sections = [saved.load(p)["memory"] for p in MEMORY_PARTS if saved.has(p)]
+    if not sections:
+        return None
+    return {
+        "plan": sections[0]["plan"],
+        "rows": [r for s in sections for r in s["rows"]],
+        "sizes": [r for s in sections for r in s["sizes"]],
+    }
+
+
 def memory(saved: Saved) -> list[str]:
-    """Drafting from memory on the agent workloads, and its figure (a note until saved)."""
-    lines = section_table(
-        saved,
-        MEMORY_PART,
-        "memory",
-        "drafting from memory",
-        lambda s, _: render_memory(s).splitlines(),
-    )
-    if saved.has(MEMORY_PART):
-        lines += ["", f"![Speedup against the step index](results/{MEMORY_FIGURE})"]
-    return lines
+    """Drafting from memory on every workload measured so far, a note naming the parts still
+    to run, and the figure of the agent workloads (a note until a part is saved)."""
+    section = memory_section(saved)
+    if section is None:
+        command = "bash benchmarks/cpu_bench.sh benchmarks/results memory"
+        note = f"not measured yet: {command} writes benchmarks/results/memory-WORKLOAD.json"
+        return markdown_table(["drafting from memory"], [[note]])
+    heading, _, *lines = render_memory(section).splitlines()  # the tables, then the plan
+    lines += ["", heading.removeprefix("### ") + "."]
+    missing = [p for p in MEMORY_PARTS if not saved.has(p)]
+    if missing:
+        run = f"bash benchmarks/cpu_bench.sh benchmarks/results {' '.join(missing)}"
+        lines += ["", f"Not measured yet: {', '.join(missing)} (`{run}`)."]
+    return [*lines, "", f"![Speedup against the step index](results/{MEMORY_FIGURE})"]
 
 
 def memory_figure(saved: Saved) -> Path | None:
-    """Plot the memory part's speedup against the step index into the results folder, as
-    MEMORY_FIGURE (None, and nothing drawn, until the part is saved)."""
-    if not saved.has(MEMORY_PART):
+    """Plot the agent workloads' speedup against the step index into the results folder, as
+    MEMORY_FIGURE (None, and nothing drawn, until a memory part is saved)."""
+    section = memory_section(saved)
+    if section is None:
         return None
     import matplotlib
 
@@ -97,7 +115,7 @@ def memory_figure(saved: Saved) -> Path | None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for drafter, points in step_curves(saved.load(MEMORY_PART)["memory"]).items():
+    for drafter, points in step_curves(section).items():
         ax.plot([s for s, _ in points], [x for _, x in points], marker="o", label=drafter)
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set(xlabel="step of the agent's task", ylabel="speedup over plain decoding")

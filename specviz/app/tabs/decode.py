@@ -19,7 +19,7 @@ import gradio as gr
 
 from specviz.api import autoregressive_stream, speculative_stream
 from specviz.app import views
-from specviz.app.drafting import make_drafter, tree_rule
+from specviz.app.drafting import for_pair, make_drafter, tree_rule
 from specviz.app.session import NO_PROGRESS, Session, decoder
 from specviz.app.tabs.decode_panels import MAIN, RACE, DecodePanels
 from specviz.app.views.form import FIELDS, Settings, as_int, settings_from
@@ -47,7 +47,9 @@ class DecodeTab:
 
     def start(self, s: Settings, p: ModelPair, plain: bool = False) -> views.Run:
         """Validate against the models and return a run whose events have not started; the
-        prompt goes through the chat template unless the settings ask for raw text."""
+        prompt goes through the chat template unless the settings ask for raw text. A draft
+        with a tokenizer of its own drafts through a cross-tokenizer drafter (for_pair)."""
+        s = for_pair(s, p)
         ids = prompt_ids(p.tokenizer, s.prompt, raw=s.raw)
         sent = prompt_format(p.tokenizer, raw=s.raw)
         if plain:
