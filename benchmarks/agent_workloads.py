@@ -1,5 +1,5 @@
 # ruff: noqa: E501
-"""Write the agent workloads (specviz/bench/workloads/agent-*.jsonl) from the scripts below.
+"""Write the agent workloads (specviz/workloads/agent-*.jsonl) from the scripts below.
 
 Each workload is a few tasks an agent works through step by step; request k of a task is the
 prompt the agent sends for its k-th reply: the instructions, the task, and the conversation so

@@ -79,8 +79,8 @@ bench draft-size --workloads code --limit 2 --temperatures 0 \
 #     speculative run on one prompt carries it): up to how many rows a step costs about one row's
 bench batch --workloads code --limit 1 --temperatures 0 --drafters model-trimmed --gammas 3 \
     --reps 1 --no-hf --lean-target --step-batch-sizes 1,2,4,8,16,32,64,128
-# 4b'. the batch sweep (specviz/bench/batch_sweep.py): where speculation stops paying as load
-#     rises. 32 code requests (the 24 prompts, then the first 8 again) decoded in groups of B =
+# 4b'. the batch sweep (specviz bench batch): where speculation stops paying as load rises.
+#     32 code requests (the 24 prompts, then the first 8 again) decoded in groups of B =
 #     1..32 rows, plainly and with the trimmed draft at gamma = 1..4, on the same requests and
 #     seeds, through transformers' forward (specviz.batch); per B the throughput, per-request
 #     latency, cost, speedup, alpha and best gamma, beside the speedup predicted from batched
@@ -88,7 +88,7 @@ bench batch --workloads code --limit 1 --temperatures 0 --drafters model-trimmed
 bench batch-sweep --workloads code --temperatures 0 --drafters model-trimmed --gammas 1,2,3,4 \
     --batch-sizes 1,2,4,8,16,32 --batch-requests 32 --batch-new-tokens 32 --reps 2 \
     --step-batch-sizes 1
-# 4b''. the levers (specviz/bench/lever_sweep.py): speculation beside the other speed-ups on the
+# 4b''. the levers (specviz bench levers): speculation beside the other speed-ups on the
 #     same requests: the target in fp32, bf16 and int8 (torchao: weight-only, and dynamic
 #     activations), the draft alone, and speculation (the draft model at gamma = 3) with each
 #     target and with an int8 draft; per configuration speed, cost, weights, and distance from
@@ -164,7 +164,7 @@ bench temperature --workloads code --limit 4 --temperatures 0,0.3,0.6,1,1.3 \
 bench dynamic --workloads code --limit 4 --temperatures 0,1 --drafters model,model-trimmed \
     --gammas 2,3,4 $DYNAMIC --reps 2 --no-hf
 
-# 5b. tree speculation: the node-budget sweep (specviz/bench/tree_sweep.py) at depth 4, width 4.
+# 5b. tree speculation: the node-budget sweep (specviz bench trees) at depth 4, width 4.
 #     N = 1 is the draft model's chain at gamma = 4 (as many draft calls a round as a depth-4 tree),
 #     N = 4..32 trees of at most N nodes; every run paired with one plain decode, and with
 #     transformers' assisted generation at gamma = 4, in the same repetition; r(N) timed over the
@@ -187,22 +187,22 @@ bench heads-t1 --workloads code --limit 4 --temperatures 1 $HEADS \
 bench heads-json-prose --workloads json,prose --limit 4 $HEADS \
     --drafters model,ngram+model-trimmed,eagle,eagle-tree
 
-# 6. dynamic gamma replayed on every prompt (specviz.bench.replay), priced at pass costs measured
+# 6. dynamic gamma replayed on every prompt (specviz bench replay), priced at pass costs measured
 #    once, so free of timing noise: at T = 0 on code, JSON and repeat (the rounds a real run
 #    makes), at T = 1 on code, prose and repeat (rounds with a real run's law; 3 target decodes
 #    a prompt, 8 draws of the verdicts each, the same draws for every policy)
 case " $PARTS " in *" replay "*)
   NGRAM="--drafters ngram --gammas 1,2,4,8,12,16"
-  { python -m specviz.bench.replay --workloads code,json --drafters model,model-trimmed
-    python -m specviz.bench.replay --workloads repeat $NGRAM | tail -n +3
-    python -m specviz.bench.replay --workloads code,prose --drafters model,model-trimmed \
+  { python -m specviz bench replay --workloads code,json --drafters model,model-trimmed
+    python -m specviz bench replay --workloads repeat $NGRAM | tail -n +3
+    python -m specviz bench replay --workloads code,prose --drafters model,model-trimmed \
       --temperature 1 --samples 3 --draws 8 | tail -n +3
-    python -m specviz.bench.replay --workloads repeat $NGRAM --temperature 1 --samples 3 \
+    python -m specviz bench replay --workloads repeat $NGRAM --temperature 1 --samples 3 \
       | tail -n +3
     HYBRID="--drafters ngram+model-trimmed"
-    python -m specviz.bench.replay --workloads code,json $HYBRID | tail -n +3
-    python -m specviz.bench.replay --workloads repeat $HYBRID --gammas 1,2,4,8,12,16 | tail -n +3
-    python -m specviz.bench.replay --workloads code $HYBRID --temperature 1 --samples 3 --draws 8 \
+    python -m specviz bench replay --workloads code,json $HYBRID | tail -n +3
+    python -m specviz bench replay --workloads repeat $HYBRID --gammas 1,2,4,8,12,16 | tail -n +3
+    python -m specviz bench replay --workloads code $HYBRID --temperature 1 --samples 3 --draws 8 \
       | tail -n +3; } > "$OUT/replay.md" ;;
 esac
 
@@ -219,13 +219,13 @@ done
 [[ -f "$OUT/endpoint.json" ]] && SWEEPS+=("$OUT/endpoint.json")
 case " $PARTS " in *" tree-tables "*)
   if ((${#TREES[@]})); then
-    python -m specviz.bench.markdown "${TREES[@]}" > "$OUT/tree-tables.md"
+    python -m specviz bench markdown "${TREES[@]}" > "$OUT/tree-tables.md"
     echo "wrote $OUT/tree-tables.md"
   fi ;;
 esac
 
 case " $PARTS " in *" tables "*) ;; *) exit 0 ;; esac
-python -m specviz.bench.markdown "$OUT"/code.json "$OUT"/lean-target.json "$OUT"/code-all.json \
+python -m specviz bench markdown "$OUT"/code.json "$OUT"/lean-target.json "$OUT"/code-all.json \
     "$OUT"/json-prose.json "$OUT"/repeat.json "$OUT"/lookup.json "$OUT"/hybrid.json \
     "$OUT"/hybrid-cap.json "$OUT"/draft-size.json "$OUT"/batch.json "$OUT"/temperature.json "$OUT"/dynamic.json \
     "$OUT"/heads-code.json "$OUT"/heads-t1.json "$OUT"/heads-json-prose.json \

@@ -7,8 +7,8 @@
 # By default eight parts run in order of priority, each writing OUTDIR/NAME.json and
 # OUTDIR/NAME.html; OUTDIR/machine.txt records the GPU, the versions and any part skipped or cut
 # off. Rebuild a part's report from its JSON with
-#   python -m specviz.bench.saved OUTDIR/NAME.json NAME.html   (the HTML report)
-#   python -m specviz.bench.markdown OUTDIR/NAME.json          (its tables, as Markdown)
+#   python -m specviz bench saved OUTDIR/NAME.json NAME.html   (the HTML report)
+#   python -m specviz bench markdown OUTDIR/NAME.json          (its tables, as Markdown)
 #
 # Options (environment variables):
 #   BUDGET=N       stop after N seconds: a part that cannot start in the time left is skipped, one

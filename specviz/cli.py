@@ -1,4 +1,5 @@
-"""Command line: `specviz generate` decodes and reports; `specviz verify` runs the suite."""
+"""Command line: `specviz generate` decodes and reports; `specviz verify` runs the suite;
+`specviz bench` measures; `specviz app` serves the app."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from specviz.batch.cli import (
     run_batches,
 )
 from specviz.bench import cli as bench_cli
-from specviz.bench.replay import main as replay_main
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import write_jsonl
@@ -200,6 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
     verify_cli.add_parser(sub)
     bench_cli.add_parser(sub)
+    sub.add_parser(
+        "app",
+        add_help=False,  # `specviz app --help` is the app's own (specviz.app.main)
+        help="the app: watch speculative decoding token by token, and saved bench results "
+        "(`specviz app --help`; `python app.py` is the same)",
+    )
     return parser
 
 
@@ -486,15 +492,26 @@ def run_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_app(argv: Sequence[str]) -> int:
+    """`specviz app`: the app (specviz.app.main), its Benchmark results tab showing saved results
+    through the benchmark's own view of them."""
+    from specviz.app.main import main as app_main  # gradio and the app load for it alone
+
+    return app_main(argv, view=bench_cli.load_result_view)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `specviz` command; bad input exits 2 with a one-line message."""
     given = sys.argv[1:] if argv is None else list(argv)
-    replay = bench_cli.replay_argv(given)
-    if replay is not None:  # `specviz bench replay`: a parser of its own
-        return replay_main(replay)
-    args = build_parser().parse_args(bench_cli.study_argv(given))
-    set_threads(args.threads)  # once, for the whole process (specviz.runtime)
+    if given[:1] == ["app"]:
+        return run_app(given[1:])
+    command = bench_cli.command(given)  # `specviz bench replay ...`: a parser of its own
+    if command is None:
+        args = build_parser().parse_args(bench_cli.study_argv(given))
+        set_threads(args.threads)  # once, for the whole process (specviz.runtime)
     try:
+        if command is not None:
+            return command()
         if args.command == "bench":
             return bench_cli.run_bench(args)
         return verify_cli.run_verify(args) if args.command == "verify" else run_generate(args)

@@ -1,4 +1,5 @@
-"""What the entry points share: torch's intra-op CPU threads, applied once, and help text.
+"""What the entry points share: torch's intra-op CPU threads, applied once, help text, and
+the machine they run on (its CPU and GPU, as a result records them).
 
 torch starts with one intra-op thread per core and makes every operator wait for all of them.
 When another process holds one of those cores, each operator waits for a thread that is not
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
+from pathlib import Path
 
 import torch
 
@@ -93,3 +96,20 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         if unshown or action.default == argparse.SUPPRESS or "default" in text.lower():
             return text
         return super()._get_help_string(action)
+
+
+def cpu_name() -> str:
+    """The CPU model from /proc/cpuinfo (Linux), else platform.processor()."""
+    info = Path("/proc/cpuinfo")
+    if info.is_file():
+        for line in info.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def gpu_meta(device: str) -> dict[str, str]:
+    """The GPU's name and the CUDA version torch was built with, on a CUDA device ({} else)."""
+    if not device.startswith("cuda"):
+        return {}
+    return {"gpu": torch.cuda.get_device_name(device), "cuda": str(torch.version.cuda)}

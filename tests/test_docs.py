@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.bench.saved import saved_results
+from specviz.results.saved import saved_results
 from tools.report.documents import DOCUMENTS, main, marked_tables, refreshed
 from tools.report.saved import RESULTS_DIR, Saved
 from tools.report.tables import TABLES

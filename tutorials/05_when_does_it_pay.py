@@ -26,16 +26,13 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from specviz.api import autoregressive_generate, encode, speculative_generate
-from specviz.bench.lookahead import (
+from specviz.bench.sweeps.heads import (
     draft_probabilities,
     keep_probabilities,
     model_lookahead,
     target_path,
 )
-from specviz.bench.metrics import request_metrics
-from specviz.bench.replay import PassCosts, replay
-from specviz.bench.runner import batch_step_times
-from specviz.bench.workloads import load_requests
+from specviz.bench.sweeps.replay import PassCosts, replay
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.policy import FixedGamma
@@ -45,6 +42,9 @@ from specviz.fast.lean import draft_cache
 from specviz.gamma import theory
 from specviz.gamma.policies import TheoryGamma
 from specviz.models.loading import load_pair
+from specviz.results.records import request_metrics
+from specviz.timing import step_times
+from specviz.workloads import load_requests
 
 # One thread: the timings below compare forward passes with each other, and a second thread on
 # a shared 2-core machine mostly adds noise.
@@ -119,7 +119,7 @@ for a in (0.3, 0.5, 0.6, 0.7, 0.8, 0.9):
 #
 # ## Measure α and c on the bundled pair
 #
-# We take one prompt from each of three benchmark workloads (`specviz/bench/workloads/`): code
+# We take one prompt from each of three benchmark workloads (`specviz/workloads/`): code
 # completion (greedy), prose (sampled at $T = 1$) and repeat-the-prompt (greedy; the answer
 # copies text from the prompt). For each we first decode plainly. That run gives the
 # continuation the target actually writes and the plain time per token.
@@ -393,7 +393,7 @@ print(
 # comes in stretches, see notebook 6.) The replayed speedup follows the bound with the measured
 # verification cost, and the theory-driven policy, which sees only verdicts and pass times,
 # lands close to the best fixed γ without being told it (the ratio printed above).
-# `python -m specviz.bench.replay --temperature 1` does the same for every prompt of a workload
+# `specviz bench replay --temperature 1` does the same for every prompt of a workload
 # and every policy, with pass costs measured per width (`benchmarks/RESULTS.md`).
 
 # %% [markdown]
@@ -451,7 +451,7 @@ print(f"break-even (bound = 1) at c = {m['c']:.3f} needs alpha >= {even:.3f}")
 
 # %%
 batch_sizes = (1, 2, 4, 8, 16)
-times = batch_step_times(target, batch_sizes, context=32, steps=4)
+times = step_times(target, batch_sizes, context=32, steps=4)
 per_step = np.array([t for _, t in times])
 fig, ax = plt.subplots(figsize=(7, 3.8))
 ax.plot(batch_sizes, per_step * 1e3, "o-", label="seconds per step (ms)")

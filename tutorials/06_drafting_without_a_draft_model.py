@@ -25,7 +25,6 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from specviz.api import autoregressive_generate, encode, speculative_generate
-from specviz.bench.workloads import load_requests
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import Proposed, RoundSummary
@@ -39,6 +38,7 @@ from specviz.gamma.policies import HeuristicGamma, TheoryGamma
 from specviz.models.loading import BUNDLED, load_model, load_pair
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 from specviz.stats.toy import random_pair
+from specviz.workloads import load_requests
 
 torch.set_num_threads(1)  # small forward passes; a second thread mostly adds noise here
 hf_logging.disable_progress_bar()
@@ -569,7 +569,7 @@ for name, run in policy_runs.items():
 # one more token only while that token's expected output is worth its time.
 # On this request nearly every copied token is kept, so long drafts still pay. How close does it
 # come to the best fixed $\gamma$ over many requests? Timed runs are too noisy to resolve a few
-# per cent, so `python -m specviz.bench.replay` replays every policy at $T = 0$ on what the
+# per cent, so `specviz bench replay` replays every policy at $T = 0$ on what the
 # drafter would propose along the target's greedy output (the same rounds a real run makes,
 # priced at pass costs measured once): on all of the benchmark's repeat, code and JSON prompts
 # the theory policy comes within a few per cent of the best fixed $\gamma$

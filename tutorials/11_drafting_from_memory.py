@@ -28,7 +28,6 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from specviz.api import autoregressive_generate, speculative_generate, stop_ids
-from specviz.bench.workloads import AGENT_WORKLOADS, load_requests, tasks
 from specviz.core.acceptance import acceptance_prob, residual
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import SuffixLookup
@@ -43,6 +42,7 @@ from specviz.stats.suffix import FrequencyQ
 from specviz.stats.suite import check_setting, default_settings, family_adjusted
 from specviz.stats.testing import estimated_power
 from specviz.stats.toy import random_pair
+from specviz.workloads import AGENT_WORKLOADS, load_requests, tasks
 
 torch.set_num_threads(1)  # small forward passes; a second thread mostly adds noise here
 hf_logging.disable_progress_bar()
@@ -53,7 +53,7 @@ target, tokenizer = pair.target, pair.tokenizer
 # %% [markdown]
 # ## 1. Why agents repeat themselves
 #
-# The agent workloads shipped with the benchmark (`specviz/bench/workloads/agent-*.jsonl`) are
+# The agent workloads shipped with the benchmark (`specviz/workloads/agent-*.jsonl`) are
 # tasks of several steps, in the order an agent sends them: a tool-calling loop (`agent-tools`:
 # one JSON call a turn, a JSON observation back), a code-editing loop (`agent-code`: one small
 # change a turn, the whole file returned each time) and an SQL agent (`agent-sql`: a query a

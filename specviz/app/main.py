@@ -1,4 +1,4 @@
-"""specviz app: watch speculative decoding happen, token by token (launched by `python app.py`).
+"""specviz app: watch speculative decoding happen, token by token (`specviz app`, `python app.py`).
 
 This module only assembles the page: the settings column (specviz.app.tabs.form) and, beside
 it, the decode area and its tabs (specviz.app.tabs: decode, batch, lab, results), every one
@@ -44,13 +44,16 @@ class SpecVizApp:
         dtype: str = "float32",
         heads: str | None = None,
         results_dir: str | Path = results.DEFAULT_RESULTS,
+        view: results.Viewer | None = None,
     ) -> None:
         """An app whose form starts at target, draft and dtype; heads: the folder of the drafting
         heads' weights (eagle.safetensors, medusa.safetensors; None: the shipped ones); results_dir:
         the folder of saved `specviz bench` results its Benchmark results tab lists (relative
-        to the current folder; none listed when it does not exist)."""
+        to the current folder; none listed when it does not exist); view: what shows a saved
+        result there (the benchmark's, which `specviz app` passes; None: no such tab)."""
         self.defaults = {"target": target, "draft": draft, "dtype": dtype}
         self.results_dir = Path(results_dir).resolve()
+        self.view = view
         self.session = Session(heads)
         self.export_dir = Path(tempfile.mkdtemp(prefix="specviz-app-"))
         self.form = Form(self.session, self.defaults, examples())  # one prompt per workload
@@ -88,14 +91,16 @@ class SpecVizApp:
                         b = self.batch.build(default_drafter(self.defaults["draft"]))
                     with gr.Tab("Equivalence lab", elem_id="sv-lab-tab"):
                         lab = self.lab.build()
-                    with gr.Tab("Benchmark results", elem_id="sv-bench-tab") as bench_tab:
-                        r = results.build(bench_tab, self.results_dir)
+                    if self.view is not None:
+                        with gr.Tab("Benchmark results", elem_id="sv-bench-tab") as bench_tab:
+                            r = results.build(bench_tab, self.results_dir)
             form = [c[name] for name in FIELDS]  # in FIELDS order, as every callback takes them
             self.form.wire(c, d.status, work)
             self.decode.wire(d, form, work)
             self.batch.wire(b, [c[name] for name in PAIR_FIELDS], work)
             self.lab.wire(lab, form, work)
-            results.wire(r, {"concurrency_id": "bench", "concurrency_limit": 2})
+            if self.view is not None:
+                results.wire(r, self.view, {"concurrency_id": "bench", "concurrency_limit": 2})
         blocks: gr.Blocks = demo
         return blocks
 
@@ -120,10 +125,11 @@ def log_to_terminal() -> None:
     logger.setLevel(logging.INFO)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse flags, set torch's threads once, build the app and serve it until interrupted."""
+def main(argv: Sequence[str] | None = None, view: results.Viewer | None = None) -> int:
+    """Parse flags, set torch's threads once, build the app and serve it until interrupted;
+    view: what shows a saved benchmark result (None: no Benchmark results tab)."""
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog="specviz app", description=__doc__)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=7860)
     parser.add_argument("--target", default=BUNDLED, help=MODEL_SPEC_HELP)
@@ -150,7 +156,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     set_threads(args.threads)  # once, for the whole process (specviz.runtime)
     log_to_terminal()
     folder = results.DEFAULT_RESULTS if args.results is None else args.results
-    app = SpecVizApp(args.target, args.draft, args.dtype, heads=args.heads, results_dir=folder)
+    app = SpecVizApp(
+        args.target, args.draft, args.dtype, heads=args.heads, results_dir=folder, view=view
+    )
     app.launch(app.build(), args.host, args.port)
     return 0
 

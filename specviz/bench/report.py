@@ -1,7 +1,11 @@
-"""The self-contained plotly HTML report of a benchmark run, and its figures."""
+"""A benchmark run's report: its figures, its self-contained plotly HTML page, and a saved result
+read back for viewing (its figures and Markdown tables: `specviz bench saved`, `specviz bench
+markdown` and the app's Benchmark results tab). Every number comes from the saved JSON.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -9,11 +13,17 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from specviz.bench.batch_table import sweep_curves
-from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR
-from specviz.bench.runner import Record, drafter_label
-from specviz.bench.sweeps.levers import frontier_figure
+from specviz.bench.summary import gamma_curves, policies_vs_best_fixed, summarize
+from specviz.bench.sweeps import RENDER_ORDER, by_key
+from specviz.bench.sweeps.batch import rebatch
+from specviz.bench.sweeps.levers import lever_rows
+from specviz.bench.sweeps.speedup import cost_table, summary_tables
+from specviz.bench.sweeps.trees import resweep
 from specviz.endpoint.figure import speedup_figure, tpot_figure
+from specviz.results.records import DEFAULT_PRICE_PER_HOUR, Record
+from specviz.results.schema import batch_steps, flat_meta, migrate, read_result
+from specviz.results.setting import drafter_label
+from specviz.results.table import markdown_table
 
 Look = Callable[[go.Figure, str, str, str], go.Figure]  # (figure, title, x title, y title)
 Empty = Callable[[str, str], go.Figure]  # (title, why there is nothing to draw)
@@ -186,7 +196,17 @@ def _sweep_figure(sweep: dict[str, Any], look: Look) -> go.Figure:
     predicted from the batched pass timings (dashed), one colour per drafter, γ and T."""
     title = "Batch sweep: speedup against batch size, measured (solid) vs predicted (dashed)"
     fig = go.Figure()
-    for i, c in enumerate(sweep_curves(sweep)):
+    curves: dict[tuple[float, str, int], dict[str, Any]] = {}  # per (T, drafter, γ)
+    for r in sweep["rows"]:
+        label = f"{r['drafter']} γ={r['gamma']} T={r['temperature']:g}"
+        c = curves.setdefault(
+            (r["temperature"], r["drafter"], r["gamma"]),
+            {"label": label, "batch_sizes": [], "measured": [], "predicted": []},
+        )
+        c["batch_sizes"].append(r["batch_size"])
+        c["measured"].append(r["speedup"]["median"])
+        c["predicted"].append(r["predicted_speedup"])
+    for i, c in enumerate(curves.values()):
         colour = PALETTE[i % len(PALETTE)]
         fig.add_scatter(
             x=c["batch_sizes"], y=c["measured"], name=c["label"], legendgroup=c["label"],
@@ -209,3 +229,106 @@ def html_report(figs: Sequence[go.Figure], title: str) -> str:
     parts = [fig.to_html(full_html=False, include_plotlyjs=(i == 0)) for i, fig in enumerate(figs)]
     head = f"<head><meta charset='utf-8'><title>{title}</title></head>"
     return f"<html>{head}<body><h1>{title}</h1>{''.join(parts)}</body></html>"
+
+
+def load_result_view(
+    path: str | Path, look: Look = plain_look, empty: Empty = plain_empty
+) -> tuple[list[go.Figure], str]:
+    """The five report figures (styled by look) and the Markdown tables of one saved result
+    (any schema version).
+
+    Raises ValueError with what is wrong when path is not a bench result this specviz reads.
+    """
+    result = resummarized(read_result(path))
+    records = [Record.from_dict(r) for r in result["records"]]
+    figs = figures(
+        records, result["gamma_curves"], batch_steps(result), look, empty,
+        sweep=result.get("batch_sweep"), levers=result.get("levers"),
+        endpoint=result.get("endpoint"), price_per_hour=result["meta"]["price_per_hour"],
+    )  # fmt: skip
+    return figs, render(result, Path(path).stem)
+
+
+KIND_COLOURS = {"target": "#999999", "hf": "#009E73", "draft": "#E69F00", "spec": "#0072B2"}
+KIND_NAMES = {
+    "target": "the target alone",
+    "hf": "transformers generate()",
+    "draft": "the draft alone",
+    "spec": "speculative",
+}
+
+
+def frontier_figure(section: dict[str, Any], price_per_hour: float, look: Look) -> go.Figure:
+    """One marker per lever: x the mean TV from the fp32 target, y the speedup over it (all
+    workloads), coloured by kind; hover gives greedy agreement and weights."""
+    fig = go.Figure()
+    rows = lever_rows(section, price_per_hour)
+    points = [r for r in rows if r["workload"] == rows[-1]["workload"]]  # over all workloads
+    for kind, colour in KIND_COLOURS.items():
+        mine = [p for p in points if p["lever"].startswith(kind + "@")]
+        if not mine:
+            continue
+        fig.add_scatter(
+            x=[p["tv"] for p in mine], y=[p["speedup"] for p in mine], name=KIND_NAMES[kind],
+            mode="markers+text", text=[p["lever"] for p in mine], textposition="top center",
+            marker={"color": colour, "size": 11},
+            customdata=[[p["agreement"], p["memory_mb"]] for p in mine],
+            hovertemplate="%{text}<br>TV %{x:.3f}, speedup %{y:.2f}×<br>greedy agreement "
+            "%{customdata[0]:.0%}, weights %{customdata[1]:.0f} MB<extra></extra>",
+        )  # fmt: skip
+    fig.add_hline(y=1.0, line={"dash": "dot", "color": "#999999"})
+    title = "Speed against distance from the fp32 target (up and left is better)"
+    return look(fig, title, "mean total variation from the fp32 target", "speedup × over fp32")
+
+
+def resummarized(result: dict[str, Any]) -> dict[str, Any]:
+    """The result (any schema version) migrated, with its summary, curves and policy table
+    recomputed from the raw records."""
+    result = migrate(result)
+    records = [Record.from_dict(r) for r in result["records"]]
+    rows = summarize(records, result["meta"]["price_per_hour"])
+    sweep, batch = result["tree_sweep"], result.get("batch_sweep")
+    price = float(result["meta"]["price_per_hour"])
+    rebatched = {} if batch is None else {"batch_sweep": rebatch(batch, price)}
+    return result | {
+        "summary": rows,
+        "gamma_curves": gamma_curves(rows),
+        "policies_vs_best_fixed": policies_vs_best_fixed(rows),
+        "tree_sweep": None if sweep is None else resweep(sweep, records),
+        **rebatched,
+    }
+
+
+META: tuple[str, ...] = ("cpu", "machine", "threads", "device", "gpu", "cuda", "dtype")
+META += ("packed_weights", "draft_forward", "target_forward", "torch", "transformers")
+
+
+def render(result: dict[str, Any], title: str) -> str:
+    """One run (of the current schema: resummarized or schema.migrate) as a Markdown section:
+    its command, its machine, the speedup tables, each study's section, the cost table and the
+    plain decode step times against batch size."""
+    meta = flat_meta(result)
+    # the program as older results recorded it (the package's script path) reads as `specviz`
+    command = re.sub(r"^\S*(specviz/\S+\.py|specviz)\s", "specviz ", meta["command"])
+    machine = ", ".join(f"{k}: {meta[k]}" for k in META if k in meta)
+    fmt = meta.get("prompt_format", "raw")
+    out = [f"## {title}", "", f"```bash\n{command}\n```", ""]
+    out += [machine + (f", prompts: {fmt}" if fmt != "raw" else ""), "", *summary_tables(result)]
+    studies = by_key()
+    for key in RENDER_ORDER:  # each study's own section, where the run saved one
+        if result.get(key) is not None:
+            out += [studies[key].render(result[key], float(result["meta"]["price_per_hour"])), ""]
+    if result["summary"]:
+        out += ["Cost per 1k generated tokens:", "", *cost_table(result["summary"]), ""]
+    for name, batch in batch_steps(result).items():
+        if not batch:
+            continue
+        base = batch[0][1]
+        loaded = f", loaded with draft {name}" if len(result["drafts"]) > 1 else ""
+        out += [f"Plain decode step time against batch size (one new token per row{loaded}):", ""]
+        out += markdown_table(
+            ["batch", "ms per step", "ms per row", "step time / batch-1 step"],
+            [[str(b), f"{t * 1e3:.1f}", f"{t * 1e3 / b:.1f}", f"{t / base:.2f}"] for b, t in batch],
+        )
+        out += [""]
+    return "\n".join(out)

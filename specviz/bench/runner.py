@@ -1,37 +1,23 @@
-"""Run a workload interleaved: plain, speculative, and transformers' assisted generation."""
+"""Run a workload interleaved: plain, speculative, and transformers' assisted generation (the
+baseline a user compares with); what every study's runs share."""
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-import torch
-from transformers import DynamicCache
-
 from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
-from specviz.bench.assisted import assistant_settings, has_hf_counterpart, hf_generate
-from specviz.bench.metrics import RequestMetrics, request_metrics
-from specviz.bench.setting import (
-    CONFIDENCE,
-    DRAFTERS,
-    POLICIES,
-    TREE_RULES,
-    BenchSetting,
-    drafter_label,
-)
-from specviz.bench.workloads import Request
-from specviz.core.cache import CachedForward, KVCache, cache_kwarg
+from specviz.core.cache import CachedForward, KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.decoding import clock
 from specviz.core.drafter import Drafter
 from specviz.core.policy import GammaPolicy
 from specviz.drafters.registry import (
+    EXIT_DRAFTERS,
     HEAD_DRAFTERS,
     HYBRID_DRAFTERS,
     SHARED_CACHE_DRAFTERS,
+    TREE_DRAFTERS,
     DrafterOptions,
     build_drafter,
 )
@@ -40,93 +26,51 @@ from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import CostModel, make_policy
 from specviz.heads.lookup import head_forward
 from specviz.models.chat import prompt_ids as chat_prompt_ids
+from specviz.models.generate import generate
+from specviz.results.records import Record, request_metrics
+from specviz.results.setting import CONFIDENCE, TREE_RULES, BenchSetting
 from specviz.tree.drafter import TreeDrafter
-
-__all__ = [  # BenchSetting and transformers' baseline live in setting.py and assisted.py
-    "CONFIDENCE",
-    "DRAFTERS",
-    "POLICIES",
-    "BenchSetting",
-    "Record",
-    "assistant_settings",
-    "batch_step_times",
-    "check_runnable",
-    "drafter_label",
-    "has_hf_counterpart",
-    "hf_generate",
-    "plain_cache",
-    "run_all",
-    "run_request",
-    "speculative_cache",
-    "speculative_run",
-]
+from specviz.workloads import Request
 
 
-@dataclass(frozen=True, kw_only=True)
-class Record:
-    """One timed repetition of one request under one setting."""
+def assistant_settings(setting: BenchSetting) -> dict[str, Any]:
+    """transformers' draft schedule for a setting: gamma, schedule and confidence threshold.
 
-    request_id: str
-    category: str
-    setting: BenchSetting
-    repetition: int
-    metrics: RequestMetrics
-    hf_latency: float | None  # transformers' assisted generation, same request and settings
-    hf_tokens: int | None
-    hf_identical: bool | None  # token-identical to our output (meaningful at T = 0)
+    transformers reads these from the assistant model's generation_config, not from
+    generate()'s arguments (passed there, they are ignored and its defaults, 20 tokens with a
+    0.4 confidence stop, apply).
+    """
+    return {
+        "num_assistant_tokens": setting.gamma,
+        "num_assistant_tokens_schedule": "heuristic"
+        if setting.policy == "heuristic"
+        else "constant",
+        "assistant_confidence_threshold": CONFIDENCE if setting.policy == "confidence" else 0.0,
+    }
 
-    def to_dict(self) -> dict[str, object]:
-        """Plain data for JSON."""
-        m = self.metrics
-        chain_theory = not self.setting.tree  # the Leviathan bound describes chains only
-        derived = {
-            "mean_gamma": m.mean_gamma,
-            "tokens_per_second": m.tokens_per_second,
-            "target_calls_per_token": m.target_calls_per_token,
-            "alpha": m.alpha,
-            "accepted_per_round": m.accepted_per_round,
-            "tokens_per_round": m.tokens_per_round,
-            "cost_ratio": m.cost_ratio,
-            "speedup": m.speedup,
-            "bound": m.bound() if chain_theory else None,
-            "efficiency": m.efficiency() if chain_theory else None,
-            "decode_speedup": m.decode_speedup,
-            "decode_efficiency": m.decode_efficiency() if chain_theory else None,
-            "verify_ratio": m.verify_ratio,
-            "refined_bound": m.refined_bound() if chain_theory else None,
-            "loop_efficiency": m.loop_efficiency() if chain_theory else None,
-        }
-        return {
-            "exact": self.setting.exact,  # False: a lossy tree rule, not the target's law
-            "request_id": self.request_id,
-            "category": self.category,
-            "setting": asdict(self.setting),
-            "repetition": self.repetition,
-            "metrics": asdict(m) | derived,
-            "hf_latency": self.hf_latency,
-            "hf_tokens": self.hf_tokens,
-            "hf_identical": self.hf_identical,
-        }
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Record:
-        """Inverse of to_dict (derived metrics are recomputed, not read back).
-
-        data: a record of the current schema; specviz.bench.schema.migrate brings older ones.
-        """
-        saved = data["metrics"]
-        raw = {f.name: saved[f.name] for f in fields(RequestMetrics)}
-        raw.update({k: tuple(raw[k]) for k in ("widths", "pass_seconds")})
-        return cls(
-            request_id=data["request_id"],
-            category=data["category"],
-            setting=BenchSetting(**data["setting"]),
-            repetition=data["repetition"],
-            metrics=RequestMetrics(**raw),
-            hf_latency=data["hf_latency"],
-            hf_tokens=data["hf_tokens"],
-            hf_identical=data["hf_identical"],
+def hf_generate(
+    target: Any, draft: Any, prompt_ids: list[int], setting: BenchSetting, max_new_tokens: int
+) -> tuple[float, list[int]]:
+    """transformers' own assisted generation with the draft at the setting's schedule (prompt
+    lookup for the n-gram drafter) on the same request."""
+    if setting.drafter == "ngram":
+        return generate(
+            target, prompt_ids, max_new_tokens, setting.temperature, lookup=setting.gamma
         )
+    schedule = assistant_settings(setting)
+    return generate(target, prompt_ids, max_new_tokens, setting.temperature, assistant=draft,
+                    schedule=schedule)  # fmt: skip
+
+
+def has_hf_counterpart(setting: BenchSetting) -> bool:
+    """transformers has no early-exit, lookup-then-model, drafting-head or tree drafter and no
+    theory-driven gamma.
+
+    For model-trimmed the comparison is transformers with the same draft and its full head.
+    """
+    no_counterpart = (*EXIT_DRAFTERS, *HYBRID_DRAFTERS, *HEAD_DRAFTERS, *TREE_DRAFTERS)
+    return setting.drafter not in no_counterpart and setting.policy != "theory"
 
 
 def _drafter(
@@ -314,32 +258,6 @@ def record(
         hf_tokens=len(hf_tokens) if hf_tokens is not None else None,
         hf_identical=hf_tokens == list(spec.tokens) if hf_tokens is not None else None,
     )
-
-
-@torch.no_grad()
-def batch_step_times(
-    target: Any, batch_sizes: Sequence[int], context: int = 64, steps: int = 5
-) -> list[tuple[int, float]]:
-    """Seconds per plain decode step (one new token per row) against batch size.
-
-    Each size: a prompt pass of `context` tokens a row, one untimed step (a new shape builds its
-    kernels on first use), then the median of `steps` timed steps.
-    """
-    out = []
-    vocab = int(target.config.vocab_size)
-    gen = torch.Generator().manual_seed(0)
-    for b in batch_sizes:
-        ids = torch.randint(vocab, (b, context), generator=gen).to(target.device)
-        kv = {cache_kwarg(target): DynamicCache(config=target.config)}
-        target(input_ids=ids, use_cache=True, **kv)
-        target(input_ids=ids[:, -1:], use_cache=True, **kv)
-        times = []
-        for _ in range(steps):
-            start = clock(target.device)
-            target(input_ids=ids[:, -1:], use_cache=True, **kv)
-            times.append(clock(target.device) - start)
-        out.append((b, statistics.median(times)))
-    return out
 
 
 def run_all(

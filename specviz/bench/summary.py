@@ -11,11 +11,10 @@ from typing import Any
 
 from scipy import stats
 
-from specviz.bench.metrics import cost_per_1k_tokens, spread
-from specviz.bench.runner import BenchSetting, Record, drafter_label
-from specviz.bench.setting import is_tree
 from specviz.gamma.policies import VerifyCost
 from specviz.gamma.theory import optimal_gamma, speedup_bound
+from specviz.results.records import Record, cost_per_1k_tokens, spread
+from specviz.results.setting import BenchSetting, drafter_label, is_tree
 
 
 def _key(r: Record) -> tuple[str, BenchSetting]:

@@ -1,23 +1,34 @@
 """The protocol every `specviz bench` study follows: its flags, a plan, a run, a saved section
-and the Markdown that section renders to.
+and the Markdown that section renders to; and what the studies share.
 
 A study is chosen by its subcommand (`specviz bench trees ...`) or by the flag that asked for it
 before the subcommands (`--tree-sweep`, kept as an alias). Its plan checks the flags before any
 model is loaded; its run measures; what it saves is a section of the result JSON under its key
-(specviz.bench.schema); its render turns that section, read back, into Markdown.
+(specviz.results.schema); its render turns that section, read back, into Markdown. A study with
+flags of its own (replay) parses them apart from `specviz bench`'s, and prints its section.
+
+Shared here: the flags every local study reads and their check (check), the requests by
+temperature, a rotation of the settings that run one after another, and pass timings taken
+interleaved (a *pass* is one forward of a model over some tokens, timed alone).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol, TypeVar
 
-from specviz.bench.runner import Record
-from specviz.bench.workloads import Request
+from specviz.drafters.registry import HEAD_DRAFTERS, HYBRID_DRAFTERS, TREE_DRAFTERS, DrafterOptions
+from specviz.heads.lookup import check_heads
+from specviz.models.loading import check_device
+from specviz.results.records import Record
+from specviz.results.setting import DRAFTERS, POLICIES, TREE_RULES
+from specviz.workloads import Request
 
-Progress = Callable[[int, int, str], None]
+Progress = Callable[[int, int, str], None]  # (done, total, label)
+T = TypeVar("T")
+DEFAULT_NODES = (1, 4, 8, 16, 32)  # the node budgets of `specviz bench trees`
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,14 +67,19 @@ class Sweep(Protocol):
 
     @property
     def key(self) -> str | None:
-        """Where its section is saved in a result (None: it saves records only)."""
+        """Where its section is saved in a result (None: it saves records only, or prints its
+        section: a study with own_flags)."""
 
     @property
     def per_draft(self) -> bool:
         """True when it runs once per --draft on a loaded pair (Context.pair)."""
 
+    @property
+    def own_flags(self) -> bool:
+        """True when its subcommand parses flags of its own, not `specviz bench`'s."""
+
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        """Register its own flags on `specviz bench`'s parser."""
+        """Register its own flags (on `specviz bench`'s parser, or on its own)."""
 
     def asked(self, args: argparse.Namespace) -> bool:
         """True when the flags ask for it without its subcommand (its alias flag is given)."""
@@ -102,3 +118,144 @@ def by_temperature(
         return [(t, list(requests)) for t in args.temperatures]
     temps = sorted({r.temperature for r in requests})
     return [(t, [r for r in requests if r.temperature == t]) for t in temps]
+
+
+def ints(text: str) -> list[int]:
+    """'1,2,4' → [1, 2, 4]."""
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def floats(text: str) -> list[float]:
+    """'0,1' → [0.0, 1.0]."""
+    return [float(x) for x in text.split(",") if x.strip()]
+
+
+def rotated(items: Sequence[T], k: int) -> list[T]:
+    """items starting at index k (mod its length): the settings that run one after another
+    start at a different one each repetition, so no setting always runs first."""
+    k %= max(len(items), 1)
+    return [*items[k:], *items[:k]]
+
+
+def grouped(items: Iterable[T], key: Callable[[T], Any]) -> dict[Any, list[T]]:
+    """items by key(item), each key in the order it first comes."""
+    out: dict[Any, list[T]] = {}
+    for item in items:
+        out.setdefault(key(item), []).append(item)
+    return out
+
+
+def plain(plan: Any, **extra: Any) -> dict[str, Any]:
+    """A plan (a frozen dataclass) as JSON data, its tuples as lists, with extra keys."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(plan).items()} | extra
+
+
+def unplain(cls: Callable[..., T], data: dict[str, Any], *extra: str) -> T:
+    """Inverse of plain: the plan from its JSON data (lists as tuples), extra keys left out."""
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    return cls(**{k: v for k, v in fields.items() if k not in extra})
+
+
+def refuse(why: str, clashes: Iterable[tuple[str, bool]]) -> None:
+    """ValueError '{why}: drop FLAG' for the first of the (flag, given) clashes given."""
+    given = [flag for flag, clash in clashes if clash]
+    if given:
+        raise ValueError(f"{why}: drop {given[0]}")
+
+
+def drafter_names(args: argparse.Namespace) -> list[str]:
+    """--drafters as a list (default: model, or tree-model under --tree-sweep)."""
+    given = args.drafters or ("tree-model" if args.tree_sweep else "model")
+    return [d.strip() for d in given.split(",") if d.strip()]
+
+
+def check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """Check the flags every local study reads, before any model work; the drafter and policy
+    names. ValueError, saying what to change, for a value the run cannot take."""
+    drafters = drafter_names(args)
+    if not drafters or any(d not in DRAFTERS for d in drafters):
+        raise ValueError(
+            f"--drafters must list some of {', '.join(map(repr, DRAFTERS))} (got {args.drafters!r})"
+        )
+    for flag, values in (("--gammas", args.gammas), ("--exit-layer", args.exit_layer)):
+        if not values or min(values) < 1:
+            raise ValueError(f"{flag} must be integers >= 1 (got {values})")
+    for flag, value in (("--reps", args.reps), ("--start-gamma", args.start_gamma)):
+        if value < 1:
+            raise ValueError(f"{flag} must be >= 1 (got {value})")
+    if args.temperatures is not None and min(args.temperatures, default=0) < 0:
+        raise ValueError(f"--temperatures must be >= 0 (got {args.temperatures})")
+    check_device(args.device)
+    if not args.price_per_hour > 0:
+        raise ValueError(f"--price-per-hour must be > 0 USD (got {args.price_per_hour})")
+    if not args.model_gamma or min((k for k in args.model_gamma if k is not None), default=1) < 1:
+        raise ValueError(f"--model-gamma must be integers >= 1 or 'none' (got {args.model_gamma})")
+    if args.model_gamma != [None] and not any(d in HYBRID_DRAFTERS for d in drafters):
+        raise ValueError(
+            "--model-gamma caps the draft model after lookup: add one of "
+            f"{', '.join(HYBRID_DRAFTERS)} to --drafters, or drop --model-gamma"
+        )
+    twice = sorted({d for d in args.draft or [] if args.draft.count(d) > 1})
+    if twice:
+        raise ValueError(f"--draft names {', '.join(twice)} more than once: give each draft once")
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if not policies or any(p not in POLICIES for p in policies):
+        raise ValueError(f"--policies must list some of {POLICIES} (got {args.policies!r})")
+    check_tree_flags(args, drafters, policies)
+    check_heads(drafters, args.heads, flag="--drafters")
+    return drafters, policies
+
+
+def check_tree_flags(args: argparse.Namespace, drafters: list[str], policies: list[str]) -> None:
+    """ValueError, saying what to change, for tree options the run cannot honour."""
+    for flag, value in (
+        ("--tree-nodes", args.tree_nodes), ("--tree-depth", args.tree_depth),
+        ("--tree-width", args.tree_width),
+    ):  # fmt: skip
+        if value < 1:
+            raise ValueError(f"{flag} must be an integer >= 1 (got {value})")
+    trees = [d for d in drafters if d in TREE_DRAFTERS]
+    masked = [d for d in trees if d not in HEAD_DRAFTERS]  # the head trees verify on their own
+    if masked and args.lean_target:
+        raise ValueError(
+            f"{', '.join(masked)} verify their trees through transformers' forward with a 4D "
+            "attention mask, which --lean-target's forward does not take: drop --lean-target, "
+            "or bench the tree drafters in a run of their own"
+        )
+    if trees and "fixed" not in policies and args.tree_sweep is None:
+        raise ValueError(
+            f"{', '.join(trees)} draft to a fixed depth (--tree-depth): add fixed to --policies"
+        )
+
+
+def add_tree_arguments(b: argparse.ArgumentParser) -> None:
+    """Register the tree options every local study reads (--tree-nodes, --tree-depth,
+    --tree-width, --tree-rule) and --tree-sweep, which asks for `specviz bench trees`."""
+    defaults = DrafterOptions()
+    b.add_argument("--tree-nodes", type=int, default=defaults.tree_nodes,
+                   help="tree drafters: at most this many nodes a round")  # fmt: skip
+    b.add_argument(
+        "--tree-depth", type=int, default=defaults.tree_depth,
+        help="tree drafters: levels a round drafts (their gamma; --gammas is the chains'), and "
+        "the depth D of --tree-sweep",
+    )  # fmt: skip
+    b.add_argument("--tree-width", type=int, default=defaults.tree_width,
+                   help="tree drafters: at most this many children a node")  # fmt: skip
+    b.add_argument(
+        "--tree-rule", default="exact", choices=sorted(TREE_RULES),
+        help="how tree drafters' trees are verified: exact (the output follows the target's "
+        "law) or typical (Medusa's typical acceptance: LOSSY, its output does not follow the "
+        "target's law; every table row and record that ran it says so)",
+    )  # fmt: skip
+    b.add_argument(
+        "--tree-sweep", nargs="?", const=",".join(map(str, DEFAULT_NODES)), default=None,
+        metavar="N,...",
+        help="run the node-budget sweep instead of the other settings: at depth --tree-depth, "
+        "the chain (N = 1: the chain drafter at gamma = depth, as many draft calls a round) "
+        "and each tree drafter of --drafters (default then: tree-model) at each node budget N; "
+        "reports tokens a target pass, r(N) (a pass over N tree tokens against a 1-token step), "
+        "the speedup over plain decoding, the chain and transformers' assisted generation, and "
+        "where the tree pays (without a value: N = "
+        f"{','.join(map(str, DEFAULT_NODES))}; --gammas, --policies and --tree-nodes are for "
+        "the other settings)",
+    )  # fmt: skip

@@ -19,9 +19,9 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from specviz.bench.metrics import cost_per_1k_tokens
-from specviz.bench.table import markdown_table
 from specviz.endpoint.engine import COUNTERS, LENGTHS, RATES, acceptance
+from specviz.results.records import cost_per_1k_tokens
+from specviz.results.table import markdown_table
 
 ABSENT = "absent"
 

@@ -8,6 +8,7 @@ No torch at import (the app's views use these); `alpha` takes tensors.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # torch-free at import: the app's views use the closed forms below
@@ -44,6 +45,31 @@ def speedup_bound(alpha: float, gamma: float, c: float) -> float:
     if not (math.isfinite(c) and c >= 0):
         raise ValueError(f"cost ratio c must be a finite number >= 0 (got {c})")
     return expected_tokens_per_round(alpha, gamma) / (gamma * c + 1)
+
+
+def pass_speedup(alpha: float, gamma: int, plain: float, draft: float, verify: float) -> float:
+    """E[tokens a round](alpha, gamma) * plain / (gamma draft + verify): the speedup predicted
+    from measured pass costs in seconds (a plain step, a draft step, a verification pass of
+    gamma + 1 tokens); an unmeasured alpha (nan: nothing verified) counts as 0."""
+    a = min(max(alpha, 0.0), 1.0) if alpha == alpha else 0.0
+    return expected_tokens_per_round(a, gamma) * plain / (gamma * draft + verify)
+
+
+TOKEN_BOUND = 0.5  # the share (r - 1) / gamma from which a verification pass is token-bound
+
+
+def token_bound_share(ratio: float, gamma: int) -> float:
+    """(r - 1) / gamma for r = a gamma + 1-token pass over a plain step: 0 where the pass costs
+    a plain step (weight-bound: reading the weights dominates), 1 where it costs gamma + 1."""
+    return (ratio - 1.0) / gamma
+
+
+def token_bound_from(ratios: Sequence[tuple[int, float]], gamma: int) -> int | None:
+    """The first batch size (ascending) whose (batch size, r) pass is token-bound, None if none."""
+    for size, ratio in sorted(ratios):
+        if token_bound_share(ratio, gamma) >= TOKEN_BOUND:
+            return size
+    return None
 
 
 def optimal_gamma(alpha: float, c: float, max_gamma: int = 16) -> int:

@@ -97,3 +97,41 @@ def chain(tokens: Tensor, q_draft: Tensor, forward_calls: int) -> TokenTree:
         sampled=(True,) * k,
         forward_calls=forward_calls,
     )
+
+
+def top_k_capacity(depth: int, width: int) -> int:
+    """The most nodes a top-k tree of this depth and width holds: width at the first level,
+    width² at each later one (the width best nodes of a level grow width children each)."""
+    return width + (depth - 1) * width * width
+
+
+def top_k_shape(nodes: int, depth: int, width: int) -> TokenTree:
+    """A top-k shaped tree of `nodes` nodes, filled level by level: `width` children of the
+    root, then `width` children for each of a level's first `width` nodes, down to `depth`.
+
+    Its tokens are zeros: it gives a pass over a tree of that shape (whose cost does not depend
+    on the tokens). ValueError when the shape cannot hold that many nodes.
+    """
+    most = top_k_capacity(depth, width)
+    if nodes > most:
+        raise ValueError(
+            f"a tree of depth {depth} and width {width} holds at most {most} nodes "
+            f"(got {nodes}): raise --tree-width or --tree-depth, or lower the node budget"
+        )
+    parents: list[int] = []
+    level = [-1]
+    while len(parents) < nodes:
+        grown: list[int] = []
+        for parent in level[:width]:
+            for _ in range(width):
+                if len(parents) < nodes:
+                    parents.append(parent)
+                    grown.append(len(parents) - 1)
+        level = grown
+    return TokenTree(
+        tokens=torch.zeros(nodes, dtype=torch.long),
+        parents=tuple(parents),
+        q_draft=torch.zeros(nodes + 1, 1),
+        sampled=(False,) * nodes,
+        forward_calls=0,
+    )

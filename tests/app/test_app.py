@@ -39,9 +39,9 @@ from specviz.app.views.form import (
     Settings,
     drafter_choices,
 )
-from specviz.bench.metrics import RequestMetrics
-from specviz.bench.runner import BenchSetting, Record
+from specviz.bench.report import load_result_view
 from specviz.bench.summary import gamma_curves, policies_vs_best_fixed, summarize
+from specviz.cli import main as specviz_main
 from specviz.core.events import read_jsonl
 from specviz.drafters import early_exit
 from specviz.drafters.model import ModelDrafter
@@ -59,6 +59,8 @@ from specviz.heads.eagle import EagleHead, EagleShape
 from specviz.heads.medusa import MedusaHeads
 from specviz.heads.weights import save_head
 from specviz.models.loading import ModelLoadError
+from specviz.results.records import Record, RequestMetrics
+from specviz.results.setting import BenchSetting
 from specviz.stats.lab import (
     REAL,
     equivalence_tests,
@@ -167,7 +169,7 @@ def free_port() -> int:
 def served(model_dirs: tuple[str, str]) -> Iterator[tuple[SpecVizApp, str]]:
     """The app serving the tiny pair on a free local port, in this process."""
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
-    app = SpecVizApp(*model_dirs)
+    app = SpecVizApp(*model_dirs, view=load_result_view)  # the app `specviz app` serves
     demo = app.build()
     port = free_port()
     app.launch(demo, "127.0.0.1", port, prevent_thread_lock=True, quiet=True)
@@ -177,7 +179,7 @@ def served(model_dirs: tuple[str, str]) -> Iterator[tuple[SpecVizApp, str]]:
 
 @pytest.fixture(scope="module")
 def app(model_dirs: tuple[str, str], heads_dir: str) -> SpecVizApp:
-    return SpecVizApp(*model_dirs, heads=heads_dir)
+    return SpecVizApp(*model_dirs, heads=heads_dir, view=load_result_view)
 
 
 @pytest.mark.parametrize(
@@ -675,13 +677,13 @@ def test_benchmark_tab_shows_a_saved_result_and_refuses_bad_files(
     }
     payload |= {"records": [r.to_dict() for r in records], "batch_step_seconds": [[1, 0.05]]}
     saved.write_text(json.dumps(payload))
-    shown = results.bench_result(None, str(saved))
+    shown = results.bench_result(None, str(saved), load_result_view)
     assert len(shown) == 6 and "| code | 0 | model γ=2 | 1 |" in shown[-1]
     with pytest.raises(gr.Error, match="choose a saved result"):
-        results.bench_result(None, None)
+        results.bench_result(None, None, load_result_view)
     (tmp_path / "bad.json").write_text("[]")
     with pytest.raises(gr.Error, match="not a specviz bench result"):
-        results.bench_result(str(tmp_path / "bad.json"), None)
+        results.bench_result(str(tmp_path / "bad.json"), None, load_result_view)
 
 
 def test_trimmed_head_drafter_in_the_app(
@@ -932,7 +934,7 @@ def test_the_benchmark_tab_opens_the_most_informative_result_in_the_apps_look(
     app: SpecVizApp,
 ) -> None:
     from specviz.app.views.style import PALETTE
-    from specviz.bench.saved import informativeness, most_informative, saved_results
+    from specviz.results.saved import informativeness, most_informative, saved_results
     from tools.report.saved import RESULTS_DIR
 
     assert app.results_dir == RESULTS_DIR  # the default: benchmarks/results under the tests' cwd
@@ -943,7 +945,7 @@ def test_the_benchmark_tab_opens_the_most_informative_result_in_the_apps_look(
     best = informativeness(menu.value)
     assert best[0] > 0 and all(informativeness(p) <= best for p in saved)  # it has γ curves
     assert [label for label, _ in menu.choices] == [Path(p).stem for p in saved]
-    *figs, tables = results.bench_result(menu.value, None)
+    *figs, tables = results.bench_result(menu.value, None, load_result_view)
     for fig in figs:  # the app's look: white, its palette, its fonts
         assert fig.layout.template.layout.plot_bgcolor == "white"
         assert tuple(fig.layout.colorway) == PALETTE and fig.layout.title.font.size == 14
@@ -954,11 +956,15 @@ def test_the_benchmark_tab_opens_the_most_informative_result_in_the_apps_look(
     assert len({c for group in colours.values() for c in group}) == len(colours)  # one each
     assert {t.line.dash for t in figs[1].data} == {None, "dash"}
     assert figs[1].layout.xaxis.dtick == 1 and "| workload |" in tables
-    one = results.bench_result(str(RESULTS_DIR / "batch.json"), None)  # one setting, one request
+    one = results.bench_result(
+        str(RESULTS_DIR / "batch.json"), None, load_result_view
+    )  # one setting, one request
     for fig in (one[1], one[2]):  # nothing to draw: said so instead of a lone point
         assert not fig.data and fig.layout.annotations
     assert one[4].data  # its batch-size timings are drawn
-    assert results.bench_first(menu.value, None, "shown already") == [gr.skip()] * 6
+    assert (
+        results.bench_first(menu.value, None, "shown already", load_result_view) == [gr.skip()] * 6
+    )
 
 
 def test_the_benchmark_tab_lists_the_folder_it_is_given_and_main_checks_it(
@@ -967,13 +973,13 @@ def test_the_benchmark_tab_lists_the_folder_it_is_given_and_main_checks_it(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from specviz.bench.saved import saved_results
+    from specviz.results.saved import saved_results
     from tools.report.saved import RESULTS_DIR
 
     folder = tmp_path / "mine"
     folder.mkdir()
     shutil.copy(RESULTS_DIR / "batch.json", folder / "one.json")
-    app = SpecVizApp(*model_dirs, results_dir=folder)
+    app = SpecVizApp(*model_dirs, results_dir=folder, view=load_result_view)
     [menu] = [b for b in app.build().blocks.values() if isinstance(b, gr.Dropdown)
               and b.elem_id == "sv-bench-path"]  # fmt: skip
     assert menu.choices == [("one", str(folder / "one.json"))]
@@ -992,3 +998,7 @@ def test_the_benchmark_tab_lists_the_folder_it_is_given_and_main_checks_it(
     assert specviz_app.main([*argv, "--results", str(folder)]) == 0
     assert specviz_app.main(argv) == 0
     assert seen == [folder.resolve(), Path("benchmarks", "results").resolve()]
+    shown: list[object] = []  # `specviz app` (and app.py) give it the benchmark's view
+    monkeypatch.setattr(SpecVizApp, "launch", lambda self, *a, **k: shown.append(self.view))
+    assert specviz_main(["app", *argv]) == 0 and specviz_app.main(argv) == 0
+    assert shown == [load_result_view, None]

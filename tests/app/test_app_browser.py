@@ -25,6 +25,7 @@ from specviz.app import session
 from specviz.app.main import SpecVizApp
 from specviz.app.session import PairCache
 from specviz.app.views.form import TREE_RULE_CHOICES
+from specviz.bench.report import load_result_view
 from specviz.drafters.registry import REGISTRY
 
 from .test_app import MAX_NEW, PROMPT, SEED, free_port, model_dirs, served, settings, slow_fetch
@@ -158,7 +159,7 @@ def test_generate_colours_tokens_plots_and_inspects(
 def test_the_readme_screenshots(browser: Any) -> None:
     """docs/app.png (the default decode), docs/app-rounds.png (a second request drafting from
     the suffix memory) and docs/app-lab.png (the lab on the toy pair)."""
-    app = SpecVizApp()  # the bundled pair
+    app = SpecVizApp(view=load_result_view)  # the bundled pair
     demo = app.build()
     port = free_port()
     app.launch(demo, "127.0.0.1", port, prevent_thread_lock=True, quiet=True)

@@ -212,10 +212,10 @@ def test_the_chosen_rounds_panel_is_built_from_the_views(app: SpecVizApp) -> Non
 def test_the_benchmark_tab_shows_a_tree_setting_and_labels_a_lossy_one(
     app: SpecVizApp, tmp_path: Path, rule: str
 ) -> None:
-    from specviz.bench.metrics import RequestMetrics
-    from specviz.bench.runner import Record
-    from specviz.bench.setting import BenchSetting
+    from specviz.bench.report import load_result_view
     from specviz.bench.summary import gamma_curves, policies_vs_best_fixed, summarize
+    from specviz.results.records import Record, RequestMetrics
+    from specviz.results.setting import BenchSetting
 
     setting = BenchSetting(
         drafter="tree-model", gamma=4, temperature=0.0, draft_name="bundled", tree_nodes=16,
@@ -235,6 +235,6 @@ def test_the_benchmark_tab_shows_a_tree_setting_and_labels_a_lossy_one(
     payload |= {"policies_vs_best_fixed": policies_vs_best_fixed(rows)}
     saved = tmp_path / "tree.json"
     saved.write_text(json.dumps(payload))
-    *figs, tables = results.bench_result(None, str(saved))
+    *figs, tables = results.bench_result(None, str(saved), load_result_view)
     assert len(figs) == 5 and "tree-model N=16 w=4" in tables
     assert ("LOSSY" in tables) is (rule == "typical")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.bench.workloads import AGENT_WORKLOADS, Request, load_requests, tasks, workload_path
+from specviz.workloads import AGENT_WORKLOADS, Request, load_requests, tasks, workload_path
 
 
 @pytest.mark.parametrize("name", AGENT_WORKLOADS)

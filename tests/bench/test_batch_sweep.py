@@ -13,19 +13,20 @@ from typing import Any
 import pytest
 
 from specviz.bench import cli as bench_cli
-from specviz.bench.batch_rows import TARGET, _stops_from, predicted_speedup, token_bound_from
-from specviz.bench.batch_sweep import BatchPlan, sweep_requests
-from specviz.bench.batch_table import headline_table, render_batch_sweep
-from specviz.bench.markdown import render, resummarized
-from specviz.bench.metrics import cost_per_1k_tokens
-from specviz.bench.report import figures
-from specviz.bench.saved import load_result_view, saved_results
-from specviz.bench.schema import SCHEMA, migrate, validate
-from specviz.bench.workloads import Request
+from specviz.bench.report import figures, load_result_view, render, resummarized
+from specviz.bench.sweep import plain as as_data
+from specviz.bench.sweep import unplain
+from specviz.bench.sweeps.batch import BatchPlan, _stops_from, render_batch, sweep_requests
 from specviz.cli import main
-from specviz.gamma.theory import expected_tokens_per_round
+from specviz.gamma.theory import expected_tokens_per_round, pass_speedup, token_bound_from
+from specviz.results.records import cost_per_1k_tokens
+from specviz.results.saved import saved_results
+from specviz.results.schema import SCHEMA, migrate, validate
+from specviz.timing import TARGET
+from specviz.workloads import Request
 from tools.report.headline import batch_part
 from tools.report.saved import RESULTS_DIR, Saved
+from tools.report.sections import batch_headline
 from tools.report.tables import render_table
 
 from ..conftest import PairFactory, save_pair
@@ -151,7 +152,7 @@ def test_the_table_figure_and_headline_render(
 ) -> None:
     root, result, printed = swept
     sweep = result["batch_sweep"]
-    table = render_batch_sweep(sweep)
+    table = render_batch(sweep)
     assert table in printed and table in render(resummarized(result), "batch")
     assert "| 0 | model | 4 | 2 |" in table and "Cost per 1k generated tokens" not in printed
     html = (root / "b.html").read_text()
@@ -162,7 +163,7 @@ def test_the_table_figure_and_headline_render(
     assert list(last.layout.xaxis.tickvals) == SIZES and last.layout.xaxis.type == "log"
     figs, _ = load_result_view(root / "b.json")
     assert len(figs) == 5 and title in figs[-1].layout.title.text  # the app's view draws it too
-    lines = headline_table(sweep)
+    lines = batch_headline(sweep)
     assert lines[0].startswith("| T | drafter | B | plain tok/s | speculative tok/s (best γ)")
     assert len(lines) == 2 + 2 * len(SIZES)  # a row per drafter and batch size
     assert "not measured yet" in render_table("batch-sweep", Saved(tmp_path))  # no saved part
@@ -225,15 +226,15 @@ def test_bad_batch_flags_are_refused_before_any_model_loads(
 
 def test_the_plan_the_request_list_and_the_theory_formulas() -> None:
     plan = BatchPlan(batch_sizes=(1, 8), requests=8, gammas=(2,), drafters=("ngram",), new_tokens=4)
-    assert BatchPlan.from_dict(plan.to_dict()) == plan
+    assert unplain(BatchPlan, as_data(plan)) == plan
     pool = [Request(id="r0", category="code", prompt="x", max_new_tokens=4, temperature=0.0)]
     pool += [Request(id="r1", category="json", prompt="y", max_new_tokens=4, temperature=0.0)]
     assert [r.id for r in sweep_requests(pool, 5)] == ["r0", "r1", "r0", "r1", "r0"]
     with pytest.raises(ValueError, match="no requests"):
         sweep_requests([], 3)
     # a weight-bound pass (r = 1) and no draft cost: the speedup is the tokens a round
-    assert predicted_speedup(1.0, 3, 0.05, 0.0, 0.05) == pytest.approx(4.0)
-    assert predicted_speedup(0.5, 1, 0.05, 0.01, 0.05) == pytest.approx(1.5 / 1.2)
+    assert pass_speedup(1.0, 3, 0.05, 0.0, 0.05) == pytest.approx(4.0)
+    assert pass_speedup(0.5, 1, 0.05, 0.01, 0.05) == pytest.approx(1.5 / 1.2)
     assert token_bound_from([(1, 1.1), (8, 3.1), (4, 2.0)], gamma=4) == 8  # (3.1 - 1) / 4 ≥ 0.5
     assert token_bound_from([(1, 1.1), (2, 1.2)], gamma=1) is None
     assert _stops_from([(1, 1.5), (2, 0.9), (4, 1.1), (8, 0.8), (16, 0.7)]) == 8

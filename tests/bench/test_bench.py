@@ -12,22 +12,15 @@ import torch
 
 from specviz.api import GenerationResult, encode, speculative_generate
 from specviz.bench import runner
-from specviz.bench.markdown import latency_table, render, resummarized
-from specviz.bench.metrics import RequestMetrics, cost_per_1k_tokens, request_metrics, spread
+from specviz.bench.report import load_result_view, render, resummarized
 from specviz.bench.runner import (
-    BenchSetting,
-    Record,
     _drafter,
-    drafter_label,
     has_hf_counterpart,
     hf_generate,
     plain_cache,
     run_request,
     speculative_cache,
 )
-from specviz.bench.saved import load_result_view
-from specviz.bench.saved import main as saved_main
-from specviz.bench.schema import SCHEMA
 from specviz.bench.summary import (
     faster_pairs,
     gamma_curves,
@@ -35,8 +28,9 @@ from specviz.bench.summary import (
     priced_speedups,
     summarize,
 )
+from specviz.bench.sweep import check
 from specviz.bench.sweeps import speedup
-from specviz.bench.workloads import PROMPT_FORMAT, WORKLOADS, Request, load_requests, workload_path
+from specviz.bench.sweeps.speedup import LATENCY
 from specviz.cli import build_parser, main
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
@@ -46,6 +40,17 @@ from specviz.drafters.shared_exit import TargetView
 from specviz.drafters.trimmed import save_ranking
 from specviz.fast.lean import LeanLlama
 from specviz.gamma.theory import speedup_bound
+from specviz.results.records import (
+    Record,
+    RequestMetrics,
+    cost_per_1k_tokens,
+    request_metrics,
+    spread,
+)
+from specviz.results.schema import SCHEMA
+from specviz.results.setting import BenchSetting, drafter_label
+from specviz.results.table import column_table
+from specviz.workloads import PROMPT_FORMAT, WORKLOADS, Request, load_requests, workload_path
 
 from ..conftest import VOCAB, PairFactory
 from ..templated import as_chat, templated_tokenizer
@@ -215,7 +220,7 @@ def test_summary_reports_each_runs_latency_and_throughput_per_request() -> None:
     assert row["plain_tokens_per_second"]["median"] == 10.0
     assert row["hf_latency"] == {"median": 4.0, "low": 4.0, "high": 4.0}  # only the run it had
     assert row["hf_tokens_per_second"]["median"] == 11.0
-    md = "\n".join(latency_table([row]))
+    md = "\n".join(column_table(LATENCY, [row]))
     assert "γ=2 | 50 | 5.00 (5.00–5.00) | 2.00 (2.00–2.00) | 4.00 (4.00–4.00) |" in md
     assert "| 10.0 (10.0–10.0) | 25.0 (25.0–25.0) | 11.0 (11.0–11.0) | 1.50 | 2.50 |" in md
     assert summarize([fixed], price_per_hour=1.0)[0]["hf_latency"] is None
@@ -319,7 +324,7 @@ def test_bench_runs_end_to_end(pair: PairFactory, tokenizer, tmp_path, capsys) -
     figs, tables = load_result_view(out)  # what the app's "Benchmark results" tab shows
     assert len(figs) == 5 and tables.startswith("## b")
     rebuilt = tmp_path / "rebuilt.html"  # the report again, from the JSON alone
-    assert saved_main([str(out), str(rebuilt)]) == 0
+    assert main(["bench", "saved", str(out), str(rebuilt)]) == 0
     divs = [f.read_text().count('class="plotly-graph-div"') for f in (html, rebuilt)]
     assert divs == [5, 5]
     md = render(result, "tiny")
@@ -335,8 +340,10 @@ def test_a_file_that_is_not_a_result_is_refused_readably(tmp_path) -> None:
     (tmp_path / "y.json").write_text('{"meta": {}}')
     with pytest.raises(ValueError, match=r"not a specviz bench result \(missing summary, records"):
         load_result_view(tmp_path / "y.json")
-    assert saved_main([str(tmp_path / "y.json"), str(tmp_path / "y.html")]) == 2
-    assert saved_main([str(tmp_path / "y.json")]) == 2 and not (tmp_path / "y.html").exists()
+    assert main(["bench", "saved", str(tmp_path / "y.json"), str(tmp_path / "y.html")]) == 2
+    with pytest.raises(SystemExit) as exit_:
+        main(["bench", "saved", str(tmp_path / "y.json")])
+    assert exit_.value.code == 2 and not (tmp_path / "y.html").exists()
 
 
 def test_bench_rejects_bad_flags(capsys) -> None:
@@ -425,7 +432,7 @@ def test_the_draft_models_cap_reaches_the_hybrid_drafter_and_splits_settings_and
 ) -> None:
     argv = ["bench", "--drafters", "model,ngram+model", "--model-gamma", "none,2"]
     args = build_parser().parse_args([*argv, "--gammas", "3,4"])
-    drafters, policies = speedup.check(args)
+    drafters, policies = check(args)
     settings = speedup.settings(drafters, policies, args, "bundled", 0.0)
     caps = sorted((s.drafter, s.model_gamma or 0, s.gamma) for s in settings)
     assert caps == [("model", 0, 3), ("model", 0, 4)] + [
@@ -485,7 +492,7 @@ def test_lean_target_runs_plain_and_speculative_decoding_on_the_same_lean_forwar
 
 def test_the_committed_tables_are_what_the_saved_results_render_to() -> None:
     """benchmarks/results/tables.md comes from the saved JSON (RESULTS.md's tables: test_docs)."""
-    from specviz.bench.saved import saved_results
+    from specviz.results.saved import saved_results
     from tools.report.saved import RESULTS_DIR
 
     tables = (RESULTS_DIR / "tables.md").read_text(encoding="utf-8")

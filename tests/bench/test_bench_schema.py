@@ -10,13 +10,12 @@ from typing import Any
 import pytest
 
 from specviz.bench.cli import saved_result
-from specviz.bench.markdown import main as markdown_main
-from specviz.bench.markdown import render, resummarized
-from specviz.bench.runner import BenchSetting, Record
-from specviz.bench.saved import load_result_view, saved_results
-from specviz.bench.saved import main as saved_main
-from specviz.bench.schema import SCHEMA, batch_steps, flat_meta, migrate, validate, version
+from specviz.bench.report import load_result_view, render, resummarized
 from specviz.cli import main
+from specviz.results.records import Record
+from specviz.results.saved import saved_results
+from specviz.results.schema import SCHEMA, batch_steps, flat_meta, migrate, validate, version
+from specviz.results.setting import BenchSetting
 from tools.report.saved import RESULTS_DIR
 
 from ..conftest import PairFactory, tiny_model
@@ -167,8 +166,8 @@ def test_a_result_from_a_newer_specviz_is_refused_with_what_to_do(tmp_path: Path
     path.write_text(json.dumps(future))
     with pytest.raises(ValueError, match=r"future\.json: this bench result has schema"):
         load_result_view(path)
-    assert saved_main([str(path), str(tmp_path / "f.html")]) == 2
-    assert markdown_main([str(path)]) == 2 and not (tmp_path / "f.html").exists()
+    assert main(["bench", "saved", str(path), str(tmp_path / "f.html")]) == 2
+    assert main(["bench", "markdown", str(path)]) == 2 and not (tmp_path / "f.html").exists()
 
 
 @pytest.mark.parametrize(

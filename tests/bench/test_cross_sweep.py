@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 
 from specviz.bench.cli import study_argv
-from specviz.bench.markdown import main as markdown_main
-from specviz.bench.schema import validate
 from specviz.bench.sweeps.cross import DEFAULT_CROSS, cross_plan, render_cross
 from specviz.cli import build_parser, main
+from specviz.results.schema import validate
 
 from ..drafters.cross_pairs import char, char_bpe, tiny_llama
 
@@ -93,15 +92,15 @@ def test_a_tiny_pair_saves_a_row_per_run_and_renders_its_table(
     assert "| drafter | γ | T | runs | α | tokens / pass | c | × plain |" in table
     assert table.count("| cross-") == 4 and "| 4/4 |" in table  # (drafter, γ) rows, 4 runs each
     assert table in printed
-    assert markdown_main([str(out)]) == 0
+    assert main(["bench", "markdown", str(out)]) == 0
     assert table in capsys.readouterr().out
 
 
 def test_a_malformed_cross_section_is_named() -> None:
-    from specviz.bench.schema import cross_problems
+    from specviz.results.schema import problems
 
-    assert cross_problems(None) == []
-    assert cross_problems({"plan": {}, "runs": [{"request": "a"}], "baselines": []}) == [
+    assert problems("cross", None) == []
+    assert problems("cross", {"plan": {}, "runs": [{"request": "a"}], "baselines": []}) == [
         "cross's run 0 lacks some of request, category, temperature, rep, drafter, gamma, "
         "tokens, alpha, tokens_per_pass, c, speedup_plain, speedup_generate, "
         "speedup_assisted, identical"

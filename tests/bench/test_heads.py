@@ -13,19 +13,17 @@ from typing import Any
 import pytest
 import torch
 
-import specviz.bench.replay as replay_module
+import specviz.bench.sweeps.replay as replay_module
 from specviz.api import autoregressive_generate, encode, speculative_generate
-from specviz.bench.lookahead import target_path
-from specviz.bench.replay import GREEDY, PassCosts, lookaheads, measure_costs, replay
 from specviz.bench.runner import (
-    BenchSetting,
     _drafter,
     has_hf_counterpart,
     plain_cache,
     run_request,
     speculative_cache,
 )
-from specviz.bench.workloads import Request
+from specviz.bench.sweeps.heads import target_path
+from specviz.bench.sweeps.replay import GREEDY, PassCosts, lookaheads, measure_costs, replay
 from specviz.cli import main
 from specviz.core.cache import KVCache
 from specviz.core.config import SpeculationConfig
@@ -47,6 +45,8 @@ from specviz.heads.medusa import MedusaHeads
 from specviz.heads.tap import FeatureCache, FeatureLean
 from specviz.heads.weights import save_head
 from specviz.models.loading import ModelPair
+from specviz.results.setting import BenchSetting
+from specviz.workloads import Request
 
 from ..conftest import VOCAB, PairFactory, save_pair
 from .random_heads import save_random_heads
@@ -318,7 +318,7 @@ def test_the_replay_refuses_missing_heads_before_any_model_loads(
         (["--drafters", "model", "--heads", str(tmp_path)], "it applies to --drafters"),
     ):
         with pytest.raises(SystemExit) as exit_info:
-            replay_module.main(flags)
+            main(["bench", "replay", *flags])
         assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
@@ -352,7 +352,7 @@ def test_the_replay_command_tables_the_heads(
     row = {"id": "c-1", "category": "code", "prompt": PROMPT, "max_new_tokens": 40}
     work.write_text(json.dumps(row | {"temperature": 0.0}))
     argv = ["--workloads", str(work), "--drafters", "eagle,medusa,ngram+eagle"]
-    assert replay_module.main([*argv, "--gammas", "1,2", "--heads", str(fitted_dir)]) == 0
+    assert main(["bench", "replay", *argv, "--gammas", "1,2", "--heads", str(fitted_dir)]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {work}")]
     for name in ("eagle", "medusa", "ngram+eagle"):
         assert (

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from specviz.bench.markdown import render, resummarized
-from specviz.bench.schema import validate
+from specviz.bench.report import render, resummarized
 from specviz.bench.sweeps.memory import render_memory, step_curves
 from specviz.cli import main
+from specviz.results.schema import validate
 from tools.report.documents import MEMORY_REPORT, marked_tables, refreshed
 from tools.report.saved import RESULTS_DIR, Saved
 from tools.report.sections import memory, memory_figure, memory_section

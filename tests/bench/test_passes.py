@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.bench.passes import main, pass_seconds, table
+from specviz.bench.sweeps.replay import passes_table
+from specviz.cli import main
 from specviz.core.cache import KVCache
 from specviz.fast.lean import lean_target_cache
+from specviz.timing import causal_pass_seconds
 
 from ..conftest import PairFactory
 
@@ -14,16 +16,16 @@ from ..conftest import PairFactory
 def test_pass_seconds_times_every_width_on_both_forwards(pair: PairFactory) -> None:
     target = pair("llama")[0]
     for make in (KVCache, lean_target_cache):
-        seconds = pass_seconds(make, target, [3, 17, 9], widths=[1, 2, 5], repeats=5)
+        seconds = causal_pass_seconds(make, target, [3, 17, 9], widths=[1, 2, 5], repeats=5)
         assert sorted(seconds) == [1, 2, 5] and all(s > 0 for s in seconds.values())
     with pytest.raises(ValueError, match="positive"):
-        pass_seconds(KVCache, target, [3, 17, 9], widths=[0, 2], repeats=5)
+        causal_pass_seconds(KVCache, target, [3, 17, 9], widths=[0, 2], repeats=5)
     with pytest.raises(ValueError, match="warm-up"):
-        pass_seconds(KVCache, target, [3, 17, 9], widths=[1], repeats=3)
+        causal_pass_seconds(KVCache, target, [3, 17, 9], widths=[1], repeats=3)
 
 
 def test_table_reports_r_against_the_same_forwards_one_token_step() -> None:
-    rows = table({"a": {1: 0.040, 4: 0.044}, "b": {1: 0.030, 4: 0.036}})
+    rows = passes_table({"a": {1: 0.040, 4: 0.044}, "b": {1: 0.030, 4: 0.036}})
     assert rows[0] == "| tokens | a: ms (r) | b: ms (r) |"
     assert rows[3] == "| 4 | 44.0 (1.100) | 36.0 (1.200) |"
 
@@ -32,12 +34,13 @@ def test_main_prints_both_forwards(pair: PairFactory, tokenizer, tmp_path, capsy
     target = pair("llama")[0]
     target.save_pretrained(tmp_path / "t")
     tokenizer.save_pretrained(tmp_path / "t")
-    assert main(["--target", str(tmp_path / "t"), "--widths", "2,30", "--repeats", "4"]) == 0
+    passes = ["bench", "passes", "--target", str(tmp_path / "t")]
+    assert main([*passes, "--widths", "2,30", "--repeats", "4"]) == 0
     out = capsys.readouterr().out
     assert "| tokens | transformers: ms (r) | specviz.fast.lean: ms (r) |" in out
     assert "| 1 | " in out and "| 30 | " in out  # the 1-token step is always measured
     with pytest.raises(SystemExit):
-        main(["--target", str(tmp_path / "t"), "--widths", "x"])
+        main([*passes, "--widths", "x"])
     with pytest.raises(SystemExit):
-        main(["--target", str(tmp_path / "t"), "--repeats", "2"])
+        main([*passes, "--repeats", "2"])
     assert "warm-up" in capsys.readouterr().err

@@ -11,9 +11,9 @@ import json
 import sys
 from pathlib import Path
 
-from specviz.bench.markdown import render, resummarized
-from specviz.bench.saved import saved_results
-from specviz.bench.schema import read_result
+from specviz.bench.report import render, resummarized
+from specviz.results.saved import saved_results
+from specviz.results.schema import read_result
 from tools.report.saved import RESULTS_DIR, Saved
 from tools.report.tables import TABLES, render_table
 

@@ -8,16 +8,16 @@ from typing import Any
 import pytest
 import torch
 
-import specviz.bench.replay as replay_module
+import specviz.bench.sweeps.replay as replay_module
 from specviz.api import autoregressive_generate, encode, speculative_generate
-from specviz.bench.lookahead import (
+from specviz.bench.sweeps.heads import (
     Lookahead,
     draft_probabilities,
     keep_probabilities,
     model_lookahead,
     target_path,
 )
-from specviz.bench.replay import (
+from specviz.bench.sweeps.replay import (
     GREEDY,
     PassCosts,
     compare,
@@ -26,6 +26,7 @@ from specviz.bench.replay import (
     replay,
     report,
 )
+from specviz.cli import main
 from specviz.core.cache import CachedForward
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.drafter import Drafter
@@ -264,5 +265,5 @@ def test_bad_arguments_fail_before_any_model_loads(
 
     monkeypatch.setattr(replay_module, "load_pair", no_loading)
     with pytest.raises(SystemExit) as exit_info:
-        replay_module.main(args)
+        main(["bench", "replay", *args])
     assert exit_info.value.code == 2 and message in capsys.readouterr().err

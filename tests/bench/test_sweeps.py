@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.bench.cli import replay_argv, study_argv, study_of, subcommands
-from specviz.bench.lever_sweep import DEFAULT_LEVERS
+from specviz.bench.cli import command, study_argv, study_of, subcommands
+from specviz.bench.sweep import DEFAULT_NODES
 from specviz.bench.sweeps import studies
 from specviz.bench.sweeps.batch import STEP_BATCH_SIZES
-from specviz.bench.tree_sweep import DEFAULT_NODES
 from specviz.cli import build_parser, main
+from specviz.quant.levers import DEFAULT_LEVERS
 
 
 def _args(*argv: str):  # type: ignore[no-untyped-def]
@@ -19,9 +19,12 @@ def _args(*argv: str):  # type: ignore[no-untyped-def]
 def test_each_study_has_its_own_name_and_section_key() -> None:
     names = [s.name for s in studies()]
     keys = [s.key for s in studies() if s.key is not None]
-    assert names == ["speedup", "trees", "batch", "levers", "memory", "cross", "endpoint"]
+    assert names == [
+        "speedup", "trees", "batch", "levers", "memory", "cross", "endpoint", "heads", "replay"
+    ]  # fmt: skip
     assert keys == ["tree_sweep", "batch_sweep", "levers", "memory", "cross", "endpoint"]
-    assert subcommands() == (*names, "replay")
+    assert [s.name for s in studies() if s.own_flags] == ["replay"]  # a parser of its own
+    assert subcommands() == (*names[:-1], "replay", "passes", "identity", "saved", "markdown")
 
 
 @pytest.mark.parametrize(
@@ -64,8 +67,8 @@ def test_a_subcommand_with_another_studys_flag_is_refused() -> None:
 
 
 def test_replay_keeps_its_own_flags() -> None:
-    assert replay_argv(["bench", "replay", "--samples", "2"]) == ["--samples", "2"]
-    assert replay_argv(["bench", "trees"]) is None
+    assert command(["bench", "replay", "--samples", "2"]) is not None
+    assert command(["bench", "trees"]) is None and command(["replay"]) is None
     with pytest.raises(SystemExit) as exit_:
         main(["bench", "replay", "--gammas", "x"])
     assert exit_.value.code == 2

@@ -8,21 +8,16 @@ from typing import Any
 
 import pytest
 
-from specviz.bench.markdown import render, resummarized
-from specviz.bench.runner import BenchSetting, has_hf_counterpart, run_request
-from specviz.bench.saved import load_result_view
-from specviz.bench.schema import SCHEMA, migrate, validate
-from specviz.bench.setting import LOSSY, top_k_capacity
-from specviz.bench.tree_sweep import (
-    PASS_REPEATS,
-    SweepPlan,
-    parse_nodes,
-    timing_tree,
-    tree_pass_timings,
-)
-from specviz.bench.tree_table import render_sweep, sweep_table
-from specviz.bench.workloads import Request
+from specviz.bench.report import load_result_view, render, resummarized
+from specviz.bench.runner import has_hf_counterpart, run_request
+from specviz.bench.sweep import unplain
+from specviz.bench.sweeps.trees import PASS_REPEATS, SweepPlan, parse_nodes, sweep_table
 from specviz.cli import main
+from specviz.results.schema import SCHEMA, migrate, validate
+from specviz.results.setting import LOSSY, BenchSetting
+from specviz.timing import tree_pass_timings
+from specviz.tree.proposal import top_k_capacity, top_k_shape
+from specviz.workloads import Request
 
 from ..conftest import PairFactory, save_pair
 
@@ -96,9 +91,9 @@ def test_the_sweep_reports_each_node_budget_and_round_trips(
     }
     again = resummarized(result)  # the records and pass timings alone rebuild the sweep
     assert again["tree_sweep"] == sweep and again["summary"] == result["summary"]
-    assert SweepPlan.from_dict(sweep["plan"]).to_dict() == sweep["plan"]
+    assert unplain(SweepPlan, sweep["plan"], "exact").to_dict() == sweep["plan"]
     assert all(r["hf_latency"] is None for r in result["records"] if r["setting"]["tree_nodes"])
-    table = render_sweep(sweep)
+    table = "\n".join(sweep_table(sweep))
     assert table in render(again, "tree") and table in capsys.readouterr().out
     body = [line for line in sweep_table(sweep) if line.startswith("| code |")]
     assert [line.split(" | ")[2] for line in body] == ["1", "4", "8"] * 2
@@ -220,14 +215,14 @@ def test_parse_nodes_and_the_plan_refuse_what_they_cannot_run() -> None:
     ("nodes", "depth", "width"), [(1, 1, 1), (4, 4, 4), (32, 4, 4), (52, 4, 4)]
 )
 def test_the_timing_tree_has_the_budgets_shape(nodes: int, depth: int, width: int) -> None:
-    tree = timing_tree(nodes, depth, width)
+    tree = top_k_shape(nodes, depth, width)
     assert len(tree.parents) == nodes and max(tree.depths) <= depth
     assert all(len(tree.children(i)) <= width for i in range(-1, nodes))
     grown = {p for p in tree.parents if p >= 0}
     assert all(sum(tree.depths[p] == d for p in grown) <= width for d in range(1, depth))
     assert top_k_capacity(depth, width) >= nodes
     with pytest.raises(ValueError, match="raise --tree-width or --tree-depth"):
-        timing_tree(top_k_capacity(depth, width) + 1, depth, width)
+        top_k_shape(top_k_capacity(depth, width) + 1, depth, width)
 
 
 def test_pass_timings_cover_the_plain_step_the_chain_and_each_tree(pair: PairFactory) -> None:
@@ -245,7 +240,7 @@ def test_pass_timings_cover_the_plain_step_the_chain_and_each_tree(pair: PairFac
 
 
 def test_an_older_result_migrates_without_a_sweep_and_a_bad_sweep_is_refused() -> None:
-    from specviz.bench.saved import saved_results
+    from specviz.results.saved import saved_results
     from tools.report.saved import RESULTS_DIR
 
     raw = json.loads(Path(saved_results(RESULTS_DIR)[0]).read_text(encoding="utf-8"))
@@ -262,8 +257,8 @@ def test_an_older_result_migrates_without_a_sweep_and_a_bad_sweep_is_refused() -
 
 
 def test_the_pivot_table_puts_each_rows_figures_under_its_node_budget() -> None:
-    from specviz.bench.tree_table import pivot_table
     from tools.report.saved import RESULTS_DIR, Saved
+    from tools.report.sections import pivot_table
 
     section = Saved(RESULTS_DIR).load("tree-sweep")["tree_sweep"]
     lines = pivot_table([section])

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from specviz.bench.saved import load_result_view
-from specviz.bench.schema import read_result
+from specviz.bench.report import load_result_view
 from specviz.cli import main
 from specviz.endpoint.client import EndpointError, served_model
 from specviz.endpoint.table import endpoint_rows
 from specviz.models.bundled import ensure_bundled_gguf
+from specviz.results.schema import read_result
 
 pytestmark = pytest.mark.integration
 MAX_TOKENS = 24

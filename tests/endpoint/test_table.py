@@ -102,17 +102,17 @@ def test_verdicts_say_where_speculation_stops_paying() -> None:
 
 
 def test_the_saved_section_must_count_tokens_from_usage() -> None:
-    from specviz.bench.schema import endpoint_problems
+    from specviz.results.schema import problems
 
     runs = [_run("spec", 1, "a", 1.0, 0.1, 10)]
     good = _section(runs, [_batch("spec", 1, 1.0)])
-    assert endpoint_problems(good) == [] and endpoint_problems(None) == []
+    assert problems("endpoint", good) == [] and problems("endpoint", None) == []
     no_usage = _section([runs[0] | {"tokens": None}], good["batches"])
-    assert endpoint_problems(no_usage) == [
+    assert problems("endpoint", no_usage) == [
         "endpoint's runs must count tokens from the server's usage"
     ]
-    assert "lacks" in endpoint_problems(_section([{"side": "spec"}], good["batches"]))[0]
-    assert "neither null" in endpoint_problems({"runs": []})[0]
+    assert "lacks" in problems("endpoint", _section([{"side": "spec"}], good["batches"]))[0]
+    assert "neither null" in problems("endpoint", {"runs": []})[0]
 
 
 def test_a_batch_smaller_than_the_concurrency_is_filled_with_copies() -> None:

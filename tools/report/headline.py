@@ -11,12 +11,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from specviz.bench.markdown import _setting
-from specviz.bench.runner import drafter_label
-from specviz.bench.sweeps.levers import parts_row as levers_parts_row
-from specviz.bench.table import markdown_table
 from specviz.endpoint.table import parts_row as endpoint_parts_row
 from specviz.gamma.theory import alpha_to_match
+from specviz.results.setting import drafter_label, setting_label
+from specviz.results.table import markdown_table
 from tools.report.saved import Saved
 from tools.report.text import alpha_text, best, bold_spread, temp, times
 
@@ -66,7 +64,7 @@ def headline(saved: Saved) -> list[str]:
                 pick.workload,
                 temp(pick.temperature),
                 saved.prompts(part, pick.workload),
-                _setting(r["setting"]),
+                setting_label(r["setting"]),
                 f"{r['plain_tokens_per_second']['median']:.1f}",
                 f"{r['tokens_per_second']['median']:.1f}",
                 bold_spread(r["speedup"]),
@@ -89,7 +87,7 @@ def limits(saved: Saved) -> list[str]:
             [
                 pick.workload,
                 temp(pick.temperature),
-                _setting(r["setting"]),
+                setting_label(r["setting"]),
                 f"{r['alpha']['median']:.2f}",
                 alpha_text(alpha_to_match(2.0, r["cost_ratio"]["median"])),
                 f"{r['cost_ratio']['median']:.3f}",
@@ -128,7 +126,7 @@ def parts(saved: Saved) -> list[str]:
             body.append(batch_part(part, result["batch_sweep"]))
             continue
         if result.get("levers") is not None:
-            body.append(levers_parts_row(part, result["levers"]))
+            body.append(levers_part(part, result["levers"]))
             continue
         if result.get("endpoint") is not None:
             body.append(endpoint_parts_row(part, result["endpoint"]))
@@ -166,6 +164,26 @@ def batch_part(part: str, sweep: dict[str, Any]) -> list[str]:
         ", ".join(temp(t) for t in sorted({r["temperature"] for r in sweep["runs"]})),
         ", ".join(plan["drafters"]),
         ", ".join(map(str, plan["gammas"])),
+        "fixed",
+        "transformers",
+    ]
+
+
+def levers_part(part: str, section: dict[str, Any]) -> list[str]:
+    """A levers part's row of the report's parts table."""
+    plan = section["plan"]
+    runs = section["runs"]
+    reps = len({r["rep"] for r in runs})
+    counts: dict[str, set[str]] = {}
+    for d in section["distances"]:
+        counts.setdefault(d["category"], set()).add(d["request"])
+    prompts = ", ".join(f"{c} {len(ids)} × {reps}" for c, ids in counts.items())
+    return [
+        part,
+        f"{prompts} ({len(plan['levers'])} levers)",
+        ", ".join(f"{t:g}" for t in sorted({float(r["temperature"]) for r in runs})),
+        plan["drafter"],
+        str(plan["gamma"]),
         "fixed",
         "transformers",
     ]

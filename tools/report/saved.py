@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specviz.bench.markdown import resummarized
+from specviz.bench.report import resummarized
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository these tools maintain
 RESULTS_DIR = ROOT / "benchmarks" / "results"

@@ -8,16 +8,15 @@ one-line note naming the command that measures it. Each reads the saved parts th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from specviz.bench.batch_table import headline_table
-from specviz.bench.sweeps.levers import headline_table as levers_headline
+from specviz.bench.sweeps.levers import lever_rows, levers_table
 from specviz.bench.sweeps.memory import render_memory, step_curves
-from specviz.bench.table import markdown_table
-from specviz.bench.tree_table import pivot_table
 from specviz.endpoint.table import endpoint_table
+from specviz.results.table import markdown_table, number_cell, spread_cell
 from tools.report.saved import Saved
 
 BATCH_SWEEP_PART = "batch-sweep"
@@ -54,13 +53,19 @@ def section_table(
 def batch_sweep(saved: Saved) -> list[str]:
     """The batch sweep part at each batch size, at its best γ (a note until the part is saved)."""
     return section_table(
-        saved, BATCH_SWEEP_PART, "batch_sweep", "batch sweep", lambda s, _: headline_table(s)
+        saved, BATCH_SWEEP_PART, "batch_sweep", "batch sweep", lambda s, _: batch_headline(s)
     )
 
 
 def levers(saved: Saved) -> list[str]:
     """The levers part over all its workloads (a one-line note until the part is saved)."""
     return section_table(saved, LEVERS_PART, "levers", "levers", levers_headline)
+
+
+def levers_headline(section: dict[str, Any], price_per_hour: float) -> list[str]:
+    """Each lever over all workloads: speed, cost and weights beside its distance."""
+    rows = lever_rows(section, price_per_hour)
+    return levers_table([r for r in rows if r["workload"] == rows[-1]["workload"]])
 
 
 def endpoint(saved: Saved) -> list[str]:
@@ -125,3 +130,77 @@ def memory_figure(saved: Saved) -> Path | None:
 def trees(saved: Saved) -> list[str]:
     """The node-budget sweeps: tokens a pass, r(N) and the speedup at each N (tree parts)."""
     return pivot_table([saved.load(p)["tree_sweep"] for p in TREE_PARTS if saved.has(p)])
+
+
+def batch_headline(section: dict[str, Any]) -> list[str]:
+    """One row per batch size at its best γ: throughput, speedup, α, latency, cost, theory
+    (a T and drafter column where the sweep ran several)."""
+    best = section["best"]
+    several = len({(r["temperature"], r["drafter"]) for r in best}) > 1
+    gammas = sorted({r["gamma"] for r in section["rows"]})
+    ratios = {
+        (r["temperature"], r["drafter"], r["batch_size"], r["gamma"]): r["verify_ratio"]
+        for r in section["rows"]
+    }
+    header = [*(["T", "drafter"] if several else []), "B", "plain tok/s"]
+    header += ["speculative tok/s (best γ)", "speedup (min–max)", "best γ", "α"]
+    header += ["tokens a round", f"r at γ = {' / '.join(map(str, gammas))}"]
+    header += ["latency plain / speculative, s", "$/1k tokens plain / speculative"]
+    header += ["predicted speedup"]
+    body = [
+        [
+            *([f"{r['temperature']:g}", r["drafter"]] if several else []),
+            str(r["batch_size"]),
+            f"{r['plain']['tokens_per_second']:.1f}",
+            f"{r['speculative']['tokens_per_second']:.1f}",
+            spread_cell(r["speedup"]),
+            str(r["gamma"]),
+            number_cell(r["alpha"]),
+            f"{r['tokens_per_round']:.2f}",
+            " / ".join(
+                f"{ratios[r['temperature'], r['drafter'], r['batch_size'], g]:.2f}"
+                for g in gammas
+                if (r["temperature"], r["drafter"], r["batch_size"], g) in ratios
+            ),
+            f"{r['plain']['latency']:.2f} / {r['speculative']['latency']:.2f}",
+            f"{r['plain']['cost_per_1k_tokens']:.3g} / "
+            f"{r['speculative']['cost_per_1k_tokens']:.3g}",
+            f"{r['predicted_speedup']:.2f}",
+        ]
+        for r in best
+    ]
+    return markdown_table(header, body)
+
+
+def pivot_table(sections: Sequence[dict[str, Any]]) -> list[str]:
+    """The sweeps in one compact table: per workload, T and tree drafter, a row each for tokens
+    a pass, r(N) and the speedup over plain decoding, one column per node budget N."""
+    budgets = sorted({int(r["nodes"]) for s in sections for r in s["rows"]})
+    head = ["workload", "T", "tree drafter", "", *(_budget(n) for n in budgets)]
+    lines = markdown_table(head, [])
+    for section in sections:
+        groups: dict[tuple[str, float, str], dict[int, dict[str, Any]]] = defaultdict(dict)
+        for row in section["rows"]:
+            groups[row["workload"], row["temperature"], row["drafter"]][int(row["nodes"])] = row
+        for (workload, temperature, drafter), by_n in groups.items():
+            cells = {
+                "tokens a pass": [_pivot_median(by_n.get(n), "tokens_per_pass") for n in budgets],
+                "r(N)": [_ratio(by_n.get(n)) for n in budgets],
+                "speedup vs plain": [_pivot_median(by_n.get(n), "speedup") for n in budgets],
+            }
+            for i, (measure, values) in enumerate(cells.items()):
+                first = [workload, f"{temperature:g}", drafter] if i == 0 else ["", "", ""]
+                lines.append("| " + " | ".join([*first, measure, *values]) + " |")
+    return lines
+
+
+def _budget(n: int) -> str:
+    return "N = 1 (chain)" if n == 1 else f"N = {n}"
+
+
+def _pivot_median(row: dict[str, Any] | None, key: str) -> str:
+    return "–" if row is None or row.get(key) is None else f"{row[key]['median']:.2f}"
+
+
+def _ratio(row: dict[str, Any] | None) -> str:
+    return "–" if row is None else f"{row['pass_ratio']:.2f}"

@@ -13,10 +13,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from specviz.bench.markdown import _spread
-from specviz.bench.runner import drafter_label
-from specviz.bench.table import markdown_table
 from specviz.gamma.theory import alpha_to_match, optimal_gamma, speedup_bound
+from specviz.results.setting import drafter_label
+from specviz.results.table import markdown_table, spread_cell
 from tools.report.saved import Saved
 from tools.report.text import alpha_text, best, share, temp, times
 
@@ -119,7 +118,7 @@ def temperature(saved: Saved) -> list[str]:
                 str(curve["measured_best_gamma"]),
                 str(curve["theory_best_gamma"]),
                 f"{r['alpha']['median']:.2f}",
-                _spread(r["speedup"]),
+                spread_cell(r["speedup"]),
                 f"{r['bound']['median']:.2f}",
                 f"{r['efficiency']['median']:.2f}",
                 f"{r['loop_efficiency']['median']:.2f}",
@@ -187,7 +186,7 @@ def drafters(saved: Saved) -> list[str]:
                     workload,
                     label,
                     str(r["setting"]["gamma"]),
-                    _spread(r["speedup"]),
+                    spread_cell(r["speedup"]),
                     f"{r['alpha']['median']:.2f}",
                     f"{r['tokens_per_round']['median']:.2f}",
                     f"{r['cost_ratio']['median']:.3f}",

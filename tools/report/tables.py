@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from specviz.bench.head_table import heads_table
+from specviz.bench.sweeps.heads import heads_table
 from tools.report import headline, sections, studies
 from tools.report.saved import Saved
 

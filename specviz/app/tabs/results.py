@@ -1,23 +1,39 @@
 """The Benchmark results tab: a saved `specviz bench` result's plots and tables, in the app's
-look (the same figures and tables as its HTML report)."""
+look (the same figures and tables as its HTML report).
+
+The tab lists and ranks the saved results itself (specviz.results.saved); their figures and
+tables come from a Viewer it is given, the benchmark's own (`specviz app` passes it), so the app
+never imports the benchmark.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import gradio as gr
+import plotly.graph_objects as go
 
 from specviz.app import views
 from specviz.app.wiring import NO_API
-from specviz.bench.saved import load_result_view, most_informative, saved_results
+from specviz.results.saved import most_informative, saved_results
 
 BENCH_FIGURES = 5  # speedup by drafter, gamma curves, alpha, latency CDF, batch step time
 # The folder of saved results the tab lists unless told otherwise: benchmarks/results under the
 # current folder, which a checkout of the repository run from its root has.
 DEFAULT_RESULTS = Path("benchmarks", "results")
+Look = Callable[[go.Figure, str, str, str], go.Figure]  # (figure, title, x title, y title)
+Empty = Callable[[str, str], go.Figure]  # (title, why there is nothing to draw)
+
+
+class Viewer(Protocol):
+    """What shows a saved result: its BENCH_FIGURES figures, each styled by look (empty: a
+    figure saying why it has nothing to draw), and its Markdown tables; ValueError, saying what
+    is wrong, for a file that is not a result."""
+
+    def __call__(self, path: str, look: Look, empty: Empty) -> tuple[list[go.Figure], str]: ...
 
 
 @dataclass(frozen=True)
@@ -68,29 +84,37 @@ def build(tab: gr.Tab, folder: Path) -> ResultsPanels:
                          tables=tables)  # fmt: skip
 
 
-def bench_result(path: str | None, upload: str | None) -> list[Any]:
-    """A saved benchmark result's figures (in the app's look) and tables (an upload wins over
-    the dropdown)."""
+def bench_result(path: str | None, upload: str | None, view: Viewer) -> list[Any]:
+    """A saved benchmark result's figures (in the app's look) and tables, as view shows them (an
+    upload wins over the dropdown)."""
     chosen = upload or path
     if not chosen:
         raise gr.Error("choose a saved result or upload a `specviz bench --out` JSON")
     try:
-        figs, tables = load_result_view(chosen, views.bench_look, views.placeholder)
+        figs, tables = view(chosen, views.bench_look, views.placeholder)
     except ValueError as err:
         raise gr.Error(str(err)) from None
     return [*figs, tables]
 
 
-def bench_first(path: str | None, upload: str | None, shown: str | None) -> list[Any]:
+def bench_first(path: str | None, upload: str | None, shown: str | None, view: Viewer) -> list[Any]:
     """On opening the tab: the chosen result, unless one is shown."""
     if shown:
         return [gr.skip()] * (BENCH_FIGURES + 1)
-    return bench_result(path, upload)
+    return bench_result(path, upload, view)
 
 
-def wire(w: ResultsPanels, queue: Mapping[str, Any]) -> None:
-    """Connect the tab; queue: its events' concurrency settings."""
+def wire(w: ResultsPanels, view: Viewer, queue: Mapping[str, Any]) -> None:
+    """Connect the tab; view: what shows a saved result; queue: its events' concurrency
+    settings."""
+
+    def show(path: str | None, upload: str | None) -> list[Any]:
+        return bench_result(path, upload, view)
+
+    def first(path: str | None, upload: str | None, shown: str | None) -> list[Any]:
+        return bench_first(path, upload, shown, view)
+
     shown_in, shown_out = [w.path, w.upload], w.outputs()
-    w.show.click(bench_result, shown_in, shown_out, api_name="bench_result", **queue)
-    w.path.change(bench_result, shown_in, shown_out, api_name=NO_API, **queue)
-    w.tab.select(bench_first, [*shown_in, w.tables], shown_out, api_name=NO_API, **queue)
+    w.show.click(show, shown_in, shown_out, api_name="bench_result", **queue)
+    w.path.change(show, shown_in, shown_out, api_name=NO_API, **queue)
+    w.tab.select(first, [*shown_in, w.tables], shown_out, api_name=NO_API, **queue)

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from specviz.bench.workloads import WORKLOADS, load_requests
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.drafters.registry import (
     DEFAULT_CONFIG,
@@ -26,6 +25,7 @@ from specviz.drafters.registry import (
 )
 from specviz.gamma.policies import POLICY_NAMES
 from specviz.heads.lookup import heads_problem, weights_path
+from specviz.workloads import WORKLOADS, load_requests
 
 BUNDLED = "bundled"  # the same word specviz.models.loading uses for the bundled pair
 LABELS = {"code": "code", "json": "structured JSON", "repeat": "repeat / rewrite the prompt"}

@@ -22,7 +22,6 @@ table gives medians over the requests and repetitions of each drafter and γ:
 from __future__ import annotations
 
 import argparse
-import copy
 import shlex
 import statistics
 import sys
@@ -30,22 +29,19 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import torch
-
 from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
-from specviz.bench.assisted import assistant_settings
-from specviz.bench.metrics import request_metrics
-from specviz.bench.runner import Record, record
-from specviz.bench.setting import BenchSetting
-from specviz.bench.sweep import Context, Outcome, by_temperature, with_flags
-from specviz.bench.table import markdown_table
-from specviz.bench.workloads import Request, checked_prompt_ids
+from specviz.bench.runner import assistant_settings, record
+from specviz.bench.sweep import Context, Outcome, by_temperature, grouped, with_flags
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.decoding import clock
 from specviz.drafters.cross_vocab import CrossTokenizers, cross_tokenizers
 from specviz.drafters.registry import CROSS_TOKENIZER_DRAFTERS, DrafterOptions, build_drafter
 from specviz.fast.lean import lean_target_cache
+from specviz.models.generate import generate
+from specviz.results.records import Record, request_metrics
+from specviz.results.setting import BenchSetting
+from specviz.results.table import Column, column_table, number_cell
+from specviz.workloads import Request, checked_prompt_ids
 
 DEFAULT_CROSS = ",".join(CROSS_TOKENIZER_DRAFTERS)
 
@@ -101,31 +97,17 @@ def cross_plan(args: argparse.Namespace, policies: Sequence[str]) -> CrossPlan |
     return CrossPlan(drafters=drafters, gammas=tuple(args.gammas), command=command)
 
 
-@torch.no_grad()
 def transformers_run(
     pair: Any, ids: list[int], new_tokens: int, temperature: float, assistant: dict[str, Any]
 ) -> tuple[float, list[int]]:
     """Seconds and new tokens of transformers' generate() on the target; with assistant
     (assistant_settings of a setting), its assisted generation with the pair's draft, given
     both tokenizers where they differ (Universal Assisted Generation)."""
-    batch = torch.tensor([ids], device=pair.target.device)
-    kwargs: dict[str, Any] = {"max_new_tokens": new_tokens, "do_sample": temperature > 0}
-    if temperature > 0:
-        kwargs.update(temperature=temperature, top_k=0, top_p=1.0)
-    saved = pair.draft.generation_config
-    if assistant:
-        kwargs["assistant_model"] = pair.draft
-        if not pair.same_tokenizer:
-            kwargs.update(tokenizer=pair.tokenizer, assistant_tokenizer=pair.draft_tokenizer)
-        pair.draft.generation_config = copy.deepcopy(saved)
-        pair.draft.generation_config.update(**assistant)
-    try:
-        start = clock(pair.target.device)
-        out = pair.target.generate(batch, attention_mask=torch.ones_like(batch), **kwargs)
-        seconds = clock(pair.target.device) - start
-    finally:
-        pair.draft.generation_config = saved
-    return seconds, [int(t) for t in out[0, len(ids) :]]
+    if not assistant:
+        return generate(pair.target, ids, new_tokens, temperature)
+    both = None if pair.same_tokenizer else (pair.tokenizer, pair.draft_tokenizer)
+    return generate(pair.target, ids, new_tokens, temperature, assistant=pair.draft,
+                    schedule=assistant, tokenizers=both)  # fmt: skip
 
 
 def per_token(seconds: float, tokens: int) -> float:
@@ -178,11 +160,10 @@ def run_cross(plan: CrossPlan, context: Context) -> Outcome:
     speculative runs (against transformers' assisted generation) and the section."""
     args, pair = context.args, context.pair
     translation = cross_tokenizers(
-        pair.tokenizer,
-        pair.draft_tokenizer or pair.tokenizer,
+        pair.tokenizer, pair.draft_tokenizer or pair.tokenizer,
         target_vocab=int(pair.target.config.vocab_size),
         draft_vocab=int(pair.draft.config.vocab_size),
-    )
+    )  # fmt: skip
     options = DrafterOptions(
         tokenizer=pair.tokenizer, draft_tokenizer=pair.draft_tokenizer, translation=translation
     )
@@ -193,30 +174,24 @@ def run_cross(plan: CrossPlan, context: Context) -> Outcome:
     picked = [(t, r) for t, subset in by_temperature(args, context.requests) for r in subset]
     for i, (temperature, request) in enumerate(picked):
         context.progress(i, len(picked), f"{request.id} T={temperature}")
-        ids = checked_prompt_ids(
-            pair.tokenizer, request, request.max_new_tokens, [pair.target], raw=args.raw
-        )
         n = request.max_new_tokens
+        ids = checked_prompt_ids(pair.tokenizer, request, n, [pair.target], raw=args.raw)
         for rep in range(-1, args.reps):  # rep -1 is the untimed warm-up
             sampling = SamplingConfig(temperature=temperature, seed=max(rep, 0))
             plain = autoregressive_generate(
                 pair.target, pair.tokenizer, ids, sampling=sampling, max_new_tokens=n,
                 make_cache=make_cache,
             )  # fmt: skip
-            generate = transformers_run(pair, ids, n, temperature, {})
+            alone = transformers_run(pair, ids, n, temperature, {})
             for drafter in plan.drafters:
                 for gamma in plan.gammas:
                     setting = BenchSetting(
                         drafter=drafter, gamma=gamma, temperature=temperature,
                         draft_name=context.draft,
                     )  # fmt: skip
-                    assisted = (
-                        None
-                        if args.no_hf
-                        else transformers_run(
-                            pair, ids, n, temperature, assistant_settings(setting)
-                        )
-                    )
+                    schedule = assistant_settings(setting)
+                    assisted = None if args.no_hf else transformers_run(
+                        pair, ids, n, temperature, schedule)  # fmt: skip
                     built = build_drafter(
                         drafter, target=pair.target, draft=pair.draft, sampling=sampling,
                         options=options,
@@ -230,15 +205,12 @@ def run_cross(plan: CrossPlan, context: Context) -> Outcome:
                         continue
                     hf = (None, None) if assisted is None else assisted
                     records.append(record(request, setting, rep, spec, plain, *hf))
-                    rows.append(run_row(request, setting, rep, spec, plain, generate, assisted))
+                    rows.append(run_row(request, setting, rep, spec, plain, alone, assisted))
             if rep >= 0:
-                baselines.append(baseline_row(request, temperature, rep, plain, generate))
+                baselines.append(baseline_row(request, temperature, rep, plain, alone))
     context.progress(len(picked), len(picked), "done")
-    section = {
-        "plan": asdict(plan) | pair_facts(args, context.draft, pair, translation),
-        "runs": rows,
-        "baselines": baselines,
-    }
+    facts = pair_facts(args, context.draft, pair, translation)
+    section = {"plan": asdict(plan) | facts, "runs": rows, "baselines": baselines}
     return Outcome(records=tuple(records), section=section)
 
 
@@ -282,17 +254,11 @@ def _median(values: Sequence[float | None]) -> float | None:
     return statistics.median(kept) if kept else None
 
 
-def _fmt(value: float | None, pattern: str) -> str:
-    return "-" if value is None else format(value, pattern)
-
-
 def cross_rows(section: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per (drafter, γ, T): the medians over its requests and repetitions."""
-    groups: dict[tuple[str, int, float], list[dict[str, Any]]] = {}
-    for run in section["runs"]:
-        groups.setdefault((run["drafter"], run["gamma"], run["temperature"]), []).append(run)
     out = []
-    for (drafter, gamma, temperature), runs in groups.items():
+    by = grouped(section["runs"], lambda r: (r["drafter"], r["gamma"], r["temperature"]))
+    for (drafter, gamma, temperature), runs in by.items():
         judged = [r["identical"] for r in runs if r["identical"] is not None]
         out.append(
             {"drafter": drafter, "gamma": gamma, "temperature": temperature, "runs": len(runs)}
@@ -306,12 +272,18 @@ def cross_rows(section: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _table_row(row: dict[str, Any]) -> list[str]:
-    """A row of cross_rows as the table's cells."""
-    numbers = [("alpha", ".2f"), ("tokens_per_pass", ".2f"), ("c", ".3f")]
-    numbers += [(f"speedup_{k}", ".2f") for k in ("plain", "generate", "assisted")]
-    head = [row["drafter"], str(row["gamma"]), f"{row['temperature']:g}", str(row["runs"])]
-    return [*head, *(_fmt(row[k], pattern) for k, pattern in numbers), row["identical"]]
+def _number(title: str, key: str, fmt: str = ".2f") -> Column:
+    """A column of a cross row's median under key ("-" where none was measured)."""
+    return title, lambda r: number_cell(r[key], fmt, none="-")
+
+
+COLUMNS = (
+    ("drafter", lambda r: r["drafter"]), ("γ", lambda r: str(r["gamma"])),
+    ("T", lambda r: f"{r['temperature']:g}"), ("runs", lambda r: str(r["runs"])),
+    _number("α", "alpha"), _number("tokens / pass", "tokens_per_pass"), _number("c", "c", ".3f"),
+    _number("× plain", "speedup_plain"), _number("× generate()", "speedup_generate"),
+    _number("× assisted", "speedup_assisted"), ("identical", lambda r: r["identical"]),
+)  # fmt: skip
 
 
 def render_cross(section: dict[str, Any]) -> str:
@@ -323,10 +295,7 @@ def render_cross(section: dict[str, Any]) -> str:
         f"({plan['draft_vocab']} tokens): {kind}, {plan['shared_tokens']} shared tokens.",
         "",
     ]
-    header = ["drafter", "γ", "T", "runs", "α", "tokens / pass", "c", "× plain"]
-    header += ["× generate()", "× assisted", "identical"]
-    body = [_table_row(r) for r in cross_rows(section)]
-    lines += markdown_table(header, body)
+    lines += column_table(COLUMNS, cross_rows(section))
     ratio = _median(
         [
             per_token(b["generate_seconds"], b["generate_tokens"])
@@ -336,8 +305,8 @@ def render_cross(section: dict[str, Any]) -> str:
     )
     lines += [
         "",
-        f"specviz's plain decoding runs at {_fmt(ratio, '.2f')}× transformers' generate() "
-        "(median over the same requests and repetitions).",
+        f"specviz's plain decoding runs at {number_cell(ratio, none='-')}× transformers' "
+        "generate() (median over the same requests and repetitions).",
         f"Command: `{plan['command']}`",
     ]
     return "\n".join(lines)
@@ -351,6 +320,7 @@ class Cross:
     name: str = "cross"
     key: str | None = "cross"
     per_draft: bool = True
+    own_flags: bool = False
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_cross_arguments(parser)

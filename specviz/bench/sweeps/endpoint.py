@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specviz.bench.machine import cpu_name
-from specviz.bench.schema import read_result
-from specviz.bench.sweep import Context, Outcome
-from specviz.bench.workloads import Request
+from specviz.bench.sweep import Context, Outcome, ints
 from specviz.endpoint.client import Endpoint, EndpointError, Job, base_url, served_model
 from specviz.endpoint.sweep import EndpointPlan, Progress, merge_baseline, run_endpoint_sweep
 from specviz.endpoint.table import render_endpoint
+from specviz.results.schema import read_result
+from specviz.runtime import cpu_name
+from specviz.workloads import Request
 
 SECOND_SERVER = "a second server without speculation, interleaved batch by batch"
 SERVER_FORWARD = "the server's own (specviz sends requests only)"
@@ -29,11 +29,6 @@ CLASHES = (  # local-bench flags an endpoint run has no use for: (flag, attribut
     ("--tree-sweep", "tree_sweep", None), ("--drafters", "drafters", None),
     ("--draft", "draft", None), ("--heads", "heads", None), ("--lean-target", "lean_target", False),
 )  # fmt: skip
-
-
-def _levels(text: str) -> list[int]:
-    """'1,2,4' → [1, 2, 4]."""
-    return [int(x) for x in text.split(",") if x.strip()]
 
 
 def add_endpoint_arguments(b: argparse.ArgumentParser) -> None:
@@ -72,7 +67,7 @@ def add_endpoint_arguments(b: argparse.ArgumentParser) -> None:
     )
     b.add_argument(
         "--concurrency",
-        type=_levels,
+        type=ints,
         default="1,2,4,8,16",
         help="the load sweep: requests in flight at once, comma list",
     )
@@ -192,6 +187,7 @@ class Served:
     name: str = "endpoint"
     key: str | None = "endpoint"
     per_draft: bool = False
+    own_flags: bool = False
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_endpoint_arguments(parser)

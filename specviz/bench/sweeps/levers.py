@@ -1,96 +1,97 @@
-"""`specviz bench levers` (alias --levers): speculation beside lower precision and a smaller
-model, each timed and measured for its distance from the fp32 target (specviz.bench.lever_sweep).
+"""`specviz bench levers` (alias --levers): speculation beside the other speed-ups, every lever
+(specviz.quant.levers: the target, the draft alone, speculation or transformers' generate(),
+each model at a precision) on the same requests, timed and measured for its distance from the
+fp32 target.
 
-Its section as numbers: one row per (workload, lever), the Markdown table, and the frontier
-figure the report plots (each configuration's speedup against its distance from the fp32
-target).
+Per request, untimed first: each lever decodes greedily (T = 0; also its warm-up) and its tokens
+are compared with the reference's (greedy agreement, first divergence); the reference samples
+one continuation at T = 1 (seed 0), which every model a lever's law follows scores: the mean
+total variation of its next-token laws from the reference's along it (a speculative lever's
+law, and hf@P's, is its target's, and the run records where each TV came from). Then --reps
+timed rounds: each lever decodes at the request's temperature, seeded by the round, the levers
+in an order that rotates each round. Latency is wall time around the whole call (drafter
+construction included); the target runs on transformers' forward in every lever.
+
+Its section as numbers: one row per (workload, lever) and each lever over all workloads (ALL):
+tok/s (tokens over wall time), the speedup (the fp32 target's seconds per token over the
+lever's, paired by request and repetition), latency, cost per 1k tokens, weights, α (accepted
+over verified drafts), greedy agreement, first divergence and mean TV.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import plotly.graph_objects as go
-
 from specviz.api import stop_ids
-from specviz.bench.lever_sweep import (
+from specviz.bench.sweep import Context, Outcome, refuse, rotated, with_flags
+from specviz.console import say
+from specviz.core.config import SamplingConfig
+from specviz.core.events import Rejected
+from specviz.drafters.registry import CHAIN_MODEL_DRAFTERS
+from specviz.drafters.trimmed import load_head_tokens
+from specviz.models.chat import prompt_format
+from specviz.models.loading import BUNDLED, check_tokenizers, load_tokenizer, resolve
+from specviz.quant.levers import (
     DEFAULT_LEVERS,
     GRAMMAR,
     REFERENCE,
-    LeverPlan,
+    Lever,
     Models,
-    Progress,
+    decode,
+    distances,
     parse_lever,
     parse_levers,
-    run_lever_sweep,
 )
-from specviz.bench.metrics import cost_per_1k_tokens
-from specviz.bench.sweep import Context, Outcome, with_flags
-from specviz.bench.table import markdown_table
-from specviz.bench.workloads import Request, checked_prompt_ids
-from specviz.console import say
-from specviz.drafters.trimmed import load_head_tokens
-from specviz.models.chat import PromptFormat, prompt_format
-from specviz.models.loading import BUNDLED, check_tokenizers, load_tokenizer, resolve
-from specviz.quant.precision import check_precision, load_at_precision
+from specviz.quant.precision import INT8, check_precision, load_at_precision, weight_bytes
+from specviz.results.records import cost_per_1k_tokens
+from specviz.results.table import column_table, number_cell
+from specviz.workloads import Request, checked_prompt_ids
+
+LEVER_DRAFTERS = CHAIN_MODEL_DRAFTERS
 
 
-def add_levers_arguments(b: argparse.ArgumentParser) -> None:
-    """Register --levers."""
-    b.add_argument(
-        "--levers",
-        nargs="?",
-        const=DEFAULT_LEVERS,
-        default=None,
-        metavar="LEVER,...",
-        help="run the levers sweep instead of the other settings: speculation beside lower "
-        "precision and the small model, on the same requests, each timed (tokens/s, latency, "
-        "cost per 1k tokens, weights) and measured for its distance from the fp32 target "
-        "(greedy agreement, first divergence, mean total variation along the target's own "
-        f"samples). Each lever is {GRAMMAR}. Alone, --levers runs {DEFAULT_LEVERS}. "
-        "Speculation uses the first of --drafters (model or model-trimmed) at the first of "
-        "--gammas; int8 needs torchao",
-    )
+@dataclass(frozen=True, kw_only=True)
+class LeverPlan:
+    """What a levers sweep runs: the levers (reference first), the drafter and its gamma."""
 
+    levers: tuple[Lever, ...]
+    drafter: str
+    gamma: int
 
-def levers_plan(
-    args: argparse.Namespace, drafters: Sequence[str], policies: Sequence[str]
-) -> LeverPlan | None:
-    """The sweep --levers asks for (None without it); ValueError, saying what to change, for
-    what it cannot run. Checks flags and libraries only: no model is loaded."""
-    if args.levers is None:
-        return None
-    for flag, clash in (
-        ("--tree-sweep", args.tree_sweep is not None),
-        ("--batch-sizes", args.batch_sizes is not None),
-        ("--lean-target", args.lean_target),
-        ("--dtype", args.dtype != "float32"),
-        ("--policies", list(policies) != ["fixed"]),
-        ("--draft twice", len(args.draft or []) > 1),
-    ):
-        if clash:
+    def __post_init__(self) -> None:
+        """ValueError, saying what to change, for a plan the sweep cannot run."""
+        if not self.levers or self.levers[0].name != REFERENCE:
+            raise ValueError("a levers sweep measures from target@fp32: list it first")
+        if self.drafter not in LEVER_DRAFTERS:
             raise ValueError(
-                f"--levers sets each model's precision and runs fixed gamma speculation on one "
-                f"draft through transformers' target forward: drop {flag}"
+                f"the levers sweep drafts with one of {', '.join(LEVER_DRAFTERS)} (got "
+                f"{self.drafter!r}): give one of them as --drafters"
             )
-    levers = parse_levers(args.levers)
-    for lever in levers:
-        for _role, precision in lever.models():
-            check_precision(precision, args.device)
-    return LeverPlan(levers=levers, drafter=drafters[0], gamma=args.gammas[0])
+        if isinstance(self.gamma, bool) or not isinstance(self.gamma, int) or self.gamma < 1:
+            raise ValueError(f"gamma must be an integer >= 1 (got {self.gamma!r})")
+        int8_draft = [lv.name for lv in self.levers if lv.speculative and lv.draft in INT8]
+        if self.drafter == "model-trimmed" and int8_draft:
+            raise ValueError(
+                f"{', '.join(int8_draft)}: model-trimmed slices the draft's output head, which "
+                "torchao's int8 weights do not support; give --drafters model, or drop those "
+                "levers"
+            )
+
+    def models(self) -> list[tuple[str, str]]:
+        """Every (role, precision) some lever runs, each once, in order."""
+        return list(dict.fromkeys(m for lever in self.levers for m in lever.models()))
 
 
-def load_lever_models(
-    plan: LeverPlan, target: str, draft: str, *, device: str, pack: bool
-) -> tuple[Models, Any]:
-    """Every (role, precision) the plan runs, loaded once, and the target's tokenizer."""
+def load_models(plan: LeverPlan, target: str, draft: str, **loading: Any) -> tuple[Models, Any]:
+    """Every (role, precision) the plan runs, loaded once (loading: device, pack), and the
+    target's tokenizer (the draft's checked against it)."""
     tokenizer = load_tokenizer(target, role="target", progress=say)
-    roles = {role for role, _ in plan.models()}
-    if "draft" in roles:
+    if "draft" in {role for role, _ in plan.models()}:
         check_tokenizers(tokenizer, load_tokenizer(draft, role="draft", progress=say))
         if plan.drafter == "model-trimmed":
             load_head_tokens(resolve(draft, "draft", say))  # its token ranking, before weights
@@ -98,81 +99,71 @@ def load_lever_models(
     for role, precision in plan.models():
         say(f"loading {role} at {precision}")
         spec = target if role == "target" else draft
-        models[role, precision] = load_at_precision(
-            spec, precision, role=role, device=device, pack=pack, progress=say
-        )
+        models[role, precision] = load_at_precision(spec, precision, role=role, progress=say,
+                                                    **loading)  # fmt: skip
     return models, tokenizer
 
 
-def _picked(
-    requests: Sequence[Request], temperatures: Sequence[float] | None
-) -> list[tuple[Request, float]]:
-    """Each request at each temperature (None: at its own)."""
-    if temperatures is None:
-        return [(r, r.temperature) for r in requests]
-    return [(r, t) for r in requests for t in temperatures]
+def timed_runs(
+    plan: LeverPlan, models: Models, tokenizer: Any, request: Request, ids: list[int], *,
+    temperature: float, repetitions: int, stop: frozenset[int],
+) -> list[dict[str, Any]]:  # fmt: skip
+    """`repetitions` rounds of every lever at `temperature`, the order rotating each round."""
+    runs = []
+    for rep in range(repetitions):
+        for lever in rotated(plan.levers, rep):
+            sampling = SamplingConfig(temperature=temperature, seed=rep)
+            start = time.perf_counter()
+            result = decode(
+                lever, models, tokenizer, ids, drafter=plan.drafter, gamma=plan.gamma,
+                sampling=sampling, max_new_tokens=request.max_new_tokens, stop=stop,
+            )  # fmt: skip
+            seconds = time.perf_counter() - start
+            runs.append({
+                "request": request.id, "category": request.category, "temperature": temperature,
+                "lever": lever.name, "rep": rep, "seconds": seconds, "tokens": len(result.tokens),
+                "proposed": result.proposed, "accepted": result.accepted,
+                "rejected": sum(isinstance(e, Rejected) for e in result.events),
+            })  # fmt: skip
+    return runs
 
 
-def levers_result(
-    plan: LeverPlan,
-    args: argparse.Namespace,
-    requests: Sequence[Request],
-    progress: Progress,
-) -> tuple[dict[str, Any], PromptFormat]:
-    """Load the models, check every prompt against them, run the sweep: its raw section, and
-    how the prompts reached the models (chat or raw)."""
+def levers_section(plan: LeverPlan, context: Context) -> tuple[dict[str, Any], str]:
+    """Load the models, check every prompt against them (each request at each of
+    --temperatures, else at its own), run the sweep: its raw section, and how the prompts
+    reached the models (chat or raw). A request run at two temperatures is measured once."""
+    args, requests = context.args, context.requests
     if not requests:
         raise ValueError("--levers has no requests: check --workloads and --limit")
-    draft = (args.draft or [BUNDLED])[0]
-    models, tokenizer = load_lever_models(
-        plan, args.target, draft, device=args.device, pack=not args.no_pack
-    )
+    models, tokenizer = load_models(plan, args.target, (args.draft or [BUNDLED])[0],
+                                    device=args.device, pack=not args.no_pack)  # fmt: skip
     reference = models["target", "fp32"]
     checked = [reference, *models.values()]  # the reference first: its vocabulary
+    picked = [(r, t) for r in requests for t in args.temperatures or [r.temperature]]
     chosen = [  # every prompt before any decode
         (r, checked_prompt_ids(tokenizer, r, r.max_new_tokens, checked, raw=args.raw), t)
-        for r, t in _picked(requests, args.temperatures)
+        for r, t in picked
     ]
-    section = run_lever_sweep(
-        plan, models, tokenizer, chosen, repetitions=args.reps,
-        stop=stop_ids(reference, tokenizer), progress=progress,
-    )  # fmt: skip
+    stop = stop_ids(reference, tokenizer)
+    rows: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
+    for i, (request, ids, t) in enumerate(chosen):
+        context.progress(i, len(chosen), f"levers: {request.id} (T={t})")
+        if request.id not in {d["request"] for d in rows}:
+            rows += [{"request": request.id, "category": request.category} | d for d in distances(
+                plan.levers, models, tokenizer, ids, request.max_new_tokens, stop,
+                drafter=plan.drafter, gamma=plan.gamma)]  # fmt: skip
+        runs += timed_runs(plan, models, tokenizer, request, ids, temperature=t,
+                           repetitions=args.reps, stop=stop)  # fmt: skip
+    context.progress(len(chosen), len(chosen), "levers: done")
+    section = {
+        "plan": {"levers": [lv.name for lv in plan.levers], "drafter": plan.drafter,
+                 "gamma": plan.gamma},
+        "memory_bytes": {lv.name: sum(weight_bytes(models[m]) for m in lv.models())
+                         for lv in plan.levers},  # each model once; packed copies not counted
+        "distances": rows, "runs": runs,
+    }  # fmt: skip
     return section, prompt_format(tokenizer, raw=args.raw)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Levers:
-    """The levers sweep: it loads its own models, each lever at its precision; its section is
-    saved under levers."""
-
-    name: str = "levers"
-    key: str | None = "levers"
-    per_draft: bool = False
-
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        add_levers_arguments(parser)
-
-    def asked(self, args: argparse.Namespace) -> bool:
-        return args.levers is not None
-
-    def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
-        return args if self.asked(args) else with_flags(args, levers=DEFAULT_LEVERS)
-
-    def plan(
-        self,
-        args: argparse.Namespace,
-        drafters: Sequence[str],
-        policies: Sequence[str],
-        requests: Sequence[Request],
-    ) -> LeverPlan | None:
-        return levers_plan(args, drafters, policies)
-
-    def run(self, plan: LeverPlan, context: Context) -> Outcome:
-        section, fmt = levers_result(plan, context.args, context.requests, context.progress)
-        return Outcome(section=section, prompt_format=fmt)
-
-    def render(self, section: dict[str, Any], price_per_hour: float) -> str:
-        return render_levers(section, price_per_hour)
 
 
 ALL = "all"  # the row over every workload
@@ -263,29 +254,22 @@ def _tv(row: dict[str, Any]) -> str:
     return f"{value} (= {row['tv_of']}: exact)" if row["lever"].startswith("spec@") else value
 
 
+COLUMNS = (
+    ("workload", lambda r: r["workload"]), ("configuration", lambda r: r["label"]),
+    ("tok/s", lambda r: f"{r['tokens_per_second']:.1f}"),
+    ("speedup", lambda r: f"{r['speedup']:.2f}"), ("latency s", lambda r: f"{r['latency']:.2f}"),
+    ("$/1k tok", lambda r: f"{r['cost_per_1k_tokens']:.3g}"),
+    ("weights MB", lambda r: f"{r['memory_mb']:.0f}"), ("α", lambda r: number_cell(r["alpha"])),
+    ("greedy agreement", lambda r: f"{r['agreement']:.0%}"),
+    ("identical", lambda r: f"{r['identical']}/{r['requests']}"),
+    ("first divergence", lambda r: number_cell(r["first_divergence"], "g")),
+    ("mean TV from fp32 target", _tv),
+)  # fmt: skip
+
+
 def levers_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Speed and distance side by side, one line per (workload, lever)."""
-    header = ["workload", "configuration", "tok/s", "speedup", "latency s", "$/1k tok"]
-    header += ["weights MB", "α", "greedy agreement", "identical", "first divergence"]
-    header += ["mean TV from fp32 target"]
-    body = [
-        [
-            r["workload"],
-            r["label"],
-            f"{r['tokens_per_second']:.1f}",
-            f"{r['speedup']:.2f}",
-            f"{r['latency']:.2f}",
-            f"{r['cost_per_1k_tokens']:.3g}",
-            f"{r['memory_mb']:.0f}",
-            "–" if r["alpha"] is None else f"{r['alpha']:.2f}",
-            f"{r['agreement']:.0%}",
-            f"{r['identical']}/{r['requests']}",
-            "–" if r["first_divergence"] is None else f"{r['first_divergence']:g}",
-            _tv(r),
-        ]
-        for r in rows
-    ]
-    return markdown_table(header, body)
+    return column_table(COLUMNS, rows)
 
 
 def note(section: dict[str, Any]) -> str:
@@ -313,68 +297,61 @@ def render_levers(section: dict[str, Any], price_per_hour: float) -> str:
     return "\n".join([note(section), "", *levers_table(lever_rows(section, price_per_hour))])
 
 
-def frontier(section: dict[str, Any], price_per_hour: float) -> list[dict[str, Any]]:
-    """One point per lever over all workloads: (mean TV, speedup, label), for the plot."""
-    rows = lever_rows(section, price_per_hour)
-    last = rows[-1]["workload"]
-    keys = ("lever", "label", "tv", "speedup", "agreement", "memory_mb")
-    return [{k: r[k] for k in keys} for r in rows if r["workload"] == last]
+@dataclass(frozen=True, kw_only=True)
+class Levers:
+    """The levers sweep: it loads its own models, each lever at its precision; its section is
+    saved under levers."""
 
+    name: str = "levers"
+    key: str | None = "levers"
+    per_draft: bool = False
+    own_flags: bool = False
 
-def headline_table(section: dict[str, Any], price_per_hour: float) -> list[str]:
-    """Each lever over all workloads: speed, cost and weights beside its distance."""
-    rows = lever_rows(section, price_per_hour)
-    last = rows[-1]["workload"]
-    return levers_table([r for r in rows if r["workload"] == last])
-
-
-def parts_row(part: str, section: dict[str, Any]) -> list[str]:
-    """A levers part's row of the report's parts table."""
-    plan = section["plan"]
-    runs = section["runs"]
-    reps = len({r["rep"] for r in runs})
-    counts: dict[str, set[str]] = {}
-    for d in section["distances"]:
-        counts.setdefault(d["category"], set()).add(d["request"])
-    prompts = ", ".join(f"{c} {len(ids)} × {reps}" for c, ids in counts.items())
-    return [
-        part,
-        f"{prompts} ({len(plan['levers'])} levers)",
-        ", ".join(f"{t:g}" for t in sorted({float(r["temperature"]) for r in runs})),
-        plan["drafter"],
-        str(plan["gamma"]),
-        "fixed",
-        "transformers",
-    ]
-
-
-Look = Callable[[go.Figure, str, str, str], go.Figure]  # (figure, title, x title, y title)
-KIND_COLOURS = {"target": "#999999", "hf": "#009E73", "draft": "#E69F00", "spec": "#0072B2"}
-KIND_NAMES = {
-    "target": "the target alone",
-    "hf": "transformers generate()",
-    "draft": "the draft alone",
-    "spec": "speculative",
-}
-
-
-def frontier_figure(section: dict[str, Any], price_per_hour: float, look: Look) -> go.Figure:
-    """One marker per lever: x the mean TV from the fp32 target, y the speedup over it (all
-    workloads), coloured by kind; hover gives greedy agreement and weights."""
-    fig = go.Figure()
-    points = frontier(section, price_per_hour)
-    for kind, colour in KIND_COLOURS.items():
-        mine = [p for p in points if p["lever"].startswith(kind + "@")]
-        if not mine:
-            continue
-        fig.add_scatter(
-            x=[p["tv"] for p in mine], y=[p["speedup"] for p in mine], name=KIND_NAMES[kind],
-            mode="markers+text", text=[p["lever"] for p in mine], textposition="top center",
-            marker={"color": colour, "size": 11},
-            customdata=[[p["agreement"], p["memory_mb"]] for p in mine],
-            hovertemplate="%{text}<br>TV %{x:.3f}, speedup %{y:.2f}×<br>greedy agreement "
-            "%{customdata[0]:.0%}, weights %{customdata[1]:.0f} MB<extra></extra>",
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--levers", nargs="?", const=DEFAULT_LEVERS, default=None, metavar="LEVER,...",
+            help="run the levers sweep instead of the other settings: speculation beside lower "
+            "precision and the small model, on the same requests, each timed (tokens/s, "
+            "latency, cost per 1k tokens, weights) and measured for its distance from the fp32 "
+            "target (greedy agreement, first divergence, mean total variation along the "
+            f"target's own samples). Each lever is {GRAMMAR}. Alone, --levers runs "
+            f"{DEFAULT_LEVERS}. Speculation uses the first of --drafters (model or "
+            "model-trimmed) at the first of --gammas; int8 needs torchao",
         )  # fmt: skip
-    fig.add_hline(y=1.0, line={"dash": "dot", "color": "#999999"})
-    title = "Speed against distance from the fp32 target (up and left is better)"
-    return look(fig, title, "mean total variation from the fp32 target", "speedup × over fp32")
+
+    def asked(self, args: argparse.Namespace) -> bool:
+        return args.levers is not None
+
+    def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
+        return args if self.asked(args) else with_flags(args, levers=DEFAULT_LEVERS)
+
+    def plan(
+        self, args: argparse.Namespace, drafters: Sequence[str], policies: Sequence[str],
+        requests: Sequence[Request],
+    ) -> LeverPlan | None:  # fmt: skip
+        """The sweep --levers asks for (None without it); ValueError, saying what to change,
+        for what it cannot run. Checks flags and libraries only: no model is loaded."""
+        if args.levers is None:
+            return None
+        refuse(
+            "--levers sets each model's precision and runs fixed gamma speculation on one draft "
+            "through transformers' target forward", (
+                ("--tree-sweep", args.tree_sweep is not None),
+                ("--batch-sizes", args.batch_sizes is not None),
+                ("--lean-target", args.lean_target), ("--dtype", args.dtype != "float32"),
+                ("--policies", list(policies) != ["fixed"]),
+                ("--draft twice", len(args.draft or []) > 1),
+            ),
+        )  # fmt: skip
+        levers = parse_levers(args.levers)
+        for lever in levers:
+            for _role, precision in lever.models():
+                check_precision(precision, args.device)
+        return LeverPlan(levers=levers, drafter=drafters[0], gamma=args.gammas[0])
+
+    def run(self, plan: LeverPlan, context: Context) -> Outcome:
+        section, fmt = levers_section(plan, context)
+        return Outcome(section=section, prompt_format=fmt)
+
+    def render(self, section: dict[str, Any], price_per_hour: float) -> str:
+        return render_levers(section, price_per_hour)

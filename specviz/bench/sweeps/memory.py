@@ -3,7 +3,7 @@
 An agent's requests repeat one another, so a drafter that remembers earlier requests (the
 suffix drafters, specviz.drafters.suffix) should speed up as a workload goes on. This study
 runs each workload's requests in their order (an agent workload's tasks and steps,
-specviz.bench.workloads) and gives every drafter setting one SuffixMemory per workload and
+specviz.workloads) and gives every drafter setting one SuffixMemory per workload and
 repetition, empty at its first request, fed by each finished request: the memory fills as it
 does in use. Drafters that do not remember run beside them, on the same requests.
 
@@ -31,23 +31,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from specviz.api import autoregressive_generate, speculative_generate
-from specviz.bench.runner import (
-    BenchSetting,
-    Record,
-    drafter_label,
-    plain_cache,
-    record,
-    speculative_cache,
-)
-from specviz.bench.setting import TREE_RULES
-from specviz.bench.sweep import Context, Outcome, by_temperature, with_flags
-from specviz.bench.table import markdown_table
-from specviz.bench.workloads import AGENT_WORKLOADS, Request
+from specviz.bench.runner import plain_cache, record, speculative_cache
+from specviz.bench.sweep import Context, Outcome, by_temperature, grouped, rotated, with_flags
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.decoding import clock
 from specviz.drafters.registry import (
     HYBRID_DRAFTERS,
     MEMORY_DRAFTERS,
@@ -58,6 +45,11 @@ from specviz.drafters.registry import (
 )
 from specviz.drafters.suffix_memory import SuffixMemory
 from specviz.models.chat import prompt_ids as chat_prompt_ids
+from specviz.models.generate import generate
+from specviz.results.records import Record
+from specviz.results.setting import TREE_RULES, BenchSetting, drafter_label
+from specviz.results.table import markdown_table
+from specviz.workloads import AGENT_WORKLOADS, Request
 
 DEFAULT_DRAFTERS = "suffix,tree-suffix,ngram,tree-ngram,model-trimmed,suffix+model-trimmed"
 DEFAULT_WORKLOADS = ",".join(AGENT_WORKLOADS)
@@ -66,19 +58,15 @@ DEFAULT_WORKLOADS = ",".join(AGENT_WORKLOADS)
 def add_memory_arguments(b: argparse.ArgumentParser) -> None:
     """Register --suffix-gamma and --max-new-tokens."""
     b.add_argument(
-        "--suffix-gamma",
-        type=int,
-        default=16,
+        "--suffix-gamma", type=int, default=16,
         help="memory study: the most tokens a suffix drafter proposes a round (a chain's "
         "gamma, a tree's depth, the hybrid's suffix rounds; the hybrid's draft-model rounds "
         "take the first of --gammas)",
-    )
+    )  # fmt: skip
     b.add_argument(
-        "--max-new-tokens",
-        type=int,
-        default=0,
+        "--max-new-tokens", type=int, default=0,
         help="memory study: at most this many new tokens a request (0: each request's own)",
-    )
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,13 +100,10 @@ def memory_plan(args: argparse.Namespace, drafters: Sequence[str]) -> MemoryPlan
             "tree drafters from --drafters"
         )
     return MemoryPlan(
-        drafters=tuple(drafters),
-        suffix_gamma=args.suffix_gamma,
-        gamma=args.gammas[0],
-        tree_nodes=args.tree_nodes,
-        tree_width=args.tree_width,
+        drafters=tuple(drafters), suffix_gamma=args.suffix_gamma, gamma=args.gammas[0],
+        tree_nodes=args.tree_nodes, tree_width=args.tree_width,
         max_new_tokens=args.max_new_tokens,
-    )
+    )  # fmt: skip
 
 
 def memory_settings(plan: MemoryPlan, draft: str, temperature: float) -> list[BenchSetting]:
@@ -152,47 +137,24 @@ def _new_tokens(plan: MemoryPlan, request: Request) -> int:
 
 
 def _speculative(
-    pair: Any,
-    setting: BenchSetting,
-    memory: SuffixMemory,
-    prompt_ids: list[int],
-    sampling: SamplingConfig,
-    max_new_tokens: int,
-    lean_target: bool,
-) -> Any:
+    pair: Any, setting: BenchSetting, memory: SuffixMemory, prompt_ids: list[int],
+    sampling: SamplingConfig, max_new_tokens: int, lean_target: bool,
+) -> Any:  # fmt: skip
     """One speculative decode of the setting with its memory (fed when it finishes)."""
+    defaults = DrafterOptions()
     options = DrafterOptions(
-        memory=memory,
-        model_gamma=setting.model_gamma,
-        tree_nodes=setting.tree_nodes or DrafterOptions().tree_nodes,
-        tree_depth=setting.gamma,
-        tree_width=setting.tree_width or DrafterOptions().tree_width,
-    )
-    drafter = build_drafter(
-        setting.drafter, target=pair.target, draft=pair.draft, sampling=sampling, options=options
-    )
+        memory=memory, model_gamma=setting.model_gamma, tree_depth=setting.gamma,
+        tree_nodes=setting.tree_nodes or defaults.tree_nodes,
+        tree_width=setting.tree_width or defaults.tree_width,
+    )  # fmt: skip
+    drafter = build_drafter(setting.drafter, target=pair.target, draft=pair.draft,
+                            sampling=sampling, options=options)  # fmt: skip
     return speculative_generate(
-        pair.target,
-        drafter,
-        pair.tokenizer,
-        prompt_ids,
-        sampling=sampling,
+        pair.target, drafter, pair.tokenizer, prompt_ids, sampling=sampling,
         speculation=SpeculationConfig(gamma=setting.gamma, max_new_tokens=max_new_tokens),
         make_cache=None if setting.tree else speculative_cache(setting, lean_target),
         tree_rule=TREE_RULES["exact"],
-    )
-
-
-@torch.no_grad()
-def hf_plain(target: Any, prompt_ids: list[int], max_new_tokens: int, temperature: float) -> float:
-    """Seconds of transformers' own generate() on the request (no assistant)."""
-    ids = torch.tensor([prompt_ids], device=target.device)
-    kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "do_sample": temperature > 0}
-    if temperature > 0:
-        kwargs.update(temperature=temperature, top_k=0, top_p=1.0)
-    start = clock(target.device)
-    target.generate(ids, attention_mask=torch.ones_like(ids), **kwargs)
-    return clock(target.device) - start
+    )  # fmt: skip
 
 
 def request_row(
@@ -201,23 +163,13 @@ def request_row(
     """One request under one setting: what the section's tables are made of."""
     m = rec.metrics
     return {
-        "workload": request.category,
-        "request": request.id,
-        "task": request.task,
-        "step": request.step,
-        "drafter": drafter_label(vars(setting)),
-        "rep": rec.repetition,
-        "temperature": setting.temperature,
-        "tokens": m.tokens,
-        "rounds": m.rounds,
-        "accepted": m.accepted,
-        "verified": m.accepted + m.rejected,
-        "latency": m.latency,
-        "plain_latency": m.plain_latency,
-        "draft_seconds": m.draft_seconds,
-        "step_seconds": m.step_seconds,
-        "identical": identical,
-    }
+        "workload": request.category, "request": request.id, "task": request.task,
+        "step": request.step, "drafter": drafter_label(vars(setting)), "rep": rec.repetition,
+        "temperature": setting.temperature, "tokens": m.tokens, "rounds": m.rounds,
+        "accepted": m.accepted, "verified": m.accepted + m.rejected, "latency": m.latency,
+        "plain_latency": m.plain_latency, "draft_seconds": m.draft_seconds,
+        "step_seconds": m.step_seconds, "identical": identical,
+    }  # fmt: skip
 
 
 def memory_size(memory: SuffixMemory) -> dict[str, float]:
@@ -253,12 +205,6 @@ def _workloads(requests: Sequence[Request]) -> list[tuple[str, list[Request]]]:
     for r in requests:
         grouped.setdefault(r.category, []).append(r)
     return list(grouped.items())
-
-
-def _rotated(items: Sequence[BenchSetting], k: int) -> list[BenchSetting]:
-    """items starting at index k (mod its length)."""
-    k %= max(len(items), 1)
-    return [*items[k:], *items[:k]]
 
 
 def run_memory(plan: MemoryPlan, context: Context) -> tuple[list[Record], dict[str, Any]]:
@@ -323,14 +269,14 @@ def _request(
         make_cache=plain_cache(settings[0], args.lean_target),
     )  # fmt: skip
     rows, recs = [], []
-    for setting in _rotated(settings, max(rep, 0)):
+    for setting in rotated(settings, max(rep, 0)):
         spec = _speculative(pair, setting, memories[setting], ids, sampling, limit,
                             args.lean_target)  # fmt: skip
         rec = record(request, setting, max(rep, 0), spec, plain, None, None)
         rows.append(request_row(request, setting, rec, spec.tokens == plain.tokens))
         recs.append(rec)
     if not args.no_hf:
-        hf = hf_plain(pair.target, ids, limit, temperature)
+        hf, _ = generate(pair.target, ids, limit, temperature)  # transformers' own, no assistant
         rows = [r | {"hf_latency": hf} for r in rows]
     return rows, recs
 
@@ -361,11 +307,9 @@ def _cells(rows: Sequence[dict[str, Any]]) -> list[str]:
     ]  # fmt: skip
 
 
-def _grouped(rows: Sequence[dict[str, Any]], *keys: str) -> dict[tuple[Any, ...], list[Any]]:
-    out: dict[tuple[Any, ...], list[Any]] = {}
-    for r in rows:
-        out.setdefault(tuple(r[k] for k in keys), []).append(r)
-    return out
+def _grouped(rows: Sequence[dict[str, Any]], *keys: str) -> dict[Any, list[Any]]:
+    """rows by their values under keys, in order."""
+    return grouped(rows, lambda r: tuple(r[k] for k in keys))
 
 
 def step_curves(section: dict[str, Any]) -> dict[str, list[tuple[int, float]]]:
@@ -422,6 +366,7 @@ class Memory:
     name: str = "memory"
     key: str | None = "memory"
     per_draft: bool = True
+    own_flags: bool = False
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_memory_arguments(parser)

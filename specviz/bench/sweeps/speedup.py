@@ -1,5 +1,11 @@
 """`specviz bench speedup` (the default study): every drafter × policy × γ setting on the
-workloads, interleaved with plain decoding and transformers' assisted generation."""
+workloads, interleaved with plain decoding and transformers' assisted generation, and its
+tables: per setting the speedup against the theory, latency and throughput per request, the γ
+curves, the dynamic γ policies against the best fixed γ, and the cost per 1k tokens.
+
+It saves records only: the summary rows, γ curves and policy table (specviz.bench.summary) are
+recomputed from them, and its tables render from those.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from specviz.bench.runner import DRAFTERS, POLICIES, BenchSetting, Record, drafter_label, run_all
-from specviz.bench.sweep import Context, Outcome, by_temperature
-from specviz.bench.sweeps.trees import check_tree_flags, drafter_names, tree_settings
-from specviz.bench.workloads import Request
+from specviz.bench.runner import run_all
+from specviz.bench.sweep import Context, Outcome, by_temperature, ints
 from specviz.drafters.registry import (
     EXIT_DRAFTERS,
     HYBRID_DRAFTERS,
@@ -19,13 +23,10 @@ from specviz.drafters.registry import (
     TREE_DRAFTERS,
     UNCONFIDENT_DRAFTERS,
 )
-from specviz.heads.lookup import check_heads
-from specviz.models.loading import check_device
-
-
-def ints(text: str) -> list[int]:
-    """'1,2,4' → [1, 2, 4]."""
-    return [int(x) for x in text.split(",") if x.strip()]
+from specviz.results.records import Record
+from specviz.results.setting import POLICIES, BenchSetting, drafter_label, setting_label
+from specviz.results.table import NONE, Column, column_table, number_cell, spread_cell
+from specviz.workloads import Request
 
 
 def _caps(text: str) -> list[int | None]:
@@ -33,93 +34,29 @@ def _caps(text: str) -> list[int | None]:
     return [None if x.strip() == "none" else int(x) for x in text.split(",") if x.strip()]
 
 
-def add_speedup_arguments(b: argparse.ArgumentParser) -> None:
-    """Register --exit-layer, --model-gamma, --policies and --start-gamma."""
-    b.add_argument(
-        "--exit-layer",
-        type=ints,
-        default="8",
-        help="layers the early-exit drafter uses (comma list to compare draft sizes)",
-    )
-    b.add_argument(
-        "--model-gamma",
-        type=_caps,
-        default="none",
-        help="hybrid drafters (ngram+...): at most this many draft-model tokens a round while "
-        "lookup copies run to gamma; comma list to compare, 'none' for no cap (default)",
-    )
-    b.add_argument(
-        "--policies",
-        default="fixed",
-        help=f"comma list of gamma policies {POLICIES}; fixed sweeps --gammas",
-    )
-    b.add_argument(
-        "--start-gamma", type=int, default=4, help="where the dynamic gamma policies start"
-    )
-
-
-def check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
-    """Validate flags before any model work; returns the drafter and policy names."""
-    drafters = drafter_names(args)
-    if not drafters or any(d not in DRAFTERS for d in drafters):
-        raise ValueError(
-            f"--drafters must list some of {', '.join(map(repr, DRAFTERS))} (got {args.drafters!r})"
-        )
-    if not args.gammas or min(args.gammas) < 1:
-        raise ValueError(f"--gammas must be integers >= 1 (got {args.gammas})")
-    if args.reps < 1:
-        raise ValueError(f"--reps must be >= 1 (got {args.reps})")
-    if args.temperatures is not None and min(args.temperatures, default=0) < 0:
-        raise ValueError(f"--temperatures must be >= 0 (got {args.temperatures})")
-    if args.start_gamma < 1:
-        raise ValueError(f"--start-gamma must be >= 1 (got {args.start_gamma})")
-    check_device(args.device)
-    if not args.price_per_hour > 0:
-        raise ValueError(f"--price-per-hour must be > 0 USD (got {args.price_per_hour})")
-    if not args.exit_layer or min(args.exit_layer) < 1:
-        raise ValueError(f"--exit-layer must be integers >= 1 (got {args.exit_layer})")
-    if not args.model_gamma or min((k for k in args.model_gamma if k is not None), default=1) < 1:
-        raise ValueError(f"--model-gamma must be integers >= 1 or 'none' (got {args.model_gamma})")
-    if args.model_gamma != [None] and not any(d in HYBRID_DRAFTERS for d in drafters):
-        raise ValueError(
-            "--model-gamma caps the draft model after lookup: add one of "
-            f"{', '.join(HYBRID_DRAFTERS)} to --drafters, or drop --model-gamma"
-        )
-    twice = sorted({d for d in args.draft or [] if args.draft.count(d) > 1})
-    if twice:
-        raise ValueError(f"--draft names {', '.join(twice)} more than once: give each draft once")
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    if not policies or any(p not in POLICIES for p in policies):
-        raise ValueError(f"--policies must list some of {POLICIES} (got {args.policies!r})")
-    check_tree_flags(args, drafters, policies)
-    check_heads(drafters, args.heads, flag="--drafters")
-    return drafters, policies
-
-
 def settings(
-    drafters: Sequence[str],
-    policies: Sequence[str],
-    args: argparse.Namespace,
-    draft: str,
+    drafters: Sequence[str], policies: Sequence[str], args: argparse.Namespace, draft: str,
     t: float,
-) -> list[BenchSetting]:
+) -> list[BenchSetting]:  # fmt: skip
     """Every drafter x policy x gamma (x exit layer, x draft-model cap) point; n-gram and the
     head drafters have no confidence policy (they never stop drafting on their q).
 
     The fixed policy sweeps --gammas; each dynamic policy runs once, from --start-gamma. A tree
-    drafter runs once, at --tree-depth (sweeps.trees.tree_settings).
+    drafter runs once, at --tree-depth, --tree-nodes, --tree-width and --tree-rule.
     """
-    trees = [s for d in drafters if d in TREE_DRAFTERS for s in tree_settings(args, d, draft, t)]
+
+    def name(d: str) -> str:
+        return draft if d in MODEL_DRAFTERS else d
+
+    trees = [
+        BenchSetting(drafter=d, gamma=args.tree_depth, temperature=t, draft_name=name(d),
+                     tree_nodes=args.tree_nodes, tree_width=args.tree_width,
+                     tree_rule=args.tree_rule)
+        for d in drafters if d in TREE_DRAFTERS
+    ]  # fmt: skip
     return trees + [
-        BenchSetting(
-            drafter=d,
-            gamma=g,
-            temperature=t,
-            draft_name=draft if d in MODEL_DRAFTERS else d,
-            exit_layer=k,
-            policy=p,
-            model_gamma=cap,
-        )
+        BenchSetting(drafter=d, gamma=g, temperature=t, draft_name=name(d), exit_layer=k,
+                     policy=p, model_gamma=cap)
         for d in drafters
         if d not in TREE_DRAFTERS
         for k in (args.exit_layer if d in EXIT_DRAFTERS else args.exit_layer[:1])
@@ -127,7 +64,7 @@ def settings(
         for p in policies
         if not (p == "confidence" and d in UNCONFIDENT_DRAFTERS)
         for g in (args.gammas if p == "fixed" else [args.start_gamma])
-    ]
+    ]  # fmt: skip
 
 
 def summary_line(row: dict[str, Any]) -> str:
@@ -147,6 +84,116 @@ def summary_line(row: dict[str, Any]) -> str:
     )
 
 
+def _spread(key: str, fmt: str = ".2f") -> Column:
+    """The column of a row's spread under key (NONE where it has none)."""
+    return key, lambda r: spread_cell(r[key] or None, fmt)
+
+
+def _median(key: str, fmt: str = ".2f") -> Column:
+    """The column of a row's median under key (NONE where it has none)."""
+    return key, lambda r: number_cell(r[key] and r[key]["median"], fmt)
+
+
+def _head(*names: str) -> tuple[Column, ...]:
+    """The workload, T and setting columns that open every per-setting table."""
+    head: dict[str, Column] = {
+        "workload": ("workload", lambda r: r["workload"]),
+        "T": ("T", lambda r: f"{r['setting']['temperature']:g}"),
+        "setting": ("setting", lambda r: setting_label(r["setting"])),
+    }
+    return tuple(head[n] for n in names)
+
+
+def _titled(title: str, column: Column) -> Column:
+    return title, column[1]
+
+
+SUMMARY = (
+    *_head("workload", "T", "setting"), ("n", lambda r: str(r["requests"])),
+    _spread("speedup"), _median("bound"), _spread("efficiency"),
+    _titled("decode speedup", _spread("decode_speedup")),
+    _titled("decode efficiency", _spread("decode_efficiency")), _titled("α", _spread("alpha")),
+    ("c", lambda r: f"{r['cost_ratio']['median']:.3f}"),
+    ("r", lambda r: f"{r['verify_ratio']['median']:.2f}"),
+    _titled("bound with r", _median("refined_bound")),
+    _titled("loop efficiency", _median("loop_efficiency")),
+    ("tokens/round", lambda r: f"{r['tokens_per_round']['median']:.2f}"),
+    ("target calls/token", lambda r: f"{r['target_calls_per_token']['median']:.2f}"),
+    _titled("ours/HF time per token", _spread("ours_over_transformers_time_per_token")),
+    ("ours faster than HF (pairs; sign test p)", lambda r: NONE
+     if not (w := r["ours_faster_than_transformers"])
+     else f"{w['faster']}/{w['pairs']} ({w['p_value']:.2g})"),
+    ("same tokens as HF", lambda r: number_cell(r["identical_to_transformers"], ".0%")),
+)  # fmt: skip
+LATENCY = (
+    *_head("workload", "T", "setting"), ("tokens", lambda r: f"{r['tokens']['median']:.0f}"),
+    _titled("plain s", _spread("plain_latency")), _titled("speculative s", _spread("latency")),
+    _titled("transformers s", _spread("hf_latency")),
+    _titled("plain tok/s", _spread("plain_tokens_per_second", ".1f")),
+    _titled("speculative tok/s", _spread("tokens_per_second", ".1f")),
+    _titled("transformers tok/s", _spread("hf_tokens_per_second", ".1f")),
+    ("accepted drafts/round", lambda r: f"{r['accepted_per_round']['median']:.2f}"),
+    ("tokens/round (with bonus or resample)", lambda r: f"{r['tokens_per_round']['median']:.2f}"),
+)  # fmt: skip
+CURVES = (
+    ("workload", lambda c: c["workload"]), ("drafter", drafter_label),
+    ("T", lambda c: f"{c['temperature']:g}"), ("α", lambda c: f"{c['alpha']:.2f}"),
+    ("c", lambda c: f"{c['cost_ratio']:.3f}"),
+    ("γ: measured speedup", lambda c: ", ".join(
+        f"{g}: {m:.2f}" for g, m in zip(c["gammas"], c["measured_speedup"], strict=True))),
+    ("best γ", lambda c: str(c["measured_best_gamma"])),
+    ("theory γ", lambda c: str(c["theory_best_gamma"])),
+)  # fmt: skip
+POLICY = (
+    ("workload", lambda d: d["workload"]), ("drafter", lambda d: d["drafter"]),
+    ("T", lambda d: f"{d['temperature']:g}"),
+    ("policy", lambda d: f"{d['policy']} from γ={d['start_gamma']}"),
+    ("speedup", lambda d: f"{d['speedup']:.2f}"),
+    ("best fixed γ (speedup)",
+     lambda d: f"{d['best_fixed_gamma']} ({d['best_fixed_speedup']:.2f})"),
+    ("ratio", lambda d: f"{d['ratio']:.2f}"),
+    ("priced speedup", lambda d: number_cell(d["priced_speedup"] if d["priced_ratio"] is not None
+                                             else None)),
+    ("best fixed γ priced", lambda d: NONE if d["priced_ratio"] is None
+     else f"{d['best_fixed_priced_gamma']} ({d['best_fixed_priced_speedup']:.2f})"),
+    ("priced ratio", lambda d: number_cell(d["priced_ratio"])),
+)  # fmt: skip
+COST = (
+    *_head("workload", "T", "setting"),
+    ("price/h", lambda r: f"{r['cost_per_1k_tokens']['price_per_hour']:.2f}"),
+    ("plain $/1k tok", lambda r: f"{r['cost_per_1k_tokens']['plain']:.5f}"),
+    ("speculative $/1k tok", lambda r: f"{r['cost_per_1k_tokens']['speculative']:.5f}"),
+)
+
+
+def summary_tables(result: dict[str, Any]) -> list[str]:
+    """The tables a result's records make, each followed by an empty line: per (workload,
+    setting), latency and throughput per request, the γ curves, the dynamic γ policies."""
+    out: list[str] = []
+    if result["summary"]:  # a batch sweep alone has no per-request records
+        out += [*column_table(SUMMARY, result["summary"]), ""]
+        out += [
+            "Latency and throughput per request (medians with min–max; at T > 0 the plain "
+            "run's seconds are scaled to the speculative run's length):", "",
+            *column_table(LATENCY, result["summary"]), "",
+        ]  # fmt: skip
+    if result["gamma_curves"]:
+        out += ["Speedup against γ, and the γ theory picks for the measured α and c:", ""]
+        out += [*column_table(CURVES, result["gamma_curves"]), ""]
+    if result["policies_vs_best_fixed"]:
+        out += [
+            "Dynamic γ against the best fixed γ (ratio of median speedups; priced: every run's "
+            "work at the sweep's median costs, free of timing noise):", "",
+            *column_table(POLICY, result["policies_vs_best_fixed"]), "",
+        ]  # fmt: skip
+    return out
+
+
+def cost_table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Device cost per 1k generated tokens, plain against speculative."""
+    return column_table(COST, rows)
+
+
 @dataclass(frozen=True, kw_only=True)
 class SpeedupPlan:
     """The drafters and γ policies every setting is drawn from."""
@@ -163,9 +210,26 @@ class Speedup:
     name: str = "speedup"
     key: str | None = None
     per_draft: bool = True
+    own_flags: bool = False
 
-    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        add_speedup_arguments(parser)
+    def add_arguments(self, b: argparse.ArgumentParser) -> None:
+        """Register --exit-layer, --model-gamma, --policies and --start-gamma."""
+        b.add_argument(
+            "--exit-layer", type=ints, default="8",
+            help="layers the early-exit drafter uses (comma list to compare draft sizes)",
+        )  # fmt: skip
+        b.add_argument(
+            "--model-gamma", type=_caps, default="none",
+            help="hybrid drafters (ngram+...): at most this many draft-model tokens a round "
+            "while lookup copies run to gamma; comma list to compare, 'none' for no cap (default)",
+        )  # fmt: skip
+        b.add_argument(
+            "--policies", default="fixed",
+            help=f"comma list of gamma policies {POLICIES}; fixed sweeps --gammas",
+        )  # fmt: skip
+        b.add_argument(
+            "--start-gamma", type=int, default=4, help="where the dynamic gamma policies start"
+        )
 
     def asked(self, args: argparse.Namespace) -> bool:
         return True  # what runs when no other study is asked for
@@ -174,12 +238,9 @@ class Speedup:
         return args
 
     def plan(
-        self,
-        args: argparse.Namespace,
-        drafters: Sequence[str],
-        policies: Sequence[str],
+        self, args: argparse.Namespace, drafters: Sequence[str], policies: Sequence[str],
         requests: Sequence[Request],
-    ) -> SpeedupPlan:
+    ) -> SpeedupPlan:  # fmt: skip
         return SpeedupPlan(drafters=tuple(drafters), policies=tuple(policies))
 
     def run(self, plan: SpeedupPlan, context: Context) -> Outcome:
@@ -187,20 +248,15 @@ class Speedup:
         records: list[Record] = []
         for temperature, subset in by_temperature(args, context.requests):
             records += run_all(
-                pair.target,
-                pair.draft,
-                pair.tokenizer,
-                subset,
+                pair.target, pair.draft, pair.tokenizer, subset,
                 settings(plan.drafters, plan.policies, args, context.draft, temperature),
-                repetitions=args.reps,
-                with_hf=not args.no_hf,
-                progress=context.progress,
-                lean=not args.no_lean,
-                lean_target=args.lean_target,
-                raw=args.raw,
+                repetitions=args.reps, with_hf=not args.no_hf, progress=context.progress,
+                lean=not args.no_lean, lean_target=args.lean_target, raw=args.raw,
                 heads=args.heads,
-            )
+            )  # fmt: skip
         return Outcome(records=tuple(records))
 
     def render(self, section: dict[str, Any], price_per_hour: float) -> str:
-        return ""  # no section: its tables are specviz.bench.markdown's
+        """The tables of a result's records (section: its summary, gamma_curves and
+        policies_vs_best_fixed), the cost table last."""
+        return "\n".join([*summary_tables(section), *cost_table(section["summary"])])

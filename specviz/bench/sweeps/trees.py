@@ -1,156 +1,334 @@
-"""`specviz bench trees` (alias --tree-sweep): the tree drafters' node-budget sweep, and the
-tree options every study shares (the drafters' shape and rule)."""
+"""`specviz bench trees` (alias --tree-sweep): the chain and trees of N nodes at one depth D,
+each against plain decoding (the tree options every study reads: specviz.bench.sweep).
+
+Every setting makes the same draft calls a round: the chain (N = 1) is the chain drafter at
+gamma = D (CHAIN_OF: the draft model for tree-model and tree-sampled, n-gram lookup for
+tree-ngram, the head's chain for the head trees), each tree (N > 1) grows D levels of at most N
+nodes, and every draft model runs through the same forward, so a round's draft work differs
+only by the tree. The target runs on transformers' forward (the head trees' own forward of it
+too). Per request and repetition, one plain decode and, where transformers has the chain's
+counterpart, one assisted generation at gamma = D are shared by every setting, whose runs
+follow in an order that rotates each repetition. r(N): a target pass over the fresh token and N
+tree nodes (the chain: its D drafts, causal) against a plain 1-token step (specviz.timing).
+
+Each row (workload, T, tree drafter, N): tokens a target pass emits (the mean a round), r(N),
+the speedup over plain decoding paired run by run, over the chain in the same repetitions (vs
+chain) and the same comparison priced from its parts (tokens a pass over draft plus pass cost,
+in plain steps: free of timing noise), and over transformers' assisted generation of the chain.
+A tree "pays" where it is faster than the chain. Every number is recomputed from the records
+and timings a result saves (resweep).
+"""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from dataclasses import dataclass
+import itertools
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from specviz.bench.runner import Record
-from specviz.bench.setting import TREE_RULES, BenchSetting
-from specviz.bench.sweep import Context, Outcome, by_temperature, with_flags
-from specviz.bench.tree_sweep import (
+from specviz.api import autoregressive_generate
+from specviz.bench.runner import has_hf_counterpart, hf_generate, record, speculative_run
+from specviz.bench.sweep import (
     DEFAULT_NODES,
-    SweepPlan,
-    parse_nodes,
-    run_sweep,
-    tree_pass_timings,
-)
-from specviz.bench.tree_table import render_sweep, sweep_section
-from specviz.bench.workloads import Request
+    Context,
+    Outcome,
+    add_tree_arguments,
+    by_temperature,
+    plain,
+    rotated,
+    unplain,
+    with_flags,
+)  # fmt: skip
 from specviz.console import say
-from specviz.drafters.registry import HEAD_DRAFTERS, MODEL_DRAFTERS, TREE_DRAFTERS, DrafterOptions
+from specviz.core.cache import KVCache
+from specviz.core.config import SamplingConfig
+from specviz.drafters.registry import MODEL_DRAFTERS, TREE_DRAFTERS
+from specviz.gamma.policies import CostModel
 from specviz.models.chat import prompt_ids as chat_prompt_ids
+from specviz.results.records import Record, RequestMetrics, spread
+from specviz.results.setting import CHAIN_OF, LOSSY, TREE_RULES, BenchSetting, tree_label
+from specviz.results.table import column_table, number_cell, spread_cell
+from specviz.timing import tree_pass_timings
+from specviz.tree.proposal import top_k_capacity
+from specviz.workloads import Request
 
-SWEEP_DRAFTERS = "tree-model"  # --drafters under --tree-sweep when none is given
-DEFAULT_DRAFTERS = "model"
-
-
-def add_tree_arguments(b: argparse.ArgumentParser) -> None:
-    """Register --tree-nodes, --tree-depth, --tree-width, --tree-rule and --tree-sweep."""
-    defaults = DrafterOptions()
-    b.add_argument(
-        "--tree-nodes",
-        type=int,
-        default=defaults.tree_nodes,
-        help="tree drafters: at most this many nodes a round",
-    )
-    b.add_argument(
-        "--tree-depth",
-        type=int,
-        default=defaults.tree_depth,
-        help="tree drafters: levels a round drafts (their gamma; --gammas is the chains'), and "
-        "the depth D of --tree-sweep",
-    )
-    b.add_argument(
-        "--tree-width",
-        type=int,
-        default=defaults.tree_width,
-        help="tree drafters: at most this many children a node",
-    )
-    b.add_argument(
-        "--tree-rule",
-        default="exact",
-        choices=sorted(TREE_RULES),
-        help="how tree drafters' trees are verified: exact (the output follows the target's "
-        "law) or typical (Medusa's typical acceptance: LOSSY, its output does not follow the "
-        "target's law; every table row and record that ran it says so)",
-    )
-    b.add_argument(
-        "--tree-sweep",
-        nargs="?",
-        const=",".join(map(str, DEFAULT_NODES)),
-        default=None,
-        metavar="N,...",
-        help="run the node-budget sweep instead of the other settings: at depth --tree-depth, "
-        "the chain (N = 1: the chain drafter at gamma = depth, as many draft calls a round) "
-        "and each tree drafter of --drafters (default then: tree-model) at each node budget N; "
-        "reports tokens a target pass, r(N) (a pass over N tree tokens against a 1-token step), "
-        "the speedup over plain decoding, the chain and transformers' assisted generation, and "
-        "where the tree pays (without a value: N = "
-        f"{','.join(map(str, DEFAULT_NODES))}; --gammas, --policies and --tree-nodes are for "
-        "the other settings)",
-    )
+NODES_HINT = "e.g. 1,4,8,16,32: 1 (the chain) first, then tree node budgets, increasing"
+PASS_REPEATS = 15  # timed passes of each tree shape, after a warm-up (specviz.timing)
+Pair = tuple[str, int]  # (request id, repetition)
+Runs = dict[Pair, RequestMetrics]
 
 
-def drafter_names(args: argparse.Namespace) -> list[str]:
-    """--drafters as a list (its default: model, or tree-model under --tree-sweep)."""
-    given = args.drafters or (SWEEP_DRAFTERS if args.tree_sweep else DEFAULT_DRAFTERS)
-    return [d.strip() for d in given.split(",") if d.strip()]
+def parse_nodes(text: str) -> tuple[int, ...]:
+    """'1,4,8' → (1, 4, 8); ValueError, saying what to give, for anything else."""
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"--tree-sweep takes node budgets ({NODES_HINT}; got {text!r})") from None
 
 
-def sweep_plan(args: argparse.Namespace, drafters: list[str]) -> SweepPlan | None:
-    """The sweep --tree-sweep asks for (None without it); ValueError for what it cannot run."""
-    if args.tree_sweep is None:
-        return None
-    plan = SweepPlan(
-        drafters=tuple(drafters),
-        nodes=parse_nodes(args.tree_sweep),
-        depth=args.tree_depth,
-        width=args.tree_width,
-        rule=args.tree_rule,
-    )
-    if len(args.draft or []) > 1:
-        raise ValueError("--tree-sweep compares node budgets on one draft: give one --draft")
-    if args.policies.strip() != "fixed":
-        raise ValueError("--tree-sweep drafts to a fixed depth: drop --policies")
-    if args.lean_target:
-        raise ValueError(
-            "--tree-sweep runs the target on transformers' forward: drop --lean-target"
+@dataclass(frozen=True, kw_only=True)
+class SweepPlan:
+    """What a sweep runs: its tree drafters, node budgets (1: the chain), depth, width, rule."""
+
+    drafters: tuple[str, ...]
+    nodes: tuple[int, ...]
+    depth: int
+    width: int
+    rule: str = "exact"
+
+    def __post_init__(self) -> None:
+        """ValueError, saying what to change, unless the sweep can run as planned."""
+        drafters, nodes, depth, width, rule = (
+            self.drafters,
+            self.nodes,
+            self.depth,
+            self.width,
+            self.rule,
         )
-    return plan
+        if not drafters or any(d not in TREE_DRAFTERS for d in drafters):
+            raise ValueError(
+                "--tree-sweep compares tree drafters with their chain: --drafters must list some "
+                f"of {', '.join(TREE_DRAFTERS)} (got {', '.join(drafters) or 'none'})"
+            )
+        if len(set(drafters)) != len(drafters):
+            raise ValueError(f"--drafters names a drafter twice (got {', '.join(drafters)})")
+        increasing = all(a < b for a, b in itertools.pairwise(nodes))
+        if len(nodes) < 2 or nodes[0] != 1 or not increasing:
+            raise ValueError(f"--tree-sweep takes node budgets ({NODES_HINT}; got {list(nodes)})")
+        for flag, value in (("--tree-depth", depth), ("--tree-width", width)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{flag} must be an integer >= 1 (got {value!r})")
+        if nodes[-1] > (most := top_k_capacity(depth, width)):
+            raise ValueError(
+                f"a tree of depth {depth} and width {width} holds at most {most} nodes, so a "
+                f"node budget of {nodes[-1]} is never reached: lower the largest N in "
+                "--tree-sweep, or raise --tree-width or --tree-depth"
+            )
+        if rule not in TREE_RULES:
+            raise ValueError(f"--tree-rule must be one of {', '.join(TREE_RULES)} (got {rule!r})")
+
+    def setting(self, drafter: str, nodes: int, temperature: float, draft: str) -> BenchSetting:
+        """A tree drafter's setting at node budget `nodes` (1: its chain drafter at gamma =
+        depth, the chain it is compared with)."""
+        tree = nodes > 1
+        name = drafter if tree else CHAIN_OF[drafter]
+        return BenchSetting(
+            drafter=name, gamma=self.depth, temperature=temperature,
+            draft_name=draft if name in MODEL_DRAFTERS else name,
+            tree_nodes=nodes if tree else None, tree_width=self.width if tree else None,
+            tree_rule=self.rule if tree else None,
+        )  # fmt: skip
+
+    def settings(self, temperature: float, draft_name: str) -> list[BenchSetting]:
+        """The chains (one per chain drafter), then every tree drafter at every N > 1."""
+        chains = [self.setting(d, 1, temperature, draft_name) for d in self.drafters]
+        trees = [self.setting(d, n, temperature, draft_name)
+                 for d in self.drafters for n in self.nodes[1:]]  # fmt: skip
+        return list(dict.fromkeys(chains)) + trees
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON (exact says whether the trees follow the target's law)."""
+        return plain(self, exact=TREE_RULES[self.rule].exact)
 
 
-def check_tree_flags(args: argparse.Namespace, drafters: list[str], policies: list[str]) -> None:
-    """ValueError, saying what to change, for tree options the run cannot honour."""
-    for flag, value in (
-        ("--tree-nodes", args.tree_nodes),
-        ("--tree-depth", args.tree_depth),
-        ("--tree-width", args.tree_width),
-    ):
-        if value < 1:
-            raise ValueError(f"{flag} must be an integer >= 1 (got {value})")
-    trees = [d for d in drafters if d in TREE_DRAFTERS]
-    masked = [d for d in trees if d not in HEAD_DRAFTERS]  # the head trees verify on their own
-    if masked and args.lean_target:
-        raise ValueError(
-            f"{', '.join(masked)} verify their trees through transformers' forward with a 4D "
-            "attention mask, which --lean-target's forward does not take: drop --lean-target, "
-            "or bench the tree drafters in a run of their own"
-        )
-    if trees and "fixed" not in policies and args.tree_sweep is None:
-        raise ValueError(
-            f"{', '.join(trees)} draft to a fixed depth (--tree-depth): add fixed to --policies"
-        )
+def run_sweep_request(
+    pair: Any, request: Request, plan: SweepPlan, args: argparse.Namespace, *,
+    temperature: float, draft_name: str,
+) -> Iterator[Record]:  # fmt: skip
+    """Warm up, then per repetition (--reps, seeded by it): plain, transformers' assisted
+    generation of each chain (unless --no-hf), and every setting's speculative run (their order
+    rotating), each paired with that plain run."""
+    target, draft, tokenizer = pair.target, pair.draft, pair.tokenizer
+    ids = chat_prompt_ids(tokenizer, request.prompt, raw=args.raw)
+    settings = plan.settings(temperature, draft_name)
+    n = request.max_new_tokens
+    for rep in range(-1, args.reps):  # rep -1 is the untimed warm-up
+        sampling = SamplingConfig(temperature=temperature, seed=max(rep, 0))
+        base = autoregressive_generate(target, tokenizer, ids, sampling=sampling,
+                                       max_new_tokens=n, make_cache=KVCache)  # fmt: skip
+        hf = {s: hf_generate(target, draft, ids, s, n)
+              for s in settings if not args.no_hf and has_hf_counterpart(s)}  # fmt: skip
+        for setting in rotated(settings, max(rep, 0)):
+            spec = speculative_run(
+                target, draft, tokenizer, ids, setting, sampling=sampling, max_new_tokens=n,
+                costs=CostModel(), lean=True, heads=args.heads,
+            )  # fmt: skip
+            if rep >= 0:
+                yield record(request, setting, rep, spec, base, *hf.get(setting, (None, None)))
 
 
-def tree_settings(
-    args: argparse.Namespace, drafter: str, draft: str, temperature: float
-) -> list[BenchSetting]:
-    """A tree drafter's one setting: --tree-depth, --tree-nodes, --tree-width, --tree-rule."""
-    return [
-        BenchSetting(
-            drafter=drafter,
-            gamma=args.tree_depth,
-            temperature=temperature,
-            draft_name=draft if drafter in MODEL_DRAFTERS else drafter,
-            tree_nodes=args.tree_nodes,
-            tree_width=args.tree_width,
-            tree_rule=args.tree_rule,
-        )
-    ]
+def resweep(section: dict[str, Any], records: Sequence[Record]) -> dict[str, Any]:
+    """A saved section (its plan and pass timings) with its rows and verdicts recomputed from
+    the records and timings."""
+    plan = unplain(SweepPlan, section["plan"], "exact")
+    ratios = {int(t["nodes"]): float(t["ratio"]) for t in section["passes"]["timings"]}
+    rows = sweep_rows(plan, ratios, records)
+    return {k: section[k] for k in ("plan", "passes")} | {"rows": rows, "verdicts": verdicts(rows)}
 
 
-def sweep_result(
-    plan: SweepPlan, pair: Any, prompt: str, raw: bool, records: Sequence[Record]
+def _runs(records: Sequence[Record], workload: str, match: dict[str, Any]) -> tuple[Any, Runs]:
+    """The setting of workload's records whose setting has the `match` fields, and its metrics
+    by (request, repetition) (None, {} where none ran)."""
+    chosen = [r for r in records if r.category == workload
+              and all(getattr(r.setting, k) == v for k, v in match.items())]  # fmt: skip
+    setting = chosen[0].setting if chosen else None
+    return setting, {(r.request_id, r.repetition): r.metrics for r in chosen}
+
+
+def _per_token(m: RequestMetrics) -> float:
+    return m.latency / m.tokens
+
+
+def _draft_steps(m: RequestMetrics) -> float:
+    """Draft seconds a round, in plain decode steps."""
+    return m.draft_seconds / m.rounds / m.step_seconds
+
+
+def sweep_rows(
+    plan: SweepPlan, ratios: dict[int, float], records: Sequence[Record]
+) -> list[dict[str, Any]]:
+    """One row per (workload, T, tree drafter, N) that has records, N ascending (1: chain)."""
+    hf = {  # transformers' seconds per token, by workload, chain setting, (request, repetition)
+        (r.category, r.setting, (r.request_id, r.repetition)): r.hf_latency / r.hf_tokens
+        for r in records
+        if r.hf_latency is not None and r.hf_tokens
+    }
+    rows = []
+    for workload, t in dict.fromkeys((r.category, r.setting.temperature) for r in records):
+        for drafter in plan.drafters:
+            common = {"temperature": t, "gamma": plan.depth}
+            chain_match = common | {"drafter": CHAIN_OF[drafter], "tree_nodes": None}
+            chain, chain_runs = _runs(records, workload, chain_match)
+            if chain is None:
+                continue
+            base = _summary(chain_runs, ratios[1])
+            for n in plan.nodes:
+                tree = {"drafter": drafter, "tree_nodes": n, "tree_width": plan.width}
+                match = chain_match if n == 1 else common | tree | {"tree_rule": plan.rule}
+                setting, runs = _runs(records, workload, match)
+                if setting is None:
+                    continue
+                versus = [hf[workload, chain, k] / _per_token(m)
+                          for k, m in runs.items() if (workload, chain, k) in hf]  # fmt: skip
+                rows.append(
+                    {"workload": workload, "drafter": drafter}
+                    | _row(setting, n, runs, chain_runs, ratios[n], base)
+                    | {"vs_transformers": asdict(spread(versus)) if versus else None}
+                )
+    return rows
+
+
+def _summary(ms: Runs, ratio: float) -> dict[str, float]:
+    """Median tokens a pass and a round's cost in plain steps (draft + r), priced at r."""
+    tokens = statistics.median(m.tokens_per_round for m in ms.values())
+    draft = statistics.median(_draft_steps(m) for m in ms.values())
+    return {"tokens_per_pass": tokens, "round_cost": draft + ratio}
+
+
+def _row(
+    setting: BenchSetting, n: int, ms: Runs, chain: Runs, ratio: float, base: dict[str, float]
 ) -> dict[str, Any]:
-    """The tree sweep's section: r(N) timed over the first request's prompt, and its rows."""
-    say("timing the target's passes over each tree size")
-    ids = chat_prompt_ids(pair.tokenizer, prompt, raw=raw)
-    timings = tree_pass_timings(pair.target, ids, plan.nodes, depth=plan.depth, width=plan.width)
-    return sweep_section(plan, timings, len(ids) - 1, records)
+    """A row's own numbers and its comparison with the chain, pair by pair."""
+    values, own = list(ms.values()), _summary(ms, ratio)
+    versus = [_per_token(chain[k]) / _per_token(m) for k, m in ms.items() if k in chain]
+    priced = (own["tokens_per_pass"] / base["tokens_per_pass"]) * (
+        base["round_cost"] / own["round_cost"]
+    )
+    vs_chain = None if n == 1 or not versus else asdict(spread(versus))
+    label = f"chain ({setting.drafter} γ={setting.gamma})" if n == 1 else None
+    return {
+        "temperature": setting.temperature, "nodes": n,
+        "label": label or tree_label(asdict(setting)), "setting": asdict(setting),
+        "exact": setting.exact,  # False: a lossy tree rule, not the target's law
+        "runs": len(values), "nodes_per_round": statistics.median(m.mean_gamma for m in values),
+        "draft_calls_per_round": statistics.median(m.draft_calls / m.rounds for m in values),
+        "tokens_per_pass": asdict(spread([m.tokens_per_round for m in values])),
+        "pass_ratio": ratio, "run_pass_ratio": asdict(spread([m.verify_ratio for m in values])),
+        "draft_steps_per_round": statistics.median(_draft_steps(m) for m in values),
+        "speedup": asdict(spread([m.speedup for m in values])), "vs_chain": vs_chain,
+        "priced_vs_chain": None if n == 1 else priced,
+        "pays": None if vs_chain is None else vs_chain["median"] > 1.0,
+    }  # fmt: skip
+
+
+def verdicts(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (workload, T, tree drafter): the N where a tree beats the chain, the fastest N
+    against the chain (the chain itself counts 1.0), and the N after it, from which more
+    nodes stopped paying."""
+    groups: dict[tuple[str, float, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        groups[row["workload"], row["temperature"], row["drafter"]].append(row)
+    out = []
+    for (workload, temperature, drafter), group in groups.items():
+        best = max(group, key=_vs_chain)
+        later = [r["nodes"] for r in group if r["nodes"] > best["nodes"]]
+        out.append({
+            "workload": workload, "temperature": temperature, "drafter": drafter,
+            "best_nodes": best["nodes"], "best_vs_chain": _vs_chain(best),
+            "best_speedup": best["speedup"]["median"],
+            "pays_at": [r["nodes"] for r in group if r["pays"]],
+            "slower_from": min(later) if later else None,
+            "exact": all(r["exact"] for r in group),
+        })  # fmt: skip
+    return out
+
+
+def _vs_chain(row: dict[str, Any]) -> float:
+    """A row's median speedup over the chain (1.0 for the chain; 0.0 where none was paired)."""
+    if row["nodes"] == 1:
+        return 1.0
+    return float(row["vs_chain"]["median"]) if row["vs_chain"] else 0.0
+
+
+def verdict_text(v: dict[str, Any]) -> str:
+    """One sentence: where the tree pays and where it stops paying."""
+    head = f"{v['workload']}, T = {v['temperature']:g}, {v['drafter']}"
+    told = ("no tree was faster than the chain" if not v["pays_at"]
+            else f"faster than the chain at N = {', '.join(map(str, v['pays_at']))}")  # fmt: skip
+    best = (f"fastest: the chain ({v['best_speedup']:.2f}× plain)" if v["best_nodes"] == 1
+            else f"fastest: N = {v['best_nodes']} ({v['best_vs_chain']:.2f}× the chain, "
+            f"{v['best_speedup']:.2f}× plain)")  # fmt: skip
+    text = f"{head}: {told}; {best}"
+    if v["slower_from"] is not None:
+        text += f"; more nodes stopped paying from N = {v['slower_from']}"
+    return text + ("." if v["exact"] else f" [trees {LOSSY}].")
+
+
+COLUMNS = (
+    ("workload", lambda r: r["workload"]), ("T", lambda r: f"{r['temperature']:g}"),
+    ("N", lambda r: str(r["nodes"])), ("setting", lambda r: r["label"]),
+    ("exact", lambda r: "yes" if r["exact"] else f"no: {LOSSY}"),
+    ("nodes/round", lambda r: f"{r['nodes_per_round']:.1f}"),
+    ("draft calls/round", lambda r: f"{r['draft_calls_per_round']:.1f}"),
+    ("tokens/pass", lambda r: spread_cell(r["tokens_per_pass"])),
+    ("r(N)", lambda r: f"{r['pass_ratio']:.2f}"),
+    ("r in the run", lambda r: spread_cell(r["run_pass_ratio"])),
+    ("draft cost/round (plain steps)", lambda r: f"{r['draft_steps_per_round']:.2f}"),
+    ("speedup vs plain", lambda r: spread_cell(r["speedup"])),
+    ("vs chain", lambda r: spread_cell(r["vs_chain"])),
+    ("priced vs chain", lambda r: number_cell(r["priced_vs_chain"])),
+    ("vs transformers", lambda r: spread_cell(r["vs_transformers"])),
+    ("pays", lambda r: "–" if r["pays"] is None else ("yes" if r["pays"] else "no")),
+)  # fmt: skip
+
+
+def sweep_table(section: dict[str, Any]) -> list[str]:
+    """The sweep as GitHub Markdown lines: a note on the plan, the table, the verdicts."""
+    plan, passes = section["plan"], section["passes"]
+    note = (
+        f"Tree sweep at depth D = {plan['depth']}, width {plan['width']}, rule {plan['rule']}: "
+        f"N = 1 is the chain at γ = {plan['depth']}, as many draft calls a round as a tree. "
+        f"r(N): one target pass over the fresh token and N tree nodes (the chain: its "
+        f"{plan['depth']} drafts) after {passes['prompt_tokens']} cached tokens, over a plain "
+        f"1-token step (median of {passes['repeats']}). vs transformers: against its assisted "
+        "generation of the chain."
+    )
+    table = column_table(COLUMNS, section["rows"])
+    return [note, "", *table, "", *(f"- {verdict_text(v)}" for v in section["verdicts"])]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,39 +339,57 @@ class Trees:
     name: str = "trees"
     key: str | None = "tree_sweep"
     per_draft: bool = True
+    own_flags: bool = False
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        add_tree_arguments(parser)
+        add_tree_arguments(parser)  # the tree options every study reads
 
     def asked(self, args: argparse.Namespace) -> bool:
         return args.tree_sweep is not None
 
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
-        if self.asked(args):
-            return args
-        return with_flags(args, tree_sweep=",".join(map(str, DEFAULT_NODES)))
+        nodes = ",".join(map(str, DEFAULT_NODES))
+        return args if self.asked(args) else with_flags(args, tree_sweep=nodes)
 
     def plan(
-        self,
-        args: argparse.Namespace,
-        drafters: Sequence[str],
-        policies: Sequence[str],
+        self, args: argparse.Namespace, drafters: Sequence[str], policies: Sequence[str],
         requests: Sequence[Request],
-    ) -> SweepPlan | None:
-        return sweep_plan(args, list(drafters))
+    ) -> SweepPlan | None:  # fmt: skip
+        if args.tree_sweep is None:
+            return None
+        plan = SweepPlan(
+            drafters=tuple(drafters), nodes=parse_nodes(args.tree_sweep), depth=args.tree_depth,
+            width=args.tree_width, rule=args.tree_rule,
+        )  # fmt: skip
+        for wrong, message in (
+            (len(args.draft or []) > 1, "compares node budgets on one draft: give one --draft"),
+            (args.policies.strip() != "fixed", "drafts to a fixed depth: drop --policies"),
+            (args.lean_target, "runs the target on transformers' forward: drop --lean-target"),
+        ):
+            if wrong:
+                raise ValueError(f"--tree-sweep {message}")
+        return plan
 
     def run(self, plan: SweepPlan, context: Context) -> Outcome:
+        """Every temperature's records, then r(N) timed over the first request's prompt."""
         args, pair = context.args, context.pair
         records: list[Record] = []
-        for temperature, subset in by_temperature(args, context.requests):
-            records += run_sweep(
-                pair.target, pair.draft, pair.tokenizer, subset, plan,
-                temperature=temperature, draft_name=context.draft, repetitions=args.reps,
-                with_hf=not args.no_hf, progress=context.progress, raw=args.raw,
-                heads=args.heads,
-            )  # fmt: skip
-        section = sweep_result(plan, pair, context.requests[0].prompt, args.raw, records)
+        picked = [(t, r) for t, subset in by_temperature(args, context.requests) for r in subset]
+        t0 = time.perf_counter()
+        for i, (t, request) in enumerate(picked):
+            context.progress(i, len(picked), f"{request.id} tree sweep N={plan.nodes} T={t}")
+            records += run_sweep_request(
+                pair, request, plan, args, temperature=t, draft_name=context.draft
+            )
+        context.progress(len(picked), len(picked), f"done in {time.perf_counter() - t0:.0f} s")
+        say("timing the target's passes over each tree size")
+        ids = chat_prompt_ids(pair.tokenizer, context.requests[0].prompt, raw=args.raw)
+        timings = tree_pass_timings(pair.target, ids, plan.nodes, depth=plan.depth,
+                                    width=plan.width, repeats=PASS_REPEATS)  # fmt: skip
+        passes = {"prompt_tokens": len(ids) - 1, "repeats": PASS_REPEATS,
+                  "timings": [asdict(t) for t in timings]}  # fmt: skip
+        section = resweep({"plan": plan.to_dict(), "passes": passes}, records)
         return Outcome(records=tuple(records), section=section)
 
     def render(self, section: dict[str, Any], price_per_hour: float) -> str:
-        return render_sweep(section)
+        return "\n".join(sweep_table(section))

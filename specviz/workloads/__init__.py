@@ -46,7 +46,7 @@ def workload_path(name: str) -> Path:
     """The shipped JSONL file of a workload (AGENT_WORKLOADS' too)."""
     if name not in (*WORKLOADS, *AGENT_WORKLOADS):
         raise ValueError(f"workload must be one of {[*WORKLOADS, *AGENT_WORKLOADS]} (got {name!r})")
-    return Path(str(resources.files("specviz.bench").joinpath("workloads", f"{name}.jsonl")))
+    return Path(str(resources.files("specviz.workloads").joinpath(f"{name}.jsonl")))
 
 
 def load_requests(source: str | Path) -> list[Request]:

@@ -1,14 +1,18 @@
-"""Benchmark arithmetic: per-request metrics from events, pairwise ratios, theory, cost."""
+"""The records of a saved result: what one request measured under one setting (its metrics from
+the events of a speculative run and its paired plain run), and the arithmetic every table shares
+(spreads, cost per 1k tokens)."""
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from specviz.api import GenerationResult
 from specviz.core.events import Rejected, Sampled
 from specviz.gamma.theory import speedup_bound
+from specviz.results.setting import BenchSetting
 
 DEFAULT_PRICE_PER_HOUR = 0.10  # USD per device-hour; a small cloud CPU instance (documented)
 
@@ -28,7 +32,7 @@ class RequestMetrics:
     draft_calls: int
     target_seconds: float
     # The decode-phase split; 0.0 and () where it was not recorded (schema-1 results, see
-    # specviz.bench.schema): then the ratios below fall back on the whole plain run.
+    # specviz.results.schema): then the ratios below fall back on the whole plain run.
     prefill_seconds: float = 0.0  # the speculative run's prompt time (drafter and target share)
     plain_decode_seconds: float = 0.0  # the plain run less its prompt time, scaled to `tokens`
     widths: tuple[int, ...] = ()  # tokens verified by each pass (gamma + 1), round by round
@@ -197,3 +201,70 @@ def spread(values: Sequence[float]) -> Spread:
     if not values:
         raise ValueError("spread of no values")
     return Spread(median=statistics.median(values), low=min(values), high=max(values))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """One timed repetition of one request under one setting."""
+
+    request_id: str
+    category: str
+    setting: BenchSetting
+    repetition: int
+    metrics: RequestMetrics
+    hf_latency: float | None  # transformers' assisted generation, same request and settings
+    hf_tokens: int | None
+    hf_identical: bool | None  # token-identical to our output (meaningful at T = 0)
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain data for JSON."""
+        m = self.metrics
+        chain_theory = not self.setting.tree  # the Leviathan bound describes chains only
+        derived = {
+            "mean_gamma": m.mean_gamma,
+            "tokens_per_second": m.tokens_per_second,
+            "target_calls_per_token": m.target_calls_per_token,
+            "alpha": m.alpha,
+            "accepted_per_round": m.accepted_per_round,
+            "tokens_per_round": m.tokens_per_round,
+            "cost_ratio": m.cost_ratio,
+            "speedup": m.speedup,
+            "bound": m.bound() if chain_theory else None,
+            "efficiency": m.efficiency() if chain_theory else None,
+            "decode_speedup": m.decode_speedup,
+            "decode_efficiency": m.decode_efficiency() if chain_theory else None,
+            "verify_ratio": m.verify_ratio,
+            "refined_bound": m.refined_bound() if chain_theory else None,
+            "loop_efficiency": m.loop_efficiency() if chain_theory else None,
+        }
+        return {
+            "exact": self.setting.exact,  # False: a lossy tree rule, not the target's law
+            "request_id": self.request_id,
+            "category": self.category,
+            "setting": asdict(self.setting),
+            "repetition": self.repetition,
+            "metrics": asdict(m) | derived,
+            "hf_latency": self.hf_latency,
+            "hf_tokens": self.hf_tokens,
+            "hf_identical": self.hf_identical,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Record:
+        """Inverse of to_dict (derived metrics are recomputed, not read back).
+
+        data: a record of the current schema; specviz.results.schema.migrate brings older ones.
+        """
+        saved = data["metrics"]
+        raw = {f.name: saved[f.name] for f in fields(RequestMetrics)}
+        raw.update({k: tuple(raw[k]) for k in ("widths", "pass_seconds")})
+        return cls(
+            request_id=data["request_id"],
+            category=data["category"],
+            setting=BenchSetting(**data["setting"]),
+            repetition=data["repetition"],
+            metrics=RequestMetrics(**raw),
+            hf_latency=data["hf_latency"],
+            hf_tokens=data["hf_tokens"],
+            hf_identical=data["hf_identical"],
+        )

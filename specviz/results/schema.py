@@ -16,13 +16,13 @@ Versions (1 and 2 carry no "schema" key and are told apart by their records):
 5. "schema": 5. Tree drafters: settings hold tree_nodes, tree_width and tree_rule (null for a
    chain drafter; a tree's gamma is its depth), records an "exact" flag (false where a lossy
    tree rule chose tokens), and the file a "tree_sweep" section (null unless `--tree-sweep`
-   ran: specviz.bench.tree_table). Added within this version: a "batch_sweep" section, null
-   unless `--batch-sizes` ran the batch sweep (specviz.bench.batch_rows); files written before
+   ran: specviz.bench.sweeps.trees). Added within this version: a "batch_sweep" section, null
+   unless `--batch-sizes` ran the batch sweep (specviz.bench.sweeps.batch); files written before
    it have no such key, which reads as no batch sweep (a sweep's --batch-sizes was then
    --step-batch-sizes: the plain decode step timings, batch_step_seconds in each draft); and a
-   "levers" section, null unless `--levers` ran the levers sweep (specviz.bench.lever_sweep),
+   "levers" section, null unless `--levers` ran the levers sweep (specviz.bench.sweeps.levers),
    absent from files written before it; an "endpoint" section, null unless `--endpoint`
-   benchmarked a server (specviz.endpoint.sweep), absent from files written before it; a
+   benchmarked a server (specviz.bench.sweeps.endpoint), absent from files written before it; a
    "memory" section, null unless `specviz bench memory` ran (specviz.bench.sweeps.memory),
    absent from files written before it; and a "cross" section, null unless `specviz bench
    cross` ran the cross-tokenizer study (specviz.bench.sweeps.cross), absent from files
@@ -48,9 +48,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from specviz.bench.metrics import DEFAULT_PRICE_PER_HOUR, RequestMetrics
-from specviz.bench.runner import BenchSetting
 from specviz.models.loading import BUNDLED
+from specviz.results.records import DEFAULT_PRICE_PER_HOUR, RequestMetrics
+from specviz.results.setting import BenchSetting
 
 SCHEMA = 5  # what `specviz bench` writes now
 RECORD_KEYS: tuple[str, ...] = ("request_id", "category", "setting", "repetition", "metrics")
@@ -252,13 +252,50 @@ def validate(data: dict[str, Any]) -> None:
         raise ValueError(f"{NOT_A_RESULT} of schema {SCHEMA}: {'; '.join(problems)}")
 
 
-TREE_PARTS = {"plan": dict, "passes": dict, "rows": list, "verdicts": list}
-BATCH_PARTS = {"plan": dict, "requests": list, "runs": list, "passes": list, "rows": list}
-BATCH_PARTS |= {"best": list, "verdicts": list, "verify": list}
+# Each study's section (specviz.bench.sweep.Sweep.key): the parts a whole one holds, by name,
+# with their types, and the keys every row of its lists holds, by list (its rows' noun, keys).
+Rows = dict[str, tuple[str, tuple[str, ...]]]
+SECTIONS: dict[str, tuple[Mapping[str, type], Rows]] = {
+    "tree_sweep": ({"plan": dict, "passes": dict, "rows": list, "verdicts": list}, {}),
+    "batch_sweep": (
+        {"plan": dict, "requests": list, "runs": list, "passes": list, "rows": list}
+        | {"best": list, "verdicts": list, "verify": list},
+        {"runs": ("run", ("temperature", "batch_size", "drafter", "gamma", "repetition",
+                          "seconds", "tokens", "latency", "row_rounds", "accepted", "rejected",
+                          "same_tokens_as_plain"))},
+    ),
+    "levers": (
+        {"plan": dict, "memory_bytes": dict, "distances": list, "runs": list},
+        {"runs": ("run", ("request", "category", "temperature", "lever", "rep", "seconds",
+                          "tokens", "proposed", "accepted", "rejected")),
+         "distances": ("distance", ("request", "category", "lever", "matched", "compared",
+                                    "first_divergence", "tv", "tv_of"))},
+    ),
+    "endpoint": (
+        {"plan": dict, "endpoints": dict, "runs": list, "batches": list},
+        {"runs": ("run", ("side", "concurrency", "rep", "request", "temperature", "ttft", "e2e",
+                          "tokens", "text", "engine")),
+         "batches": ("batch", ("side", "concurrency", "rep", "temperature", "wall", "counters"))},
+    ),
+    "memory": (
+        {"plan": dict, "rows": list, "sizes": list},
+        {"rows": ("row", ("workload", "request", "task", "step", "drafter", "rep", "temperature",
+                          "tokens", "rounds", "accepted", "verified", "latency", "plain_latency",
+                          "draft_seconds", "step_seconds", "identical")),
+         "sizes": ("size", ("workload", "drafter", "rep", "tokens", "bytes_per_token",
+                            "update_seconds_per_token"))},
+    ),
+    "cross": (
+        {"plan": dict, "runs": list, "baselines": list},
+        {"runs": ("run", ("request", "category", "temperature", "rep", "drafter", "gamma",
+                          "tokens", "alpha", "tokens_per_pass", "c", "speedup_plain",
+                          "speedup_generate", "speedup_assisted", "identical")),
+         "baselines": ("baseline", ("request", "temperature", "rep", "plain_seconds",
+                                    "generate_seconds"))},
+    ),
+}  # fmt: skip
 BATCH_PLAN = ("batch_sizes", "requests", "gammas", "drafters", "new_tokens")
-BATCH_RUN: tuple[str, ...] = ("temperature", "batch_size", "drafter", "gamma", "repetition")
-BATCH_RUN += ("seconds", "tokens", "latency", "row_rounds", "accepted", "rejected")
-BATCH_RUN += ("same_tokens_as_plain",)
+REQUIRED = ("tree_sweep",)  # in every file of this version; the later ones may lack the rest
 
 
 def _is_section(section: object, parts: Mapping[str, type]) -> TypeGuard[dict[str, Any]]:
@@ -268,159 +305,45 @@ def _is_section(section: object, parts: Mapping[str, type]) -> TypeGuard[dict[st
     )
 
 
-def _not_a_section(name: str, parts: Mapping[str, type]) -> str:
-    """The problem of a section that is neither null nor whole."""
-    return f"{name} is neither null nor a sweep ({', '.join(parts)})"
+def problems(key: str, section: object) -> list[str]:
+    """What is wrong with a result's section saved under key ([] for none, or a whole one):
+    a part missing or of another type, a row lacking a key, and what the study adds."""
+    parts, rows = SECTIONS[key]
+    if section is None:
+        return []
+    if not _is_section(section, parts):
+        return [f"{key} is neither null nor a sweep ({', '.join(parts)})"]
+    owner = f"{key}'" if key == "levers" else f"{key}'s"  # a plural's possessive: levers'
+    out = []
+    for part, (noun, keys) in rows.items():
+        whole = [isinstance(r, dict) and not set(keys) - set(r) for r in section[part]]
+        bad = whole.index(False) if False in whole else None
+        if bad is not None:
+            out.append(f"{owner} {noun} {bad} lacks some of {', '.join(keys)}")
+    return out + _own_problems(key, section)
 
 
-def tree_sweep_problems(sweep: object) -> list[str]:
-    """What is wrong with a result's tree_sweep section ([] for none, or a whole one)."""
-    if not _is_section(sweep, TREE_PARTS):
-        return [] if sweep is None else [_not_a_section("tree_sweep", TREE_PARTS)]
+def _own_problems(key: str, section: dict[str, Any]) -> list[str]:
+    """What a study's section must hold beyond its parts and rows."""
+    if key == "batch_sweep" and (lacks := sorted(set(BATCH_PLAN) - set(section["plan"]))):
+        return [f"batch_sweep's plan lacks {', '.join(lacks)}"]
+    if key == "levers":
+        levers = section["plan"].get("levers")
+        if not isinstance(levers, list) or set(levers) - set(section["memory_bytes"]):
+            return ["levers' plan lists levers without memory_bytes"]
+    if key == "endpoint" and any(
+        isinstance(r, dict) and not isinstance(r.get("tokens"), int) for r in section["runs"]
+    ):
+        return ["endpoint's runs must count tokens from the server's usage"]
     return []
 
 
-def batch_sweep_problems(sweep: object) -> list[str]:
-    """What is wrong with a result's batch_sweep section ([] for none, or a whole one)."""
-    if sweep is None or not _is_section(sweep, BATCH_PARTS):
-        return [] if sweep is None else [_not_a_section("batch_sweep", BATCH_PARTS)]
-    lacks = sorted(set(BATCH_PLAN) - set(sweep["plan"]))
-    runs = sweep["runs"]
-    bad = next((i for i, r in enumerate(runs) if not isinstance(r, dict)), None)
-    if bad is None:
-        bad = next((i for i, r in enumerate(runs) if set(BATCH_RUN) - set(r)), None)
-    out = [f"batch_sweep's plan lacks {', '.join(lacks)}"] if lacks else []
-    if bad is not None:
-        out.append(f"batch_sweep's run {bad} lacks some of {', '.join(BATCH_RUN)}")
-    return out
-
-
-LEVER_PARTS = {"plan": dict, "memory_bytes": dict, "distances": list, "runs": list}
-LEVER_RUN: tuple[str, ...] = (
-    "request",
-    "category",
-    "temperature",
-    "lever",
-    "rep",
-    "seconds",
-    "tokens",
-)
-LEVER_RUN += ("proposed", "accepted", "rejected")
-LEVER_DISTANCE: tuple[str, ...] = (
-    "request",
-    "category",
-    "lever",
-    "matched",
-    "compared",
-    "first_divergence",
-)
-LEVER_DISTANCE += ("tv", "tv_of")
-
-
-def levers_problems(section: object) -> list[str]:
-    """What is wrong with a result's levers section ([] for none, or a whole one)."""
-    if section is None or not _is_section(section, LEVER_PARTS):
-        return [] if section is None else [_not_a_section("levers", LEVER_PARTS)]
-    out = []
-    for part, name, keys in (("runs", "run", LEVER_RUN), ("distances", "distance", LEVER_DISTANCE)):
-        rows = section[part]
-        bad = next(
-            (i for i, r in enumerate(rows) if not isinstance(r, dict) or set(keys) - set(r)), None
-        )
-        if bad is not None:
-            out.append(f"levers' {name} {bad} lacks some of {', '.join(keys)}")
-    levers = section["plan"].get("levers")
-    if not isinstance(levers, list) or set(levers) - set(section["memory_bytes"]):
-        out.append("levers' plan lists levers without memory_bytes")
-    return out
-
-
-ENDPOINT_PARTS = {"plan": dict, "endpoints": dict, "runs": list, "batches": list}
-ENDPOINT_RUN: tuple[str, ...] = ("side", "concurrency", "rep", "request", "temperature")
-ENDPOINT_RUN += ("ttft", "e2e", "tokens", "text", "engine")
-ENDPOINT_BATCH = ("side", "concurrency", "rep", "temperature", "wall", "counters")
-
-
-def endpoint_problems(section: object) -> list[str]:
-    """What is wrong with a result's endpoint section ([] for none, or a whole one)."""
-    if section is None or not _is_section(section, ENDPOINT_PARTS):
-        return [] if section is None else [_not_a_section("endpoint", ENDPOINT_PARTS)]
-    out = []
-    for part, keys in (("runs", ENDPOINT_RUN), ("batches", ENDPOINT_BATCH)):
-        rows = section[part]
-        bad = next(
-            (i for i, r in enumerate(rows) if not isinstance(r, dict) or set(keys) - set(r)), None
-        )
-        if bad is not None:
-            out.append(f"endpoint's {part} {bad} lacks some of {', '.join(keys)}")
-    if any(isinstance(r, dict) and not isinstance(r.get("tokens"), int) for r in section["runs"]):
-        out.append("endpoint's runs must count tokens from the server's usage")
-    return out
-
-
-MEMORY_PARTS = {"plan": dict, "rows": list, "sizes": list}
-MEMORY_ROW: tuple[str, ...] = ("workload", "request", "task", "step", "drafter", "rep")
-MEMORY_ROW += ("temperature", "tokens", "rounds", "accepted", "verified", "latency")
-MEMORY_ROW += ("plain_latency", "draft_seconds", "step_seconds", "identical")
-MEMORY_SIZE: tuple[str, ...] = ("workload", "drafter", "rep", "tokens", "bytes_per_token")
-MEMORY_SIZE += ("update_seconds_per_token",)
-
-
-def memory_problems(section: object) -> list[str]:
-    """What is wrong with a result's memory section ([] for none, or a whole one)."""
-    if section is None or not _is_section(section, MEMORY_PARTS):
-        return [] if section is None else [_not_a_section("memory", MEMORY_PARTS)]
-    out = []
-    for part, keys in (("rows", MEMORY_ROW), ("sizes", MEMORY_SIZE)):
-        rows = section[part]
-        bad = next(
-            (i for i, r in enumerate(rows) if not isinstance(r, dict) or set(keys) - set(r)), None
-        )
-        if bad is not None:
-            out.append(f"memory's {part} {bad} lacks some of {', '.join(keys)}")
-    return out
-
-
-CROSS_PARTS = {"plan": dict, "runs": list, "baselines": list}
-CROSS_RUN: tuple[str, ...] = ("request", "category", "temperature", "rep", "drafter", "gamma")
-CROSS_RUN += ("tokens", "alpha", "tokens_per_pass", "c", "speedup_plain", "speedup_generate")
-CROSS_RUN += ("speedup_assisted", "identical")
-CROSS_BASELINE = ("request", "temperature", "rep", "plain_seconds", "generate_seconds")
-
-
-def cross_problems(section: object) -> list[str]:
-    """What is wrong with a result's cross section ([] for none, or a whole one)."""
-    if section is None or not _is_section(section, CROSS_PARTS):
-        return [] if section is None else [_not_a_section("cross", CROSS_PARTS)]
-    out = []
-    for part, name, keys in (("runs", "run", CROSS_RUN), ("baselines", "baseline", CROSS_BASELINE)):
-        rows = section[part]
-        bad = next(
-            (i for i, r in enumerate(rows) if not isinstance(r, dict) or set(keys) - set(r)), None
-        )
-        if bad is not None:
-            out.append(f"cross's {name} {bad} lacks some of {', '.join(keys)}")
-    return out
-
-
-REQUIRED = ("tree_sweep",)  # in every file of this version; the later ones may lack the rest
-SECTIONS: dict[str, Callable[[object], list[str]]] = {  # each study's section, by its key
-    "tree_sweep": tree_sweep_problems,
-    "batch_sweep": batch_sweep_problems,
-    "levers": levers_problems,
-    "endpoint": endpoint_problems,
-    "memory": memory_problems,
-    "cross": cross_problems,
-}
-
-
 def section_problems(data: dict[str, Any]) -> list[str]:
-    """What is wrong with a result's study sections. Each is saved under its study's key
-    (specviz.bench.sweep.Sweep.key) in one envelope: null where the run did not make it, else
-    an object with its plan and the parts its check lists; a file older than a section lacks
-    its key, read as null."""
+    """What is wrong with a result's study sections. Each is saved under its study's key in one
+    envelope: null where the run did not make it, else an object with its plan and the parts
+    SECTIONS lists; a file older than a section lacks its key, read as null."""
     return [
         problem
-        for key, check in SECTIONS.items()
-        for problem in check(data.get(key, "missing" if key in REQUIRED else None))
+        for key in SECTIONS
+        for problem in problems(key, data.get(key, "missing" if key in REQUIRED else None))
     ]

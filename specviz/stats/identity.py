@@ -5,7 +5,7 @@ decoder must emit exactly the tokens of the target's own greedy decoding, whatev
 proposes. This checks it on real models, against two references: specviz's plain decoding and
 transformers' generate() (do_sample=False, stopping at the same end-of-sequence ids). Command:
 
-    python -m specviz.bench.identity --target gemma3-270m --draft bundled
+    specviz bench identity --target gemma3-270m --draft bundled
 
 decodes each prompt with every cross-tokenizer drafter (or --drafters), prints one line per
 decode and exits with status 1 when any output differs from either reference.
@@ -17,9 +17,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import torch
 
 from specviz.api import autoregressive_generate, speculative_generate, stop_ids
 from specviz.core.config import SamplingConfig, SpeculationConfig
@@ -31,6 +28,7 @@ from specviz.drafters.registry import (
     build_drafter,
 )
 from specviz.models.chat import prompt_ids
+from specviz.models.generate import generate
 from specviz.models.loading import MODEL_SPEC_HELP, ModelLoadError, ModelPair, load_pair
 from specviz.runtime import add_threads_argument, set_threads
 
@@ -68,21 +66,6 @@ class IdentityRow:
         return self.plain and self.generate
 
 
-def generate_greedy(target: Any, ids: list[int], max_new_tokens: int, stop: set[int]) -> list[int]:
-    """transformers' own greedy decoding of ids: the new token ids (stopping at stop ids)."""
-    batch = torch.tensor([ids], device=target.device)
-    with torch.no_grad():
-        out = target.generate(
-            batch,
-            attention_mask=torch.ones_like(batch),
-            max_new_tokens=max_new_tokens,
-            do_sample=False,
-            eos_token_id=sorted(stop) or None,
-            pad_token_id=min(stop, default=None),
-        )
-    return [int(t) for t in out[0, len(ids) :]]
-
-
 def greedy_identity(
     pair: ModelPair,
     prompts: Sequence[str],
@@ -116,7 +99,7 @@ def greedy_identity(
             pair.target, pair.tokenizer, ids, sampling=GREEDY, max_new_tokens=max_new_tokens
         )
         reference = list(plain.tokens)
-        generated = generate_greedy(pair.target, ids, max_new_tokens, stop)
+        _, generated = generate(pair.target, ids, max_new_tokens, 0.0, stop=stop)
         for name in drafters:
             drafter = build_drafter(
                 name, target=pair.target, draft=pair.draft, sampling=GREEDY, options=options
@@ -157,7 +140,7 @@ def row_line(row: IdentityRow) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The command's flags."""
     parser = argparse.ArgumentParser(
-        prog="python -m specviz.bench.identity", description=__doc__.split("\n\n")[0]
+        prog="specviz bench identity", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--target", default="gemma3-270m", help=f"target: {MODEL_SPEC_HELP}")
     parser.add_argument("--draft", default="bundled", help=f"draft: {MODEL_SPEC_HELP}")
@@ -176,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def identity_command(argv: Sequence[str] | None = None) -> int:
     """Run the check; 0 when every decode is identical to both references, 1 otherwise, 2 for
     bad input."""
     args = build_parser().parse_args(argv)
@@ -206,7 +189,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     same = sum(r.identical for r in rows)
     print(f"{same} of {len(rows)} greedy decodes identical to the target's own")
     return 0 if same == len(rows) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

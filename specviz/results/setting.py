@@ -29,7 +29,7 @@ from specviz.tree.verify import EXACT_TREE, TYPICAL, TreeRule
 
 @dataclass(frozen=True, kw_only=True)
 class BenchSetting:
-    """One point of a sweep; a tree drafter's gamma is its depth (specviz.bench.setting)."""
+    """One point of a sweep; a tree drafter's gamma is its depth (specviz.results.setting)."""
 
     drafter: str  # one of DRAFTERS
     gamma: int
@@ -79,6 +79,15 @@ def drafter_label(setting: Mapping[str, Any]) -> str:
     return drafter
 
 
+def setting_label(setting: Mapping[str, Any]) -> str:
+    """Drafter, policy and gamma in a few words (a tree's depth D for its gamma)."""
+    drafter = drafter_label(setting)
+    if is_tree(setting):
+        return f"{drafter} D={setting['gamma']}"
+    policy = "" if setting["policy"] == "fixed" else f" {setting['policy']} from"
+    return f"{drafter}{policy} γ={setting['gamma']}"
+
+
 TREE_RULES: Mapping[str, TreeRule] = MappingProxyType({"exact": EXACT_TREE, "typical": TYPICAL})
 # the chain drafter a tree drafter is compared with: the same proposer, one child per node
 CHAIN_OF: Mapping[str, str] = MappingProxyType(
@@ -125,9 +134,3 @@ def check_tree_setting(
             raise ValueError(f"tree_nodes and tree_width must be >= 1 (got {nodes}, {width})")
     elif any(f is not None for f in fields):
         raise ValueError(f"{drafter} is not a tree drafter: leave its tree fields unset")
-
-
-def top_k_capacity(depth: int, width: int) -> int:
-    """The most nodes a top-k tree of this depth and width holds: width at the first level,
-    width² at each later one (the width best nodes of a level grow width children each)."""
-    return width + (depth - 1) * width * width

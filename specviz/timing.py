@@ -1,0 +1,191 @@
+"""What a model's forward pass costs, timed on the machine at hand.
+
+A *pass* is one forward of a model over some new tokens after a cached prefix. Passes of
+several shapes are timed interleaved: every repeat times each shape once, in order, so that
+the machine's drift touches them alike; the first `warmup` repeats are not counted, and each
+shape's seconds are the median of the rest. Ratios against a plain 1-token step are what the
+speedup arithmetic reads: r(k) for a causal pass over k tokens (a chain's verification), r(N)
+for a pass over a token tree of N nodes, and the same at B rows through the batched cache.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+
+from specviz.batch.cache import BatchKVCache
+from specviz.core.cache import CachedForward, KVCache, cache_kwarg
+from specviz.core.decoding import clock
+from specviz.tree.decoding import tree_inputs
+from specviz.tree.proposal import top_k_shape
+
+TARGET = "target"  # the target's passes among batch_pass_timings' (the others: each drafter's)
+Pass = tuple[Any, Any, dict[str, Any], Any]  # (cache, its input, forward's keywords, held)
+
+
+def interleaved(shapes: Sequence[Callable[[], float]], repeats: int, warmup: int) -> list[float]:
+    """Each shape's median seconds (a shape times itself and returns its seconds), every repeat
+    timing each shape once, in order; the first warmup repeats are not counted. ValueError for
+    fewer than one counted repeat."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1 (got {repeats})")
+    times: list[list[float]] = [[] for _ in shapes]
+    for _ in range(warmup + repeats):
+        for seconds, shape in zip(times, shapes, strict=True):
+            seconds.append(shape())
+    return [statistics.median(t[warmup:]) for t in times]
+
+
+def pass_medians(passes: Sequence[Pass], device: Any, repeats: int, warmup: int) -> list[float]:
+    """Each pass's median seconds, interleaved: the cache's forward over its input, timed on
+    device, then the cache cut back to what it held before (crop(held))."""
+
+    def timer(cache: Any, fed: Any, kwargs: dict[str, Any], held: Any) -> Callable[[], float]:
+        def timed() -> float:
+            start = clock(device)
+            cache.forward(fed, **kwargs)
+            seconds = clock(device) - start
+            cache.crop(held)
+            return seconds
+
+        return timed
+
+    return interleaved([timer(*p) for p in passes], repeats, warmup)
+
+
+def causal_pass_seconds(
+    make_cache: Callable[[Any], CachedForward], target: Any, prompt_ids: list[int],
+    widths: Sequence[int], repeats: int, warmup: int = 3,
+) -> dict[int, float]:  # fmt: skip
+    """Median seconds of a target pass over k tokens after the prompt, for each k in widths, on
+    the forward make_cache builds; each pass keeps one position, so the context grows as it
+    does in decoding. ValueError unless widths are positive and repeats exceed the warm-up."""
+    if not widths or min(widths) < 1:
+        raise ValueError(f"widths must be positive token counts (got {list(widths)})")
+    if repeats <= warmup:
+        raise ValueError(f"--repeats must exceed the {warmup} warm-up passes (got {repeats})")
+    tiled = prompt_ids * (max(widths) // len(prompt_ids) + 1)  # enough tokens for any width
+    ids = torch.tensor(tiled, device=target.device)  # (≥ max width,)
+    cache = make_cache(target)
+    cache.forward(torch.tensor(prompt_ids, device=target.device), keep=1)
+
+    def timer(k: int) -> Callable[[], float]:
+        def timed() -> float:
+            start = clock(target.device)
+            cache.forward(ids[:k])  # (k, V); the tokens' values do not change the cost
+            seconds = clock(target.device) - start
+            cache.crop(len(cache) - k + 1)
+            return seconds
+
+        return timed
+
+    medians = interleaved([timer(k) for k in widths], repeats - warmup, warmup)
+    return dict(zip(widths, medians, strict=True))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassTiming:
+    """One tree pass shape's median seconds and its ratio to the plain 1-token step."""
+
+    nodes: int  # N: 1 the chain (depth drafts, causal), else N tree nodes; 0 the plain step
+    tokens: int  # tokens in the pass: the fresh token and the drafts
+    mask: str  # "causal" (plain step, chain) or "tree" (4D mask)
+    seconds: float
+    ratio: float  # r(N): seconds / the plain 1-token step's seconds
+
+
+@torch.no_grad()
+def tree_pass_timings(
+    target: Any, ids: list[int], nodes: Sequence[int], *, depth: int, width: int,
+    repeats: int = 15, warmup: int = 3,
+) -> list[PassTiming]:  # fmt: skip
+    """r(N) for each N in nodes over ids cached, through transformers' forward: the plain
+    1-token step, the chain (N = 1: the fresh token and `depth` drafts, causal) and each top-k
+    tree of N nodes (specviz.tree.proposal.top_k_shape, a 4D tree mask), the cache cut back to
+    the prompt after each pass."""
+    if len(ids) < 2:
+        raise ValueError("timing a pass needs a prompt of at least 2 tokens")
+    cache, device = KVCache(target), target.device
+    cache.forward(torch.tensor(ids[:-1], device=device), keep=1)
+    held, root, most = len(cache), ids[-1], max([*nodes, depth])
+    drafts = (ids * (most // len(ids) + 1))[:most]
+    shapes: list[tuple[int, str, list[int], dict[str, Any]]] = [(0, "causal", [root], {})]
+    for n in nodes:
+        if n == 1:
+            shapes.append((1, "causal", [root, *drafts[:depth]], {}))
+            continue
+        positions, visible = tree_inputs(top_k_shape(n, depth, width), 1, held, held)
+        masks = {"positions": positions.to(device), "visible": visible.to(device)}
+        shapes.append((n, "tree", [root, *drafts[:n]], masks))
+    passes = [
+        (cache, torch.tensor(tokens, device=device), {"keep": len(tokens), **masks}, held)
+        for _n, _mask, tokens, masks in shapes
+    ]
+    medians = pass_medians(passes, device, repeats, warmup)
+    return [
+        PassTiming(nodes=n, tokens=len(tokens), mask=mask, seconds=s, ratio=s / medians[0])
+        for (n, mask, tokens, _), s in zip(shapes, medians, strict=True)
+    ]
+
+
+@torch.no_grad()
+def batch_pass_timings(
+    target: Any, drafting: dict[str, Any], prompts: Sequence[list[int]],
+    batch_sizes: Sequence[int], widths: Sequence[int], *, repeats: int = 7, warmup: int = 2,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Per batch size B: the target (TARGET) over B rows of 1 token and of each width in
+    widths, and each drafting model (by name) over B rows of 1 token, through the batched cache
+    after the first B prompts (all but their last token) are cached. A row's tokens are its
+    last prompt token, then prompt tokens again (a pass's cost does not depend on which tokens
+    it scores). Each a dict: batch_size, model, tokens_per_row, seconds."""
+    if max(batch_sizes) > len(prompts):
+        raise ValueError(f"{len(prompts)} prompts cannot fill a batch of {max(batch_sizes)}")
+    out: list[dict[str, Any]] = []
+    for size in batch_sizes:
+        rows = [list(p) for p in prompts[:size]]
+        models = {TARGET: target, **drafting}
+        caches = {name: BatchKVCache(model, size) for name, model in models.items()}
+        for cache in caches.values():
+            if any(len(p) > 1 for p in rows):
+                cache.forward([p[:-1] for p in rows], keep=1)
+        shapes = [(TARGET, w) for w in dict.fromkeys([1, *widths])] + [(d, 1) for d in drafting]
+        passes = [
+            (caches[name], [[p[-1], *(p * (w // len(p) + 1))[: w - 1]] for p in rows],
+             {"keep": w}, caches[name].lengths)
+            for name, w in shapes
+        ]  # fmt: skip
+        seconds = pass_medians(passes, target.device, repeats, warmup)
+        out += [
+            {"batch_size": size, "model": name, "tokens_per_row": w, "seconds": s}
+            for (name, w), s in zip(shapes, seconds, strict=True)
+        ]
+    return out
+
+
+@torch.no_grad()
+def step_times(
+    target: Any, batch_sizes: Sequence[int], context: int = 64, steps: int = 5
+) -> list[tuple[int, float]]:
+    """Seconds per plain decode step (one new token per row) against batch size, through
+    transformers' cache: each size a prompt pass of `context` random tokens a row (seeded), one
+    untimed step (a new shape builds its kernels on first use), then the median of `steps`."""
+    out = []
+    gen = torch.Generator().manual_seed(0)
+    for b in batch_sizes:
+        ids = torch.randint(int(target.config.vocab_size), (b, context), generator=gen)
+        ids = ids.to(target.device)
+        kv = {cache_kwarg(target): DynamicCache(config=target.config)}
+        target(input_ids=ids, use_cache=True, **kv)
+        target(input_ids=ids[:, -1:], use_cache=True, **kv)
+        times = []
+        for _ in range(steps):
+            start = clock(target.device)
+            target(input_ids=ids[:, -1:], use_cache=True, **kv)
+            times.append(clock(target.device) - start)
+        out.append((b, statistics.median(times)))
+    return out
