@@ -30,7 +30,7 @@ def sources() -> dict[str, str]:
 
 def decoder_classes(files: dict[str, str]) -> dict[str, str]:
     """Each class (not a protocol) that defines prefill, round and finish, and its file."""
-    found = {}
+    found: dict[str, str] = {}
     for path, source in files.items():
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, ast.ClassDef) and not is_protocol(node):
