@@ -38,8 +38,6 @@ if TYPE_CHECKING:
         Sampled,
         TreeProposed,
         TreeVerified,
-        read_jsonl,
-        write_jsonl,
     )
     from specviz.drafters.registry import (
         BATCH_DRAFTERS,
@@ -49,6 +47,7 @@ if TYPE_CHECKING:
         build_drafter,
     )
     from specviz.drafters.suffix_memory import SuffixMemory
+    from specviz.jsonl import read_jsonl, write_jsonl
     from specviz.models.chat import prompt_ids
     from specviz.models.loading import ModelPair, load_pair
     from specviz.quant.distance import greedy_agreement, mean_total_variation, total_variation
@@ -80,8 +79,8 @@ _WHERE = {
     "load_pair": "specviz.models.loading",
     "prompt_ids": "specviz.models.chat",
     "ModelPair": "specviz.models.loading",
-    "read_jsonl": "specviz.core.events",
-    "write_jsonl": "specviz.core.events",
+    "read_jsonl": "specviz.jsonl",
+    "write_jsonl": "specviz.jsonl",
     "TokenTree": "specviz.tree.proposal",
     "TreeDrafter": "specviz.tree.drafter",
     "TreeRule": "specviz.tree.verify",

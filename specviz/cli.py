@@ -22,7 +22,6 @@ from specviz.batch.cli import (
 from specviz.bench import cli as bench_cli
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.events import write_jsonl
 from specviz.drafters.registry import (
     CROSS_TOKENIZER_DRAFTERS,
     DEFAULT_CONFIG,
@@ -39,6 +38,7 @@ from specviz.drafters.trimmed import load_head_tokens, ranking_path
 from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import POLICY_NAMES, make_policy
 from specviz.heads.lookup import check_heads, head_forward
+from specviz.jsonl import write_jsonl
 from specviz.models.chat import PromptFormat, prompt_format, prompt_ids
 from specviz.models.loading import (
     BUNDLED,

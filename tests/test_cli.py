@@ -17,8 +17,9 @@ from specviz.api import autoregressive_generate
 from specviz.cli import build_parser, drafter_options, main
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig
-from specviz.core.events import Accepted, Prefill, read_jsonl
+from specviz.core.events import Accepted, Prefill
 from specviz.heads import weights
+from specviz.jsonl import read_jsonl
 from specviz.runtime import DEFAULT_THREADS, set_threads
 
 from .bench.random_heads import save_random_heads

@@ -17,8 +17,9 @@ from specviz.batch.api import BatchResult, split
 from specviz.batch.decoding import BatchSpeculativeDecoder, batch_autoregressive_events
 from specviz.batch.drafters import build_batch_drafter
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.events import Event, write_jsonl
+from specviz.core.events import Event
 from specviz.drafters.registry import BATCH_DRAFTERS
+from specviz.jsonl import write_jsonl
 
 MAX_ROWS = 256  # a sanity bound on --batch, far above what a CPU or one GPU gains from
 

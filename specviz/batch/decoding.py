@@ -21,9 +21,10 @@ from torch import Tensor
 
 from specviz.batch.cache import BatchKVCache
 from specviz.batch.drafters import BatchDrafter
-from specviz.core.acceptance import EXACT, AcceptanceRule, Verdict, verify
+from specviz.batch.rule import EXACT_BATCH, BatchRule
+from specviz.core.acceptance import EXACT, AcceptanceRule, Verdict
 from specviz.core.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
-from specviz.core.decoding import clock, verdict_events
+from specviz.core.decoding import clock, end_reason, run_rounds, verdict_events
 from specviz.core.drafter import Draft
 from specviz.core.events import Event, Finished, Prefill, Proposed, RoundSummary, Sampled
 from specviz.core.sampling import logits_to_probs, sample
@@ -97,10 +98,12 @@ class BatchSpeculativeDecoder:
         stop_ids: Collection[int] = (),
         rule: AcceptanceRule = EXACT,
         seeds: Sequence[int] | None = None,
+        batch_rule: BatchRule = EXACT_BATCH,
     ) -> None:
         """Set up the decode; nothing runs until events() is iterated. drafter: built for
-        len(prompts) rows (specviz.batch.drafters.build_batch_drafter)."""
-        self.target, self.drafter, self.rule = target, drafter, rule
+        len(prompts) rows (specviz.batch.drafters.build_batch_drafter); rule verifies each row,
+        batch_rule combines the rows (specviz.batch.rule)."""
+        self.target, self.drafter, self.rule, self.batch_rule = target, drafter, rule, batch_rule
         self.sampling, self.speculation, self.stop_ids = sampling, speculation, stop_ids
         self.device = target.device
         self.prompts = [list(p) for p in prompts]
@@ -117,35 +120,33 @@ class BatchSpeculativeDecoder:
 
     def events(self) -> Iterator[Event]:
         """Run every row to EOS or max_new_tokens, yielding every event as it happens."""
-        start = clock(self.device)
-        t0 = clock(self.device)
+        return run_rounds(self, self.device)
+
+    def prefill(self) -> list[int]:
+        """Cache every row's prompt but its last token in the drafter; the prompts' lengths."""
         self.drafter.prefill([p[:-1] for p in self.prompts])
-        seconds = clock(self.device) - t0
-        for r, prompt in enumerate(self.prompts):
-            yield Prefill(
-                prompt_tokens=len(prompt), target_seconds=0.0, draft_seconds=seconds, row=r
+        return [len(p) for p in self.prompts]
+
+    def finish(self, seconds: float) -> list[Finished]:
+        """A Finished event for each row that just ended; those rows leave the batch."""
+        ended: list[Finished] = []
+        kept: list[int] = []
+        for i, r in enumerate(self.live):
+            left = self.speculation.max_new_tokens - self.new_tokens(r)
+            if (reason := end_reason(self.ids[r][-1], left, self.stop_ids)) is None:
+                kept.append(i)
+                continue
+            ended.append(
+                Finished(reason=reason, new_tokens=self.new_tokens(r), seconds=seconds, row=r)
             )
-        while self.live:
-            yield from self._round()
-            done = [i for i, r in enumerate(self.live) if self._finished(r)]
-            for i in done:
-                r = self.live[i]
-                reason = "eos" if self.ids[r][-1] in self.stop_ids else "max_new_tokens"
-                elapsed = clock(self.device) - start
-                yield Finished(reason=reason, new_tokens=self.new_tokens(r), seconds=elapsed, row=r)
-            kept = [i for i in range(len(self.live)) if i not in done]
-            self.live = [self.live[i] for i in kept]
-            if done and kept:  # the finished rows leave the batch
-                self.cache.keep_rows(kept)
-                self.drafter.keep_rows(kept)
-                self.cached = [self.cached[i] for i in kept]
+        if ended and kept:  # the finished rows leave the batch (nothing to keep after the last)
+            self.cache.keep_rows(kept)
+            self.drafter.keep_rows(kept)
+            self.cached = [self.cached[i] for i in kept]
+        self.live = [self.live[i] for i in kept]
+        return ended
 
-    def _finished(self, r: int) -> bool:
-        """Row r reached a stop token or max_new_tokens."""
-        full = self.new_tokens(r) >= self.speculation.max_new_tokens
-        return full or self.ids[r][-1] in self.stop_ids
-
-    def _round(self) -> Iterator[Event]:
+    def round(self) -> Iterator[Event]:
         """Draft every live row, score all in one target pass, verify each row, roll back."""
         live = self.live
         gammas = [
@@ -153,9 +154,9 @@ class BatchSpeculativeDecoder:
             for r in live
         ]
         t0 = clock(self.device)
-        drafts = self.drafter.propose(
-            [self.ids[r] for r in live], gammas, [self.generators[r] for r in live], self.stop_ids
-        )
+        asked = [g + self.rule.lookahead if g else 0 for g in gammas]
+        generators = [self.generators[r] for r in live]
+        drafts = self.drafter.propose([self.ids[r] for r in live], asked, generators, self.stop_ids)
         t1 = clock(self.device)
         fresh = [
             self.ids[r][n:] + d.tokens.tolist()
@@ -165,10 +166,10 @@ class BatchSpeculativeDecoder:
         logits = self.cache.forward(fresh, keep=keep)  # (B, keep, V)
         timing = {"draft_seconds": t1 - t0, "target_seconds": clock(self.device) - t1}
         p_targets = [  # row i's (k_i + 1, V): its drafts' positions and the bonus position
-            logits_to_probs(logits[i, keep - len(d.tokens) - 1 :], self.sampling)
+            self.rule.warp_target(logits[i, keep - len(d.tokens) - 1 :], self.sampling)
             for i, d in enumerate(drafts)
         ]
-        verdicts = self.verify_rows(p_targets, drafts)
+        verdicts = self.batch_rule.verify_rows(p_targets, drafts, gammas, generators, self.rule)
         for i, r in enumerate(live):
             carried = len(fresh[i]) - len(drafts[i].tokens) - 1  # prompt tokens scored too
             yield from self._conclude(
@@ -180,19 +181,8 @@ class BatchSpeculativeDecoder:
                 {**timing, "prompt_tokens": carried},
             )
         self.cached = [len(self.ids[r]) - 1 for r in live]
-        self.cache.crop(self.crop_lengths())
+        self.cache.crop(self.batch_rule.crop(self.cached))
         self.drafter.rollback([len(self.ids[r]) for r in live])
-
-    def verify_rows(self, p_targets: list[Tensor], drafts: list[Draft]) -> list[Verdict]:
-        """Each live row's verdict alone: its own uniforms and draws, from its own generator."""
-        return [
-            verify(p, d.q_draft.to(p), d.tokens.to(self.device), self.generators[r], self.rule)
-            for r, p, d in zip(self.live, p_targets, drafts, strict=True)
-        ]
-
-    def crop_lengths(self) -> list[int]:
-        """What each live row's target cache keeps: its committed tokens but the last."""
-        return self.cached
 
     def _conclude(
         self,

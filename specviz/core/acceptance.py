@@ -18,7 +18,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from specviz.core.sampling import sample, uniform
+from specviz.core.config import SamplingConfig
+from specviz.core.drafter import Draft
+from specviz.core.sampling import logits_to_probs, sample, uniform
 
 
 def acceptance_prob(p_x: Tensor, q_x: Tensor) -> Tensor:
@@ -61,18 +63,6 @@ def typical_step(r: Tensor, q: Tensor, x: int) -> tuple[Tensor, Tensor]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AcceptanceRule:
-    """The swappable pieces of verification; EXACT is the only correct one (mutants swap one)."""
-
-    acceptance_prob: Callable[[Tensor, Tensor], Tensor] = acceptance_prob
-    residual: Callable[[Tensor, Tensor], Tensor] = residual
-    uniforms: Callable[[int, torch.Generator, Tensor], Tensor] = uniform
-
-
-EXACT = AcceptanceRule()
-
-
-@dataclass(frozen=True, kw_only=True)
 class Verdict:
     """Outcome of one round: how many drafts were kept and the token that follows them."""
 
@@ -93,6 +83,32 @@ class Verdict:
             "u": self.u[i],
             "accept_prob": self.accept_prob[i],
         }
+
+
+def target_bonus(verdict: Verdict, spare: Tensor, spare_q: Tensor) -> Verdict:
+    """The exact bonus: the verdict as verify drew it (from p after the last draft)."""
+    return verdict
+
+
+@dataclass(frozen=True, kw_only=True)
+class AcceptanceRule:
+    """The swappable pieces of verification; EXACT is the only correct one (mutants swap one).
+
+    warp_target turns the target's logits (..., V) into p_target under the sampling config;
+    lookahead is how many draft tokens are asked for past gamma each round and left unverified
+    (the spare tokens); bonus(verdict, spare (e,), spare_q (e, V)) gives the round's verdict
+    from verify's, and may read the spare tokens.
+    """
+
+    acceptance_prob: Callable[[Tensor, Tensor], Tensor] = acceptance_prob
+    residual: Callable[[Tensor, Tensor], Tensor] = residual
+    uniforms: Callable[[int, torch.Generator, Tensor], Tensor] = uniform
+    warp_target: Callable[[Tensor, SamplingConfig], Tensor] = logits_to_probs
+    lookahead: int = 0
+    bonus: Callable[[Verdict, Tensor, Tensor], Verdict] = target_bonus
+
+
+EXACT = AcceptanceRule()
 
 
 def verify(
@@ -123,3 +139,14 @@ def verify(
         u=tuple(u.tolist()),
         next_dist=next_dist,
     )
+
+
+def verify_round(
+    p_target: Tensor, draft: Draft, gamma: int, generator: torch.Generator, rule: AcceptanceRule
+) -> Verdict:
+    """Verify a round's first gamma drafts given p_target (k+1, V) for its k drafted tokens;
+    the k - gamma after them (rule.lookahead) are spare, for rule.bonus to read."""
+    q_draft, tokens = draft.q_draft.to(p_target), draft.tokens.to(p_target.device)
+    g = min(gamma, tokens.shape[0])
+    verdict = verify(p_target[: g + 1], q_draft[:g], tokens[:g], generator, rule)
+    return rule.bonus(verdict, tokens[g:], q_draft[g:])

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
-from specviz.core.acceptance import EXACT, AcceptanceRule, Verdict, verify
+from specviz.core.acceptance import EXACT, AcceptanceRule, Verdict, verify_round
 from specviz.core.cache import CachedForward, KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
 from specviz.core.drafter import Draft, Drafter, ExplainsRounds, SharesTargetCache
@@ -41,6 +41,47 @@ def clock(device: torch.device) -> float:
 def make_generator(sampling: SamplingConfig, device: torch.device) -> torch.Generator:
     """A fresh generator on device, seeded from the sampling config (never the global RNG)."""
     return torch.Generator(device=device).manual_seed(sampling.seed)
+
+
+class Rounds(Protocol):
+    """A decoder run round by round over its rows (the requests; one unless batched)."""
+
+    def prefill(self) -> list[int]:
+        """Hand every row's prompt to the drafter; returns each row's prompt length."""
+
+    def round(self) -> Iterator[Event]:
+        """One round of every live row: its events, its tokens committed."""
+
+    def finish(self, seconds: float) -> list[Finished]:
+        """A Finished event (seconds: since the decode began) for each row that just ended,
+        which leaves the decode."""
+
+
+def run_rounds(decoder: Rounds, device: torch.device) -> Iterator[Event]:
+    """Prefill, then rounds until every row has ended (stop token or max_new_tokens).
+
+    The target gets no prompt pass of its own: its first verification pass scores the prompt
+    together with the first drafts (one target call fewer, as in transformers).
+    """
+    start = clock(device)
+    prompts = decoder.prefill()
+    seconds = clock(device) - start
+    for row, n in enumerate(prompts):
+        yield Prefill(prompt_tokens=n, target_seconds=0.0, draft_seconds=seconds, row=row)
+    live = len(prompts)
+    while live:
+        yield from decoder.round()
+        ended = decoder.finish(clock(device) - start)
+        live -= len(ended)
+        yield from ended
+
+
+def end_reason(last: int, left: int, stop_ids: Collection[int]) -> str | None:
+    """Why a row ends after a round whose last token is last, with left more tokens allowed:
+    "eos" (a stop token), "max_new_tokens" (none left), or None (it goes on)."""
+    if last in stop_ids:
+        return "eos"
+    return None if left > 0 else "max_new_tokens"
 
 
 def autoregressive_events(
@@ -121,41 +162,34 @@ class SpeculativeDecoder:
         self.target_cache = target_cache(target, drafter, make_cache)
         self.generator = make_generator(sampling, self.device)
         self.explains = drafter if isinstance(drafter, ExplainsRounds) else None
+        self.rounds = 0  # rounds run so far
 
     def events(self) -> Iterator[Event]:
         """Run to EOS or max_new_tokens, yielding every event as it happens."""
-        start = clock(self.device)
-        yield self._prefill()
-        round_index, reason = 0, "max_new_tokens"
-        while (remaining := self.speculation.max_new_tokens - self.new_tokens) > 0:
-            yield from self._round(round_index, gamma=min(self.policy.next_gamma(), remaining - 1))
-            round_index += 1
-            if self.ids[-1] in self.stop_ids:
-                reason = "eos"
-                break
-        yield Finished(
-            reason=reason, new_tokens=self.new_tokens, seconds=clock(self.device) - start
-        )
+        return run_rounds(self, self.device)
 
     @property
     def new_tokens(self) -> int:
         """Tokens emitted so far."""
         return len(self.ids) - self.prompt_len
 
-    def _prefill(self) -> Prefill:
-        """Cache all prompt tokens but the last in the drafter.
-
-        The target gets no prompt pass of its own: its first verification pass scores the
-        prompt together with the first drafts (one target call fewer, as in transformers).
-        """
-        t0 = clock(self.device)
+    def prefill(self) -> list[int]:
+        """Cache all prompt tokens but the last in the drafter; the prompt's length."""
         self.drafter.prefill(self.ids[:-1])
-        return Prefill(
-            prompt_tokens=len(self.ids), target_seconds=0.0, draft_seconds=clock(self.device) - t0
-        )
+        return [len(self.ids)]
 
-    def _round(self, round_index: int, gamma: int) -> Iterator[Event]:
+    def finish(self, seconds: float) -> list[Finished]:
+        """The Finished event once the decode has ended, else none."""
+        left = self.speculation.max_new_tokens - self.new_tokens
+        if (reason := end_reason(self.ids[-1], left, self.stop_ids)) is None:
+            return []
+        return [Finished(reason=reason, new_tokens=self.new_tokens, seconds=seconds)]
+
+    def round(self) -> Iterator[Event]:
         """Draft, score all drafts in one target pass, verify, emit, roll both caches back."""
+        round_index, left = self.rounds, self.speculation.max_new_tokens - self.new_tokens
+        gamma = min(self.policy.next_gamma(), left - 1)
+        self.rounds += 1
         t0 = clock(self.device)
         draft = self._draft(gamma)
         t1 = clock(self.device)
@@ -170,7 +204,7 @@ class SpeculativeDecoder:
             yield Proposed(
                 round=round_index, position=first + i, draft_index=i, token=token, q_x=q_x
             )
-        verdict = self._verify(p_target, draft)
+        verdict = verify_round(p_target, draft, gamma, self.generator, self.rule)
         events, committed = verdict_events(
             round_index, first, draft, verdict, p_target, self.stop_ids
         )
@@ -193,27 +227,20 @@ class SpeculativeDecoder:
         yield summary
 
     def _draft(self, gamma: int) -> Draft:
-        """Ask the drafter for up to gamma tokens (none when gamma is 0)."""
+        """Ask for up to gamma tokens and the rule's lookahead past them (none when gamma is 0)."""
         if gamma == 0:
             empty = torch.empty(0, dtype=torch.long, device=self.device)
             return Draft(tokens=empty, q_draft=torch.empty(0, 0), forward_calls=0)
-        return self.drafter.propose(self.ids, gamma, self.generator, self.stop_ids)
+        asked = gamma + self.rule.lookahead
+        return self.drafter.propose(self.ids, asked, self.generator, self.stop_ids)
 
     def _score(self, draft_tokens: Tensor) -> Tensor:
         """p_target (k+1, V) for each draft position and the bonus position, in one pass."""
         fresh = torch.tensor(self.ids[len(self.target_cache) :], device=self.device)
         k = draft_tokens.shape[0]
         tokens = torch.cat([fresh, draft_tokens.to(self.device)])
-        return self.warp_target(self.target_cache.forward(tokens, keep=k + 1))  # (k+1, V)
-
-    def warp_target(self, logits: Tensor) -> Tensor:
-        """Target logits (..., V) → p_target with the same warping the drafter used."""
-        return logits_to_probs(logits, self.sampling)
-
-    def _verify(self, p_target: Tensor, draft: Draft) -> Verdict:
-        """Apply the acceptance rule to this round's drafts."""
-        q_draft, tokens = draft.q_draft.to(p_target), draft.tokens.to(self.device)
-        return verify(p_target, q_draft, tokens, self.generator, self.rule)
+        logits = self.target_cache.forward(tokens, keep=k + 1)  # (k+1, V)
+        return self.rule.warp_target(logits, self.sampling)
 
 
 def explained(drafter: ExplainsRounds, round_index: int) -> list[Event]:

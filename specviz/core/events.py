@@ -1,4 +1,4 @@
-"""Frozen dataclasses for every decoding event, and lossless JSON-lines in and out.
+"""Frozen dataclasses for every decoding event (specviz.jsonl writes and reads them).
 
 Positions count generated tokens from 0. Probabilities are those of the warped (temperature,
 top-k, top-p) distributions: p for the target, q for the drafter. row is the request an event
@@ -7,12 +7,8 @@ belongs to when a batch is decoded together (specviz.batch), 0 for a single deco
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -249,37 +245,3 @@ Event = (
     | CrossTranslation
 )
 EMITTING = (Accepted, Resampled, Bonus, Sampled)  # each emitted token comes from one of these
-_ALL: tuple[type[Any], ...] = (Prefill, Proposed, TreeProposed, TreeVerified, Accepted, Rejected)
-_ALL += (Resampled, Bonus, Sampled, RoundSummary, Finished, SuffixLookup, CrossTranslation)
-_KINDS: dict[str, type[Any]] = {cls.kind: cls for cls in _ALL}
-
-
-def to_json(event: Event) -> str:
-    """One event as a JSON object with its kind."""
-    return json.dumps({"kind": event.kind, **dataclasses.asdict(event)})
-
-
-def from_json(line: str) -> Event:
-    """Inverse of to_json."""
-    data = {name: _tuples(value) for name, value in json.loads(line).items()}
-    event: Event = _KINDS[data.pop("kind")](**data)
-    return event
-
-
-def _tuples(value: Any) -> Any:
-    """JSON arrays (nested) back to the tuples the events hold."""
-    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
-
-
-def write_jsonl(events: Iterable[Event], path: str | Path) -> None:
-    """Write events to path, one JSON object per line."""
-    with Path(path).open("w", encoding="utf-8") as f:
-        f.writelines(to_json(e) + "\n" for e in events)
-
-
-def read_jsonl(path: str | Path) -> Iterator[Event]:
-    """Read events written by write_jsonl."""
-    with Path(path).open(encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                yield from_json(line)

@@ -23,6 +23,7 @@ from scipy import stats
 
 from specviz.batch.decoding import BatchSpeculativeDecoder
 from specviz.batch.drafters import BatchDrafter, BatchModelDrafter
+from specviz.batch.rule import EXACT_BATCH, BatchRule
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import EMITTING, Event
 from specviz.stats.laws import Outcome, draw, exact_law, plain_sampler
@@ -75,13 +76,14 @@ def batch_sampler(
     speculation: SpeculationConfig,
     k: int,
     stop_ids: Collection[int] = (),
-    decoder_cls: type[BatchSpeculativeDecoder] = BatchSpeculativeDecoder,
+    batch_rule: BatchRule = EXACT_BATCH,
     make_drafter: MakeBatchDrafter | None = None,
 ) -> BatchSampler:
     """seed → each row's first k tokens of one batch decode, row r seeded seed * B + r.
 
     make_drafter(sampling, rows) builds another batch drafter (e.g. build_batch_drafter("ngram",
-    ...)) instead of the draft model's BatchModelDrafter; decoder_cls swaps the decoder (mutants).
+    ...)) instead of the draft model's BatchModelDrafter; batch_rule swaps a piece of the batch
+    round (specviz.batch.rule; the mutants of specviz.stats.batch_mutants).
     """
     check_prompts(prompts)
     rows, vocab = len(prompts), int(target.config.vocab_size)
@@ -93,7 +95,7 @@ def batch_sampler(
             if make_drafter is not None
             else BatchModelDrafter(draft, seeded, vocab, rows)
         )
-        decoder = decoder_cls(
+        decoder = BatchSpeculativeDecoder(
             target,
             drafter,
             prompts,
@@ -101,6 +103,7 @@ def batch_sampler(
             speculation=speculation,
             stop_ids=stop_ids,
             seeds=row_seeds(seed, rows),
+            batch_rule=batch_rule,
         )
         return row_outcomes(list(decoder.events()), rows, k)
 
@@ -199,7 +202,7 @@ def check_batch_setting(
     *,
     n: int,
     alpha: float,
-    decoder_cls: type[BatchSpeculativeDecoder] = BatchSpeculativeDecoder,
+    batch_rule: BatchRule = EXACT_BATCH,
     make_drafter: MakeBatchDrafter | None = None,
     first_seed: int = 0,
     pairs: Sequence[tuple[int, int]] | None = None,
@@ -226,7 +229,7 @@ def check_batch_setting(
             speculation=setting.speculation,
             k=setting.k,
             stop_ids=setting.stop_ids,
-            decoder_cls=decoder_cls,
+            batch_rule=batch_rule,
             make_drafter=make_drafter,
         ),
         n,

@@ -71,18 +71,16 @@ def outcome(events: list[Event], k: int) -> Outcome:
 class Variant:
     """A speculative sampler assembled from swappable pieces; the default is the real one.
 
-    rule, drafter_cls, decoder_cls and make_cache are the pieces of chain speculation;
-    tree_rule and tree_decoder_cls those of tree speculation (used with a tree drafter).
+    rule, drafter_cls and make_cache are the pieces of chain speculation; tree_rule is that of
+    tree speculation (used with a tree drafter).
     """
 
     name: str = "exact"
     description: str = "the real sampler"
     rule: AcceptanceRule = EXACT
     drafter_cls: type[ModelDrafter] = ModelDrafter
-    decoder_cls: type[SpeculativeDecoder] = SpeculativeDecoder
     make_cache: Callable[[Any], CachedForward] | None = None  # None: each component's default
     tree_rule: TreeRule = EXACT_TREE
-    tree_decoder_cls: type[TreeDecoder] = TreeDecoder
 
     @property
     def draft_cache(self) -> Callable[[Any], CachedForward]:
@@ -92,13 +90,12 @@ class Variant:
     @property
     def swaps_chain(self) -> bool:
         """True when a piece of chain speculation is swapped (it then needs a chain drafter)."""
-        chain = (self.rule, self.drafter_cls, self.decoder_cls, self.make_cache)
-        return chain != (EXACT, ModelDrafter, SpeculativeDecoder, None)
+        return (self.rule, self.drafter_cls, self.make_cache) != (EXACT, ModelDrafter, None)
 
     @property
     def swaps_tree(self) -> bool:
         """True when a piece of tree speculation is swapped (it then needs a tree drafter)."""
-        return (self.tree_rule, self.tree_decoder_cls) != (EXACT_TREE, TreeDecoder)
+        return self.tree_rule != EXACT_TREE
 
 
 EXACT_VARIANT = Variant()
@@ -136,8 +133,8 @@ def speculative_sampler(
     """seed → the first k tokens of one speculative decode with that seed.
 
     make_drafter builds another drafter (e.g. n-gram) instead of the variant's draft-model one;
-    a tree drafter (specviz.tree.decoding.TreeDrafter) is decoded by the variant's tree decoder
-    to its own depth (speculation.gamma is then unused) with the variant's tree rule.
+    a tree drafter (specviz.tree.drafter.TreeDrafter) is decoded by the tree decoder to its own
+    depth (speculation.gamma is then unused) with the variant's tree rule.
     """
     vocab = int(target.config.vocab_size)
 
@@ -152,7 +149,7 @@ def speculative_sampler(
         if isinstance(drafter, TreeDrafter):
             if make_policy is not None:
                 raise ValueError("a gamma policy applies to chain drafters: a tree has its depth")
-            tree_decoder = variant.tree_decoder_cls(
+            tree_decoder = TreeDecoder(
                 target,
                 drafter,
                 prompt_ids,
@@ -162,7 +159,7 @@ def speculative_sampler(
                 rule=variant.tree_rule,
             )
             return outcome(list(tree_decoder.events()), k)
-        decoder = variant.decoder_cls(
+        decoder = SpeculativeDecoder(
             target,
             drafter,
             prompt_ids,

@@ -1,4 +1,5 @@
-"""Known bugs from the field, each the real sampler with one piece swapped (negative controls).
+"""Known bugs from the field, each the real sampler with one piece swapped (negative controls):
+a field of a rule (AcceptanceRule, TreeRule), a drafter's draw, or the cache.
 
 MUTANTS swap a piece of chain speculation and need a chain drafter; TREE_MUTANTS swap a piece
 of tree speculation (specviz.tree) and need a tree drafter.
@@ -12,22 +13,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from specviz.core.acceptance import (
-    AcceptanceRule,
-    Verdict,
-    deterministic_step,
-    sampled_step,
-    verify,
-)
+from specviz.core.acceptance import AcceptanceRule, Verdict, deterministic_step, sampled_step
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig
-from specviz.core.decoding import SpeculativeDecoder
-from specviz.core.drafter import Draft
 from specviz.core.sampling import logits_to_probs, sample, uniform
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.shared_exit import SharedExit
 from specviz.stats.laws import Variant
-from specviz.tree.decoding import TreeDecoder
+from specviz.tree.drafter import TreeCache
 from specviz.tree.verify import TYPICAL, TreeRule
 
 
@@ -49,30 +42,16 @@ class UnprocessedQ(ModelDrafter):
         return token, torch.softmax(logits.to(torch.float64), dim=-1)
 
 
-class TargetUnwarped(SpeculativeDecoder):
-    """Temperature/top-k/top-p applied to the draft only, never to the target (vLLM #9834)."""
-
-    def warp_target(self, logits: Tensor) -> Tensor:
-        """Target p at temperature 1 with no filters."""
-        return logits_to_probs(logits, SamplingConfig(temperature=1.0))
+def _unwarped_target(logits: Tensor, sampling: SamplingConfig) -> Tensor:
+    """Target p at temperature 1 with no filters, whatever the sampling config says."""
+    return logits_to_probs(logits, SamplingConfig(temperature=1.0))
 
 
-class BonusFromDraft(SpeculativeDecoder):
-    """After a full accept, the bonus token is the draft's next sample (from q, not p)."""
-
-    def _draft(self, gamma: int) -> Draft:
-        """Draft one token more than will be verified."""
-        self._verified = gamma
-        return super()._draft(gamma + 1 if gamma else 0)
-
-    def _verify(self, p_target: Tensor, draft: Draft) -> Verdict:
-        """Verify the first gamma drafts; a full accept emits draft token gamma + 1."""
-        g = min(self._verified, draft.tokens.shape[0])
-        q_draft, tokens = draft.q_draft.to(p_target), draft.tokens.to(self.device)
-        verdict = verify(p_target[: g + 1], q_draft[:g], tokens[:g], self.generator, self.rule)
-        if verdict.is_bonus and tokens.shape[0] > g:
-            return dataclasses.replace(verdict, next_token=int(tokens[g]), next_dist=q_draft[g])
-        return verdict
+def _bonus_from_draft(verdict: Verdict, spare: Tensor, spare_q: Tensor) -> Verdict:
+    """After a full accept, the draft's next token (spare[0], drawn from q) is the bonus."""
+    if verdict.is_bonus and spare.shape[0] > 0:
+        return dataclasses.replace(verdict, next_token=int(spare[0]), next_dist=spare_q[0])
+    return verdict
 
 
 class OffByOneCache(KVCache):
@@ -125,12 +104,12 @@ MUTANTS: tuple[Variant, ...] = (
     Variant(
         name="bonus_from_q",
         description="bonus token sampled from the draft's q instead of the target's p",
-        decoder_cls=BonusFromDraft,
+        rule=AcceptanceRule(lookahead=1, bonus=_bonus_from_draft),
     ),
     Variant(
         name="target_unwarped",
         description="temperature / top-k / top-p applied to the draft only (vLLM #9834)",
-        decoder_cls=TargetUnwarped,
+        rule=AcceptanceRule(warp_target=_unwarped_target),
     ),
     Variant(
         name="cache_one_too_few",
@@ -192,12 +171,9 @@ def _deterministic_kept_r(r: Tensor, q: Tensor, x: int) -> tuple[Tensor, Tensor]
     return deterministic_step(r, q, x)[0], r
 
 
-class RejectedKeysKept(TreeDecoder):
-    """Leaves the whole tree in the target's cache after a round: the next round's tokens also
+def _keep_every_node(cache: TreeCache, base: int, path: tuple[int, ...]) -> None:
+    """Leave the whole tree in the target's cache after a round: the next round's tokens also
     attend to the rejected branches' keys (the committed count still advances by the path)."""
-
-    def _compact(self, base: int, path: tuple[int, ...]) -> None:
-        """Keep every position, rejected nodes included."""
 
 
 TREE_MUTANTS: tuple[Variant, ...] = (
@@ -224,7 +200,7 @@ TREE_MUTANTS: tuple[Variant, ...] = (
     Variant(
         name="tree_rejected_keys_kept",
         description="the rejected branches' keys left in the target's KV cache",
-        tree_decoder_cls=RejectedKeysKept,
+        tree_rule=TreeRule(name="rejected_keys_kept", compact=_keep_every_node),
     ),
 )
 

@@ -17,14 +17,20 @@ from transformers import PretrainedConfig
 
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, check_max_new_tokens
-from specviz.core.decoding import clock, explained, make_generator, resampled
+from specviz.core.decoding import (
+    clock,
+    end_reason,
+    explained,
+    make_generator,
+    resampled,
+    run_rounds,
+)
 from specviz.core.drafter import ExplainsRounds, SharesTargetCache
 from specviz.core.events import (
     Accepted,
     Bonus,
     Event,
     Finished,
-    Prefill,
     Rejected,
     Resampled,
     RoundSummary,
@@ -101,6 +107,7 @@ class TreeDecoder:
         self.cached = 0  # committed positions in the target's cache
         self.generator = make_generator(sampling, self.device)
         self.explains = drafter if isinstance(drafter, ExplainsRounds) else None
+        self.rounds = 0  # rounds run so far
 
     @property
     def new_tokens(self) -> int:
@@ -109,25 +116,25 @@ class TreeDecoder:
 
     def events(self) -> Iterator[Event]:
         """Run to EOS or max_new_tokens, yielding every event as it happens."""
-        start = clock(self.device)
-        t0 = clock(self.device)
-        self.drafter.prefill(self.ids[:-1])
-        yield Prefill(
-            prompt_tokens=len(self.ids), target_seconds=0.0, draft_seconds=clock(self.device) - t0
-        )
-        round_index, reason = 0, "max_new_tokens"
-        while (remaining := self.max_new_tokens - self.new_tokens) > 0:
-            yield from self._round(round_index, min(self.drafter.depth, remaining - 1))
-            round_index += 1
-            if self.ids[-1] in self.stop_ids:
-                reason = "eos"
-                break
-        yield Finished(
-            reason=reason, new_tokens=self.new_tokens, seconds=clock(self.device) - start
-        )
+        return run_rounds(self, self.device)
 
-    def _round(self, round_index: int, depth: int) -> Iterator[Event]:
+    def prefill(self) -> list[int]:
+        """Cache all prompt tokens but the last in the drafter; the prompt's length."""
+        self.drafter.prefill(self.ids[:-1])
+        return [len(self.ids)]
+
+    def finish(self, seconds: float) -> list[Finished]:
+        """The Finished event once the decode has ended, else none."""
+        left = self.max_new_tokens - self.new_tokens
+        if (reason := end_reason(self.ids[-1], left, self.stop_ids)) is None:
+            return []
+        return [Finished(reason=reason, new_tokens=self.new_tokens, seconds=seconds)]
+
+    def round(self) -> Iterator[Event]:
         """Draft a tree, score it in one pass, walk it, emit, keep the path in both caches."""
+        round_index, left = self.rounds, self.max_new_tokens - self.new_tokens
+        depth = min(self.drafter.depth, left - 1)
+        self.rounds += 1
         t0 = clock(self.device)
         tree = self._draft(depth)
         t1 = clock(self.device)
@@ -147,7 +154,7 @@ class TreeDecoder:
         )
         verdict = verify_tree(p_target, tree, self.generator, self.rule)
         emitted = yield from self._emit(round_index, tree, verdict, p_target)
-        self._compact(held + fresh, verdict.path)
+        self.rule.compact(self.target_cache, held + fresh, verdict.path)
         self.cached += fresh + len(verdict.path)
         self.drafter.rollback(len(self.ids))
         yield RoundSummary(
@@ -187,11 +194,6 @@ class TreeDecoder:
             visible=visible.to(self.device),
         )
         return logits_to_probs(logits, self.sampling)
-
-    def _compact(self, base: int, path: tuple[int, ...]) -> None:
-        """Keep the cache's first `base` positions and the kept path's; drop every other node."""
-        keep = torch.cat([torch.arange(base), base + torch.tensor(path, dtype=torch.long)])
-        self.target_cache.keep_only(keep)
 
     def _emit(
         self, round_index: int, tree: TokenTree, verdict: TreeVerdict, p_target: Tensor

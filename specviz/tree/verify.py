@@ -20,18 +20,33 @@ from torch import Tensor
 
 from specviz.core.acceptance import Step, deterministic_step, sampled_step, typical_step
 from specviz.core.sampling import sample, uniform
+from specviz.tree.drafter import TreeCache
 from specviz.tree.proposal import TokenTree
+
+
+def keep_path(cache: TreeCache, base: int, path: tuple[int, ...]) -> None:
+    """Keep the cache's first `base` positions (the prefix and the fresh tokens) and the kept
+    path's nodes (node i sits at base + i); drop every other node."""
+    keep = torch.cat([torch.arange(base), base + torch.tensor(path, dtype=torch.long)])
+    cache.keep_only(keep)
 
 
 @dataclass(frozen=True, kw_only=True)
 class TreeRule:
-    """The swappable pieces of tree verification; only exact rules follow the target's law."""
+    """The swappable pieces of tree verification; only exact rules follow the target's law.
+
+    sampled and deterministic are the steps for children drawn from q and for children chosen
+    without sampling; uniforms(k, generator, like) draws the k uniforms of one node's children;
+    compact(cache, base, path) cuts the target's cache after a verdict, base being the
+    positions before the tree's first node and path the kept nodes.
+    """
 
     name: str = "exact"
     exact: bool = True
     sampled: Step = sampled_step
     deterministic: Step = deterministic_step
     uniforms: Callable[[int, torch.Generator, Tensor], Tensor] = uniform
+    compact: Callable[[TreeCache, int, tuple[int, ...]], None] = keep_path
 
 
 EXACT_TREE = TreeRule()

@@ -42,7 +42,6 @@ from specviz.app.views.form import (
 from specviz.bench.report import load_result_view
 from specviz.bench.summary import gamma_curves, policies_vs_best_fixed, summarize
 from specviz.cli import main as specviz_main
-from specviz.core.events import read_jsonl
 from specviz.drafters import early_exit
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.registry import (
@@ -58,6 +57,7 @@ from specviz.drafters.trimmed import save_ranking
 from specviz.heads.eagle import EagleHead, EagleShape
 from specviz.heads.medusa import MedusaHeads
 from specviz.heads.weights import save_head
+from specviz.jsonl import read_jsonl
 from specviz.models.loading import ModelLoadError
 from specviz.results.records import Record, RequestMetrics
 from specviz.results.setting import BenchSetting

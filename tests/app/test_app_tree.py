@@ -17,9 +17,10 @@ from specviz.app.tabs import results
 from specviz.app.tabs.decode_panels import MAIN, RACE
 from specviz.app.tabs.lab import MODELS, TOY, lab_pair
 from specviz.app.views.form import DEFAULTS, TREE_DRAFTERS, TREE_RULE_CHOICES
-from specviz.core.events import Rejected, TreeProposed, read_jsonl
+from specviz.core.events import Rejected, TreeProposed
 from specviz.drafters.registry import REGISTRY
 from specviz.drafters.registry import TREE_DRAFTERS as REGISTERED_TREES
+from specviz.jsonl import read_jsonl
 from specviz.stats.lab import REAL, equivalence_tests, samplers
 from specviz.stats.laws import draw
 from specviz.stats.testing import estimated_power

@@ -25,9 +25,8 @@ from specviz.core.events import (
     RoundSummary,
     TreeProposed,
     TreeVerified,
-    from_json,
-    to_json,
 )
+from specviz.jsonl import from_json, to_json
 from specviz.tree.proposal import TokenTree
 
 # Round 0: two children of the root (#0, #1), #0 has #2 and #3, #1 has #4, #2 has #5.

@@ -10,7 +10,8 @@ import pytest
 from specviz.api import speculative_generate
 from specviz.cli import main
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.events import Finished, read_jsonl
+from specviz.core.events import Finished
+from specviz.jsonl import read_jsonl
 
 from ..conftest import PairFactory, save_pair
 

@@ -9,9 +9,10 @@ from specviz.batch.decoding import BatchSpeculativeDecoder, batch_autoregressive
 from specviz.batch.drafters import BatchModelDrafter, build_batch_drafter
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import SpeculativeDecoder, autoregressive_events
-from specviz.core.events import EMITTING, Event, Finished, RoundSummary, from_json, to_json
+from specviz.core.events import EMITTING, Event, Finished, RoundSummary
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
+from specviz.jsonl import from_json, to_json
 
 from ..conftest import VOCAB, PairFactory
 

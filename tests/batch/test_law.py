@@ -17,6 +17,7 @@ import torch
 
 from specviz.batch.decoding import BatchSpeculativeDecoder
 from specviz.batch.drafters import BatchDrafter, build_batch_drafter
+from specviz.batch.rule import EXACT_BATCH, BatchRule
 from specviz.core.config import SamplingConfig
 from specviz.core.events import RoundSummary
 from specviz.stats.batch import (
@@ -25,7 +26,7 @@ from specviz.stats.batch import (
     independence,
     row_seeds,
 )
-from specviz.stats.batch_mutants import MUTANTS, BatchMutant, CacheCutToOtherRow
+from specviz.stats.batch_mutants import CACHE_CUT_TO_OTHER_ROW, MUTANTS, BatchMutant
 from specviz.stats.laws import speculative_sampler
 from specviz.stats.suite import default_settings, family_adjusted
 from specviz.stats.testing import TestResult as Result
@@ -74,7 +75,7 @@ def _check(
     target: Any,
     draft: Any,
     config: Config,
-    decoder_cls: type[BatchSpeculativeDecoder] = BatchSpeculativeDecoder,
+    batch_rule: BatchRule = EXACT_BATCH,
     **kwargs: Any,
 ) -> list[Result]:
     """The family of tests of one configuration, Holm-adjusted."""
@@ -86,7 +87,7 @@ def _check(
             SETTINGS[config.setting],
             n=config.n,
             alpha=ALPHA,
-            decoder_cls=decoder_cls,
+            batch_rule=batch_rule,
             **kwargs,
         )
     )
@@ -122,7 +123,7 @@ def test_exact_batch_decoder_passes(toy: Pair, name: str) -> None:
 def test_each_batch_mutant_is_rejected(toy: Pair, mutant: BatchMutant) -> None:
     target, draft = toy
     config_name, caught_by = SHOWS_IN[mutant.name]
-    results = _check(target, draft, CONFIGS[config_name], mutant.decoder_cls)
+    results = _check(target, draft, CONFIGS[config_name], mutant.rule)
     assert _failed(results), f"{mutant.name} slipped through"
     best = _best_power(results, caught_by)
     assert best >= 0.99, f"{mutant.name}: estimated power {best:.3f} ({_failed(results)})"
@@ -139,7 +140,7 @@ def test_ngram_batch_drafter_passes_and_its_cache_mixup_is_caught(toy: Pair) -> 
 
     exact = _check(target, draft, config, make_drafter=ngram)
     assert not _failed(exact), _failed(exact)
-    broken = _check(target, draft, config, CacheCutToOtherRow, make_drafter=ngram)
+    broken = _check(target, draft, config, CACHE_CUT_TO_OTHER_ROW, make_drafter=ngram)
     assert _best_power(broken, "vs exact law") >= 0.99, _failed(broken)
     prompts = [list(p) for p in config.prompts]
     setting = SETTINGS[config.setting]
@@ -162,7 +163,7 @@ def test_tiny_llama_rows_are_exact_and_a_cache_mixup_is_caught(pair: PairFactory
     exact = _check(target, draft, config)
     assert not _failed(exact), _failed(exact)
     assert sum("vs exact law" in r.name for r in exact) == 2
-    broken = _check(target, draft, config, CacheCutToOtherRow)
+    broken = _check(target, draft, config, CACHE_CUT_TO_OTHER_ROW)
     assert _best_power(broken, "vs exact law") >= 0.99, _failed(broken)
 
 

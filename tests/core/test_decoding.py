@@ -20,10 +20,9 @@ from specviz.core.events import (
     Rejected,
     Resampled,
     RoundSummary,
-    read_jsonl,
-    write_jsonl,
 )
 from specviz.drafters.model import ModelDrafter
+from specviz.jsonl import read_jsonl, write_jsonl
 
 from ..conftest import EOS, PairFactory
 

@@ -19,15 +19,12 @@ from specviz.core.events import (
     RoundSummary,
     SuffixLookup,
     TreeProposed,
-    from_json,
-    read_jsonl,
-    to_json,
-    write_jsonl,
 )
 from specviz.drafters.registry import CROSS_TOKENIZER_DRAFTERS, DrafterOptions, build_drafter
 from specviz.drafters.suffix import SuffixConfig, SuffixDrafter
 from specviz.drafters.suffix_explain import CANDIDATES, continuations
 from specviz.drafters.suffix_memory import SuffixMemory
+from specviz.jsonl import from_json, read_jsonl, to_json, write_jsonl
 
 from ..conftest import PairFactory
 from .cross_pairs import TOKENIZERS, tiny_llama

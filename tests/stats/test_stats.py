@@ -122,7 +122,7 @@ def _runs(
     for seed in range(n):
         seeded = SamplingConfig(temperature=sampling.temperature, seed=seed)
         drafter = variant.drafter_cls(draft, seeded, 6)
-        decoder = variant.decoder_cls(
+        decoder = SpeculativeDecoder(
             target,
             drafter,
             PROMPT,

@@ -19,14 +19,13 @@ from specviz.core.events import (
     RoundSummary,
     TreeProposed,
     TreeVerified,
-    from_json,
-    to_json,
 )
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.registry import DrafterOptions, build_drafter
 from specviz.drafters.tree_model import TreeModelDrafter, TreeShape
 from specviz.drafters.tree_ngram import TreeNgramDrafter
 from specviz.gamma.policies import make_policy
+from specviz.jsonl import from_json, to_json
 from specviz.tree.decoding import TreeDecoder
 from specviz.tree.drafter import ChainAsTree, TreeDrafter
 from specviz.tree.verify import TYPICAL

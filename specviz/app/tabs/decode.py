@@ -24,8 +24,8 @@ from specviz.app.session import NO_PROGRESS, Session, decoder
 from specviz.app.tabs.decode_panels import MAIN, RACE, DecodePanels
 from specviz.app.views.form import FIELDS, Settings, as_int, settings_from
 from specviz.app.wiring import NO_API, callback, form_only, outputs
-from specviz.core.events import write_jsonl
 from specviz.gamma.policies import CostModel, make_policy
+from specviz.jsonl import write_jsonl
 from specviz.models.chat import prompt_format, prompt_ids
 from specviz.models.loading import ModelPair
 
