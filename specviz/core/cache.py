@@ -12,11 +12,11 @@ All version differences live in this module.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import torch
 from torch import Tensor
-from transformers import DynamicCache, PretrainedConfig
+from transformers import DynamicCache
 
 
 class KVCache:
@@ -79,8 +79,7 @@ class KVCache:
         """
         if self.sliding:  # a tree's own mask would replace the window
             raise ValueError("tree verification cannot compact a sliding-window cache")
-        layer: Any
-        for layer in self.kv.layers:
+        for layer in cast(list[Any], self.kv.layers):
             if layer.is_initialized and layer.keys.numel():
                 layer.keys = layer.keys.index_select(-2, indices.to(layer.keys.device))
                 layer.values = layer.values.index_select(-2, indices.to(layer.values.device))
@@ -88,10 +87,8 @@ class KVCache:
 
 def has_sliding_window(config: Any) -> bool:
     """Whether a model's config gives some layer a sliding attention window."""
-    if not isinstance(config, PretrainedConfig):
-        return False  # toy models
-    types = getattr(config, "layer_types", None)
-    return "sliding_attention" in types if types else bool(getattr(config, "sliding_window", None))
+    types = getattr(config, "layer_types", None) or ()  # toy models: no config
+    return "sliding_attention" in types if types else bool(getattr(config, "sliding_window", 0))
 
 
 def additive_mask(visible: Tensor, model: Any) -> Tensor:
