@@ -39,6 +39,7 @@ from specviz.models.loading import (
     resolve,
 )
 from specviz.runtime import HelpFormatter, add_threads_argument
+from specviz.tune.defaults import resolve_defaults
 
 PROMPT_FORMATS = {"chat": "through the chat template", "raw": "as raw text"}  # meta's wording
 LEVERS_FORWARD = "transformers (--levers: every lever's target; int8 weights through torchao)"
@@ -281,6 +282,7 @@ def run_bench(args: argparse.Namespace) -> int:
         "price_per_hour": args.price_per_hour,
         "prompt_format": fmt,
         "command": shlex.join(["specviz", *sys.argv[1:]]),
+        "profile": run_profile(args),
     }
     if any(d in HEAD_DRAFTERS for d in drafters):  # whose features the heads were trained on
         meta["heads"] = args.heads or "shipped (specviz/assets/heads)"
@@ -305,6 +307,14 @@ def run_bench(args: argparse.Namespace) -> int:
         print(study.render(payload[study.key], args.price_per_hour))
     print(f"prompts {PROMPT_FORMATS[fmt]}; wrote {args.out} and {args.html}")
     return 0
+
+
+def run_profile(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The tuned profile of this machine for the target and the first --draft, which
+    `specviz generate` and the app read (specviz.tune.defaults): its path and content, or None
+    where there is none (or none that applies). The bench runs on its own flags all the same."""
+    draft = (args.draft or [BUNDLED])[0]
+    return resolve_defaults(args.target, draft, args.dtype, device=args.device, warn=say).meta()
 
 
 def saved_result(

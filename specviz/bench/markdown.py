@@ -232,7 +232,8 @@ def render(result: dict[str, Any], title: str) -> str:
             f", prompts: {meta['prompt_format']}"
             if meta.get("prompt_format", "raw") != "raw"
             else ""
-        ),
+        )
+        + (f", tuned profile: {Path(meta['profile']['path']).name}" if meta.get("profile") else ""),
         "",
     ]
     if result["summary"]:  # a batch sweep alone has no per-request records
