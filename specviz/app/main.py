@@ -128,6 +128,16 @@ def log_to_terminal() -> None:
     logger.setLevel(logging.INFO)
 
 
+def startup_defaults(target: str, draft: str, dtype: str, threads: int | None) -> Defaults:
+    """The app's forward path for the pair it starts on (specviz.tune.defaults: the tuned
+    profile's, else the shipped DEFAULT_CONFIG's), and torch's threads set once for the whole
+    process: threads where given (--threads), else the defaults'."""
+    defaults = resolve_defaults(target, draft, dtype, warn=log.warning)
+    used = set_threads(defaults.threads if threads is None else threads)
+    log.info("target forward: %s (%s); threads: %d", defaults.forward, defaults.source, used)
+    return defaults
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse flags, set torch's threads once, build the app and serve it until interrupted."""
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
@@ -160,9 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.results is not None and not Path(args.results).is_dir():
         parser.error(f"--results {args.results}: no such folder")
     log_to_terminal()
-    defaults = resolve_defaults(args.target, args.draft, args.dtype, warn=log.warning)
-    threads = set_threads(defaults.threads if args.threads is None else args.threads)  # once
-    log.info("target forward: %s (%s); threads: %d", defaults.forward, defaults.source, threads)
+    defaults = startup_defaults(args.target, args.draft, args.dtype, args.threads)
     folder = results.DEFAULT_RESULTS if args.results is None else args.results
     app = SpecVizApp(
         args.target, args.draft, args.dtype, heads=args.heads, results_dir=folder,
