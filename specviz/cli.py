@@ -527,12 +527,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if replay is not None:  # `specviz bench replay`: a parser of its own
         return replay_main(replay)
     args = build_parser().parse_args(bench_cli.study_argv(given))
-    defaults = generate_defaults(args) if args.command == "generate" else None
-    threads = getattr(args, "threads", None)  # tune sets its own, per measurement
-    if threads is None and defaults is not None:
-        threads = defaults.threads
-    set_threads(threads)  # once, for the whole process (specviz.runtime)
     try:
+        defaults = generate_defaults(args) if args.command == "generate" else None
+        threads = getattr(args, "threads", None)  # tune sets its own, per measurement
+        if threads is None and defaults is not None:
+            threads = defaults.threads
+        set_threads(threads)  # once, for the whole process (specviz.runtime)
         if args.command == "bench":
             return bench_cli.run_bench(args)
         if args.command == "tune":

@@ -7,7 +7,9 @@ speculation (a step timed alone, back to back, would find the draft's weights st
 caches). The context stays the prompt: each pass is cropped away before the next. The first
 WARMUP rounds are not timed; the profile keeps the medians of the rest. The target loads once,
 on the weights as stored; it is measured on transformers' forward, then packed for oneDNN in
-place (the draft too) and measured on the packed and lean paths.
+place (the draft too) and measured on the packed and lean paths. Where packing does not apply
+(packing_problem), the packed path is skipped and the lean one runs on the weights as loaded,
+as `specviz generate --lean-target` would.
 """
 
 from __future__ import annotations

@@ -80,7 +80,8 @@ def _model_id(spec: str) -> str:
     path = Path(spec).expanduser()
     if path.exists():
         full = str(path.resolve())
-        return f"{_slug(path.resolve().name, 32)}-{hashlib.sha256(full.encode()).hexdigest()[:8]}"
+        digest = hashlib.sha256(os.fsencode(full)).hexdigest()[:8]
+        return f"{_slug(path.resolve().name, 32)}-{digest}"
     return _slug(spec)
 
 
