@@ -105,7 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--dtype", default="float32", choices=sorted(DTYPES), help="weights' and compute dtype"
     )
     gen.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
-    add_threads_argument(gen, default=f"{PROFILE_NOTE}'s, else OMP_NUM_THREADS where set, else 1")
+    add_threads_argument(
+        gen,
+        default="the tuned profile's, where `specviz tune` saved one for this machine and the "
+        "pair, else OMP_NUM_THREADS where set, else 1",
+    )
     gen.add_argument(
         "--no-pack",
         action="store_true",
