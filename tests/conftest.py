@@ -94,7 +94,7 @@ def one_thread() -> Iterator[None]:
 @pytest.fixture(scope="session", autouse=True)
 def no_tuned_profiles(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Every test starts without a tuned profile (specviz.tune), whatever this machine's user
-    cache holds: the profiles' folder is an empty one of the session's own."""
+    cache holds: the profiles' folder is an empty one made for this test run."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SPECVIZ_PROFILES", str(tmp_path_factory.mktemp("profiles")))
         yield
