@@ -1,5 +1,6 @@
 """Command line: `specviz generate` decodes and reports; `specviz verify` runs the suite;
-`specviz bench` measures; `specviz app` serves the app."""
+`specviz bench` measures; `specviz tune` profiles this machine for a pair; `specviz app` serves
+the app."""
 
 from __future__ import annotations
 
@@ -56,6 +57,11 @@ from specviz.models.loading import (
 from specviz.runtime import HelpFormatter, add_threads_argument, set_threads, utf8_text
 from specviz.stats import cli as verify_cli
 from specviz.tree.verify import EXACT_TREE, TYPICAL
+from specviz.tune import cli as tune_cli
+from specviz.tune.defaults import SHIPPED, Defaults, lean_applies, resolve_defaults
+from specviz.tune.profile import profiles_dir
+
+PROFILE_NOTE = "the tuned profile of this machine and the pair, where `specviz tune` saved one"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen = sub.add_parser(
         "generate",
         help="decode a prompt speculatively and report each round",
-        description="Decode a prompt speculatively and report each round.",
+        description="Decode a prompt speculatively and report each round. The target's forward "
+        "(--lean-target, --no-pack) and --threads default to "
+        f"{PROFILE_NOTE} (in {profiles_dir()}), else to {SHIPPED}'s.",
         formatter_class=HelpFormatter,
     )
     gen.add_argument("--target", default=BUNDLED, help=MODEL_SPEC_HELP)
@@ -97,18 +105,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--dtype", default="float32", choices=sorted(DTYPES), help="weights' and compute dtype"
     )
     gen.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
-    add_threads_argument(gen)
+    add_threads_argument(
+        gen,
+        default="the tuned profile's, where `specviz tune` saved one for this machine and the "
+        "pair, else OMP_NUM_THREADS where set, else 1",
+    )
     gen.add_argument(
         "--no-pack",
         action="store_true",
-        help="no oneDNN weight pre-packing on CPU",
+        help=f"no oneDNN weight pre-packing on CPU (default: packing, unless {PROFILE_NOTE} "
+        "chose transformers' forward on unpacked weights)",
     )
     gen.add_argument(
         "--lean-target",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="run the target through specviz.fast.lean's forward (packed Llama targets; else "
-        f"as is); default: {DEFAULT_CONFIG.forward}'s where the drafter takes it",
+        f"as is); default: the forward of {PROFILE_NOTE}, else {DEFAULT_CONFIG.forward}'s, "
+        "where the drafter takes it",
     )
     gen.add_argument("--plain", action="store_true", help="plain target decoding (no draft)")
     gen.add_argument(
@@ -206,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the app: watch speculative decoding token by token, and saved bench results "
         "(`specviz app --help`; `python app.py` is the same)",
     )
+    tune_cli.add_parser(sub)
     return parser
 
 
@@ -338,12 +353,34 @@ def _stderr(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def apply_defaults(args: argparse.Namespace) -> None:
+def generate_defaults(args: argparse.Namespace) -> Defaults:
+    """The forward path and threads of this run where its flags do not choose: the tuned
+    profile's for this machine and pair, else the shipped DEFAULT_CONFIG's
+    (specviz.tune.defaults.resolve_defaults; an unusable profile is ignored with a message)."""
+    defaults = resolve_defaults(
+        args.target, args.draft, args.dtype, plain=args.plain, device=args.device, warn=_warn
+    )
+    if defaults.path is not None:
+        _stderr(
+            f"specviz: defaults from {defaults.source}: the {defaults.forward} forward on "
+            f"{defaults.threads} thread(s), where no flag chooses"
+        )
+    return defaults
+
+
+def _warn(message: str) -> None:
+    """A warning on standard error."""
+    _stderr(f"specviz: {message}")
+
+
+def apply_defaults(args: argparse.Namespace, defaults: Defaults | None = None) -> None:
     """Fill what the flags leave unset from the registry's DEFAULT_CONFIG: the drafter (its
     batched drafter under --batch; a cross-tokenizer drafter, CROSS_DRAFTER, for a draft whose
-    tokenizer differs from the target's), and the lean target forward where the drafter takes it
-    (not a tree verified through transformers' 4D mask, not early-exit-shared, which verifies
-    through its own forward, not a batched decode)."""
+    tokenizer differs from the target's); and from defaults (None: generate_defaults(args)),
+    the target's forward where neither --[no-]lean-target nor --no-pack chooses it: lean where
+    the drafter takes it (specviz.tune.defaults.lean_applies; never a batched decode), unpacked
+    weights for the "transformers" path."""
+    defaults = defaults or generate_defaults(args)
     if args.drafter is None and not args.plain and args.batch is None and _other_tokenizer(args):
         print(
             f"specviz: the draft's tokenizer differs from the target's: drafting with "
@@ -363,11 +400,11 @@ def apply_defaults(args: argparse.Namespace) -> None:
             )
             name = spec.untrimmed
         args.drafter = name
+    if args.lean_target is None and not args.no_pack:
+        args.no_pack = not defaults.pack
     if args.lean_target is None:
-        spec = drafter_spec(args.drafter)
-        own_forward = (spec.tree or spec.shares_target_cache) and spec.head is None
-        takes = args.batch is None and (args.plain or not own_forward)
-        args.lean_target = DEFAULT_CONFIG.forward == "lean" and takes
+        takes = args.batch is None and (args.plain or lean_applies(args.drafter))
+        args.lean_target = defaults.lean and takes
 
 
 def load_memory(args: argparse.Namespace) -> SuffixMemory | None:
@@ -406,14 +443,15 @@ def check_tree_flags(args: argparse.Namespace) -> None:
         )
 
 
-def run_generate(args: argparse.Namespace) -> int:
-    """Validate, load, decode, report."""
+def run_generate(args: argparse.Namespace, defaults: Defaults | None = None) -> int:
+    """Validate, load, decode, report (defaults: the forward where no flag chooses; None:
+    generate_defaults(args))."""
     sampling = SamplingConfig(
         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed
     )
     speculation = SpeculationConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens)
     text = prompt_text(args)
-    apply_defaults(args)
+    apply_defaults(args, defaults)
     policy = make_policy(args.gamma_policy, speculation.gamma)  # validated before loading
     if args.lean_target and args.drafter == "early-exit-shared" and not args.plain:
         raise ValueError(
@@ -506,15 +544,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if given[:1] == ["app"]:
         return run_app(given[1:])
     command = bench_cli.command(given)  # `specviz bench replay ...`: a parser of its own
-    if command is None:
-        args = build_parser().parse_args(bench_cli.study_argv(given))
-        set_threads(args.threads)  # once, for the whole process (specviz.runtime)
     try:
         if command is not None:
             return command()
+        args = build_parser().parse_args(bench_cli.study_argv(given))
+        defaults = generate_defaults(args) if args.command == "generate" else None
+        threads = getattr(args, "threads", None)  # tune sets its own, per measurement
+        if threads is None and defaults is not None:
+            threads = defaults.threads
+        set_threads(threads)  # once, for the whole process (specviz.runtime)
         if args.command == "bench":
             return bench_cli.run_bench(args)
-        return verify_cli.run_verify(args) if args.command == "verify" else run_generate(args)
+        if args.command == "tune":
+            return tune_cli.run_tune(args)
+        if args.command == "verify":
+            return verify_cli.run_verify(args)
+        return run_generate(args, defaults)
     except (ValueError, ModelLoadError) as err:
         print(f"specviz: error: {err}", file=sys.stderr)
         return 2

@@ -59,14 +59,16 @@ def threads_type(text: str) -> int:
         ) from None
 
 
-def add_threads_argument(parser: argparse.ArgumentParser) -> None:
-    """The --threads option of an entry point (applied with set_threads)."""
+def add_threads_argument(parser: argparse.ArgumentParser, default: str | None = None) -> None:
+    """The --threads option of an entry point (applied with set_threads); default: what its
+    help names as the default (None: OMP_NUM_THREADS where set, else DEFAULT_THREADS)."""
+    default = default or f"OMP_NUM_THREADS where set, else {DEFAULT_THREADS}"
     parser.add_argument(
         "--threads",
         type=threads_type,
         metavar="N",
-        help=f"CPU threads for torch's operators (default: OMP_NUM_THREADS where set, else "
-        f"{DEFAULT_THREADS}); more than 1 is faster only on cores no other process is using",
+        help=f"CPU threads for torch's operators (default: {default}); more than 1 is faster "
+        "only on cores no other process is using",
     )
 
 

@@ -24,6 +24,7 @@ from specviz.core.decoding import clock
 from specviz.tree.decoding import tree_inputs
 from specviz.tree.proposal import top_k_shape
 
+PASS_PROMPT = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'  # passes' prefix
 TARGET = "target"  # the target's passes among batch_pass_timings' (the others: each drafter's)
 Pass = tuple[Any, Any, dict[str, Any], Any]  # (cache, its input, forward's keywords, held)
 

@@ -91,6 +91,15 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(before)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_tuned_profiles(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every test starts without a tuned profile (specviz.tune), whatever this machine's user
+    cache holds: the profiles' folder is an empty one made for this test run."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPECVIZ_PROFILES", str(tmp_path_factory.mktemp("profiles")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def tokenizer() -> PreTrainedTokenizerFast:
     return char_tokenizer()

@@ -21,10 +21,12 @@ from specviz.core.events import Accepted, Prefill
 from specviz.heads import weights
 from specviz.jsonl import read_jsonl
 from specviz.runtime import DEFAULT_THREADS, set_threads
+from specviz.tune.profile import Choice
 
 from .bench.random_heads import save_random_heads
 from .conftest import VOCAB, PairFactory, save_pair, tiny_model
 from .templated import as_chat, templated_tokenizer
+from .tune.profiles import make_profile, write_profile
 
 
 @pytest.fixture(scope="module")
@@ -417,6 +419,34 @@ def test_threads_is_applied_once_by_the_entry_point(folders) -> None:
         ("--threads", "3", None): 3,
         ("--threads", "3", "2"): 3,
     }
+
+
+def test_generate_takes_its_threads_from_a_tuned_profile(folders, tmp_path) -> None:
+    """In a process of its own: with no --threads, the profile of this machine and the pair
+    sets the threads (and says so); --threads still wins."""
+    speculative = Choice(forward="packed", threads=2)
+    write_profile(tmp_path, make_profile(*map(str, folders), "float32", speculative=speculative))
+    script = (
+        "import sys, torch\n"
+        "from specviz.cli import main\n"
+        "assert main(sys.argv[1:]) == 0\n"
+        "print(torch.get_num_threads())\n"
+    )
+    env = {k: v for k, v in _clean_env().items() if k != "OMP_NUM_THREADS"}
+    seen, said = {}, {}
+    for extra in ([], ["--threads", "3"]):
+        argv = [*_generate(folders, "--prompt", "ab", "--max-new-tokens", "2", *extra)]
+        done = subprocess.run(
+            [sys.executable, "-c", script, *argv],
+            capture_output=True,
+            text=True,
+            env=env | {"SPECVIZ_PROFILES": str(tmp_path)},
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        seen[len(extra)], said[len(extra)] = int(done.stdout.split()[-1]), done.stderr
+    assert seen == {0: 2, 2: 3}
+    assert "defaults from the tuned profile" in said[0] and "packed forward on 2" in said[0]
 
 
 def test_set_threads_validates_and_defaults(monkeypatch) -> None:

@@ -10,8 +10,11 @@ import pytest
 from specviz.app.views.form import PRESETS
 from specviz.cli import apply_defaults, build_parser, main
 from specviz.drafters.registry import DEFAULT_CONFIG, REGISTRY
+from specviz.tune.profile import Choice, profiles_dir
 from tools.report.headline import Pick
 from tools.report.saved import RESULTS_DIR, Saved
+
+from .tune.profiles import make_profile, write_profile
 
 
 def test_default_is_the_reports_fastest_exact_setting_for_code() -> None:
@@ -31,7 +34,7 @@ def test_default_is_the_reports_fastest_exact_setting_for_code() -> None:
 def _defaults(*flags: str) -> dict[str, object]:
     args = build_parser().parse_args(["generate", "--prompt", "def f():", *flags])
     apply_defaults(args)
-    keys = ("drafter", "gamma", "temperature", "gamma_policy", "lean_target")
+    keys = ("drafter", "gamma", "temperature", "gamma_policy", "lean_target", "no_pack")
     return {k: getattr(args, k) for k in keys}
 
 
@@ -40,7 +43,7 @@ def test_generate_with_no_flags_runs_the_default_which_is_the_apps_first_preset(
     assert _defaults() == {
         "drafter": first["drafter"], "gamma": first["gamma"],
         "temperature": first["temperature"], "gamma_policy": first["policy"],
-        "lean_target": DEFAULT_CONFIG.forward == "lean",
+        "lean_target": DEFAULT_CONFIG.forward == "lean", "no_pack": False,
     }  # fmt: skip
     assert first["drafter"] == DEFAULT_CONFIG.drafter and first["gamma"] == DEFAULT_CONFIG.gamma
 
@@ -72,3 +75,37 @@ def test_a_draft_without_a_ranking_gets_the_untrimmed_default(
     args = build_parser().parse_args(["generate", "--prompt", "x"])  # the bundled draft has one
     apply_defaults(args)
     assert args.drafter == DEFAULT_CONFIG.drafter
+
+
+def test_a_tuned_profile_chooses_the_forward_where_no_flag_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("SPECVIZ_PROFILES", str(tmp_path))
+    plain, speculative = (
+        Choice(forward="lean", threads=2),
+        Choice(forward="transformers", threads=1),
+    )
+    profile = make_profile("bundled", "bundled", plain=plain, speculative=speculative)
+    path = write_profile(tmp_path, profile)
+    assert _defaults()["lean_target"] is False and _defaults()["no_pack"] is True
+    assert f"defaults from the tuned profile {path}" in capsys.readouterr().err
+    assert (_defaults("--plain")["lean_target"], _defaults("--plain")["no_pack"]) == (True, False)
+    assert _defaults("--plain", "--drafter", "tree-model")["lean_target"] is True  # plain: takes it
+    assert _defaults("--lean-target")["no_pack"] is False  # a forward flag: the profile steps back
+    assert _defaults("--no-pack")["lean_target"] is False
+    assert _defaults("--dtype", "bfloat16")["no_pack"] is False  # no profile for that pair
+    write_profile(tmp_path, make_profile("bundled", "bundled", speculative=plain))
+    assert _defaults()["lean_target"] is True and _defaults()["no_pack"] is False
+    assert _defaults("--no-lean-target")["lean_target"] is False
+
+
+def test_help_says_where_the_forward_and_threads_come_from(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["generate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the tuned profile of this machine and the pair, where `specviz tune` saved one" in text
+    assert "else to the shipped DEFAULT_CONFIG's" in text
+    assert f"(in {profiles_dir()})" in text.replace("- ", "-")  # help wraps after hyphens
+    assert "--threads N CPU threads for torch's operators (default: the tuned profile's" in text

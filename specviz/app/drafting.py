@@ -34,16 +34,17 @@ def make_drafter(
     pair: ModelPair,
     heads: str | None = None,
     memory: SuffixMemory | None = None,
+    lean: bool = False,
 ) -> Drafter | TreeDrafter:
     """The drafter the settings name, built by the registry with the settings' options (a tree
     drafter for the tree drafters; a drafting head with the weights in heads, None: the shipped
     ones; a suffix drafter reading and feeding memory, None: a fresh one). It explains its
     rounds where it can (DrafterOptions.explain), for the round detail panel. A head verifies
-    through transformers' forward of the target, the one the app's plain decoding runs on, so
-    that the race compares the two on the same forward."""
+    through the target forward the app's plain decoding runs on (lean: specviz.fast.lean's,
+    else transformers'), so that the race compares the two on the same forward."""
     options = replace(s.options(heads), memory=memory, explain=True)
     if s.drafter in HEAD_DRAFTERS:
-        options = replace(options, make_cache=head_forward(lean_target=False))
+        options = replace(options, make_cache=head_forward(lean_target=lean))
     return build_drafter(
         s.drafter, target=pair.target, draft=pair.draft, sampling=s.sampling, options=options
     )

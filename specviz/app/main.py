@@ -30,6 +30,10 @@ from specviz.app.views.form import FIELDS, examples
 from specviz.app.views.page import INTRO, MONO, SANS
 from specviz.models.loading import BUNDLED, DTYPES, MODEL_SPEC_HELP
 from specviz.runtime import add_threads_argument, set_threads
+from specviz.tune.defaults import Defaults, resolve_defaults
+from specviz.tune.profile import profiles_dir
+
+log = logging.getLogger("specviz.app")
 
 WORKERS = 4  # requests that may load or wait for the decode slot at once (the rest queue)
 
@@ -45,16 +49,21 @@ class SpecVizApp:
         heads: str | None = None,
         results_dir: str | Path = results.DEFAULT_RESULTS,
         view: results.Viewer | None = None,
+        defaults: Defaults | None = None,
     ) -> None:
         """An app whose form starts at target, draft and dtype; heads: the folder of the drafting
         heads' weights (eagle.safetensors, medusa.safetensors; None: the shipped ones); results_dir:
         the folder of saved `specviz bench` results its Benchmark results tab lists (relative
         to the current folder; none listed when it does not exist); view: what shows a saved
-        result there (the benchmark's, which `specviz app` passes; None: no such tab)."""
+        result there (the benchmark's, which `specviz app` passes; None: no such tab); defaults:
+        the target's forward path every pair runs on (None: resolved for target, draft and dtype,
+        from the tuned profile of this machine and that pair where there is one,
+        specviz.tune.defaults)."""
         self.defaults = {"target": target, "draft": draft, "dtype": dtype}
         self.results_dir = Path(results_dir).resolve()
         self.view = view
-        self.session = Session(heads)
+        forward = defaults or resolve_defaults(target, draft, dtype, warn=log.warning)
+        self.session = Session(heads, forward)
         self.export_dir = Path(tempfile.mkdtemp(prefix="specviz-app-"))
         self.form = Form(self.session, self.defaults, examples())  # one prompt per workload
         self.decode = DecodeTab(self.session, self.export_dir)
@@ -125,6 +134,16 @@ def log_to_terminal() -> None:
     logger.setLevel(logging.INFO)
 
 
+def startup_defaults(target: str, draft: str, dtype: str, threads: int | None) -> Defaults:
+    """The app's forward path for the pair it starts on (specviz.tune.defaults: the tuned
+    profile's, else the shipped DEFAULT_CONFIG's), and torch's threads set once for the whole
+    process: threads where given (--threads), else the defaults'."""
+    defaults = resolve_defaults(target, draft, dtype, warn=log.warning)
+    used = set_threads(defaults.threads if threads is None else threads)
+    log.info("target forward: %s (%s); threads: %d", defaults.forward, defaults.source, used)
+    return defaults
+
+
 def main(argv: Sequence[str] | None = None, view: results.Viewer | None = None) -> int:
     """Parse flags, set torch's threads once, build the app and serve it until interrupted;
     view: what shows a saved benchmark result (None: no Benchmark results tab)."""
@@ -147,18 +166,23 @@ def main(argv: Sequence[str] | None = None, view: results.Viewer | None = None) 
         help="the folder of saved `specviz bench` results the Benchmark results tab lists "
         f"(default: {results.DEFAULT_RESULTS} under the current folder, when it exists)",
     )
-    add_threads_argument(parser)
+    add_threads_argument(
+        parser,
+        default="the tuned profile's for this machine and --target/--draft/--dtype, where "
+        f"`specviz tune` saved one (in {profiles_dir()}), else OMP_NUM_THREADS where set, else 1",
+    )
     args = parser.parse_args(argv)
     if args.heads is not None and not Path(args.heads).is_dir():
         parser.error(f"--heads {args.heads}: no such folder")
     if args.results is not None and not Path(args.results).is_dir():
         parser.error(f"--results {args.results}: no such folder")
-    set_threads(args.threads)  # once, for the whole process (specviz.runtime)
     log_to_terminal()
+    defaults = startup_defaults(args.target, args.draft, args.dtype, args.threads)
     folder = results.DEFAULT_RESULTS if args.results is None else args.results
     app = SpecVizApp(
-        args.target, args.draft, args.dtype, heads=args.heads, results_dir=folder, view=view
-    )
+        args.target, args.draft, args.dtype, heads=args.heads, results_dir=folder, view=view,
+        defaults=defaults,
+    )  # fmt: skip
     app.launch(app.build(), args.host, args.port)
     return 0
 

@@ -22,6 +22,7 @@ import gradio as gr
 
 from specviz.drafters.suffix_memory import SuffixMemory
 from specviz.models.loading import ModelPair, load_pair, parse_dtype
+from specviz.tune.defaults import Defaults, shipped_defaults
 
 log = logging.getLogger("specviz.app")
 Key = tuple[str, str | None, str]
@@ -53,11 +54,12 @@ class PairCache:
 
     One load per key at a time (a second caller waits for it and shares the pair); different
     keys load side by side, at most `loads` at once, so a slow load (a hub id without network,
-    the bundled target's first fetch) never holds up a pair that is already cached.
+    the bundled target's first fetch) never holds up a pair that is already cached. pack: the
+    models load on pre-packed oneDNN weights (specviz.fast.packed).
     """
 
-    def __init__(self, size: int = 2, loads: int = 2) -> None:
-        self.size, self._pairs = size, OrderedDict[Key, ModelPair]()
+    def __init__(self, size: int = 2, loads: int = 2, *, pack: bool = True) -> None:
+        self.size, self._pairs, self.pack = size, OrderedDict[Key, ModelPair](), pack
         self._lock = threading.Lock()  # guards _pairs and _loading, held only briefly
         self._loading: dict[Key, threading.Lock] = {}
         self._slots = threading.Semaphore(loads)
@@ -85,7 +87,7 @@ class PairCache:
             if (pair := self.cached(target, draft, dtype)) is not None:
                 return pair  # another request loaded it while this one waited
             with self._slots:
-                pair = load_pair(target, draft, dtype=dt, progress=say)
+                pair = load_pair(target, draft, dtype=dt, pack=self.pack, progress=say)
             with self._lock:
                 self._pairs[key] = pair
                 while len(self._pairs) > self.size:
@@ -163,12 +165,15 @@ class Session:
 
     Every request that decodes goes through decode (or check, which only loads). The memory
     persists from one decode to the next until clear_memory: every suffix drafter the app
-    builds reads it, and a decode run to its end adds its request to it."""
+    builds reads it, and a decode run to its end adds its request to it. defaults: the target's
+    forward path every pair loads and decodes on (specviz.tune.defaults)."""
 
-    def __init__(self, heads: str | None = None) -> None:
-        """heads: the folder of the drafting heads' weights (None: the shipped ones)."""
+    def __init__(self, heads: str | None = None, defaults: Defaults | None = None) -> None:
+        """heads: the folder of the drafting heads' weights (None: the shipped ones); defaults:
+        the forward path (None: the shipped DEFAULT_CONFIG's)."""
         self.heads = heads
-        self.pairs = PairCache()
+        self.defaults = defaults or shipped_defaults()
+        self.pairs = PairCache(pack=self.defaults.pack)
         self.decoding = threading.Lock()  # the one decode slot (turn() waits for it)
         self.memory = SuffixMemory()
 

@@ -42,6 +42,7 @@ from specviz.results.schema import SCHEMA, batch_steps, read_result, validate
 from specviz.runtime import HelpFormatter, add_threads_argument, cpu_name, gpu_meta
 from specviz.stats.identity import identity_command
 from specviz.timing import step_times
+from specviz.tune.defaults import resolve_defaults
 from specviz.workloads import AGENT_WORKLOADS, WORKLOADS, Request, load_requests
 
 PROMPT_FORMATS = {"chat": "through the chat template", "raw": "as raw text"}  # meta's wording
@@ -317,6 +318,7 @@ def run_bench(args: argparse.Namespace) -> int:
         **gpu_meta(args.device), "dtype": args.dtype, "packed_weights": packed,
         "target_forward": forward, "price_per_hour": args.price_per_hour, "prompt_format": fmt,
         "command": shlex.join(["specviz", *sys.argv[1:]]),
+        "profile": run_profile(args),
     }  # fmt: skip
     if any(d in HEAD_DRAFTERS for d in drafters):  # whose features the heads were trained on
         meta["heads"] = args.heads or "shipped (specviz/assets/heads)"
@@ -349,6 +351,14 @@ def _write(
         print(study.render(payload[study.key], args.price_per_hour))
     print(f"{said}wrote {args.out} and {args.html}")
     return 0
+
+
+def run_profile(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The tuned profile of this machine for the target and the first --draft, which
+    `specviz generate` and the app read (specviz.tune.defaults): its path and content, or None
+    where there is none (or none that applies). The bench runs on its own flags all the same."""
+    draft = (args.draft or [BUNDLED])[0]
+    return resolve_defaults(args.target, draft, args.dtype, device=args.device, warn=say).meta()
 
 
 def saved_result(

@@ -313,7 +313,10 @@ def render(result: dict[str, Any], title: str) -> str:
     machine = ", ".join(f"{k}: {meta[k]}" for k in META if k in meta)
     fmt = meta.get("prompt_format", "raw")
     out = [f"## {title}", "", f"```bash\n{command}\n```", ""]
-    out += [machine + (f", prompts: {fmt}" if fmt != "raw" else ""), "", *summary_tables(result)]
+    machine += f", prompts: {fmt}" if fmt != "raw" else ""
+    profile = result["meta"].get("profile")  # the tuned profile the run found, if any
+    machine += f", tuned profile: {Path(profile['path']).name}" if profile else ""
+    out += [machine, "", *summary_tables(result)]
     studies = by_key()
     for key in RENDER_ORDER:  # each study's own section, where the run saved one
         if result.get(key) is not None:

@@ -24,9 +24,11 @@ Versions (1 and 2 carry no "schema" key and are told apart by their records):
    absent from files written before it; an "endpoint" section, null unless `--endpoint`
    benchmarked a server (specviz.bench.sweeps.endpoint), absent from files written before it; a
    "memory" section, null unless `specviz bench memory` ran (specviz.bench.sweeps.memory),
-   absent from files written before it; and a "cross" section, null unless `specviz bench
+   absent from files written before it; a "cross" section, null unless `specviz bench
    cross` ran the cross-tokenizer study (specviz.bench.sweeps.cross), absent from files
-   written before it.
+   written before it; and meta's "profile": the tuned profile of the machine for the target and
+   the first draft (specviz.tune) as {"path", "content"}, or null where there was none; absent
+   from files written before it, which reads as null (no profile existed then).
 
 migrate() brings any of them to the current version and checks the result. What an older
 file did not record stays unknown: 0.0 and [] in a record's decode-phase split, and no cpu,
@@ -228,6 +230,8 @@ def validate(data: dict[str, Any]) -> None:
         problems.append("meta has no price_per_hour")
     elif meta.get("prompt_format") not in PROMPT_FORMATS:
         problems.append(f"meta's prompt_format is not one of {PROMPT_FORMATS}")
+    elif not _is_profile(meta.get("profile")):
+        problems.append('meta\'s profile is neither null nor {"path", "content"}')
     problems += section_problems(data)
     drafts = data.get("drafts")
     if not isinstance(drafts, dict) or not drafts:
@@ -250,6 +254,15 @@ def validate(data: dict[str, Any]) -> None:
             break
     if problems:
         raise ValueError(f"{NOT_A_RESULT} of schema {SCHEMA}: {'; '.join(problems)}")
+
+
+def _is_profile(profile: object) -> bool:
+    """True for meta's profile: null (or absent), or an object with a path and a content."""
+    return profile is None or (
+        isinstance(profile, dict)
+        and isinstance(profile.get("path"), str)
+        and isinstance(profile.get("content"), dict)
+    )
 
 
 # Each study's section (specviz.bench.sweep.Sweep.key): the parts a whole one holds, by name,

@@ -17,6 +17,7 @@ from specviz.drafters.registry import HEAD_DRAFTERS, REGISTRY, UNCONFIDENT_DRAFT
 from specviz.heads import weights
 from specviz.heads.tap import FeatureCache, FeatureLean
 from specviz.stats.lab import REAL
+from specviz.tune.defaults import Defaults
 
 from ..conftest import tiny_model
 from .test_app import heads_dir, lab_request, model_dirs, save_heads, settings
@@ -41,17 +42,22 @@ def test_the_menu_offers_every_head_drafter_without_a_draft_model() -> None:
 def test_a_head_verifies_on_the_forward_the_apps_plain_decoding_uses(
     model_dirs: tuple[str, str], heads_dir: str
 ) -> None:
-    """The race sets plain decoding (transformers' forward) against the head's decode: the head
-    verifies through transformers' forward too, not the lean one its registry default picks."""
-    app = SpecVizApp(*model_dirs, heads=heads_dir)
-    s = settings(model_dirs, drafter="eagle", temperature=0)
-    pair = app.session.pair(s)
-    drafter = make_drafter(s, pair, heads_dir)
-    assert isinstance(drafter, SharesTargetCache)
-    verify = drafter.target_cache(pair.target)
-    assert isinstance(verify, FeatureCache) and not isinstance(verify, FeatureLean)
-    outs = list(app.decode.race(s))[-1]
-    assert "identical ✓" in outs[-1]  # T = 0: the same text on the same forward
+    """The race sets plain decoding against the head's decode on the app's one forward
+    (specviz.tune.defaults): the lean one as shipped, transformers' where chosen so."""
+    for defaults, lean in (
+        (Defaults(forward="lean", threads=None), True),
+        (Defaults(forward="packed", threads=None), False),
+    ):
+        app = SpecVizApp(*model_dirs, heads=heads_dir, defaults=defaults)
+        assert app.session.defaults.lean is lean and app.session.pairs.pack
+        s = settings(model_dirs, drafter="eagle", temperature=0)
+        pair = app.session.pair(s)
+        drafter = make_drafter(s, pair, heads_dir, lean=lean)
+        assert isinstance(drafter, SharesTargetCache)
+        verify = drafter.target_cache(pair.target)
+        assert isinstance(verify, FeatureLean if lean else FeatureCache)
+        outs = list(app.decode.race(s))[-1]
+        assert "identical ✓" in outs[-1]  # T = 0: the same text on the same forward
 
 
 @pytest.mark.parametrize("drafter", ["eagle", "medusa-tree"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from specviz.bench.cli import saved_result
+from specviz.bench.cli import run_profile, saved_result
 from specviz.bench.report import load_result_view, render, resummarized
 from specviz.cli import main
 from specviz.results.records import Record
@@ -19,6 +20,7 @@ from specviz.results.setting import BenchSetting
 from tools.report.saved import RESULTS_DIR
 
 from ..conftest import PairFactory, tiny_model
+from ..tune.profiles import make_profile, write_profile
 
 SAVED_ALL = saved_results(RESULTS_DIR)
 SAVED = [p for p in SAVED_ALL if "schema" not in json.loads(Path(p).read_text(encoding="utf-8"))]
@@ -146,6 +148,33 @@ def test_validate_refuses_a_prompt_format_that_is_missing_or_unknown(value: Any)
         result["meta"]["prompt_format"] = value
     with pytest.raises(ValueError, match=r"meta's prompt_format is not one of \('chat', 'raw'\)"):
         validate(result)
+
+
+def test_meta_records_the_tuned_profile_and_results_before_it_load_as_null(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A result saved before profiles has no meta.profile: it validates and migrates as it is,
+    read as null; a run records the profile of its machine and pair, or null."""
+    for path in (SAVED[0], CURRENT[0]):
+        result = migrate(_raw(path))
+        assert "profile" not in result["meta"] and migrate(result) == result
+    args = argparse.Namespace(target="bundled", draft=None, dtype="float32", device="cpu")
+    monkeypatch.setenv("SPECVIZ_PROFILES", str(tmp_path))
+    assert run_profile(args) is None
+    profile = make_profile("bundled", "bundled")
+    written = write_profile(tmp_path, profile)
+    recorded = run_profile(args)
+    assert recorded == {"path": str(written), "content": profile.to_json()}
+    result = migrate(_raw(CURRENT[0]))
+    for value in (None, recorded):
+        result["meta"]["profile"] = value
+        validate(result)
+        assert migrate(result) == result
+    assert f"tuned profile: {written.name}" in render(result, "x")
+    for bad in ("p.json", {"path": "p.json"}, {"path": 1, "content": {}}):
+        result["meta"]["profile"] = bad
+        with pytest.raises(ValueError, match="meta's profile is neither null nor"):
+            validate(result)
 
 
 def test_old_results_render_as_before_with_their_format_recorded() -> None:

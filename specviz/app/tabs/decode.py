@@ -24,10 +24,14 @@ from specviz.app.session import NO_PROGRESS, Session, decoder
 from specviz.app.tabs.decode_panels import MAIN, RACE, DecodePanels
 from specviz.app.views.form import FIELDS, Settings, as_int, settings_from
 from specviz.app.wiring import NO_API, callback, form_only, outputs
+from specviz.core.cache import CachedForward, KVCache
+from specviz.drafters.registry import HEAD_DRAFTERS
+from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import CostModel, make_policy
 from specviz.jsonl import write_jsonl
 from specviz.models.chat import prompt_format, prompt_ids
 from specviz.models.loading import ModelPair
+from specviz.tune.defaults import lean_applies
 
 log = logging.getLogger("specviz.app")
 PLOT_EVERY = 4  # while streaming a full decode, redraw the plots every this many rounds
@@ -48,23 +52,30 @@ class DecodeTab:
     def start(self, s: Settings, p: ModelPair, plain: bool = False) -> views.Run:
         """Validate against the models and return a run whose events have not started; the
         prompt goes through the chat template unless the settings ask for raw text. A draft
-        with a tokenizer of its own drafts through a cross-tokenizer drafter (for_pair)."""
+        with a tokenizer of its own drafts through a cross-tokenizer drafter (for_pair). The
+        target runs on the session's forward path (Session.defaults) where the decode takes it."""
         s = for_pair(s, p)
         ids = prompt_ids(p.tokenizer, s.prompt, raw=s.raw)
         sent = prompt_format(p.tokenizer, raw=s.raw)
+        lean = self.session.defaults.lean
         if plain:
             max_new = s.speculation.max_new_tokens
+            forward: Callable[[Any], CachedForward] = lean_target_cache if lean else KVCache
             _, stream = autoregressive_stream(
-                p.target, p.tokenizer, ids, sampling=s.sampling, max_new_tokens=max_new
-            )
+                p.target, p.tokenizer, ids, sampling=s.sampling, max_new_tokens=max_new,
+                make_cache=forward,
+            )  # fmt: skip
         else:  # a tree drafter's depth is fixed: no γ policy; its trees verified by its rule
             policy = (
                 None if s.tree else make_policy(s.policy, s.speculation.gamma, self.cost_model(s))
             )
+            session = self.session
+            own = s.drafter in HEAD_DRAFTERS or not lean_applies(s.drafter)  # its own forward
             _, stream = speculative_stream(
-                p.target, make_drafter(s, p, self.session.heads, self.session.memory),
+                p.target, make_drafter(s, p, session.heads, session.memory, lean=lean),
                 p.tokenizer, ids,
                 sampling=s.sampling, speculation=s.speculation, policy=policy,
+                make_cache=lean_target_cache if lean and not own else None,
                 tree_rule=tree_rule(s),
             )  # fmt: skip
         return views.Run(

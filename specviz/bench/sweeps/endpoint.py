@@ -177,6 +177,7 @@ def endpoint_meta(args: argparse.Namespace) -> dict[str, Any]:
         "price_per_hour": args.price_per_hour,
         "prompt_format": "raw" if args.raw else "chat",
         "command": shlex.join(["specviz", *sys.argv[1:]]),
+        "profile": None,  # no local model runs: no tuned profile applies
     }
 
 

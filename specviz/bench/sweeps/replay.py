@@ -56,11 +56,10 @@ from specviz.fast.lean import lean_problem, lean_target_cache
 from specviz.gamma.policies import CostModel, make_policy
 from specviz.heads.lookup import check_heads, head_forward
 from specviz.models.loading import load_pair
-from specviz.timing import causal_pass_seconds
+from specviz.timing import PASS_PROMPT, causal_pass_seconds
 from specviz.workloads import Request, load_requests
 
 GREEDY = SamplingConfig(temperature=0.0)
-PROMPT = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'  # passes' prompt
 WARMUP = 3  # untimed passes of each width before `specviz bench passes` counts any
 
 
@@ -340,7 +339,7 @@ def passes_command(argv: Sequence[str]) -> int:
     if args.repeats <= WARMUP or min(widths) < 1:  # r needs the 1-token step: always timed
         parser.error(f"--repeats must exceed the {WARMUP} warm-up passes, --widths be >= 1")
     pair = load_pair(args.target, draft=None, pack=not args.no_pack)
-    prompt_ids = pair.tokenizer(PROMPT).input_ids
+    prompt_ids = pair.tokenizer(PASS_PROMPT).input_ids
     forwards: dict[str, Callable[[Any], CachedForward]] = {"transformers": KVCache}
     problem = lean_problem(pair.target, wide=True)
     if problem is None:
