@@ -46,9 +46,10 @@ class SpecVizApp:
         results_dir: str | Path = results.DEFAULT_RESULTS,
     ) -> None:
         """An app whose form starts at target, draft and dtype; heads: the folder of the drafting
-        heads' weights (eagle.safetensors, medusa.safetensors; None: the shipped ones); results_dir:
-        the folder of saved `specviz bench` results its Benchmark results tab lists (relative
-        to the current folder; none listed when it does not exist)."""
+        heads' weights (eagle.safetensors, eagle3.safetensors, medusa.safetensors; None: the
+        shipped ones); results_dir: the folder of saved `specviz bench` results its Benchmark
+        results tab lists (relative to the current folder; none listed when it does not
+        exist)."""
         self.defaults = {"target": target, "draft": draft, "dtype": dtype}
         self.results_dir = Path(results_dir).resolve()
         self.session = Session(heads)
@@ -132,8 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--heads",
         metavar="DIR",
-        help="the drafting heads' weights (eagle.safetensors, medusa.safetensors) trained for "
-        "the target (default: the ones shipped for the bundled target)",
+        help="the drafting heads' weights (eagle.safetensors, eagle3.safetensors, "
+        "medusa.safetensors) trained for the target (default: the ones shipped for the "
+        "bundled target)",
     )
     parser.add_argument(
         "--results",

@@ -131,9 +131,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     b.add_argument(
         "--heads",
         metavar="DIR",
-        help="head drafters (eagle, medusa and their trees): the folder of eagle.safetensors / "
-        "medusa.safetensors trained for --target (default: the heads shipped for the bundled "
-        "target); they verify through the target forward plain decoding runs on",
+        help="head drafters (eagle, eagle3, medusa and their trees): the folder of "
+        "eagle.safetensors / eagle3.safetensors / medusa.safetensors trained for --target "
+        "(default: the heads shipped for the bundled target); they verify through the target "
+        "forward plain decoding runs on",
     )
     for study in studies()[:1]:
         study.add_arguments(b)

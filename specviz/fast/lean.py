@@ -198,6 +198,10 @@ class LeanLlama:
         ]
         self.eps = float(inner.layers[0].input_layernorm.variance_epsilon)
         self.length = 0
+        # hidden-state indices (i: the output of layer i, as in transformers' hidden_states)
+        # whose values each forward keeps in `tapped`, for subclasses that record them
+        self.taps: tuple[int, ...] = ()
+        self.tapped: dict[int, Tensor] = {}
         self.kv = KVBuffers(
             len(self.layers), self.n_kv, self.head_dim, self.rotary, self.embed, capacity
         )
@@ -241,6 +245,8 @@ class LeanLlama:
         x = self.embed[input_ids]  # (T, H)
         for index, weights in enumerate(self.layers):
             x = self._layer(index, weights, x, start, rope, mask)
+            if index + 1 in self.taps:
+                self.tapped[index + 1] = x
         self.length = end
         return self._logits(x, keep, start)  # (T or keep, V)
 

@@ -30,7 +30,7 @@ from specviz.stats.mutants import MUTANTS
 log = logging.getLogger("specviz.app")
 # the toy pair's tree drafter in a head tree's place: the same kind of children, from its draft
 TOY_TREES = {"eagle-tree": "tree-model", "eagle-tree-sampled": "tree-sampled"}
-TOY_TREES |= {"medusa-tree": "tree-model"}
+TOY_TREES |= {"medusa-tree": "tree-model", "eagle3-tree": "tree-model"}
 LAB_OUTPUTS = ("status", "first", "joint", "table")  # the lab's outputs, in this order
 GREEDY_LAB = (
     ". At T = 0 each sampler has one outcome: set a temperature (or the classic preset) to "
