@@ -13,7 +13,7 @@ from specviz.drafters.tree_model import TreeShape
 from specviz.heads.cache import EagleCache, HeadCache, MedusaCache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter, LookupThenHead, MakeTargetCache
 from specviz.heads.eagle import EagleHead
-from specviz.heads.eagle3 import Eagle3Cache
+from specviz.heads.lean3 import LeanEagle3Cache
 from specviz.heads.medusa import MedusaHeads
 from specviz.heads.tap import (
     FeatureCache,
@@ -32,7 +32,7 @@ def head_cache(kind: str, target: Any, folder: str | Path | None = None) -> Head
     """
     path = None if folder is None else Path(folder) / f"{kind}.safetensors"
     if kind == "eagle3":
-        return Eagle3Cache(target, load_head3(target, path or head_path(kind)))
+        return LeanEagle3Cache(target, load_head3(target, path or head_path(kind)))
     module, head_tokens = load_head(kind, target, path)
     if isinstance(module, EagleHead):
         return EagleCache(target, module, head_tokens)

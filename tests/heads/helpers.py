@@ -9,7 +9,8 @@ import torch
 
 from specviz.heads.cache import EagleCache, HeadCache, MedusaCache
 from specviz.heads.eagle import EagleHead, EagleShape
-from specviz.heads.eagle3 import Eagle3Cache, Eagle3Head
+from specviz.heads.eagle3 import Eagle3Head
+from specviz.heads.lean3 import LeanEagle3Cache
 from specviz.heads.medusa import MedusaHeads
 from specviz.heads.weights import KINDS, save_head
 from specviz.heads.weights3 import save_head3
@@ -45,7 +46,7 @@ def random_head(kind: str, target: Any, seed: int, head_tokens: torch.Tensor) ->
     if isinstance(module, EagleHead):
         return EagleCache(target, module, head_tokens)
     if isinstance(module, Eagle3Head):
-        return Eagle3Cache(target, module)
+        return LeanEagle3Cache(target, module)
     assert isinstance(module, MedusaHeads)
     return MedusaCache(target, module, head_tokens)
 

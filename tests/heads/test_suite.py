@@ -36,7 +36,7 @@ from specviz.drafters.tree_model import TreeShape
 from specviz.heads.build import target_forward
 from specviz.heads.cache import EagleCache, MedusaCache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
-from specviz.heads.eagle3 import Eagle3Cache
+from specviz.heads.lean3 import LeanEagle3Cache
 from specviz.stats.laws import EXACT_VARIANT, Law, Variant, exact_law
 from specviz.stats.mutants import MUTANTS, TREE_MUTANTS
 from specviz.stats.suite import Setting, check_setting, family_adjusted
@@ -129,10 +129,10 @@ def _makers(target: Any) -> dict[str, Callable[[SamplingConfig], Any]]:
 
     def fresh(kind: str) -> Any:
         head = heads[kind]
-        if isinstance(head, Eagle3Cache):  # an EagleCache too: asked first
-            return Eagle3Cache(target, head.head)
         if isinstance(head, EagleCache):
             return EagleCache(target, head.head, HEAD_TOKENS)
+        if isinstance(head, LeanEagle3Cache):
+            return LeanEagle3Cache(target, head.head)
         assert isinstance(head, MedusaCache)
         return MedusaCache(target, head.heads, HEAD_TOKENS)
 
