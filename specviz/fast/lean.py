@@ -215,11 +215,19 @@ class LeanLlama:
         self.length = min(self.length, max(0, length))
 
     def keep_only(self, indices: Tensor) -> None:
-        """Keep the cached positions `indices` (ascending) on every layer, dropping the rest."""
+        """Keep the cached positions `indices` (ascending) on every layer, dropping the rest.
+
+        Positions already in place (the leading i with indices[i] == i: after a tree pass, the
+        prefix) are not moved; only the rest (the kept path's nodes) is gathered into place.
+        """
         n = int(indices.shape[0])
         indices = indices.to(self.kv.keys.device)
-        self.kv.keys[:, :, :n] = self.kv.keys[:, :, indices]  # advanced indexing copies first
-        self.kv.values[:, :, :n] = self.kv.values[:, :, indices]
+        moved = (indices != torch.arange(n, device=indices.device)).nonzero()
+        lead = int(moved[0, 0]) if moved.numel() else n  # positions already where they belong
+        if lead < n:
+            tail = indices[lead:]
+            self.kv.keys[:, :, lead:n] = self.kv.keys[:, :, tail]  # advanced indexing copies
+            self.kv.values[:, :, lead:n] = self.kv.values[:, :, tail]
         self.length = n
 
     @torch.no_grad()
