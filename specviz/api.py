@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from specviz.checks import check_prompt, check_token_ids, vocab_size
 from specviz.core.acceptance import EXACT, AcceptanceRule
@@ -28,7 +28,7 @@ from specviz.core.events import (
 from specviz.core.policy import GammaPolicy
 from specviz.drafters.registry import build_drafter
 from specviz.tree.decoding import TreeDecoder
-from specviz.tree.drafter import TreeDrafter
+from specviz.tree.drafter import TreeCache, TreeDrafter
 from specviz.tree.verify import EXACT_TREE, TreeRule
 
 
@@ -144,7 +144,9 @@ def speculative_stream(
     by tree_rule (its depth replaces speculation.gamma); policy chooses gamma per round
     (default: speculation.gamma every round); make_cache: the target's cached forward (default
     a KVCache), None with a drafter that shares the target's cache (SharesTargetCache: the
-    shared early exit, the drafting heads), whose own forward of the target verifies.
+    shared early exit, the drafting heads), whose own forward of the target verifies. A tree
+    is verified through make_cache's forward too: it must take a tree's positions and mask and
+    keep the kept path (specviz.tree.drafter.TreeCache: a KVCache, specviz.fast.lean's).
     """
     if not isinstance(drafter, Drafter | TreeDrafter):
         raise ValueError(
@@ -206,11 +208,6 @@ def _tree_events(
             "make_cache (a drafting head's forward is DrafterOptions.make_cache's: None for "
             "specviz.fast.lean's, a KVCache for transformers')"
         )
-    if make_cache is not None:
-        raise ValueError(
-            "tree verification needs transformers' forward with a 4D mask: drop make_cache "
-            "(and --lean-target)"
-        )
     decoder = TreeDecoder(
         target,
         drafter,
@@ -219,6 +216,7 @@ def _tree_events(
         max_new_tokens=speculation.max_new_tokens,
         stop_ids=stops,
         rule=rule,
+        make_cache=cast(Callable[[Any], TreeCache], make_cache or KVCache),
     )
     return _remembered(decoder)
 

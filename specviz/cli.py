@@ -136,9 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--heads",
         metavar="DIR",
-        help="head drafters (eagle, medusa and their trees): the folder of eagle.safetensors / "
-        "medusa.safetensors trained for --target (default: the heads shipped for the bundled "
-        "target)",
+        help="head drafters (eagle, eagle3, medusa and their trees): the folder of "
+        "eagle.safetensors / eagle3.safetensors / medusa.safetensors trained for --target "
+        "(default: the heads shipped for the bundled target)",
     )
     gen.add_argument("--ngram-max", type=int, default=3, help="longest n-gram to match (ngram)")
     gen.add_argument(

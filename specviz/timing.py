@@ -22,7 +22,7 @@ from specviz.batch.cache import BatchKVCache
 from specviz.core.cache import CachedForward, KVCache, cache_kwarg
 from specviz.core.decoding import clock
 from specviz.tree.decoding import tree_inputs
-from specviz.tree.proposal import top_k_shape
+from specviz.tree.proposal import TokenTree, top_k_shape
 
 PASS_PROMPT = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'  # passes' prefix
 TARGET = "target"  # the target's passes among batch_pass_timings' (the others: each drafter's)
@@ -87,6 +87,51 @@ def causal_pass_seconds(
 
     medians = interleaved([timer(k) for k in widths], repeats - warmup, warmup)
     return dict(zip(widths, medians, strict=True))
+
+
+def binary_tree(nodes: int) -> TokenTree:
+    """A tree of `nodes` nodes, two children a node, breadth first (tokens all 0)."""
+    parents = tuple(-1 if i < 2 else i // 2 - 1 for i in range(nodes))
+    return TokenTree(
+        tokens=torch.zeros(nodes, dtype=torch.long), parents=parents,
+        q_draft=torch.zeros(nodes + 1, 1), sampled=(False,) * nodes, forward_calls=0,
+    )  # fmt: skip
+
+
+@torch.no_grad()
+def tree_verify_seconds(
+    make_cache: Callable[[Any], Any], target: Any, prompt_ids: list[int], nodes: int,
+    repeats: int, warmup: int = 3,
+) -> tuple[float, float]:  # fmt: skip
+    """Median seconds of a 1-token step and of a tree verification as the tree decoder runs it
+    (the root and binary_tree(nodes) in one pass, each node at its depth's position seeing the
+    prefix and its ancestors, then keep_only of the prefix and the leftmost path), interleaved
+    on the forward make_cache builds. ValueError unless repeats exceed the warm-up."""
+    if nodes < 1 or repeats <= warmup:
+        raise ValueError(f"--repeats must exceed the {warmup} warm-up passes, nodes be >= 1")
+    tree, path = binary_tree(nodes), [0]
+    while 2 * path[-1] + 2 < nodes:  # the leftmost path: node 0, its first child, ...
+        path.append(2 * path[-1] + 2)
+    device = target.device
+    cache = make_cache(target)
+    cache.forward(torch.tensor(prompt_ids, device=device), keep=1)
+    step, verify = [], []
+    token = torch.tensor(prompt_ids[-1:], device=device)
+    for _ in range(repeats):
+        start = clock(device)
+        cache.forward(token)
+        step.append(clock(device) - start)
+        held = len(cache)
+        positions, visible = tree_inputs(tree, 1, held, held)
+        start = clock(device)
+        cache.forward(
+            torch.cat([token, tree.tokens.to(device)]), keep=nodes + 1,
+            positions=positions.to(device), visible=visible.to(device),
+        )  # fmt: skip
+        cache.keep_only(torch.tensor([*range(held + 1), *(held + 1 + i for i in path)]))
+        verify.append(clock(device) - start)
+        cache.crop(held)  # the context grows by one position a repetition
+    return statistics.median(step[warmup:]), statistics.median(verify[warmup:])
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -533,7 +533,7 @@ def test_verify_with_models_sends_its_prompt_through_the_chat_template(
 
 @pytest.fixture(scope="module")
 def heads_dir(pair: PairFactory, tmp_path_factory) -> Path:
-    """Random eagle and medusa (3 heads) weights for the tiny target of `folders`."""
+    """Random eagle, eagle3 and medusa (3 heads) weights for the tiny target of `folders`."""
     folder = tmp_path_factory.mktemp("heads")
     return save_random_heads(pair("llama")[0], folder, seed=4, head_tokens=torch.arange(2, VOCAB))
 
@@ -547,6 +547,11 @@ HEAD_RUNS = [
     ["--drafter", "medusa-tree", "--tree-depth", "3", "--tree-nodes", "5"],
     ["--drafter", "eagle", "--lean-target"],
     ["--drafter", "medusa-tree", "--tree-depth", "3", "--lean-target"],  # a head tree takes it
+    ["--drafter", "eagle3"],
+    ["--drafter", "ngram+eagle3"],
+    ["--drafter", "eagle3-tree", "--tree-depth", "3"],
+    ["--drafter", "eagle3", "--lean-target"],
+    ["--drafter", "eagle3-tree", "--tree-depth", "3", "--lean-target"],
 ]
 
 
@@ -562,7 +567,7 @@ def test_head_drafters_decode_as_plain_greedy_decoding(
         max_new_tokens=8,
     )  # fmt: skip
     assert summary["tokens"] == list(plain.tokens) and summary["proposed"] > 0
-    if "ngram+eagle" not in extra:  # lookup copies from the prompt; a head needs features
+    if not extra[1].startswith("ngram+"):  # lookup copies from the prompt; a head needs features
         assert summary["per_round"][0]["proposed"] == 0
 
 
@@ -612,3 +617,7 @@ def test_heads_trained_for_another_target_are_refused(folders, pair, tmp_path, c
     err = capsys.readouterr().err
     assert "the eagle drafter cannot draft for this target" in err
     assert "this head was trained on the features of" in err and "Traceback" not in err
+    assert main([*argv, "--drafter", "eagle3-tree"]) == 2
+    err = capsys.readouterr().err
+    assert "the eagle3 drafters cannot draft for this target" in err
+    assert "this EAGLE-3 head was trained on the features of" in err and "Traceback" not in err

@@ -52,13 +52,13 @@ class SpecVizApp:
         defaults: Defaults | None = None,
     ) -> None:
         """An app whose form starts at target, draft and dtype; heads: the folder of the drafting
-        heads' weights (eagle.safetensors, medusa.safetensors; None: the shipped ones); results_dir:
-        the folder of saved `specviz bench` results its Benchmark results tab lists (relative
-        to the current folder; none listed when it does not exist); view: what shows a saved
-        result there (the benchmark's, which `specviz app` passes; None: no such tab); defaults:
-        the target's forward path every pair runs on (None: resolved for target, draft and dtype,
-        from the tuned profile of this machine and that pair where there is one,
-        specviz.tune.defaults)."""
+        heads' weights (eagle.safetensors, eagle3.safetensors, medusa.safetensors; None: the
+        shipped ones); results_dir: the folder of saved `specviz bench` results its Benchmark
+        results tab lists (relative to the current folder; none listed when it does not exist);
+        view: what shows a saved result there (the benchmark's, which `specviz app` passes; None:
+        no such tab); defaults: the target's forward path every pair runs on (None: resolved for
+        target, draft and dtype, from the tuned profile of this machine and that pair where there
+        is one, specviz.tune.defaults)."""
         self.defaults = {"target": target, "draft": draft, "dtype": dtype}
         self.results_dir = Path(results_dir).resolve()
         self.view = view
@@ -140,7 +140,7 @@ def startup_defaults(target: str, draft: str, dtype: str, threads: int | None) -
     process: threads where given (--threads), else the defaults'."""
     defaults = resolve_defaults(target, draft, dtype, warn=log.warning)
     used = set_threads(defaults.threads if threads is None else threads)
-    log.info("target forward: %s (%s); threads: %d", defaults.forward, defaults.source, used)
+    log.info("target forward: %s (%s); threads: %s", defaults.forward, defaults.source, used)
     return defaults
 
 
@@ -157,8 +157,9 @@ def main(argv: Sequence[str] | None = None, view: results.Viewer | None = None) 
     parser.add_argument(
         "--heads",
         metavar="DIR",
-        help="the drafting heads' weights (eagle.safetensors, medusa.safetensors) trained for "
-        "the target (default: the ones shipped for the bundled target)",
+        help="the drafting heads' weights (eagle.safetensors, eagle3.safetensors, "
+        "medusa.safetensors) trained for the target (default: the ones shipped for the "
+        "bundled target)",
     )
     parser.add_argument(
         "--results",

@@ -28,7 +28,6 @@ from specviz.bench.sweep import Context, Sweep, check, floats, ints
 from specviz.bench.sweeps import studies
 from specviz.bench.sweeps.batch import STEP_BATCH_SIZES
 from specviz.bench.sweeps.endpoint import endpoint_meta
-from specviz.bench.sweeps.replay import passes_command
 from specviz.bench.sweeps.speedup import summary_line
 from specviz.console import progress_bar, say
 from specviz.drafters.registry import HEAD_DRAFTERS
@@ -37,6 +36,7 @@ from specviz.fast.lean import lean_problem
 from specviz.fast.packed import is_packed
 from specviz.models.chat import prompt_format
 from specviz.models.loading import BUNDLED, DTYPES, MODEL_SPEC_HELP, load_pair, parse_dtype, resolve
+from specviz.passes import passes_command
 from specviz.results.records import DEFAULT_PRICE_PER_HOUR, Record
 from specviz.results.schema import SCHEMA, batch_steps, read_result, validate
 from specviz.runtime import HelpFormatter, add_threads_argument, cpu_name, gpu_meta
@@ -181,9 +181,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )  # fmt: skip
     b.add_argument(
         "--heads", metavar="DIR",
-        help="head drafters (eagle, medusa and their trees): the folder of eagle.safetensors / "
-        "medusa.safetensors trained for --target (default: the heads shipped for the bundled "
-        "target); they verify through the target forward plain decoding runs on",
+        help="head drafters (eagle, eagle3, medusa and their trees): the folder of "
+        "eagle.safetensors / eagle3.safetensors / medusa.safetensors trained for --target "
+        "(default: the heads shipped for the bundled target); they verify through the target "
+        "forward plain decoding runs on",
     )  # fmt: skip
     shared[0].add_arguments(b)
     b.add_argument("--reps", type=int, default=3, help="timed repetitions after one warm-up")

@@ -26,7 +26,8 @@ class DrafterOptions:
     cached forward (the statistical suite's mutants; transformers' forward for a benchmark).
     tree_nodes, tree_depth and tree_width bound the tree drafters' trees: at most that many
     nodes, levels, and children per node. heads: the folder with the drafting heads' weights
-    (eagle.safetensors, medusa.safetensors) trained for this target; None: the shipped ones.
+    (eagle.safetensors, eagle3.safetensors, medusa.safetensors) trained for this target; None:
+    the shipped ones.
     memory: the suffix drafters' memory of earlier requests (specviz.drafters.suffix_memory),
     which they read and feed; None: a private, fresh one per drafter. suffix_factor and
     suffix_min_prob bound their speculation (at most factor * match length tokens, each kept
@@ -55,7 +56,7 @@ class DrafterOptions:
     tree_nodes: int = 8  # the sweep's best budget on the bundled pair (benchmarks/RESULTS.md)
     tree_depth: int = 4
     tree_width: int = 4
-    heads: str | None = None  # folder of eagle/medusa .safetensors (None: the shipped ones)
+    heads: str | None = None  # folder of the heads' .safetensors (None: the shipped ones)
     memory: SuffixMemory | None = None  # None: a private, fresh one per suffix drafter
     suffix_factor: float = 1.0
     suffix_min_prob: float = 0.1
@@ -127,6 +128,7 @@ class DrafterSpec:
     uses_draft_model: bool  # False: drafts without a separate draft model
     build: Factory
     tree: bool = False  # True: proposes token trees (specviz.tree), verified in one pass
+    chain: str | None = None  # a tree drafter's chain counterpart: its proposer, one child a node
     head: str | None = None  # the drafting-head kind whose weights it reads (specviz.heads)
     shares_target_cache: bool = False  # drafts into the target's own cache (SharesTargetCache)
     reads_confidence: bool = True  # stops drafting below DrafterOptions.min_confidence

@@ -376,6 +376,28 @@ SPECS = (
         hybrid=True,
     ),
     DrafterSpec(
+        name="eagle3",
+        label="EAGLE-3 head on the target's fused layers",
+        description="one trained layer reads a low, a middle and a high layer of the target and "
+        "predicts tokens of its draft vocabulary directly, drafting gamma tokens",
+        uses_draft_model=False,
+        build=_head("eagle3"),
+        head="eagle3",
+        shares_target_cache=True,
+        reads_confidence=False,
+    ),
+    DrafterSpec(
+        name="ngram+eagle3",
+        label="n-gram lookup, else EAGLE-3 head",
+        description="n-gram lookup where it finds a match, the EAGLE-3 head elsewhere",
+        uses_draft_model=False,
+        build=_head("eagle3", lookup=True),
+        head="eagle3",
+        shares_target_cache=True,
+        reads_confidence=False,
+        hybrid=True,
+    ),
+    DrafterSpec(
         name="cross-text",
         label="draft model with another tokenizer: its greedy text re-encoded",
         description="a draft of another tokenizer writes greedily; its text, re-encoded with "
@@ -402,6 +424,7 @@ SPECS = (
         uses_draft_model=True,
         build=_tree_model(sampled=False),
         tree=True,
+        chain="model",
         reads_width=True,
     ),
     DrafterSpec(
@@ -411,6 +434,7 @@ SPECS = (
         uses_draft_model=True,
         build=_tree_model(sampled=True),
         tree=True,
+        chain="model",
         reads_width=True,
     ),
     DrafterSpec(
@@ -420,6 +444,7 @@ SPECS = (
         uses_draft_model=False,
         build=_tree_ngram,
         tree=True,
+        chain="ngram",
     ),
     DrafterSpec(
         name="tree-suffix",
@@ -428,6 +453,7 @@ SPECS = (
         uses_draft_model=False,
         build=_tree_suffix,
         tree=True,
+        chain="suffix",
         remembers=True,
     ),
     DrafterSpec(
@@ -437,6 +463,7 @@ SPECS = (
         uses_draft_model=False,
         build=_head("eagle", tree=True),
         tree=True,
+        chain="eagle",
         head="eagle",
         shares_target_cache=True,
         reads_confidence=False,
@@ -449,7 +476,21 @@ SPECS = (
         uses_draft_model=False,
         build=_head("eagle", tree=True, sampled=True),
         tree=True,
+        chain="eagle",
         head="eagle",
+        shares_target_cache=True,
+        reads_confidence=False,
+        reads_width=True,
+    ),
+    DrafterSpec(
+        name="eagle3-tree",
+        label="tree: EAGLE-3 head's top-k children",
+        description="the EAGLE-3 head grows a tree of its likeliest tokens (EAGLE-2 style)",
+        uses_draft_model=False,
+        build=_head("eagle3", tree=True),
+        tree=True,
+        chain="eagle3",
+        head="eagle3",
         shares_target_cache=True,
         reads_confidence=False,
         reads_width=True,
@@ -461,6 +502,7 @@ SPECS = (
         uses_draft_model=False,
         build=_head("medusa", tree=True),
         tree=True,
+        chain="medusa",
         head="medusa",
         shares_target_cache=True,
         reads_confidence=False,
@@ -486,6 +528,8 @@ def drafters_where(fact: Callable[[DrafterSpec], bool]) -> tuple[str, ...]:
 TREE_DRAFTERS = drafters_where(lambda s: s.tree)
 CHAIN_DRAFTERS = drafters_where(lambda s: not s.tree)
 MODEL_DRAFTERS = drafters_where(lambda s: s.uses_draft_model)
+# a tree drafter → the chain drafter it is compared with (the same proposer, one child a node)
+CHAIN_OF: Mapping[str, str] = MappingProxyType({s.name: s.chain for s in SPECS if s.chain})
 HEAD_DRAFTERS = drafters_where(lambda s: s.head is not None)  # all share the target's cache
 HEAD_KIND: Mapping[str, str] = MappingProxyType({s.name: s.head for s in SPECS if s.head})
 HEAD_KINDS = tuple(sorted(set(HEAD_KIND.values())))

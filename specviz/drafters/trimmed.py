@@ -77,4 +77,4 @@ def trim_head(model: Any, tokens: Tensor) -> Any:
 
 def spread(q_head: Tensor, tokens: Tensor, vocab_size: int) -> Tensor:
     """q over a trimmed head (S,) -> q over the whole vocabulary (V,), zero off the head."""
-    return q_head.new_zeros(vocab_size).index_copy_(0, tokens, q_head)
+    return q_head.new_zeros(vocab_size).scatter_(0, tokens, q_head)  # tokens are distinct

@@ -198,6 +198,10 @@ class LeanLlama:
         ]
         self.eps = float(inner.layers[0].input_layernorm.variance_epsilon)
         self.length = 0
+        # hidden-state indices (i: the output of layer i, as in transformers' hidden_states)
+        # whose values each forward keeps in `tapped`, for subclasses that record them
+        self.taps: tuple[int, ...] = ()
+        self.tapped: dict[int, Tensor] = {}
         self.kv = KVBuffers(
             len(self.layers), self.n_kv, self.head_dim, self.rotary, self.embed, capacity
         )
@@ -211,11 +215,19 @@ class LeanLlama:
         self.length = min(self.length, max(0, length))
 
     def keep_only(self, indices: Tensor) -> None:
-        """Keep the cached positions `indices` (ascending) on every layer, dropping the rest."""
+        """Keep the cached positions `indices` (ascending) on every layer, dropping the rest.
+
+        Positions already in place (the leading i with indices[i] == i: after a tree pass, the
+        prefix) are not moved; only the rest (the kept path's nodes) is gathered into place.
+        """
         n = int(indices.shape[0])
         indices = indices.to(self.kv.keys.device)
-        self.kv.keys[:, :, :n] = self.kv.keys[:, :, indices]  # advanced indexing copies first
-        self.kv.values[:, :, :n] = self.kv.values[:, :, indices]
+        moved = (indices != torch.arange(n, device=indices.device)).nonzero()
+        lead = int(moved[0, 0]) if moved.numel() else n  # positions already where they belong
+        if lead < n:
+            tail = indices[lead:]
+            self.kv.keys[:, :, lead:n] = self.kv.keys[:, :, tail]  # advanced indexing copies
+            self.kv.values[:, :, lead:n] = self.kv.values[:, :, tail]
         self.length = n
 
     @torch.no_grad()
@@ -241,6 +253,8 @@ class LeanLlama:
         x = self.embed[input_ids]  # (T, H)
         for index, weights in enumerate(self.layers):
             x = self._layer(index, weights, x, start, rope, mask)
+            if index + 1 in self.taps:
+                self.tapped[index + 1] = x
         self.length = end
         return self._logits(x, keep, start)  # (T or keep, V)
 

@@ -1,4 +1,4 @@
-"""Build the head drafters by name (the registry's factories for eagle*, medusa*)."""
+"""Build the head drafters by name (the registry's factories for eagle*, eagle3*, medusa*)."""
 
 from __future__ import annotations
 
@@ -11,19 +11,28 @@ from specviz.drafters.ngram import NgramDrafter
 from specviz.drafters.options import DrafterOptions
 from specviz.drafters.tree_model import TreeShape
 from specviz.heads.cache import EagleCache, HeadCache, MedusaCache
-from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter, LookupThenHead
+from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter, LookupThenHead, MakeTargetCache
 from specviz.heads.eagle import EagleHead
+from specviz.heads.lean3 import LeanEagle3Cache
 from specviz.heads.medusa import MedusaHeads
-from specviz.heads.tap import FeatureCache, feature_cache
-from specviz.heads.weights import load_head
+from specviz.heads.tap import (
+    FeatureCache,
+    FusedFeatureCache,
+    feature_cache,
+    fused_feature_cache,
+)
+from specviz.heads.weights import head_path, load_head
+from specviz.heads.weights3 import load_head3
 
 
 def head_cache(kind: str, target: Any, folder: str | Path | None = None) -> HeadCache:
-    """The head of `kind` ('eagle' or 'medusa') for target, as a cached forward.
+    """The head of `kind` ('eagle', 'eagle3' or 'medusa') for target, as a cached forward.
 
     folder: where {kind}.safetensors lies (None: the heads shipped for the bundled target).
     """
     path = None if folder is None else Path(folder) / f"{kind}.safetensors"
+    if kind == "eagle3":
+        return LeanEagle3Cache(target, load_head3(target, path or head_path(kind)))
     module, head_tokens = load_head(kind, target, path)
     if isinstance(module, EagleHead):
         return EagleCache(target, module, head_tokens)
@@ -47,7 +56,7 @@ def build_head_drafter(
     folder: where the weights lie (head_cache). A Medusa tree is no deeper than its heads.
     """
     cache = head_cache(kind, target, folder)
-    make_target = feature_cache if lean else FeatureCache
+    make_target = target_forward(kind, lean)
     if tree is None:
         return HeadDrafter(cache, sampling, make_target_cache=make_target)
     if isinstance(cache, MedusaCache) and tree.depth > cache.heads.k:
@@ -58,6 +67,15 @@ def build_head_drafter(
     return HeadTreeDrafter(
         cache, sampling, shape=tree, sampled=sampled, make_target_cache=make_target
     )
+
+
+def target_forward(kind: str, lean: bool) -> MakeTargetCache:
+    """The target forward that records what a head of `kind` reads: its fused layers for
+    EAGLE-3, its last feature otherwise; specviz.fast.lean's where it applies when lean, else
+    transformers'."""
+    if kind == "eagle3":
+        return fused_feature_cache if lean else FusedFeatureCache
+    return feature_cache if lean else FeatureCache
 
 
 def build_registered(

@@ -28,16 +28,25 @@ from specviz.heads.tap import FeatureCache, Features
 
 
 class HeadCache:
-    """What both heads share: the target's features, its embeddings, the trimmed output head."""
+    """What the heads share: the target's features, its embeddings, the trimmed output head.
 
-    def __init__(self, target: Any, head_tokens: Tensor) -> None:
-        """Share target's embeddings and output-head rows for head_tokens (S,)."""
+    draft_vocab (S,): the token ids the columns of `forward`'s logits stand for, where they
+    cover those tokens only (the drafters then spread q over the vocabulary with zeros); None
+    where the logits cover the target's whole vocabulary (-inf off the head tokens).
+    """
+
+    draft_vocab: Tensor | None = None
+
+    def __init__(self, target: Any, head_tokens: Tensor, *, output_rows: bool = True) -> None:
+        """Share target's embeddings and, with output_rows, its output-head rows for head_tokens
+        (S,) (the heads that score with the target's own output head)."""
         embed = target.get_input_embeddings().weight.detach()  # (V, D)
         out = target.get_output_embeddings().weight.detach()  # (V, D)
         self.device = out.device
         self.head_tokens = head_tokens.to(self.device)  # (S,)
         self.embed = embed
-        self.out_rows = out.index_select(0, self.head_tokens).contiguous()  # (S, D)
+        if output_rows:
+            self.out_rows = out.index_select(0, self.head_tokens).contiguous()  # (S, D)
         self.vocab_size = int(out.shape[0])
         self.features: Features | None = None
         self.length = 0  # token positions fed

@@ -21,8 +21,10 @@ Terms (D the target's width, V its vocabulary, V_d the draft vocabulary's size).
   (Li et al. 2025, "EAGLE-3: Scaling up Inference Acceleration of Large Language Models via
   Training-Time Test"; Zhao et al. 2025, "FR-Spec", for the vocabulary).
 
-`Eagle3Cache` is the head's cached forward for the draft-model drafters (as
-``specviz.heads.cache.EagleCache`` for the EAGLE head): its target cache records g_i.
+`Eagle3Cache` is the head's cached forward module by module (as
+``specviz.heads.cache.EagleCache`` for the EAGLE head): its target cache records g_i. The
+registered drafters run the same function on ``specviz.heads.lean3.LeanEagle3Cache``, which
+costs less per step; tests/heads/test_lean3.py checks that the two agree.
 """
 
 from __future__ import annotations

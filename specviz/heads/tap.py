@@ -6,7 +6,9 @@ forward (specviz.core.cache.KVCache) that also keeps those features, one row per
 position, rolled back and compacted together with the keys and values; so the verification
 pass hands its features to the drafter with no extra target pass. `FusedFeatureCache` keeps,
 instead, what an EAGLE-3 head reads: the hidden states of a low, a middle and a high layer,
-concatenated (3D,) per position (specviz.heads.eagle3).
+concatenated (3D,) per position (specviz.heads.eagle3). `FeatureLean` and `FusedFeatureLean`
+record the same on specviz.fast.lean's forward, tree passes (positions, mask, keep_only)
+included; `feature_cache` and `fused_feature_cache` pick the lean one where it applies.
 """
 
 from __future__ import annotations
@@ -172,6 +174,30 @@ class FeatureLean(LeanLlama):
         self.features.keep_only(indices)
 
 
+class FusedFeatureLean(FeatureLean):
+    """specviz.fast.lean's target forward, recording each position's fused layers g (3D,)."""
+
+    def __init__(self, model: Any) -> None:
+        """LeanLlama for model, tapping the hidden states of `fused_layers` of its depth."""
+        super().__init__(model)
+        from specviz.train.regen import fused_layers
+
+        self.taps = fused_layers(len(self.layers))
+        self.features = Features(len(self.taps) * int(self.embed.shape[1]), self.embed)
+
+    def _logits(self, x: Tensor, keep: int, start: int) -> Tensor:
+        """Record g (T, 3D) of the tapped layers, then the head on the last rows of x (T, H)."""
+        self.features.add(start, torch.cat([self.tapped[i] for i in self.taps], -1))
+        return LeanLlama._logits(self, x, keep, start)
+
+
 def feature_cache(model: Any) -> FeatureCache | FeatureLean:
     """The fastest target forward that records features: FeatureLean where it applies."""
     return FeatureLean(model) if lean_problem(model, wide=True) is None else FeatureCache(model)
+
+
+def fused_feature_cache(model: Any) -> FusedFeatureCache | FusedFeatureLean:
+    """The fastest target forward that records fused layers: FusedFeatureLean where it applies."""
+    if lean_problem(model, wide=True) is None:
+        return FusedFeatureLean(model)
+    return FusedFeatureCache(model)

@@ -1,4 +1,4 @@
-"""EAGLE-3 head weights: saved with their target's fingerprint, loaded back as a drafter.
+"""EAGLE-3 head weights: saved with their target's fingerprint, loaded back for drafting.
 
 A file ``eagle3.safetensors`` holds the head's tensors (bf16; the draft vocabulary as int32) and
 metadata: the head's shape, its vocabulary size, the target's name and fingerprint
@@ -14,12 +14,8 @@ from typing import Any
 
 import torch
 
-from specviz.core.config import SamplingConfig
-from specviz.drafters.tree_model import TreeShape
-from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
 from specviz.heads.eagle import EagleShape
-from specviz.heads.eagle3 import Eagle3Cache, Eagle3Head
-from specviz.heads.tap import FusedFeatureCache
+from specviz.heads.eagle3 import Eagle3Head
 from specviz.heads.weights import fingerprint
 
 FORMAT = 1
@@ -57,14 +53,18 @@ def load_head3(target: Any, path: Path) -> Eagle3Head:
     from safetensors.torch import load_file
 
     if not path.is_file():
-        raise ValueError(f"no EAGLE-3 head weights at {path}: train one (python -m specviz.train "
-                         "heads3)")  # fmt: skip
+        raise ValueError(
+            f"no EAGLE-3 head weights at {path}: train one (python -m specviz.train heads3), "
+            "export it (python -m specviz.train heads-export eagle3), or use another drafter"
+        )
     with safe_open(str(path), "pt") as handle:
         meta = handle.metadata() or {}
     if meta.get("fingerprint") != fingerprint(target):
         raise ValueError(
-            f"this EAGLE-3 head was trained on the features of {meta.get('target') or 'another'}"
-            f" (fingerprint {meta.get('fingerprint')}); this target's is {fingerprint(target)}"
+            f"the eagle3 drafters cannot draft for this target: this EAGLE-3 head was trained "
+            f"on the features of {meta.get('target') or 'another model'} (fingerprint "
+            f"{meta.get('fingerprint')}); this target's is {fingerprint(target)}. Train one for "
+            "it (python -m specviz.train heads-all), or use another drafter"
         )
     tensors = load_file(str(path))
     vocab = tensors["vocab"].long()
@@ -72,20 +72,3 @@ def load_head3(target: Any, path: Path) -> Eagle3Head:
     head.load_state_dict({k: v.long() if k == "vocab" else v.float() for k, v in tensors.items()})
     weight = target.get_output_embeddings().weight
     return head.to(device=weight.device, dtype=weight.dtype).eval()
-
-
-def eagle3_drafter(
-    target: Any,
-    sampling: SamplingConfig,
-    path: Path,
-    *,
-    tree: TreeShape | None = None,
-    sampled: bool = False,
-) -> HeadDrafter | HeadTreeDrafter:
-    """A chain (tree None) or tree drafter over the EAGLE-3 head at path, for target."""
-    cache = Eagle3Cache(target, load_head3(target, path))
-    if tree is None:
-        return HeadDrafter(cache, sampling, make_target_cache=FusedFeatureCache)
-    return HeadTreeDrafter(
-        cache, sampling, shape=tree, sampled=sampled, make_target_cache=FusedFeatureCache
-    )

@@ -89,11 +89,6 @@ def setting_label(setting: Mapping[str, Any]) -> str:
 
 
 TREE_RULES: Mapping[str, TreeRule] = MappingProxyType({"exact": EXACT_TREE, "typical": TYPICAL})
-# the chain drafter a tree drafter is compared with: the same proposer, one child per node
-CHAIN_OF: Mapping[str, str] = MappingProxyType(
-    {"tree-model": "model", "tree-sampled": "model", "tree-ngram": "ngram"}
-    | {"eagle-tree": "eagle", "eagle-tree-sampled": "eagle", "medusa-tree": "medusa"}
-)
 LOSSY = "LOSSY (typical acceptance): not the target's law"
 
 

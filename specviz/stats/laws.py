@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from specviz.core.acceptance import EXACT, AcceptanceRule
-from specviz.core.cache import CachedForward
+from specviz.core.cache import CachedForward, KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import SpeculativeDecoder, autoregressive_events
 from specviz.core.drafter import Drafter
@@ -23,7 +23,7 @@ from specviz.core.sampling import logits_to_probs
 from specviz.drafters.model import ModelDrafter
 from specviz.fast.lean import draft_cache
 from specviz.tree.decoding import TreeDecoder
-from specviz.tree.drafter import TreeDrafter
+from specviz.tree.drafter import TreeCache, TreeDrafter
 from specviz.tree.verify import EXACT_TREE, TreeRule
 
 Outcome = tuple[int, ...]
@@ -72,7 +72,9 @@ class Variant:
     """A speculative sampler assembled from swappable pieces; the default is the real one.
 
     rule, drafter_cls and make_cache are the pieces of chain speculation; tree_rule is that of
-    tree speculation (used with a tree drafter).
+    tree speculation (used with a tree drafter), and tree_cache the target's cached forward a
+    tree is verified through (None: transformers' forward; specviz.fast.lean's is another real
+    path, not a mutation).
     """
 
     name: str = "exact"
@@ -81,6 +83,7 @@ class Variant:
     drafter_cls: type[ModelDrafter] = ModelDrafter
     make_cache: Callable[[Any], CachedForward] | None = None  # None: each component's default
     tree_rule: TreeRule = EXACT_TREE
+    tree_cache: Callable[[Any], TreeCache] | None = None
 
     @property
     def draft_cache(self) -> Callable[[Any], CachedForward]:
@@ -157,6 +160,7 @@ def speculative_sampler(
                 max_new_tokens=speculation.max_new_tokens,
                 stop_ids=stop_ids,
                 rule=variant.tree_rule,
+                make_cache=variant.tree_cache or KVCache,
             )
             return outcome(list(tree_decoder.events()), k)
         decoder = SpeculativeDecoder(

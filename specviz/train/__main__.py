@@ -10,6 +10,9 @@ from typing import Any
 from specviz.drafters.registry import HEAD_KINDS
 from specviz.train.common import setup_logging
 
+# the heads trained on the target's last features by `heads` (EAGLE-3 trains with heads3)
+FEATURE_HEADS = tuple(kind for kind in HEAD_KINDS if kind != "eagle3")
+
 
 def _hours(value: str) -> float:
     """Parse a duration in hours into seconds."""
@@ -36,18 +39,27 @@ def build_parser() -> argparse.ArgumentParser:
     regen.add_argument("--ids", default=None, help="folder of the ids shards (default: work dir)")
     regen.add_argument("--worker", default="0/1", help="k/n: this process makes shards i % n == k")
     heads = sub.add_parser("heads", help="train the EAGLE head or the Medusa heads (resumable)")
-    heads.add_argument("which", choices=HEAD_KINDS)
+    heads.add_argument("which", choices=FEATURE_HEADS)
     heads.add_argument("--hours", type=_hours, default=None, help="stop after this long")
     heads.add_argument("--steps", type=int, default=1_000_000, help="stop at this step")
     heads.add_argument("--total-steps", type=int, default=2000, help="length of the lr schedule")
     heads.add_argument("--batch", type=int, default=2048, help="trained positions per step")
     _eagle3_parsers(sub)
     heval = sub.add_parser("heads-eval", help="held-out alpha per draft position, agreement, c")
-    heval.add_argument("which", choices=HEAD_KINDS)
+    heval.add_argument("which", choices=FEATURE_HEADS)
     heval.add_argument("--heads", default=None, help="folder of the weights (default: shipped)")
     heval.add_argument("--prompts", type=int, default=16, help="held-out prompts per kind")
     hexport = sub.add_parser("heads-export", help="copy a trained head into specviz/assets/heads")
     hexport.add_argument("which", choices=HEAD_KINDS)
+    hexport.add_argument(
+        "--from-checkpoint",
+        default=None,
+        help="eagle3: the heads3 folder with ckpt.pt and curve.jsonl, a copy if it still trains "
+        "(default: the work dir's head-eagle3)",
+    )
+    hexport.add_argument(
+        "--ids", default="data/heads/answers", help="eagle3: ids shards the coverage is counted on"
+    )
     student = sub.add_parser("student", help="distil the draft from the shards (resumable)")
     student.add_argument("--hours", type=_hours, default=None, help="stop after this long")
     student.add_argument("--steps", type=int, default=1_000_000, help="stop at this step")
@@ -177,6 +189,26 @@ def _run_heads_all(args: argparse.Namespace) -> dict[str, Any]:
     )
 
 
+def _run_heads_export(args: argparse.Namespace) -> dict[str, Any]:
+    """Export a head into the package: eagle3 from a heads3 checkpoint, the others as trained."""
+    if args.which != "eagle3":
+        if args.from_checkpoint is not None:
+            raise SystemExit("--from-checkpoint applies to heads-export eagle3 (a heads3 run)")
+        from specviz.train.heads_export import run_heads_export
+
+        return run_heads_export(args.which)
+    from pathlib import Path
+
+    from specviz.train.common import work_dir
+    from specviz.train.heads3_export import run_heads3_export
+
+    folder = Path(args.from_checkpoint) if args.from_checkpoint else work_dir() / "head-eagle3"
+    try:
+        return run_heads3_export(folder, Path(args.ids), args.threads)
+    except ValueError as err:
+        raise SystemExit(f"heads-export eagle3: {err}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run one step."""
     args = build_parser().parse_args(argv)
@@ -217,9 +249,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         print(run_heads_eval(args.which, args.heads, args.prompts, args.threads))
     elif args.step == "heads-export":
-        from specviz.train.heads_export import run_heads_export
-
-        print(run_heads_export(args.which))
+        print(_run_heads_export(args))
     elif args.step == "student":
         from specviz.train.student import StudentConfig, run_student
 

@@ -55,8 +55,10 @@ from specviz.drafters.registry import (
 )
 from specviz.drafters.trimmed import save_ranking
 from specviz.heads.eagle import EagleHead, EagleShape
+from specviz.heads.eagle3 import fresh_head
 from specviz.heads.medusa import MedusaHeads
 from specviz.heads.weights import save_head
+from specviz.heads.weights3 import save_head3
 from specviz.jsonl import read_jsonl
 from specviz.models.loading import ModelLoadError
 from specviz.results.records import Record, RequestMetrics
@@ -110,13 +112,16 @@ HEAD_TOKENS = torch.arange(2, VOCAB)
 
 
 def save_heads(target_dir: str, folder: Path, medusa_heads: int = 4) -> str:
-    """An EAGLE head at its initial weights (drawn under a forked RNG) and Medusa heads at
-    theirs, saved for the target in target_dir as the app loads it (float32)."""
+    """An EAGLE head and an EAGLE-3 head at their initial weights (drawn under a forked RNG)
+    and Medusa heads at theirs, saved for the target in target_dir as the app loads it
+    (float32)."""
     target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         eagle = EagleHead(EagleShape.of(target.config))
     save_head(eagle, "eagle", HEAD_TOKENS, target, {}, folder)
+    eagle3 = fresh_head(target, HEAD_TOKENS, torch.Generator().manual_seed(0))
+    save_head3(eagle3, target, 0, folder)
     medusa = MedusaHeads(int(target.config.hidden_size), medusa_heads)
     save_head(medusa, "medusa", HEAD_TOKENS, target, {}, folder)
     return str(folder)
@@ -615,7 +620,7 @@ REFUSED = {  # (drafter, mutant): the drafter has no such piece to swap
 }
 REFUSED |= {  # a drafting head: its own drafter, verifying through its own forward of the target
     (head, mutant.name): why
-    for head in ("eagle", "medusa", "ngram+eagle")
+    for head in ("eagle", "eagle3", "medusa", "ngram+eagle", "ngram+eagle3")
     for mutant, why in ((DRAFTER_MUTANT, "builds a drafter of its own"),
                         (CACHE_MUTANT, "shares with the target"))
 }  # fmt: skip

@@ -43,7 +43,7 @@ def app(model_dirs: tuple[str, str], heads_dir: str) -> SpecVizApp:
 
 
 def test_the_form_knows_every_registered_tree_drafter_and_rule() -> None:
-    assert sorted(TREE_DRAFTERS) == sorted(REGISTERED_TREES) and len(TREE_DRAFTERS) == 7
+    assert sorted(TREE_DRAFTERS) == sorted(REGISTERED_TREES) and len(TREE_DRAFTERS) == 8
     assert set(TREE_RULE_CHOICES) == set(TREE_RULES) == {EXACT_TREE.name, TYPICAL.name}
     assert TREE_RULES["typical"] is TYPICAL and not TYPICAL.exact
     assert tree_rule(settings(("t", "d"), drafter="tree-model")) is EXACT_TREE

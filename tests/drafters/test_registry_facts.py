@@ -33,15 +33,19 @@ def test_lists_are_the_facts() -> None:
     assert set(registry.HEAD_DRAFTERS) <= set(registry.SHARED_CACHE_DRAFTERS)
     assert set(registry.BATCH_DRAFTERS) <= set(registry.CHAIN_DRAFTERS)
     assert tuple(sorted(set(registry.HEAD_KIND.values()))) == registry.HEAD_KINDS
+    assert set(registry.CHAIN_OF) <= set(registry.TREE_DRAFTERS)
+    assert set(registry.CHAIN_OF.values()) <= set(registry.CHAIN_DRAFTERS)
 
 
 def _name_lists(path: Path) -> list[int]:
-    """Lines of path holding a literal tuple, list or set of two or more registered names."""
+    """Lines of path holding a literal tuple, list, set or dict (its keys) of two or more
+    registered names."""
     names = set(DRAFTER_NAMES)
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            strings = [e.value for e in node.elts if isinstance(e, ast.Constant)]
+        elements = node.keys if isinstance(node, ast.Dict) else getattr(node, "elts", None)
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set, ast.Dict)) and elements is not None:
+            strings = [e.value for e in elements if isinstance(e, ast.Constant)]
             if sum(isinstance(s, str) and s in names for s in strings) >= 2:
                 found.append(node.lineno)
     return found
@@ -59,5 +63,9 @@ def test_no_list_of_drafter_names_outside_the_registry() -> None:
 def test_scan_catches_a_literal_list(tmp_path: Path) -> None:
     """The negative control: the scan finds a list of names where one is written."""
     path = tmp_path / "bad.py"
-    path.write_text('LOOKUP = ("ngram", "tree-ngram")\nOK = ("ngram",)\n', encoding="utf-8")
-    assert _name_lists(path) == [1]
+    path.write_text(
+        'LOOKUP = ("ngram", "tree-ngram")\nOK = ("ngram",)\n'
+        'OF = {"tree-ngram": "ngram", "tree-model": 1}\n',
+        encoding="utf-8",
+    )
+    assert _name_lists(path) == [1, 3]

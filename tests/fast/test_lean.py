@@ -100,6 +100,20 @@ def test_drafter_uses_the_lean_forward_only_where_it_applies(
     assert isinstance(draft_cache(llama_draft), KVCache)
 
 
+@pytest.mark.parametrize(
+    "keep", [list(range(8)), [0, 1, 2, 3, 4, 5, 7], [0, 1, 3, 4, 6], [2, 5]]
+)  # nothing to move; a tree's path after the prefix; gaps from early on; no prefix at all
+def test_keep_only_keeps_what_transformers_cache_keeps(keep: list[int]) -> None:
+    model = tiny_model("llama", seed=3, scale=3.0)
+    ids = torch.tensor([3, 1, 4, 1, 5, 9, 2, 6])
+    lean, ref = LeanLlama(model), KVCache(model)
+    lean.forward(ids), ref.forward(ids)
+    lean.keep_only(torch.tensor(keep)), ref.keep_only(torch.tensor(keep))
+    assert len(lean) == len(ref) == len(keep)
+    step = torch.tensor([7, 8])
+    torch.testing.assert_close(lean.forward(step), ref.forward(step), rtol=1e-10, atol=1e-10)
+
+
 @pytest.mark.parametrize("rope_type", ["linear", "dynamic"])
 def test_only_length_independent_rope_runs_lean(rope_type: str) -> None:
     rope = {"rope_type": rope_type, "factor": 2.0}  # max_position_embeddings is 96 here

@@ -9,34 +9,55 @@ import torch
 
 from specviz.heads.cache import EagleCache, HeadCache, MedusaCache
 from specviz.heads.eagle import EagleHead, EagleShape
+from specviz.heads.eagle3 import Eagle3Head
+from specviz.heads.lean3 import LeanEagle3Cache
 from specviz.heads.medusa import MedusaHeads
 from specviz.heads.weights import KINDS, save_head
+from specviz.heads.weights3 import save_head3
 
 
-def random_head(kind: str, target: Any, seed: int, head_tokens: torch.Tensor) -> HeadCache:
-    """A head of `kind` with every weight random (none left at its zero init), float64."""
+def random_module(kind: str, target: Any, seed: int, head_tokens: torch.Tensor) -> torch.nn.Module:
+    """A head module of `kind` with every weight random (none left at its zero init), float64.
+
+    An EAGLE-3 head drafts over head_tokens; its norm weights are drawn around 1 (as trained
+    ones are), so its q is not flat.
+    """
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
+        shape = EagleShape.of(target.config)
         if kind == "eagle":
-            module: torch.nn.Module = EagleHead(EagleShape.of(target.config))
+            module: torch.nn.Module = EagleHead(shape)
+        elif kind == "eagle3":
+            module = Eagle3Head(shape, head_tokens)
         else:
             module = MedusaHeads(int(target.config.hidden_size), 3)
         with torch.no_grad():
-            for param in module.parameters():
-                param.normal_(0.0, 1.0 / param.shape[-1] ** 0.5)
-    module = module.to(torch.float64).eval()
+            for name, param in module.named_parameters():
+                if kind == "eagle3" and name.startswith("norm"):
+                    param.normal_(1.0, 0.2)
+                else:
+                    param.normal_(0.0, 1.0 / param.shape[-1] ** 0.5)
+    return module.to(torch.float64).eval()
+
+
+def random_head(kind: str, target: Any, seed: int, head_tokens: torch.Tensor) -> HeadCache:
+    """A random head of `kind` (random_module) as the cached forward its drafters use."""
+    module = random_module(kind, target, seed, head_tokens)
     if isinstance(module, EagleHead):
         return EagleCache(target, module, head_tokens)
+    if isinstance(module, Eagle3Head):
+        return LeanEagle3Cache(target, module)
     assert isinstance(module, MedusaHeads)
     return MedusaCache(target, module, head_tokens)
 
 
 def save_random_heads(target: Any, folder: Path, seed: int, head_tokens: torch.Tensor) -> Path:
-    """Write random eagle and medusa heads for target to folder (as the trainer saves them)."""
+    """Write random heads of every kind for target to folder (as the trainers save them)."""
     folder.mkdir(parents=True, exist_ok=True)
     for kind in KINDS:
-        cache = random_head(kind, target, seed, head_tokens)
-        assert isinstance(cache, EagleCache | MedusaCache)
-        module = cache.head if isinstance(cache, EagleCache) else cache.heads
-        save_head(module, kind, head_tokens, target, {"step": 0}, folder)
+        module = random_module(kind, target, seed, head_tokens)
+        if isinstance(module, Eagle3Head):
+            save_head3(module, target, 0, folder)
+        else:
+            save_head(module, kind, head_tokens, target, {"step": 0}, folder)
     return folder

@@ -9,11 +9,13 @@ import torch
 
 from specviz.heads.weights import ASSETS, KINDS, head_path
 
+FEATURE_KINDS = tuple(k for k in KINDS if k != "eagle3")  # trained by `heads`, with heads-eval
+
 
 def test_shipped_heads_are_small_and_documented() -> None:
-    total = sum(head_path(kind).stat().st_size for kind in KINDS)
+    total = sum(head_path(kind).stat().st_size for kind in FEATURE_KINDS)
     assert total <= 20 * 2**20
-    for kind in KINDS:
+    for kind in FEATURE_KINDS:
         summary = json.loads((ASSETS / f"{kind}.json").read_text(encoding="utf-8"))
         assert summary["weights_bytes"] == head_path(kind).stat().st_size
         for field in ("parameters", "shards_sha256", "train_positions", "hours", "held_out"):
@@ -22,11 +24,34 @@ def test_shipped_heads_are_small_and_documented() -> None:
         assert f"{summary['parameters']:,}" in card and summary["shards_sha256"] in card
 
 
+def test_the_shipped_eagle3_head_is_small_and_documented() -> None:
+    from safetensors import safe_open
+
+    path = head_path("eagle3")
+    assert path.stat().st_size <= 40 * 2**20  # tens of MB: bf16, 16,384 output rows
+    summary = json.loads((ASSETS / "eagle3.json").read_text(encoding="utf-8"))
+    assert summary["weights_bytes"] == path.stat().st_size
+    for field in ("parameters", "steps", "trained_positions", "hours", "held_out", "draft_vocab"):
+        assert field in summary, field
+    with safe_open(str(path), "pt") as handle:
+        meta = handle.metadata()
+        vocab = handle.get_tensor("vocab")
+    assert int(meta["steps"]) == summary["steps"] and meta["kind"] == "eagle3"
+    assert int(meta["vocab"]) == summary["draft_vocab"]["size"] == vocab.shape[0]
+    assert len(set(vocab.tolist())) == vocab.shape[0]  # distinct token ids
+    rows = summary["held_out"]
+    assert rows and all(r["step"] <= summary["steps"] for r in rows)
+    assert 0 < summary["draft_vocab"]["held_out_coverage"] <= 1
+    card = (ASSETS / "eagle3.md").read_text(encoding="utf-8")
+    assert f"{summary['parameters']:,}" in card and f"{summary['steps']:,}" in card
+
+
 @pytest.mark.integration
 def test_shipped_heads_draft_exactly_for_the_bundled_target() -> None:
+    from specviz.api import speculative_generate
     from specviz.core.config import SamplingConfig, SpeculationConfig
-    from specviz.core.decoding import SpeculativeDecoder, autoregressive_events
-    from specviz.core.events import Accepted, Sampled
+    from specviz.core.decoding import autoregressive_events
+    from specviz.core.events import Sampled
     from specviz.drafters.registry import build_drafter
     from specviz.models.loading import load_pair
 
@@ -38,12 +63,11 @@ def test_shipped_heads_draft_exactly_for_the_bundled_target() -> None:
         for e in autoregressive_events(pair.target, prompt, sampling=sampling, max_new_tokens=24)
         if isinstance(e, Sampled)
     ]
-    for name in ("eagle", "medusa"):
+    for name in ("eagle", "medusa", "eagle3", "eagle3-tree"):
         drafter = build_drafter(name, target=pair.target, sampling=sampling)
-        decoder = SpeculativeDecoder(
-            pair.target, drafter, prompt, sampling=sampling,
-            speculation=SpeculationConfig(gamma=3, max_new_tokens=24),
+        result = speculative_generate(
+            pair.target, drafter, pair.tokenizer, prompt, sampling=sampling,
+            speculation=SpeculationConfig(gamma=3, max_new_tokens=24), stop=(),
         )  # fmt: skip
-        events = list(decoder.events())
-        assert decoder.ids[len(prompt) :] == plain, name
-        assert any(isinstance(e, Accepted) for e in events), name  # a trained head is kept
+        assert list(result.tokens) == plain, name
+        assert result.accepted > 0, name  # a trained head is kept

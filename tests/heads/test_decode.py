@@ -11,8 +11,8 @@ from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import SpeculativeDecoder, autoregressive_events
 from specviz.core.events import Accepted, Sampled, TreeProposed
 from specviz.drafters.tree_model import TreeShape
+from specviz.heads.build import target_forward
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
-from specviz.heads.tap import FeatureCache, FeatureLean
 from specviz.tree.decoding import TreeDecoder
 from tests.conftest import VOCAB, tiny_model
 from tests.heads.helpers import random_head
@@ -32,14 +32,15 @@ def _plain(target: Any, n: int) -> list[int]:
     return [e.token for e in events if isinstance(e, Sampled)]
 
 
-@pytest.mark.parametrize("kind", ["eagle", "medusa"])
-@pytest.mark.parametrize("make_target", [FeatureCache, FeatureLean])
+@pytest.mark.parametrize("kind", ["eagle", "eagle3", "medusa"])
+@pytest.mark.parametrize("forward", ["transformers", "lean"])
 @pytest.mark.parametrize("tree", [None, "topk", "sampled"])
 def test_greedy_heads_match_plain_greedy(
-    target: Any, kind: str, make_target: Any, tree: str | None
+    target: Any, kind: str, forward: str, tree: str | None
 ) -> None:
     sampling = SamplingConfig(temperature=0.0)
     cache = random_head(kind, target, seed=11, head_tokens=HEAD_TOKENS)
+    make_target = target_forward(kind, lean=forward == "lean")
     n = 24
     if tree is None:
         drafter: Any = HeadDrafter(cache, sampling, make_target_cache=make_target)

@@ -130,7 +130,8 @@ def test_greedy_eagle3_matches_plain_greedy(target: Any, tree: str | None) -> No
 
 
 def test_saved_head_loads_back_and_drafts_exactly(target: Any, tmp_path: Any) -> None:
-    from specviz.heads.weights3 import eagle3_drafter, load_head3, save_head3
+    from specviz.heads.build import build_head_drafter
+    from specviz.heads.weights3 import load_head3, save_head3
 
     cache = random_head3(target, seed=12, vocab=torch.arange(2, VOCAB))
     path = save_head3(cache.head, target, 7, tmp_path)
@@ -139,7 +140,7 @@ def test_saved_head_loads_back_and_drafts_exactly(target: Any, tmp_path: Any) ->
         expected = value if name == "vocab" else value.to(torch.bfloat16).to(value.dtype)
         torch.testing.assert_close(loaded.state_dict()[name], expected, rtol=0, atol=0)
     sampling = SamplingConfig(temperature=0.0)
-    drafter = eagle3_drafter(target, sampling, path)
+    drafter = build_head_drafter("eagle3", target, sampling, folder=tmp_path)
     decoder = SpeculativeDecoder(
         target, drafter, PROMPT, sampling=sampling,
         speculation=SpeculationConfig(gamma=3, max_new_tokens=16),

@@ -188,3 +188,46 @@ def test_the_training_cli_parses_the_eagle3_steps() -> None:
     )  # fmt: skip
     args = build_parser().parse_args(["heads-vocab", "--sizes", "4096,8192"])
     assert (args.step, args.sizes, args.reps) == ("heads-vocab", "4096,8192", 300)
+
+
+def test_export_ships_a_checkpoints_head_with_its_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from specviz.heads.eagle3 import fresh_head
+    from specviz.heads.weights3 import load_head3
+    from specviz.train import heads3_export
+    from specviz.train.__main__ import main
+
+    model = _model()
+    ids = tmp_path / "ids"
+    ids.mkdir()
+    _write_ids(ids / "ids_00000.json.gz", _ids([[9, 9, 3, 3, 3, 5], [9, 5, 5]], [2, 1], 0))
+    _write_ids(ids / "ids_00001.json.gz", _ids([[8, 3, 6]], [1], 1))
+    _write_ids(ids / "ids_00007.json.gz", _ids([[1, 1, 5, 6]], [0], 7))  # held out
+    head = fresh_head(model, torch.tensor([3, 5]), torch.Generator().manual_seed(0))
+    run = tmp_path / "run"
+    run.mkdir()
+    state = {"step": 12, "positions": 300, "answer_positions": 200, "elapsed": 1800.0}
+    torch.save({"head": head.state_dict(), "state": state, "config": {"vocab": 2}}, run / "ckpt.pt")
+    rows = [{"step": s, "alpha_1": 0.1 * s} for s in (5, 10, 15)]  # 15: after the checkpoint
+    (run / "curve.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setattr(heads3_export, "load_target", lambda threads: (model, None))
+    monkeypatch.setenv("SPECVIZ_TRAIN_DIR", str(tmp_path / "work"))  # the command's logs
+    out = tmp_path / "out"
+    out.mkdir()
+    summary = heads3_export.run_heads3_export(run, ids, threads=1, out=out)
+    assert summary == json.loads((out / "eagle3.json").read_text())
+    assert (summary["steps"], summary["hours"], summary["trained_positions"]) == (12, 0.5, 300)
+    assert summary["parameters"] == sum(p.numel() for p in head.parameters())
+    assert summary["weights_bytes"] == (out / "eagle3.safetensors").stat().st_size
+    assert [r["step"] for r in summary["held_out"]] == [5, 10]
+    vocab = summary["draft_vocab"]  # answers 3 3 3 5 | 5 5 | 3 6; held out 1 1 5 6
+    assert (vocab["size"], vocab["coverage"], vocab["held_out_coverage"]) == (2, 0.875, 0.25)
+    loaded = load_head3(model, out / "eagle3.safetensors")
+    for name, value in head.state_dict().items():
+        expected = value if name == "vocab" else value.to(torch.bfloat16).to(value.dtype)
+        torch.testing.assert_close(loaded.state_dict()[name], expected, rtol=0, atol=0)
+    with pytest.raises(SystemExit, match="applies to heads-export eagle3"):
+        main(["heads-export", "eagle", "--from-checkpoint", str(run)])
+    with pytest.raises(SystemExit, match="no heads3 checkpoint"):
+        main(["heads-export", "eagle3", "--from-checkpoint", str(tmp_path / "none")])

@@ -31,8 +31,9 @@ def _model() -> object:
 def test_fused_layers_low_middle_high() -> None:
     assert fused_layers(30) == (2, 15, 27)
     assert fused_layers(6) == (2, 3, 3)
+    assert fused_layers(3) == (1, 1, 2) and fused_layers(2) == (1, 1, 1)
     with pytest.raises(ValueError, match="too shallow"):
-        fused_layers(3)
+        fused_layers(1)
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])

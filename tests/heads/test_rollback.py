@@ -6,9 +6,9 @@ each round (each RoundSummary event) the test checks
 
 (a) the target's cache holds len(ids) - 1 positions, whose features equal a fresh pass over the
     committed ids and whose next logits (feeding the last token) equal the fresh pass's;
-(b) EAGLE: the head's cache holds real entries only (fed with the target's features), as many as
-    the committed tokens before the round, with keys, values and outputs equal to those of a
-    fresh EagleCache fed that prefix with real features;
+(b) EAGLE and EAGLE-3: the head's cache holds real entries only (fed with the target's
+    features), as many as the committed tokens before the round, with keys, values and outputs
+    equal to those of a fresh cache of the head fed that prefix with real features;
 (c) Medusa: the committed count is the committed tokens before the round, and nothing past it.
 
 Tolerance 1e-9 (float64). Several seeds, and the test asserts that rounds with every number of
@@ -26,9 +26,12 @@ from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import SpeculativeDecoder
 from specviz.core.events import Bonus, RoundSummary
 from specviz.drafters.tree_model import TreeShape
+from specviz.heads.build import target_forward
 from specviz.heads.cache import EagleCache, MedusaCache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
-from specviz.heads.tap import FeatureCache, FeatureLean
+from specviz.heads.lean3 import LeanEagle3Cache
+from specviz.heads.tap import FeatureCache, FusedFeatureCache
+from specviz.train.regen import fused_layers
 from specviz.tree.decoding import TreeDecoder
 from tests.conftest import tiny_model
 from tests.heads.helpers import random_head
@@ -48,6 +51,9 @@ CASES = [  # (kind, tree: None for a chain, else sampled?)
     ("eagle", False),
     ("eagle", True),
     ("medusa", False),
+    ("eagle3", None),
+    ("eagle3", False),
+    ("eagle3", True),
 ]
 
 
@@ -56,10 +62,11 @@ def target() -> Any:
     return tiny_model("llama", seed=5, scale=1.0, vocab_size=V)
 
 
-def _decoder(target: Any, kind: str, tree: bool | None, make_target: Any, seed: int) -> Any:
+def _decoder(target: Any, kind: str, tree: bool | None, lean: bool, seed: int) -> Any:
     """A decode of PROMPT by the head drafter (a chain, or a tree sampled or not)."""
     sampling = SamplingConfig(temperature=1.0, seed=seed)
     cache = random_head(kind, target, seed=HEAD_SEED, head_tokens=HEAD_TOKENS)
+    make_target = target_forward(kind, lean)
     if tree is None:
         drafter: Any = HeadDrafter(cache, sampling, make_target_cache=make_target)
         speculation = SpeculationConfig(gamma=GAMMA, max_new_tokens=NEW_TOKENS)
@@ -80,8 +87,14 @@ def _check_target_cache(decoder: Any, target: Any) -> None:
     assert len(cache) == len(cache.features) == n
     if isinstance(decoder, TreeDecoder):
         assert decoder.cached == n
-    hidden = target.model(input_ids=torch.tensor([ids])).last_hidden_state[0]  # (L, D)
-    torch.testing.assert_close(cache.features.rows, hidden[:n], rtol=TOL, atol=TOL)
+    out = target.model(input_ids=torch.tensor([ids]), output_hidden_states=True)
+    hidden = out.last_hidden_state[0]  # (L, D)
+    if isinstance(decoder.drafter.head, LeanEagle3Cache):  # g: the fused layers (L, 3D)
+        layers = fused_layers(int(target.config.num_hidden_layers))
+        expected = torch.cat([out.hidden_states[i][0] for i in layers], -1)
+    else:
+        expected = hidden
+    torch.testing.assert_close(cache.features.rows, expected[:n], rtol=TOL, atol=TOL)
     logits = cache.forward(torch.tensor([ids[-1]]), keep=1)[-1]
     torch.testing.assert_close(logits, target.lm_head(hidden[-1]), rtol=TOL, atol=TOL)
     cache.crop(n)  # back to where the decoder left it
@@ -96,6 +109,17 @@ def _check_head(decoder: Any, target: Any, before: int, drafted: bool) -> None:
     if isinstance(head, MedusaCache):
         assert head.committed == len(head) == held <= n
         return
+    if isinstance(head, LeanEagle3Cache):
+        assert head.real == len(head) == held <= n
+        assert head.positions == list(range(held))
+        fresh3 = LeanEagle3Cache(target, head.head)
+        fresh3.attach(target, FusedFeatureCache).forward(torch.tensor(decoder.ids[:-1]))
+        if held:
+            fresh3.forward(torch.tensor(decoder.ids[:held]))
+        for got, want in ((head.keys, fresh3.keys), (head.values, fresh3.values)):
+            torch.testing.assert_close(got[:, :held], want[:, :held], rtol=TOL, atol=TOL)
+        torch.testing.assert_close(head.outputs, fresh3.outputs, rtol=TOL, atol=TOL)
+        return
     assert isinstance(head, EagleCache)
     assert head.real == len(head) == held <= n
     assert head.positions == list(range(held))
@@ -108,16 +132,16 @@ def _check_head(decoder: Any, target: Any, before: int, drafted: bool) -> None:
     torch.testing.assert_close(head.outputs, fresh.outputs, rtol=TOL, atol=TOL)
 
 
-@pytest.mark.parametrize("make_target", [FeatureCache, FeatureLean])
+@pytest.mark.parametrize("lean", [False, True])  # the target's forward: transformers', lean
 @pytest.mark.parametrize(("kind", "tree"), CASES)
 def test_caches_hold_the_committed_text_after_every_round(
-    target: Any, kind: str, tree: bool | None, make_target: Any
+    target: Any, kind: str, tree: bool | None, lean: bool
 ) -> None:
     depth = GAMMA if tree is None else SHAPE.depth
     accepted: set[int] = set()
     bonuses = rounds = 0
     for seed in SEEDS:
-        decoder = _decoder(target, kind, tree, make_target, seed)
+        decoder = _decoder(target, kind, tree, lean, seed)
         before = len(decoder.ids)
         for event in decoder.events():
             if isinstance(event, Bonus):

@@ -2,7 +2,9 @@
 
 A tiny Llama target (float64) over V = 8 tokens, so the exact law of the first K = 3 tokens
 (8^3 cells) is enumerated, and random heads drafting only among tokens 1..7 (q = 0 on token 0).
-EAGLE and Medusa, as chains and as trees (EAGLE top-k and sampled, Medusa top-k). A head drafts
+EAGLE, EAGLE-3 and Medusa, as chains and as trees (EAGLE and EAGLE-3 top-k and sampled, Medusa
+top-k), verifying through specviz.fast.lean's target forward, and two head trees through
+transformers' forward too (the same tree, a different forward of the target). A head drafts
 nothing in the first round (no features yet), so each setting writes gamma + 2 tokens: its
 second round drafts the whole gamma (or depth), and the K tokens under test are the first
 round's and that round's (and, with k = 4, the next round's).
@@ -31,9 +33,10 @@ from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import SpeculativeDecoder
 from specviz.core.events import RoundSummary
 from specviz.drafters.tree_model import TreeShape
+from specviz.heads.build import target_forward
 from specviz.heads.cache import EagleCache, MedusaCache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
-from specviz.heads.tap import feature_cache
+from specviz.heads.lean3 import LeanEagle3Cache
 from specviz.stats.laws import EXACT_VARIANT, Law, Variant, exact_law
 from specviz.stats.mutants import MUTANTS, TREE_MUTANTS
 from specviz.stats.suite import Setting, check_setting, family_adjusted
@@ -53,8 +56,14 @@ DEPTH = 2
 SHAPE = TreeShape(nodes=6, depth=DEPTH, width=2)
 T1 = SamplingConfig(temperature=1.0)
 WARPED = SamplingConfig(temperature=0.8, top_k=4)
-KINDS = ("eagle", "medusa")
-DRAFTERS = ("eagle", "medusa", "eagle-tree", "eagle-tree-sampled", "medusa-tree")
+KINDS = ("eagle", "eagle3", "medusa")
+# the head drafters, verifying through specviz.fast.lean's target forward; TRANSFORMERS marks
+# the same drafter verifying through transformers' forward (a KVCache recording the features)
+TRANSFORMERS = " on transformers"
+DRAFTERS = (
+    "eagle", "medusa", "eagle-tree", "eagle-tree-sampled", "medusa-tree", "eagle3",
+    "eagle3-tree", "eagle3-tree-sampled", "eagle-tree" + TRANSFORMERS, "eagle3-tree" + TRANSFORMERS,
+)  # fmt: skip
 
 
 def _setting(name: str, sampling: SamplingConfig, gamma: int, k: int = K) -> Setting:
@@ -85,6 +94,11 @@ EXACT_RUNS = [
     ("eagle-tree", "tree T=1"),
     ("eagle-tree-sampled", "tree T=0.8 top_k=4"),
     ("medusa-tree", "tree T=1"),
+    ("eagle3", "gamma=2 T=0.8 top_k=4"),
+    ("eagle3-tree", "tree T=1"),
+    ("eagle3-tree-sampled", "tree T=0.8 top_k=4"),
+    ("eagle-tree" + TRANSFORMERS, "tree T=1"),
+    ("eagle3-tree" + TRANSFORMERS, "tree T=0.8 top_k=4"),
 ]
 # each applicable mutant: the drafter, the setting where it shows, and the samples it takes
 CAUGHT_IN = {
@@ -117,16 +131,20 @@ def _makers(target: Any) -> dict[str, Callable[[SamplingConfig], Any]]:
         head = heads[kind]
         if isinstance(head, EagleCache):
             return EagleCache(target, head.head, HEAD_TOKENS)
+        if isinstance(head, LeanEagle3Cache):
+            return LeanEagle3Cache(target, head.head)
         assert isinstance(head, MedusaCache)
         return MedusaCache(target, head.heads, HEAD_TOKENS)
 
     def maker(name: str) -> Callable[[SamplingConfig], Any]:
-        kind = name.split("-")[0]
-        if name in KINDS:
-            return lambda s: HeadDrafter(fresh(kind), s, make_target_cache=feature_cache)
+        drafter = name.removesuffix(TRANSFORMERS)
+        kind = drafter.split("-")[0]
+        forward = target_forward(kind, lean=drafter == name)
+        if drafter in KINDS:
+            return lambda s: HeadDrafter(fresh(kind), s, make_target_cache=forward)
         return lambda s: HeadTreeDrafter(
-            fresh(kind), s, shape=SHAPE, sampled=name.endswith("sampled"),
-            make_target_cache=feature_cache,
+            fresh(kind), s, shape=SHAPE, sampled=drafter.endswith("sampled"),
+            make_target_cache=forward,
         )  # fmt: skip
 
     return {name: maker(name) for name in DRAFTERS}

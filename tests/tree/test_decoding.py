@@ -24,6 +24,7 @@ from specviz.drafters.model import ModelDrafter
 from specviz.drafters.registry import DrafterOptions, build_drafter
 from specviz.drafters.tree_model import TreeModelDrafter, TreeShape
 from specviz.drafters.tree_ngram import TreeNgramDrafter
+from specviz.fast.lean import LeanLlama, lean_target_cache
 from specviz.gamma.policies import make_policy
 from specviz.jsonl import from_json, to_json
 from specviz.tree.decoding import TreeDecoder
@@ -219,13 +220,29 @@ def test_the_api_refuses_what_a_tree_decode_cannot_take(
             target, drafter, tokenizer, PROMPT, sampling=GREEDY, speculation=spec,
             policy=make_policy("heuristic", 4),
         )  # fmt: skip
-    with pytest.raises(ValueError, match="make_cache"):
-        speculative_generate(
-            target, drafter, tokenizer, PROMPT, sampling=GREEDY, speculation=spec,
-            make_cache=lambda m: None,  # type: ignore[arg-type,return-value]
-        )  # fmt: skip
     with pytest.raises(ValueError, match="tree_nodes must be an integer >= 1"):
         DrafterOptions(tree_nodes=0)
+
+
+@pytest.mark.parametrize("name", ["top-k", "sampled", "ngram", "chain"])
+def test_a_tree_verified_through_the_lean_target_forward_keeps_the_greedy_tokens(
+    models: dict[str, tuple[Any, Any]], tokenizer: Any, name: str
+) -> None:
+    """make_cache picks the target forward a tree is verified through: specviz.fast.lean's
+    takes the tree's positions and mask and keeps the kept path."""
+    target, draft = models["llama"]
+    plain = emitted(list(autoregressive_events(target, PROMPT, sampling=GREEDY, max_new_tokens=30)))
+    for shape in SHAPES:
+        drafter = drafters(draft, GREEDY, shape)[name]
+        decoder = TreeDecoder(target, drafter, PROMPT, sampling=GREEDY, max_new_tokens=30,
+                              make_cache=lean_target_cache)  # fmt: skip
+        assert isinstance(decoder.target_cache, LeanLlama)
+        assert emitted(list(decoder.events())) == plain, (shape, name)
+    result = speculative_generate(
+        target, drafters(draft, GREEDY, SHAPES[0])[name], tokenizer, PROMPT, sampling=GREEDY,
+        speculation=SpeculationConfig(max_new_tokens=30), make_cache=lean_target_cache, stop=(),
+    )  # fmt: skip
+    assert list(result.tokens) == plain
 
 
 def test_a_model_without_custom_mask_attention_is_refused_before_decoding(

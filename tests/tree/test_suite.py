@@ -3,21 +3,27 @@
 Significance: each test at ALPHA = 0.01, Holm-adjusted across one run (family-wise 0.01), on
 the toy pair after a prompt that repeats (so n-gram trees branch). Seeds are fixed, so every
 verdict is deterministic. The negative controls are the tree mutants, rejected with estimated
-power >= 0.99 at the strictest Holm level; `specviz verify` runs the same suite.
+power >= 0.99 at the strictest Holm level; `specviz verify` runs the same suite. On a tiny
+Llama target (8 tokens, so the law of 4 tokens is enumerated) the draft-model trees pass through
+transformers' target forward and through specviz.fast.lean's, whose compaction skipped is
+caught the same way.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import torch
 
 from specviz.cli import main
+from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import EMITTING, RoundSummary, TreeProposed
 from specviz.drafters.registry import TREE_DRAFTERS, DrafterOptions, build_drafter
+from specviz.fast.lean import LeanLlama, lean_target_cache
 from specviz.stats.cli import TOY_UNSUPPORTED
 from specviz.stats.laws import EXACT_VARIANT, Variant, draw, speculative_sampler
 from specviz.stats.mutants import MUTANTS, TREE_MUTANTS, TREE_SHOWS_IN
@@ -25,6 +31,7 @@ from specviz.stats.suite import check_setting, family_adjusted, run_suite, tree_
 from specviz.stats.testing import estimated_power
 from specviz.stats.toy import REPEATING_PROMPT, random_pair
 from specviz.tree.decoding import TreeDecoder
+from tests.conftest import perturbed_copy, tiny_model
 
 ALPHA = 0.01
 N = 600  # samples per sampler and setting
@@ -191,3 +198,60 @@ def test_verify_refuses_what_the_drafter_cannot_take(
 ) -> None:
     assert main(["verify", "--settings", "quick", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+# --- verified through specviz.fast.lean's target forward ----------------------------------------
+
+
+LEAN = Variant(name="exact, lean target", tree_cache=lean_target_cache)
+KEYS_KEPT = next(v for v in TREE_MUTANTS if v.name == "tree_rejected_keys_kept")
+
+
+LLAMA_PROMPT = [1, 2, 3, 4]
+LLAMA_OPTIONS = DrafterOptions(tree_nodes=6, tree_depth=2, tree_width=2)
+LLAMA_SETTINGS = {s.name: s for s in tree_settings(2, stop_id=0)}
+
+
+@pytest.fixture(scope="module")
+def llama() -> tuple[Any, Any]:
+    """A tiny Llama target over 8 tokens (its law of 4 tokens enumerable) and a noisy draft."""
+    target = tiny_model("llama", seed=5, scale=3.0, vocab_size=8)
+    return target, perturbed_copy(target, seed=2, noise=0.4)
+
+
+def _llama_run(llama: Any, name: str, setting: str, variant: Variant) -> list[Any]:
+    target, draft = llama
+    return check_setting(
+        target, draft, LLAMA_PROMPT, LLAMA_SETTINGS[setting], n=N, alpha=ALPHA, variant=variant,
+        make_drafter=lambda s: build_drafter(
+            name, target=target, draft=draft, sampling=s, options=LLAMA_OPTIONS
+        ),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["tree-model", "tree-sampled"])
+@pytest.mark.parametrize("variant", [EXACT_VARIANT, LEAN], ids=["hf", "lean"])
+def test_trees_verified_through_either_target_forward_pass(
+    llama: Any, name: str, variant: Variant
+) -> None:
+    """The same tree drafters on a Llama target, verified through transformers' forward and
+    through specviz.fast.lean's (a tree pass with its mask, then the kept path's compaction)."""
+    results = family_adjusted(
+        [r for s in ("tree T=1", "tree EOS in round") for r in _llama_run(llama, name, s, variant)]
+    )
+    failed = [(r.name, r.p_value) for r in results if r.reject]
+    assert not failed, failed
+    sampling = SETTINGS["tree T=1"].sampling
+    probe = TreeDecoder(llama[0], _maker(name, *llama)(sampling), LLAMA_PROMPT, sampling=sampling,
+                        max_new_tokens=3, make_cache=variant.tree_cache or KVCache)  # fmt: skip
+    assert isinstance(probe.target_cache, LeanLlama) is (variant is LEAN)
+
+
+def test_rejected_keys_kept_in_the_lean_target_forward_are_caught(llama: Any) -> None:
+    """Negative control: the compaction skipped on the lean forward is rejected."""
+    variant = replace(KEYS_KEPT, tree_cache=lean_target_cache)
+    results = family_adjusted(_llama_run(llama, "tree-sampled", "tree EOS in round", variant))
+    rejected = [r for r in results if r.reject]
+    assert rejected, [(r.name, r.p_value) for r in results]
+    level = ALPHA / len(results)  # the strictest Holm threshold: power there bounds power below
+    assert max(estimated_power(r, level) for r in rejected if r.df > 0) >= 0.99

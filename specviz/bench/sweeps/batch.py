@@ -24,7 +24,7 @@ from specviz.api import stop_ids
 from specviz.batch.sweep import Setting, run_batch_sweep
 from specviz.bench.sweep import Context, Outcome, grouped, ints, plain, with_flags
 from specviz.console import say
-from specviz.drafters.registry import BATCH_DRAFTERS
+from specviz.drafters.registry import BATCH_DRAFTERS, REGISTRY
 from specviz.drafters.trimmed import load_head_tokens, trim_head
 from specviz.gamma.theory import TOKEN_BOUND, pass_speedup, token_bound_from
 from specviz.results.records import cost_per_1k_tokens, spread
@@ -283,8 +283,8 @@ def render_batch(section: dict[str, Any]) -> str:
 def drafting_models(draft: Any, drafters: Sequence[str]) -> dict[str, Any]:
     """The model each batched drafter drafts with (model-trimmed: its trimmed head); n-gram
     lookup has none (its lookups are priced at 0)."""
-    return {name: draft if name == "model" else trim_head(draft, load_head_tokens(draft))
-            for name in drafters if name in ("model", "model-trimmed")}  # fmt: skip
+    return {name: trim_head(draft, load_head_tokens(draft)) if REGISTRY[name].trims_head else draft
+            for name in drafters if REGISTRY[name].uses_draft_model}  # fmt: skip
 
 
 def batch_result(plan: BatchPlan, context: Context) -> dict[str, Any]:

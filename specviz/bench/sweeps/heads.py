@@ -47,7 +47,6 @@ from specviz.bench.sweeps.speedup import Speedup, SpeedupPlan
 from specviz.core.config import SamplingConfig
 from specviz.core.drafter import Drafter
 from specviz.core.events import Sampled
-from specviz.core.sampling import logits_to_probs
 from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
@@ -197,7 +196,7 @@ def head_keeps(
         pending, row = ids[len(drafter.head) :], []
         for j in range(min(most, len(tokens) - i)):
             logits = drafter.head.forward(torch.tensor(pending, device=device), keep=1)[-1]
-            q = logits_to_probs(logits[: drafter.vocab_size], drafter.sampling)
+            q = drafter.law(logits)  # (V,)
             y = tokens[i + j]
             row.append(min(1.0, float(q[y]) / path.p_tokens[i + j]))
             if row[-1] == 0.0:

@@ -52,15 +52,13 @@ from specviz.drafters.registry import (
     DrafterOptions,
     build_drafter,
 )
-from specviz.fast.lean import lean_problem, lean_target_cache
+from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import CostModel, make_policy
 from specviz.heads.lookup import check_heads, head_forward
 from specviz.models.loading import load_pair
-from specviz.timing import PASS_PROMPT, causal_pass_seconds
 from specviz.workloads import Request, load_requests
 
 GREEDY = SamplingConfig(temperature=0.0)
-WARMUP = 3  # untimed passes of each width before `specviz bench passes` counts any
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -318,50 +316,6 @@ class Replay:
     def render(self, section: dict[str, Any], price_per_hour: float) -> str:
         head = ["| workload, drafter | setting | mean speedup (min–max) | / best fixed γ |"]
         return "\n".join([*head, "|---|---|---|---|", *(r["row"] for r in section["rows"])])
-
-
-def passes_command(argv: Sequence[str]) -> int:
-    """`specviz bench passes`: the pass-cost table for the target of `--target` (default: the
-    bundled one), on transformers' forward and specviz.fast.lean's where it applies."""
-    parser = argparse.ArgumentParser(
-        prog="specviz bench passes", description="What a target pass over k new tokens costs "
-        "against a 1-token step (r), on transformers' forward and specviz.fast.lean's.",
-    )  # fmt: skip
-    parser.add_argument("--target", default="bundled")
-    parser.add_argument("--widths", default="1,2,4,5,9", help="tokens per pass, comma-separated")
-    parser.add_argument("--repeats", type=int, default=25)
-    parser.add_argument("--no-pack", action="store_true", help="no oneDNN weight pre-packing")
-    args = parser.parse_args(argv)
-    try:
-        widths = sorted({1, *(int(w) for w in args.widths.split(",") if w.strip())})
-    except ValueError:
-        parser.error(f"--widths must be comma-separated integers (got {args.widths!r})")
-    if args.repeats <= WARMUP or min(widths) < 1:  # r needs the 1-token step: always timed
-        parser.error(f"--repeats must exceed the {WARMUP} warm-up passes, --widths be >= 1")
-    pair = load_pair(args.target, draft=None, pack=not args.no_pack)
-    prompt_ids = pair.tokenizer(PASS_PROMPT).input_ids
-    forwards: dict[str, Callable[[Any], CachedForward]] = {"transformers": KVCache}
-    problem = lean_problem(pair.target, wide=True)
-    if problem is None:
-        forwards["specviz.fast.lean"] = lean_target_cache
-    results = {name: causal_pass_seconds(make, pair.target, prompt_ids, widths, args.repeats)
-               for name, make in forwards.items()}  # fmt: skip
-    print(f"threads: {torch.get_num_threads()}, target: {args.target}")
-    if problem is not None:
-        print(f"specviz.fast.lean does not apply: {problem}")
-    print("\n".join(passes_table(results)))
-    return 0
-
-
-def passes_table(results: dict[str, dict[int, float]]) -> list[str]:
-    """Markdown rows: ms per pass and r against the same forward's 1-token step."""
-    names = list(results)
-    out = ["| tokens | " + " | ".join(f"{n}: ms (r)" for n in names) + " |"]
-    out.append("|---|" + "---|" * len(names))
-    for k in next(iter(results.values())):
-        cells = [f"{r[k] * 1e3:.1f} ({r[k] / r[min(r)]:.3f})" for r in results.values()]
-        out.append(f"| {k} | " + " | ".join(cells) + " |")
-    return out
 
 
 # the chain drafters but the shared early exit, whose draft runs inside the target's forward (a

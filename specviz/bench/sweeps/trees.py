@@ -46,11 +46,11 @@ from specviz.bench.sweep import (
 from specviz.console import say
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig
-from specviz.drafters.registry import MODEL_DRAFTERS, TREE_DRAFTERS
+from specviz.drafters.registry import CHAIN_OF, MODEL_DRAFTERS, TREE_DRAFTERS
 from specviz.gamma.policies import CostModel
 from specviz.models.chat import prompt_ids as chat_prompt_ids
 from specviz.results.records import Record, RequestMetrics, spread
-from specviz.results.setting import CHAIN_OF, LOSSY, TREE_RULES, BenchSetting, tree_label
+from specviz.results.setting import LOSSY, TREE_RULES, BenchSetting, tree_label
 from specviz.results.table import column_table, number_cell, spread_cell
 from specviz.timing import tree_pass_timings
 from specviz.tree.proposal import top_k_capacity

@@ -1,0 +1,101 @@
+"""Step ``heads-export eagle3``: ship the EAGLE-3 head of a heads3 checkpoint, with its summary.
+
+Reads ``ckpt.pt`` and ``curve.jsonl`` from a heads3 output folder (``specviz.train.heads3``; by
+default the work dir's head-eagle3). A run still training rewrites its checkpoint every few
+minutes: point ``--from-checkpoint`` at a copy of the folder; nothing is written into it.
+Writes into the package (specviz/assets/heads):
+
+* ``eagle3.safetensors``: the head in bf16 with the target's fingerprint
+  (``specviz.heads.weights3.save_head3``);
+* ``eagle3.json``: parameters, bytes, the training step, positions trained (every weighted
+  position, and the answer positions among them), hours, the training config, the held-out
+  curve rows up to that step (α_d: the chance that the d-th drafted token is kept at T = 1,
+  on the held-out shards), and the draft vocabulary: its size and its *coverage*, the share of
+  the target's answer tokens inside it, counted over the ids shards' training and held-out
+  answers (``specviz.train.vocab``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specviz.heads.eagle import EagleShape
+from specviz.heads.eagle3 import Eagle3Head
+from specviz.heads.weights import ASSETS
+from specviz.heads.weights3 import save_head3
+from specviz.train.common import load_target, write_json_atomic
+from specviz.train.vocab import answer_counts, coverage, training_ids
+
+
+def head_of_checkpoint(path: Path, target: Any) -> tuple[Eagle3Head, dict[str, Any]]:
+    """The head saved in the heads3 checkpoint at path (float32, eval) and the checkpoint."""
+    if not path.is_file():
+        raise ValueError(
+            f"no heads3 checkpoint at {path}: give --from-checkpoint the folder of a "
+            "`python -m specviz.train heads3` run (a copy, if it still trains)"
+        )
+    ckpt: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
+    state = ckpt["head"]
+    head = Eagle3Head(EagleShape.of(target.config), state["vocab"].long())
+    head.load_state_dict(state)
+    return head.float().eval(), ckpt
+
+
+def curve_rows(path: Path, step: int) -> list[dict[str, Any]]:
+    """The held-out rows of curve.jsonl at path up to step (none without the file)."""
+    if not path.is_file():
+        return []
+    rows = [json.loads(r) for r in path.read_text(encoding="utf-8").splitlines() if r.strip()]
+    return [r for r in rows if int(r["step"]) <= step]
+
+
+def vocab_coverage(vocab: torch.Tensor, ids_dir: Path, vocab_size: int) -> dict[str, Any]:
+    """The draft vocabulary's size and coverage of the answers in ids_dir's shards."""
+    train, held = training_ids(ids_dir), training_ids(ids_dir, held_out=True)
+    if not train:
+        raise ValueError(f"no ids shards in {ids_dir}: give --ids the folder of regen's ids")
+    counts = answer_counts(train, vocab_size)
+    out: dict[str, Any] = {
+        "size": int(vocab.shape[0]),
+        "ids": str(ids_dir),
+        "shards": len(train),
+        "answer_tokens": int(counts.sum()),
+        "coverage": round(coverage(counts, vocab), 5),
+    }
+    if held:
+        held_counts = answer_counts(held, vocab_size)
+        out |= {
+            "held_out_shards": len(held),
+            "held_out_answer_tokens": int(held_counts.sum()),
+            "held_out_coverage": round(coverage(held_counts, vocab), 5),
+        }
+    return out
+
+
+def run_heads3_export(
+    folder: Path, ids_dir: Path, threads: int, out: Path = ASSETS
+) -> dict[str, Any]:
+    """Write out/eagle3.safetensors and out/eagle3.json from the checkpoint in folder."""
+    target, _ = load_target(threads)
+    head, ckpt = head_of_checkpoint(folder / "ckpt.pt", target)
+    state = ckpt["state"]
+    step = int(state["step"])
+    weights = save_head3(head, target, step, out)
+    summary: dict[str, Any] = {
+        "parameters": sum(p.numel() for p in head.parameters()),
+        "weights_bytes": weights.stat().st_size,
+        "target": str(getattr(target.config, "_name_or_path", "")),
+        "steps": step,
+        "trained_positions": int(state["positions"]),
+        "trained_answer_positions": int(state["answer_positions"]),
+        "hours": round(float(state["elapsed"]) / 3600, 3),
+        "config": ckpt.get("config", {}),
+        "draft_vocab": vocab_coverage(head.vocab, ids_dir, int(target.config.vocab_size)),
+        "held_out": curve_rows(folder / "curve.jsonl", step),
+    }
+    write_json_atomic(out / "eagle3.json", summary)
+    return summary
