@@ -100,6 +100,18 @@ def _eagle3_parsers(sub: Any) -> None:
     h3.add_argument("--ids", default=None, help=ids_help)
     h3.add_argument("--feats", default=None, help="folder of the feats shards (default: regen)")
     h3.add_argument("--out", default=None, help="checkpoint and curve (default: head-eagle3)")
+    rp = sub.add_parser(
+        "heads3-replay",
+        help="on-policy replay: collect where a heads3 checkpoint's drafts are rejected, then "
+        "train on from it with every N-th batch from those positions (--every 0: the control)",
+    )
+    rp.add_argument("--from", dest="source", default=None, help="heads3 folder (its ckpt.pt)")
+    rp.add_argument("--out", required=True, help="the replay run's folder (resumable)")
+    rp.add_argument("--steps", type=int, default=100, help="steps past the checkpoint's")
+    rp.add_argument("--shards", type=int, default=16, help="training shards collected from")
+    rp.add_argument("--every", type=int, default=2, help="every N-th step a replay batch")
+    rp.add_argument("--ids", default=None, help=ids_help)
+    rp.add_argument("--feats", default=None, help="folder of the feats shards (default: regen)")
     every = sub.add_parser(
         "heads-all",
         help="the EAGLE-3 pipeline in one command: data, vocabulary, training, evaluation, "
@@ -158,6 +170,24 @@ def _run_eagle3(args: argparse.Namespace) -> None:
     out = Path(args.out) if args.out else work_dir() / "head-eagle3"
     target, _ = load_target(args.threads)
     run_heads3(cfg, target, stream, out, args.steps, args.hours, ranking(RANKING))
+
+
+def _run_replay(args: argparse.Namespace) -> dict[str, Any]:
+    """Run heads3-replay: copy the checkpoint, collect (once), train the steps with replay."""
+    from pathlib import Path
+
+    from specviz.train.common import load_target, work_dir
+    from specviz.train.regen import regen_dir
+    from specviz.train.replay import ReplayConfig, run_replay
+
+    source = Path(args.source) if args.source else work_dir() / "head-eagle3"
+    ids = Path(args.ids) if args.ids else regen_dir() / "ids"
+    feats = Path(args.feats) if args.feats else regen_dir()
+    cfg = ReplayConfig(shards=args.shards, every=args.every)
+    if not (source / "ckpt.pt").is_file():
+        raise SystemExit(f"heads3-replay: no checkpoint {source / 'ckpt.pt'}: train heads3 first")
+    target, _ = load_target(args.threads)
+    return run_replay(cfg, target, source, Path(args.out), ids, feats, args.steps)
 
 
 def _run_heads_all(args: argparse.Namespace) -> dict[str, Any]:
@@ -242,6 +272,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(run_heads(cfg, args.steps, args.hours, args.threads))
     elif args.step in ("heads-vocab", "heads3"):
         _run_eagle3(args)
+    elif args.step == "heads3-replay":
+        print(_run_replay(args))
     elif args.step == "heads-all":
         print(_run_heads_all(args))
     elif args.step == "heads-eval":

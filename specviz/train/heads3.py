@@ -27,7 +27,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -178,9 +178,12 @@ def run_heads3(
     seconds: float | None,
     fill: Tensor | None = None,
     final_eval: bool = False,
+    replay: tuple[Callable[[int], Batch], int] | None = None,
 ) -> dict[str, Any]:
     """Train until step max_steps or `seconds` more wall time (resuming from out_dir/ckpt.pt);
-    final_eval: score the held-out shards at the end too, where the last step was not scored.
+    final_eval: score the held-out shards at the end too, where the last step was not scored;
+    replay: (step → batch, every): every `every`-th step trains that batch instead of the
+    stream's (``specviz.train.replay``).
 
     A fresh run picks the draft vocabulary from the ready training shards' answers
     (``specviz.train.vocab.draft_vocab``, unseen tokens in fill's order). Returns the progress.
@@ -222,7 +225,10 @@ def run_heads3(
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(cfg, step)
         kind = active_loss(cfg, step)
-        batch = collate(stream.next_batch(), cfg.max_len, cfg.prompt_weight)
+        if replay is not None and replay[1] > 0 and step % replay[1] == 0:
+            batch = replay[0](step)
+        else:
+            batch = collate(stream.next_batch(), cfg.max_len, cfg.prompt_weight)
         loss, alphas = trainer.loss(batch, kind)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()  # type: ignore[no-untyped-call]
