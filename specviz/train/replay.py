@@ -37,6 +37,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from specviz.train.accept import alpha
 from specviz.train.regen_stream import Seq, StreamConfig, collate, load_shard, ready_shards
 
 LOG = logging.getLogger("specviz.train.replay")
@@ -84,7 +85,7 @@ def per_position_alphas(trainer: Any, batch: Batch) -> Tensor:
     shape = batch["answer"].shape
     out = torch.zeros(trainer.cfg.depth, *shape)
     for d, p, q_log, mask in trainer._depths(batch, batch["answer"]):
-        out[d - 1][mask.cpu()] = torch.minimum(p, q_log.exp()).sum(-1).float().cpu()
+        out[d - 1][mask.cpu()] = alpha(p, q_log).float().cpu()
     return out
 
 
