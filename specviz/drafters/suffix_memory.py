@@ -18,6 +18,8 @@ loading rebuilds the trie from the requests.
 from __future__ import annotations
 
 import json
+import time
+import tracemalloc
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -150,3 +152,30 @@ class SuffixMemory:
 def _token(value: object) -> bool:
     """True for a token id: an int in [0, 2**32) (not a bool)."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < TOKEN_LIMIT
+
+
+def replayed_size(memory: SuffixMemory) -> dict[str, float]:
+    """A memory's tokens, and a fresh replay of its requests: bytes kept (tracemalloc) and
+    seconds of updates, per stored token."""
+    requests = memory.requests
+    tokens = sum(len(r) for r in requests)
+    fresh = SuffixMemory(max_tokens=memory.max_tokens, max_depth=memory.max_depth)
+    start = time.perf_counter()
+    for tokens_of in requests:
+        fresh.add(tokens_of)
+    seconds = time.perf_counter() - start
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = SuffixMemory(max_tokens=memory.max_tokens, max_depth=memory.max_depth)
+        for tokens_of in requests:
+            kept.add(tokens_of)
+        size = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    per = max(tokens, 1)
+    return {
+        "tokens": tokens,
+        "bytes_per_token": size / per,
+        "update_seconds_per_token": seconds / per,
+    }

@@ -28,7 +28,9 @@ Versions (1 and 2 carry no "schema" key and are told apart by their records):
    cross` ran the cross-tokenizer study (specviz.bench.sweeps.cross), absent from files
    written before it; and meta's "profile": the tuned profile of the machine for the target and
    the first draft (specviz.tune) as {"path", "content"}, or null where there was none; absent
-   from files written before it, which reads as null (no profile existed then).
+   from files written before it, which reads as null (no profile existed then). Rows of the
+   memory section carry prefill_seconds and plain_decode_seconds (the decode-phase split of
+   their records); rows written before that take them from their records.
 
 migrate() brings any of them to the current version and checks the result. What an older
 file did not record stays unknown: 0.0 and [] in a record's decode-phase split, and no cpu,
@@ -52,7 +54,7 @@ from typing import Any, TypeGuard
 
 from specviz.models.loading import BUNDLED
 from specviz.results.records import DEFAULT_PRICE_PER_HOUR, RequestMetrics
-from specviz.results.setting import BenchSetting
+from specviz.results.setting import BenchSetting, drafter_label
 
 SCHEMA = 5  # what `specviz bench` writes now
 RECORD_KEYS: tuple[str, ...] = ("request_id", "category", "setting", "repetition", "metrics")
@@ -91,6 +93,7 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
     try:
         for step in STEPS[v - 1 :]:
             out = step(out)
+        out = _split_memory_rows(out)
     except (KeyError, IndexError, TypeError, AttributeError) as err:
         problem = f"{type(err).__name__}: {err}"
         raise ValueError(f"{NOT_A_RESULT} of schema {v} ({problem}; {HINT})") from None
@@ -203,6 +206,25 @@ def _to_5(data: dict[str, Any]) -> dict[str, Any]:
     return data | {"schema": 5}
 
 
+def _split_memory_rows(data: dict[str, Any]) -> dict[str, Any]:
+    """Memory rows lacking the decode-phase split copy it from their records (the same request,
+    drafter, temperature and repetition: one record a row)."""
+    memory = data.get("memory")
+    if not isinstance(memory, dict) or not isinstance(memory.get("rows"), list):
+        return data
+    metrics = {
+        (r["request_id"], drafter_label(r["setting"]), r["setting"]["temperature"],
+         r["repetition"]): r["metrics"]
+        for r in data["records"]
+    }  # fmt: skip
+    for row in memory["rows"]:
+        if isinstance(row, dict) and "plain_decode_seconds" not in row:
+            key = (row["request"], row["drafter"], row["temperature"], row["rep"])
+            m = metrics[key]
+            row |= {k: m[k] for k in ("prefill_seconds", "plain_decode_seconds")}
+    return data
+
+
 STEPS: tuple[Callable[[dict[str, Any]], dict[str, Any]], ...] = (_to_2, _to_3, _to_4, _to_5)
 
 
@@ -294,7 +316,8 @@ SECTIONS: dict[str, tuple[Mapping[str, type], Rows]] = {
         {"plan": dict, "rows": list, "sizes": list},
         {"rows": ("row", ("workload", "request", "task", "step", "drafter", "rep", "temperature",
                           "tokens", "rounds", "accepted", "verified", "latency", "plain_latency",
-                          "draft_seconds", "step_seconds", "identical")),
+                          "draft_seconds", "step_seconds", "prefill_seconds",
+                          "plain_decode_seconds", "identical")),
          "sizes": ("size", ("workload", "drafter", "rep", "tokens", "bytes_per_token",
                             "update_seconds_per_token"))},
     ),

@@ -75,6 +75,19 @@ def test_the_newest_parts_are_saved_in_the_current_schema() -> None:
     assert {Path(p).stem for p in CURRENT} == newest
 
 
+def test_memory_rows_saved_without_the_decode_split_take_it_from_their_records() -> None:
+    raw = _raw(str(RESULTS_DIR / "memory-agent-code.json"))
+    old = copy.deepcopy(raw)
+    for row in old["memory"]["rows"]:
+        del row["prefill_seconds"], row["plain_decode_seconds"]
+    assert migrate(old) == raw  # each row's split is its own record's, not another's
+    pairs = {(r["prefill_seconds"], r["plain_decode_seconds"]) for r in raw["memory"]["rows"]}
+    assert len(pairs) == len(raw["records"])  # one record a row: every row's split differs
+    old["records"] = old["records"][1:]  # negative control: a row without its record
+    with pytest.raises(ValueError, match="not a specviz bench result"):
+        migrate(old)
+
+
 @pytest.mark.parametrize("path", SAVED[:3], ids=[Path(p).stem for p in SAVED[:3]])
 def test_migrate_is_idempotent_on_current_data(path: str) -> None:
     once = migrate(_raw(path))

@@ -68,8 +68,15 @@ def test_the_study_runs_requests_in_order_with_one_memory_each(
     for label, size in sizes.items():  # each memory holds the outputs of all six requests
         assert size["tokens"] == sum(r["tokens"] for r in rows if r["drafter"] == label)
         assert size["bytes_per_token"] > 0 and size["update_seconds_per_token"] > 0
+    assert all(0 < r["prefill_seconds"] < r["latency"] for r in rows)  # the prompt pass apart
+    assert all(0 < r["plain_decode_seconds"] < r["plain_latency"] for r in rows)
     table = render_memory(section)
-    assert "| toy-agent | suffix | 0 |" in table and "| drafter | 0 | 1 | 2 |" in table
+    assert "| toy-agent | suffix | 0 |" in table and table.count("| drafter | 0 | 1 | 2 |") == 2
+    assert "| cold | warm | cold decode | warm decode |" in table and "less the prompt" in table
+    decode = step_curves(section, decode=True)
+    assert list(decode) == list(step_curves(section)) and all(
+        x > 0 for points in decode.values() for _, x in points
+    )  # fmt: skip
     assert table in capsys.readouterr().out
     assert table in render(resummarized(result), "memory")
     curves = step_curves(section)
@@ -124,3 +131,19 @@ def test_the_memory_page_shows_what_the_saved_results_render_to() -> None:
     text = MEMORY_REPORT.read_text(encoding="utf-8")
     assert "memory" in dict(marked_tables(text))
     assert refreshed(text, Saved(RESULTS_DIR)) == text
+
+
+def test_the_decode_speedup_leaves_the_prompt_pass_out_of_both_runs() -> None:
+    row = {"workload": "w", "request": "r", "task": "t", "drafter": "suffix", "rep": 0}
+    row |= {"temperature": 0.0, "tokens": 10, "rounds": 2, "accepted": 8, "verified": 9}
+    row |= {"draft_seconds": 0.0, "step_seconds": 0.1, "identical": True}
+    cold = row | {"step": 0, "latency": 3.0, "prefill_seconds": 2.0, "plain_latency": 6.0}
+    warm = row | {"step": 1, "latency": 4.0, "prefill_seconds": 3.0, "plain_latency": 7.0}
+    cold["plain_decode_seconds"], warm["plain_decode_seconds"] = 4.0, 4.0
+    plan = {"suffix_gamma": 8, "gamma": 3, "reps": 1}
+    table = render_memory({"plan": plan, "rows": [cold, warm], "sizes": []})
+    assert "| w | suffix | 0 | 2.00× | 1.75× | 4.00× | 4.00× |" in table  # 6/3, 7/4, 4/1, 4/1
+    assert step_curves({"rows": [cold, warm]}, decode=True) == {"suffix": [(0, 4.0), (1, 4.0)]}
+    unsplit = {k: v for k, v in warm.items() if k != "plain_decode_seconds"}
+    table = render_memory({"plan": plan, "rows": [unsplit], "sizes": []})
+    assert "| w | suffix | 0 | — | 1.75× | — | — |" in table  # no split recorded: no decode ratio

@@ -104,8 +104,9 @@ def memory(saved: Saved) -> list[str]:
 
 
 def memory_figure(saved: Saved) -> Path | None:
-    """Plot the agent workloads' speedup against the step index into the results folder, as
-    MEMORY_FIGURE (None, and nothing drawn, until a memory part is saved)."""
+    """Plot the agent workloads' speedup against the step index, end to end and of the decode
+    alone, into the results folder as MEMORY_FIGURE (None, and nothing drawn, until a memory
+    part is saved)."""
     section = memory_section(saved)
     if section is None:
         return None
@@ -114,12 +115,15 @@ def memory_figure(saved: Saved) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for drafter, points in step_curves(section).items():
-        ax.plot([s for s, _ in points], [x for _, x in points], marker="o", label=drafter)
-    ax.axhline(1.0, color="grey", linewidth=0.8)
-    ax.set(xlabel="step of the agent's task", ylabel="speedup over plain decoding")
-    ax.legend(fontsize=7)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, decode in zip(axes, (False, True), strict=True):
+        for drafter, points in step_curves(section, decode).items():
+            ax.plot([s for s, _ in points], [x for _, x in points], marker="o", label=drafter)
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        title = "the decode, less the prompt pass" if decode else "end to end"
+        ax.set(xlabel="step of the agent's task", title=title)
+    axes[0].set(ylabel="speedup over plain decoding")
+    axes[0].legend(fontsize=7)
     fig.tight_layout()
     path = saved.folder / MEMORY_FIGURE
     fig.savefig(path, dpi=110, metadata={"Software": None})

@@ -12,10 +12,12 @@ order rotates each repetition), then, unless --no-hf, transformers' own generate
 request (greedy or sampled, no assistant). One untimed warm-up request with throwaway memories
 comes first. The section's rows carry, per request and setting: its task and step, the
 speedup over the paired plain decode, tokens a target pass, accepted and verified drafts, the
-draft's seconds a round over a plain decode step (c), and whether the tokens equal the plain
-decode's (the greedy identity, meaningful at T = 0). After each workload, each memory's size is
-measured by replaying its requests into a fresh memory: its bytes (tracemalloc, everything the
-replay allocated and kept) per stored token, and the seconds the replay's updates took per token.
+draft's seconds a round over a plain decode step (c), each run's prompt pass apart from its
+decode (both runs pass the same prompt, which speculation cannot shorten), and whether the
+tokens equal the plain decode's (the greedy identity, meaningful at T = 0). After each
+workload, each memory's size is measured by replaying its requests into a fresh memory
+(specviz.drafters.suffix_memory.replayed_size): its bytes per stored token, and the seconds the
+replay's updates took per token.
 
 A request counts as cold at step 0 of its task (the first request of a task: only other tasks'
 requests can be in memory) and warm after it.
@@ -25,8 +27,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
-import tracemalloc
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +43,7 @@ from specviz.drafters.registry import (
     DrafterOptions,
     build_drafter,
 )
-from specviz.drafters.suffix_memory import SuffixMemory
+from specviz.drafters.suffix_memory import SuffixMemory, replayed_size
 from specviz.models.chat import prompt_ids as chat_prompt_ids
 from specviz.models.generate import generate
 from specviz.results.records import Record
@@ -168,35 +168,9 @@ def request_row(
         "temperature": setting.temperature, "tokens": m.tokens, "rounds": m.rounds,
         "accepted": m.accepted, "verified": m.accepted + m.rejected, "latency": m.latency,
         "plain_latency": m.plain_latency, "draft_seconds": m.draft_seconds,
-        "step_seconds": m.step_seconds, "identical": identical,
+        "step_seconds": m.step_seconds, "prefill_seconds": m.prefill_seconds,
+        "plain_decode_seconds": m.plain_decode_seconds, "identical": identical,
     }  # fmt: skip
-
-
-def memory_size(memory: SuffixMemory) -> dict[str, float]:
-    """A memory's tokens, and a fresh replay of its requests: bytes kept (tracemalloc) and
-    seconds of updates, per stored token."""
-    requests = memory.requests
-    tokens = sum(len(r) for r in requests)
-    fresh = SuffixMemory(max_tokens=memory.max_tokens, max_depth=memory.max_depth)
-    start = time.perf_counter()
-    for tokens_of in requests:
-        fresh.add(tokens_of)
-    seconds = time.perf_counter() - start
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        kept = SuffixMemory(max_tokens=memory.max_tokens, max_depth=memory.max_depth)
-        for tokens_of in requests:
-            kept.add(tokens_of)
-        size = tracemalloc.get_traced_memory()[0] - before
-    finally:
-        tracemalloc.stop()
-    per = max(tokens, 1)
-    return {
-        "tokens": tokens,
-        "bytes_per_token": size / per,
-        "update_seconds_per_token": seconds / per,
-    }
 
 
 def _workloads(requests: Sequence[Request]) -> list[tuple[str, list[Request]]]:
@@ -234,7 +208,7 @@ def run_memory(plan: MemoryPlan, context: Context) -> tuple[list[Record], dict[s
                     break
                 for s in settings:
                     if s.drafter in MEMORY_DRAFTERS:
-                        size = memory_size(memories[s])
+                        size = replayed_size(memories[s])
                         sizes.append({"workload": workload, "drafter": drafter_label(vars(s)),
                                       "rep": rep, "temperature": temperature} | size)  # fmt: skip
     context.progress(total, total, "memory study done")
@@ -285,13 +259,26 @@ def _sum(rows: Sequence[dict[str, Any]], key: str) -> float:
     return float(sum(r[key] for r in rows))
 
 
-def _speedup(rows: Sequence[dict[str, Any]]) -> str:
-    """Plain seconds over speculative seconds, summed over rows ("—" for none)."""
-    return f"{_sum(rows, 'plain_latency') / _sum(rows, 'latency'):.2f}×" if rows else "—"
+def _ratio(rows: Sequence[dict[str, Any]], decode: bool = False) -> float:
+    """Plain seconds over speculative seconds summed over rows; decode: each less its prompt
+    pass (nan where a row lacks the split)."""
+    if not decode:
+        return _sum(rows, "plain_latency") / _sum(rows, "latency")
+    if any(not r.get("plain_decode_seconds") for r in rows):
+        return float("nan")
+    speculative = _sum(rows, "latency") - _sum(rows, "prefill_seconds")
+    return _sum(rows, "plain_decode_seconds") / speculative
+
+
+def _speedup(rows: Sequence[dict[str, Any]], decode: bool = False) -> str:
+    """_ratio as a cell ("—" for no rows or no split)."""
+    x = _ratio(rows, decode) if rows else float("nan")
+    return f"{x:.2f}×" if x == x else "—"
 
 
 def _cells(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Cold and warm speedup, tokens a pass, α, c, greedy identity, vs transformers."""
+    """Cold and warm speedup (end to end, and of the decode alone), tokens a pass, α, c,
+    greedy identity, vs transformers."""
     cold = [r for r in rows if not r["step"]]
     warm = [r for r in rows if r["step"]]
     verified = _sum(rows, "verified")
@@ -301,7 +288,8 @@ def _cells(rows: Sequence[dict[str, Any]]) -> list[str]:
     hf = [r for r in rows if r.get("hf_latency") is not None]
     vs_hf = f"{_sum(hf, 'hf_latency') / _sum(hf, 'latency'):.2f}×" if hf else "—"
     return [
-        _speedup(cold), _speedup(warm), f"{_sum(rows, 'tokens') / _sum(rows, 'rounds'):.2f}",
+        _speedup(cold), _speedup(warm), _speedup(cold, decode=True), _speedup(warm, decode=True),
+        f"{_sum(rows, 'tokens') / _sum(rows, 'rounds'):.2f}",
         f"{_sum(rows, 'accepted') / verified:.2f}" if verified else "—", f"{c:.4f}", identity,
         vs_hf,
     ]  # fmt: skip
@@ -312,24 +300,37 @@ def _grouped(rows: Sequence[dict[str, Any]], *keys: str) -> dict[Any, list[Any]]
     return grouped(rows, lambda r: tuple(r[k] for k in keys))
 
 
-def step_curves(section: dict[str, Any]) -> dict[str, list[tuple[int, float]]]:
+def step_curves(
+    section: dict[str, Any], decode: bool = False
+) -> dict[str, list[tuple[int, float]]]:
     """Per drafter, (step, plain seconds over speculative seconds summed over every task's
-    request at that step and every repetition), steps in order."""
+    request at that step and every repetition; decode: each less its prompt pass), steps in
+    order."""
     rows = [r for r in section["rows"] if r["step"] is not None]
     per_step = _grouped(rows, "drafter", "step")
     curves: dict[str, list[tuple[int, float]]] = {}
     for (drafter, step), rs in sorted(per_step.items(), key=lambda item: item[0][1]):
-        ratio = _sum(rs, "plain_latency") / _sum(rs, "latency")
+        ratio = _ratio(rs, decode)
         curves.setdefault(drafter, []).append((int(step), ratio))
     order = list(dict.fromkeys(r["drafter"] for r in rows))
     return {d: curves[d] for d in order}
 
 
+def _step_table(curves: dict[str, list[tuple[int, float]]]) -> list[str]:
+    """One row a drafter, one column a step ("—" where a drafter has no ratio there)."""
+    steps = sorted({s for points in curves.values() for s, _ in points})
+    cell = {(d, s): f"{x:.2f}×" for d, points in curves.items() for s, x in points if x == x}
+    return markdown_table(
+        ["drafter", *map(str, steps)],
+        [[d, *(cell.get((d, s), "—") for s in steps)] for d in curves],
+    )
+
+
 def render_memory(section: dict[str, Any]) -> str:
     """The memory study's tables: per workload and drafter; speedup by step; memory size."""
     rows, plan = section["rows"], section["plan"]
-    head = ["workload", "drafter", "T", "cold", "warm", "tokens/pass", "α", "c", "greedy =",
-            "vs transformers"]  # fmt: skip
+    head = ["workload", "drafter", "T", "cold", "warm", "cold decode", "warm decode",
+            "tokens/pass", "α", "c", "greedy =", "vs transformers"]  # fmt: skip
     by = _grouped(rows, "workload", "drafter", "temperature")
     out = [
         f"### Drafting from memory (suffix drafters up to {plan['suffix_gamma']} tokens a "
@@ -337,15 +338,10 @@ def render_memory(section: dict[str, Any]) -> str:
         "",
         *markdown_table(head, [[w, d, f"{t:g}", *_cells(rs)] for (w, d, t), rs in by.items()]),
     ]
-    curves = step_curves(section)
-    steps = sorted({s for points in curves.values() for s, _ in points})
-    out += [
-        "", "Speedup over plain decoding by step (all tasks of all workloads):", "",
-        *markdown_table(["drafter", *map(str, steps)], [
-            [d, *(next((f"{x:.2f}×" for s, x in points if s == step), "—") for step in steps)]
-            for d, points in curves.items()
-        ]),
-    ]  # fmt: skip
+    for decode, what in ((False, "end to end"), (True, "the decode alone, less the prompt")):
+        out += ["", f"Speedup over plain decoding by step, {what} (every task of every workload):"]
+        out += [""]
+        out += _step_table(step_curves(section, decode))
     sizes = _grouped(section["sizes"], "workload", "drafter")
     out += [
         "", "Memory after each workload (a fresh replay of what it stored):", "",
