@@ -4,8 +4,8 @@ Each table sits in those files between `<!-- table: NAME -->` and `<!-- /table -
 `render_table(NAME, saved)` (tools.report.tables) returns for the JSON files in
 benchmarks/results/: no figure is typed in by hand. `python -m tools.report`, run from the
 repository root, rewrites every marked table in place after a new run and draws the memory
-study's figure (`--check` only reports the stale tables, exit status 1); tests/test_docs.py
-checks them.
+study's figure and the head's learning curve (`--check` only reports the stale tables, exit
+status 1); tests/test_docs.py checks them.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import argparse
 import re
 from pathlib import Path
 
+from tools.report.curve import curve_figure
 from tools.report.saved import RESULTS_DIR, ROOT, Saved
 from tools.report.sections import memory_figure
 from tools.report.tables import render_table
@@ -38,8 +39,8 @@ def refreshed(text: str, saved: Saved) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Re-render the marked tables of README.md, benchmarks/RESULTS.md and benchmarks/MEMORY.md
-    (or of the given files), and draw the memory figure; the exit status is 1 for stale tables
-    under --check, else 0."""
+    (or of the given files), and draw the memory figure and the learning curve; the exit status
+    is 1 for stale tables under --check, else 0."""
     parser = argparse.ArgumentParser(prog="python -m tools.report", description=__doc__)
     parser.add_argument("files", nargs="*", type=Path, default=[*DOCUMENTS, MEMORY_REPORT])
     parser.add_argument("--check", action="store_true", help="report stale tables, change nothing")
@@ -67,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
                 path.write_text(new, encoding="utf-8")
     for path in stale:
         print(f"{'stale' if args.check else 'rewrote'}: {path}")
-    figure = None if args.check else memory_figure(saved)
-    if figure is not None:
-        print(f"drew: {figure}")
+    figures = [] if args.check else [memory_figure(saved), curve_figure(saved)]
+    for figure in figures:
+        if figure is not None:
+            print(f"drew: {figure}")
     return 1 if args.check and stale else 0

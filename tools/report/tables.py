@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from specviz.bench.sweeps.heads import heads_table
-from tools.report import headline, sections, studies
+from tools.report import curve, headline, sections, studies
 from tools.report.saved import Saved
 
 TABLES: dict[str, Callable[[Saved], list[str]]] = {
@@ -32,6 +32,7 @@ TABLES: dict[str, Callable[[Saved], list[str]]] = {
     "transformers": studies.transformers,
     "trees": sections.trees,
     "heads": lambda saved: heads_table(saved.load),
+    "heads-curve": curve.heads_curve,
 }
 
 

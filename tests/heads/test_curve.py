@@ -1,0 +1,76 @@
+"""The learning curve's stop rule (specviz.train.curve) and its report table and figure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specviz.train.curve import comparable, plateau, read_curve
+from tools.report.curve import curve_figure, heads_curve
+from tools.report.saved import Saved
+
+
+def _row(step: int, hours: float, alpha: float, held_out: int = 100) -> dict[str, Any]:
+    row = {"step": step, "positions": 1000 * step, "hours": hours, "loss": "tv"}
+    row |= {"eval_positions": held_out, "train_loss": 1.0}
+    return row | {f"alpha_{d}": alpha - 0.01 * d for d in range(1, 6)}
+
+
+def test_the_rule_waits_for_three_evaluations_an_hour_apart() -> None:
+    rows = [_row(s, 0.4 * s, 0.5) for s in range(1, 6)]  # 0.4 h to 2.0 h
+    assert plateau(rows) is None  # 2.0, then 0.8 (at least 1 h before); nothing 1 h before that
+    rows.append(_row(6, 2.4, 0.5))
+    assert plateau(rows) is None  # 2.4, then 1.2; 0.4 is only 0.8 h before 1.2
+    rows.append(_row(7, 2.8, 0.5))
+    verdict = plateau(rows)  # 2.8, then 1.6, then 0.4
+    assert verdict is not None and [r["step"] for r in verdict.rows] == [1, 4, 7]
+
+
+def test_a_flat_curve_stops_and_a_rising_one_does_not() -> None:
+    flat = [_row(s, float(s), 0.40 + 0.003 * s) for s in range(1, 6)]
+    verdict = plateau(flat)
+    assert verdict is not None and verdict.flat and verdict.gain == pytest.approx(0.006)
+    rising = [_row(s, float(s), 0.40 + 0.006 * s) for s in range(1, 6)]  # negative control
+    verdict = plateau(rising)
+    assert verdict is not None and not verdict.flat and verdict.gain == pytest.approx(0.012)
+    noisy = [*flat[:4], _row(5, 5.0, 0.40)]  # a rise in the middle still counts
+    bumped = [*noisy[:3], _row(4, 4.0, 0.43), noisy[4]]
+    assert plateau(noisy).flat and not plateau(bumped).flat  # type: ignore[union-attr]
+
+
+def test_only_rows_on_the_newest_held_out_set_compare() -> None:
+    old = [_row(s, float(s), 0.9, held_out=50) for s in range(1, 4)]  # a higher α on a smaller set
+    new = [_row(s, float(s), 0.4 + 0.01 * s) for s in range(4, 7)]
+    assert comparable(old + new) == new and comparable([]) == []
+    verdict = plateau(old + new)
+    assert verdict is not None and [r["step"] for r in verdict.rows] == [4, 5, 6]
+    assert not verdict.flat  # +0.02 on the new set; the old set's 0.9 would have read as a fall
+
+
+def test_the_report_shows_the_curve_the_rule_and_the_figure(tmp_path: Path) -> None:
+    path = tmp_path / "curve.jsonl"
+    rows = [_row(s, float(s), 0.40 + 0.006 * s) for s in range(1, 6)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert read_curve(path) == rows
+    saved = Saved(tmp_path)
+    text = "\n".join(heads_curve(saved, path))
+    assert "| 5 | 5,000 | 5.00 | tv | 100 | 0.420 | 0.410 |" in text
+    assert "+0.012, still rising" in text and "eagle3-curve.png" in text
+    figure = curve_figure(saved, path)
+    assert figure == tmp_path / "eagle3-curve.png" and figure.read_bytes().startswith(b"\x89PNG")
+    missing = tmp_path / "none.jsonl"
+    assert "not there yet" in "\n".join(heads_curve(saved, missing))
+    assert curve_figure(saved, missing) is None
+
+
+def test_a_bad_row_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "curve.jsonl"
+    path.write_text(json.dumps(_row(1, 1.0, 0.4)) + '\n{"step": 2}\n')
+    with pytest.raises(ValueError, match=r"curve.jsonl:2 lacks positions, hours"):
+        read_curve(path)
+    path.write_text("{not json\n")
+    with pytest.raises(ValueError, match=r"curve.jsonl:1 is not JSON"):
+        read_curve(path)
