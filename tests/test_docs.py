@@ -26,7 +26,7 @@ SETUP_APP = (
 )
 SETUP_TESTS = (
     "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && "
-    'pip install -e ".[dev]" && HF_HUB_OFFLINE=1 python -m pytest'
+    'pip install -e ".[dev]" && HF_HUB_OFFLINE=1 python -m pytest -n auto'
 )
 
 
