@@ -115,12 +115,14 @@ def tree_verify_seconds(
     device = target.device
     cache = make_cache(target)
     cache.forward(torch.tensor(prompt_ids, device=device), keep=1)
-    step, verify = [], []
     token = torch.tensor(prompt_ids[-1:], device=device)
-    for _ in range(repeats):
+
+    def step() -> float:
         start = clock(device)
-        cache.forward(token)
-        step.append(clock(device) - start)
+        cache.forward(token)  # the context grows by one position a repetition
+        return clock(device) - start
+
+    def verify() -> float:
         held = len(cache)
         positions, visible = tree_inputs(tree, 1, held, held)
         start = clock(device)
@@ -129,9 +131,12 @@ def tree_verify_seconds(
             positions=positions.to(device), visible=visible.to(device),
         )  # fmt: skip
         cache.keep_only(torch.tensor([*range(held + 1), *(held + 1 + i for i in path)]))
-        verify.append(clock(device) - start)
-        cache.crop(held)  # the context grows by one position a repetition
-    return statistics.median(step[warmup:]), statistics.median(verify[warmup:])
+        seconds = clock(device) - start
+        cache.crop(held)
+        return seconds
+
+    one, verified = interleaved([step, verify], repeats - warmup, warmup)
+    return one, verified
 
 
 @dataclass(frozen=True, kw_only=True)

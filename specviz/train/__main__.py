@@ -153,7 +153,6 @@ def _run_eagle3(args: argparse.Namespace) -> None:
     from specviz.heads.weights import RANKING
     from specviz.train.common import load_target
     from specviz.train.heads3 import Heads3Config, run_heads3
-    from specviz.train.regen_stream import StreamConfig
     from specviz.train.vocab import ranking
 
     cfg = Heads3Config(
@@ -163,10 +162,7 @@ def _run_eagle3(args: argparse.Namespace) -> None:
         bf16=args.bf16,
     )  # fmt: skip
     feats = Path(args.feats) if args.feats else regen_dir()
-    stream = StreamConfig(
-        feats_dir=feats, ids_dir=ids, batch_positions=cfg.batch_positions, max_len=cfg.max_len,
-        group=cfg.group, seed=cfg.seed,
-    )  # fmt: skip
+    stream = cfg.stream(feats, ids)
     out = Path(args.out) if args.out else work_dir() / "head-eagle3"
     target, _ = load_target(args.threads)
     run_heads3(cfg, target, stream, out, args.steps, args.hours, ranking(RANKING))

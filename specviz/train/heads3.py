@@ -74,6 +74,13 @@ class Heads3Config:
     device: str = "cpu"
     bf16: bool = False  # autocast the head's passes to bf16 (CUDA)
 
+    def stream(self, feats_dir: Path, ids_dir: Path) -> StreamConfig:
+        """The data stream this training reads: its batch size, length, grouping and seed."""
+        return StreamConfig(
+            feats_dir=feats_dir, ids_dir=ids_dir, batch_positions=self.batch_positions,
+            max_len=self.max_len, group=self.group, seed=self.seed,
+        )  # fmt: skip
+
 
 def learning_rate(cfg: Heads3Config, step: int) -> float:
     """Linear warm-up, then cosine decay to 10 % at total_steps."""

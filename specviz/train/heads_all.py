@@ -31,7 +31,6 @@ from torch import Tensor
 
 from specviz.train.heads3 import Heads3Config, run_heads3
 from specviz.train.regen import RegenConfig, run_regen
-from specviz.train.regen_stream import StreamConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,10 +87,7 @@ def run_heads_all(
     )  # fmt: skip
     data_seconds = time.monotonic() - began
     h = cfg.heads3
-    stream = StreamConfig(
-        feats_dir=regen_out, ids_dir=ids_dir, batch_positions=h.batch_positions,
-        max_len=h.max_len, group=h.group, seed=h.seed,
-    )  # fmt: skip
+    stream = h.stream(regen_out, ids_dir)
     head_dir = out_dir / "head"
     left = max(budget - data_seconds, 1.0)
     progress = run_heads3(h, target, stream, head_dir, cfg.steps, left, fill, final_eval=True)

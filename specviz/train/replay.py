@@ -161,10 +161,7 @@ def run_replay(
         shutil.copyfile(source / "ckpt.pt", out / "ckpt.pt")
     ckpt = torch.load(out / "ckpt.pt", weights_only=False)
     h3 = Heads3Config(**ckpt["config"])
-    stream = StreamConfig(
-        feats_dir=feats, ids_dir=ids, batch_positions=h3.batch_positions, max_len=h3.max_len,
-        group=h3.group, seed=h3.seed,
-    )  # fmt: skip
+    stream = h3.stream(feats, ids)
     if load_index(out) is None:
         trainer = Heads3Trainer(h3, target, ckpt["head"]["vocab"].cpu())
         trainer.head.load_state_dict(ckpt["head"])
