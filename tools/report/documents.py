@@ -1,4 +1,4 @@
-"""The marked tables of README.md, benchmarks/RESULTS.md and benchmarks/MEMORY.md.
+"""The marked tables of README.md and benchmarks/RESULTS.md, MEMORY.md and HEADS.md.
 
 Each table sits in those files between `<!-- table: NAME -->` and `<!-- /table -->`, and is what
 `render_table(NAME, saved)` (tools.report.tables) returns for the JSON files in
@@ -21,6 +21,7 @@ from tools.report.tables import render_table
 
 DOCUMENTS = (ROOT / "README.md", ROOT / "benchmarks" / "RESULTS.md")
 MEMORY_REPORT = ROOT / "benchmarks" / "MEMORY.md"  # the memory study's page (its own tables)
+HEADS_REPORT = ROOT / "benchmarks" / "HEADS.md"  # the EAGLE-3 head's learning curve
 # A marked table: the opening marker, whole lines that are not markers, the closing marker.
 BLOCK = re.compile(
     r"(<!-- table: (?P<name>[\w-]+) -->\n)(?P<body>(?:(?!<!-- ).*\n)*?)(<!-- /table -->)"
@@ -38,11 +39,11 @@ def refreshed(text: str, saved: Saved) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Re-render the marked tables of README.md, benchmarks/RESULTS.md and benchmarks/MEMORY.md
+    """Re-render the marked tables of README.md and benchmarks/RESULTS.md, MEMORY.md, HEADS.md
     (or of the given files), and draw the memory figure and the learning curve; the exit status
     is 1 for stale tables under --check, else 0."""
     parser = argparse.ArgumentParser(prog="python -m tools.report", description=__doc__)
-    parser.add_argument("files", nargs="*", type=Path, default=[*DOCUMENTS, MEMORY_REPORT])
+    parser.add_argument("files", nargs="*", type=Path, default=[*DOCUMENTS, MEMORY_REPORT, HEADS_REPORT])
     parser.add_argument("--check", action="store_true", help="report stale tables, change nothing")
     parser.add_argument(
         "--results",
