@@ -179,6 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
         "reaches this, else the draft model",
     )
     gen.add_argument(
+        "--model-min-alpha",
+        type=float,
+        default=DrafterOptions().model_min_alpha,
+        help="suffix+model: the draft model drafts while the target keeps at least this share "
+        "of its tokens in the request (0: always); below it, the weak suffix chain or none",
+    )
+    gen.add_argument(
         "--tree-nodes",
         type=int,
         default=DrafterOptions().tree_nodes,
@@ -325,6 +332,7 @@ def drafter_options(args: argparse.Namespace) -> DrafterOptions:
         suffix_factor=args.suffix_factor,
         suffix_min_prob=args.suffix_min_prob,
         suffix_min_score=args.suffix_min_score,
+        model_min_alpha=args.model_min_alpha,
     )
 
 

@@ -511,9 +511,12 @@ plt.show()
 # `suffix+model-trimmed` (`specviz/drafters/suffix_hybrid.py`) use the suffix chain where its
 # score (the expected accepted tokens by memory's frequencies) reaches `suffix_min_score`
 # (1 by default), and let the draft model propose elsewhere (`-trimmed`: the draft model
-# scoring only its top-ranked tokens, cheaper per step). The choice depends only on the
-# committed text and the memory, never on a random draw, and each proposal carries its own
-# $q$ (one-hot for a copy, the draft's law for a model draft), so the output stays exact.
+# scoring only its top-ranked tokens, cheaper per step) while it pays: once the target keeps
+# less than `model_min_alpha` (0.3) of the model's drafts in a request, weak matches are
+# proposed instead, the model trying again every 8th round. The choice depends only on what
+# happened before the round (the committed text, the memory, earlier rounds' outcomes), never
+# on the round's own draws, and each proposal carries its own $q$ (one-hot for a copy, the
+# draft's law for a model draft), so the output stays exact.
 #
 # The runs of section 5 were built with `DrafterOptions(explain=True)`, so each round emitted a
 # `SuffixLookup` event: where its match was found ("memory", or "request" for the request's own

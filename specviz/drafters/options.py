@@ -32,7 +32,9 @@ class DrafterOptions:
     which they read and feed; None: a private, fresh one per drafter. suffix_factor and
     suffix_min_prob bound their speculation (at most factor * match length tokens, each kept
     while its path's frequency is at least min_prob); suffix_min_score: the score a suffix
-    chain needs to be proposed before the draft model (suffix+model).
+    chain needs to be proposed before the draft model (suffix+model); model_min_alpha: the
+    share of its drafted tokens the target must keep for the draft model to go on drafting
+    there (suffix+model; below it the weak suffix chain or no draft, 0: always the model).
     A tree drafter drafts through specviz.fast.lean's
     forward where it applies, or transformers' (a KVCache) when make_cache is given.
     tokenizer and draft_tokenizer: the target's and the draft's tokenizers, read by the
@@ -61,6 +63,7 @@ class DrafterOptions:
     suffix_factor: float = 1.0
     suffix_min_prob: float = 0.1
     suffix_min_score: float = 1.0
+    model_min_alpha: float = 0.3
     tokenizer: Any = field(default=None, compare=False)  # the target's (None: saved beside it)
     draft_tokenizer: Any = field(default=None, compare=False)  # the draft's (same)
     # the two tokenizers' shared tokens (cross_vocab.cross_tokenizers), found once for many
@@ -88,6 +91,8 @@ class DrafterOptions:
             raise ValueError(f"suffix_min_prob must be in [0, 1] (got {self.suffix_min_prob})")
         if not self.suffix_min_score >= 0:
             raise ValueError(f"suffix_min_score must be >= 0 (got {self.suffix_min_score})")
+        if not 0.0 <= self.model_min_alpha <= 1.0:
+            raise ValueError(f"model_min_alpha must be in [0, 1] (got {self.model_min_alpha})")
         lowest = 1 if self.ngram_min is None else self.ngram_min
         if lowest < 1 or self.ngram_max < lowest:
             raise ValueError(

@@ -233,8 +233,9 @@ def _suffix_hybrid(trimmed: bool) -> Factory:
         suffix = _suffix(target, draft, sampling, o)
         assert isinstance(suffix, SuffixDrafter)
         return SuffixThenModelDrafter(
-            drafter, suffix, min_score=o.suffix_min_score, model_gamma=o.model_gamma
-        )
+            drafter, suffix, min_score=o.suffix_min_score, model_gamma=o.model_gamma,
+            min_model_alpha=o.model_min_alpha,
+        )  # fmt: skip
 
     return build
 

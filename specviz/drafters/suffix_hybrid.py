@@ -1,11 +1,19 @@
-"""Suffix decoding where memory is sure of itself, the draft model elsewhere.
+"""Suffix decoding where memory is sure of itself, the draft model elsewhere while it pays.
 
 Each round the suffix drafter scores its best speculation (the sum of its tokens' path
 frequencies, specviz.drafters.suffix_speculate); at min_score or above its one-hot chain is
 proposed, free, and below it the draft model drafts as usual, its q the law its tokens were
-drawn from. The choice depends only on the committed text and the memory, never on a random
-draw, so the verifier keeps the output law exact. The draft model's cache falls behind during
-suffix rounds and catches up in one forward over the missed tokens when it next drafts.
+drawn from. The draft model costs a forward a token, so it drafts only while it pays: its
+*kept share* is the fraction of the tokens it drafted in this request that the target kept
+(read from the rounds' ends: a round committing m tokens after n drafted kept min(n, m - 1)),
+counted from one kept and one rejected token in advance. Below min_model_alpha the round takes
+the suffix chain whatever its score (or drafts nothing: a plain target step), except every
+probe_every-th such round, where the model drafts again to measure.
+
+Every choice depends only on what happened before the round (the committed text, the memory,
+earlier rounds' outcomes), never on the round's own draws, so the verifier keeps the output law
+exact. The draft model's cache falls behind during other rounds and catches up in one forward
+over the missed tokens when it next drafts.
 """
 
 from __future__ import annotations
@@ -31,17 +39,41 @@ class SuffixThenModelDrafter:
         *,
         min_score: float = 1.0,
         model_gamma: int | None = None,
+        min_model_alpha: float = 0.0,
+        probe_every: int = 8,
     ) -> None:
         """min_score: the expected accepted tokens a suffix chain must promise (>= 0).
-        model_gamma: at most this many draft-model tokens a round (None: gamma's)."""
+        model_gamma: at most this many draft-model tokens a round (None: gamma's).
+        min_model_alpha: the kept share the draft model needs to draft (0: always, to 1).
+        probe_every: the model drafts every this many rounds it was kept from (>= 1)."""
         if not min_score >= 0:
             raise ValueError(f"min_score must be >= 0 (got {min_score})")
         if model_gamma is not None and model_gamma < 1:
             raise ValueError(f"model_gamma must be >= 1 or None (got {model_gamma})")
+        if not 0 <= min_model_alpha <= 1:
+            raise ValueError(f"min_model_alpha must be in [0, 1] (got {min_model_alpha})")
+        if probe_every < 1:
+            raise ValueError(f"probe_every must be >= 1 (got {probe_every})")
         self.model, self.suffix = model, suffix
         self.min_score, self.model_gamma = min_score, model_gamma
+        self.min_model_alpha, self.probe_every = min_model_alpha, probe_every
         self.device = model.device
         self.last = "model"  # who drafted the last round: "suffix" or "model"
+        self.kept, self.drafted = 1, 2  # the model's tokens kept and drafted, one each in advance
+        self.held_back = 0  # rounds the model was kept from since it last drafted
+        self._pending: tuple[int, int] | None = None  # a model round's (start, drafted)
+
+    @property
+    def model_alpha(self) -> float:
+        """The draft model's kept share in this request so far."""
+        return self.kept / self.drafted
+
+    def _model_drafts(self) -> bool:
+        """Whether the draft model drafts a round its suffix match is too weak for."""
+        if self.model_alpha >= self.min_model_alpha:
+            return True
+        self.held_back += 1
+        return self.held_back % self.probe_every == 0
 
     def prefill(self, prefix: list[int]) -> None:
         """Cache the prompt in the draft model and start the request's suffix trie."""
@@ -56,17 +88,24 @@ class SuffixThenModelDrafter:
         stop_ids: Collection[int],
     ) -> Draft:
         """Up to gamma tokens: the suffix chain if it scores min_score or more, else up to
-        model_gamma of the draft model's."""
+        model_gamma of the draft model's while it pays, else the suffix chain (or none)."""
         found = self.suffix.speculation(ids, gamma, stop_ids)
-        if found.tokens and found.score >= self.min_score:
+        if (found.tokens and found.score >= self.min_score) or not self._model_drafts():
             self.last = "suffix"
-            return self.suffix.draft(found)
-        self.last = "model"
+            return self.suffix.draft(found)  # no tokens found: no draft, a plain target step
+        self.last, self.held_back = "model", 0
         cap = gamma if self.model_gamma is None else min(gamma, self.model_gamma)
-        return self.model.propose(ids, cap, generator, stop_ids)
+        draft = self.model.propose(ids, cap, generator, stop_ids)
+        self._pending = (len(ids), len(draft.tokens))
+        return draft
 
     def rollback(self, committed: int) -> None:
-        """Forget the draft model's positions past committed."""
+        """Count what the target kept of a model round; forget positions past committed."""
+        if self._pending is not None:
+            start, drafted = self._pending
+            self.kept += min(drafted, max(committed - start - 1, 0))
+            self.drafted += drafted
+            self._pending = None
         self.model.rollback(committed)
         self.suffix.rollback(committed)
 

@@ -93,6 +93,12 @@ def test_a_round_without_a_match_and_a_round_left_to_the_draft_model() -> None:
     assert "✓ kept" not in text  # the kept draft was the model's, not this speculation's
     assert "1 round left to the draft model (1.0 kept a round)" in text
     assert "1 round with no match (0.0 kept a round)" in text
+    held = replace(left, drafted_by="suffix")  # the weak chain, the model held back
+    text = plain(round_detail_html([held, accepted(2, 0), summary(2, 1)], 2, decode))
+    assert "not proposed" not in text and "✓ kept" in text and "draft model drafted" not in text
+    assert "Score 0.50 < 1.00, but the draft model is held back" in text
+    strong = replace(held, score=1.5)  # a chain above the minimum: no note
+    assert "held back" not in plain(round_detail_html([strong, summary(2, 0)], 2, decode))
 
 
 def test_a_cross_round_shows_draft_tokens_text_and_target_tokens() -> None:

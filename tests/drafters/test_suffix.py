@@ -183,27 +183,30 @@ TOY_PROMPT = [1, 2, 3, 1, 2]
 TOY_MEMORY = ([1, 2, 3, 4, 5], [2, 3, 1, 2, 4], [1, 2, 0, 3], [3, 1, 2, 3, 4, 1, 2])
 
 
-def _toy_maker(name: str, target: Any, draft: Any) -> Any:
-    """A drafter of that name with a fresh memory of TOY_MEMORY for each decode."""
+def _toy_maker(name: str, target: Any, draft: Any, **extra: Any) -> Any:
+    """A drafter of that name with a fresh memory of TOY_MEMORY for each decode (extra: more
+    DrafterOptions)."""
 
     def make(sampling: SamplingConfig) -> AnyDrafter:
         options = DrafterOptions(
             memory=_memory(*TOY_MEMORY), suffix_factor=4.0, suffix_min_prob=0.05,
-            suffix_min_score=1.0,
+            suffix_min_score=1.0, **extra,
         )  # fmt: skip
         return build_drafter(name, target=target, draft=draft, sampling=sampling, options=options)
 
     return make
 
 
-def _suite(name: str, setting_name: str, variant: Any = None, n: int = 1200) -> list[Any]:
+def _suite(
+    name: str, setting_name: str, variant: Any = None, n: int = 1200, **extra: Any
+) -> list[Any]:
     target, draft = random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
     tree = name.startswith("tree")
     settings = {s.name: s for s in (tree_settings(4, stop_id=0) if tree else default_settings(0))}
-    extra = {} if variant is None else {"variant": variant}
+    mutated = {} if variant is None else {"variant": variant}
     results = check_setting(
         target, draft, TOY_PROMPT, settings[setting_name], n=n, alpha=ALPHA,
-        make_drafter=_toy_maker(name, target, draft), **extra,
+        make_drafter=_toy_maker(name, target, draft, **extra), **mutated,
     )  # fmt: skip
     return family_adjusted(results)
 

@@ -112,6 +112,12 @@ def lookup_html(lookup: SuffixLookup, kept: set[int], decode: Decode) -> str:
             f'<p class="sv-note">Score {lookup.score:.2f} &lt; {lookup.min_score or 0:.2f} '
             "(the least a suffix chain must promise): the draft model drafted this round.</p>"
         )
+    elif lookup.min_score is not None and lookup.score < lookup.min_score:
+        spec += (
+            f'<p class="sv-note">Score {lookup.score:.2f} &lt; {lookup.min_score:.2f}, but the '
+            "draft model is held back (the target kept too few of its drafts in this request): "
+            "the weak chain is proposed instead.</p>"
+        )
     return f"{head}{match}{candidates}{spec}"
 
 

@@ -1,0 +1,104 @@
+"""suffix+model drafts with its draft model only while the target keeps enough of its tokens.
+
+The kept share is read from the rounds' ends (rollback); below model_min_alpha a weak suffix
+match is proposed (or nothing), and every probe_every-th such round the model drafts again. The
+equivalence suite (ALPHA = 0.01, Holm-adjusted, as in test_suffix) runs with the gate shut most
+of the time, and a known bug on the same runs is rejected.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.decoding import SpeculativeDecoder
+from specviz.core.events import RoundSummary
+from specviz.drafters.registry import DrafterOptions, build_drafter
+from specviz.drafters.suffix_hybrid import SuffixThenModelDrafter
+from specviz.stats.mutants import MUTANTS
+from specviz.stats.toy import random_pair
+
+from .test_suffix import TOY_PROMPT, _memory, _suite, _toy_maker
+
+
+def _hybrid(min_alpha: float, min_score: float = 100.0) -> SuffixThenModelDrafter:
+    """The hybrid on the toy draft (as its own target), memory [1, 2, 3, 4]; by default no
+    suffix chain is strong enough to be proposed unasked: the gate decides every round."""
+    _, draft = random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
+    options = DrafterOptions(memory=_memory([1, 2, 3, 4]), suffix_factor=2.0,
+                             suffix_min_score=min_score, model_min_alpha=min_alpha)  # fmt: skip
+    hybrid = build_drafter("suffix+model", target=draft, draft=draft,
+                           sampling=SamplingConfig(), options=options)  # fmt: skip
+    assert isinstance(hybrid, SuffixThenModelDrafter)
+    hybrid.prefill([5])
+    return hybrid
+
+
+def _round(hybrid: SuffixThenModelDrafter, ids: list[int], kept: int) -> int:
+    """One round after ids: propose, commit `kept` of the drafts and one more token, end the
+    round; the forward calls the proposal made."""
+    draft = hybrid.propose(ids, 4, torch.Generator().manual_seed(0), ())
+    ids += [*draft.tokens.tolist()[:kept], 1]
+    hybrid.rollback(len(ids))
+    return draft.forward_calls
+
+
+def test_the_model_stops_drafting_when_its_tokens_are_rejected_and_probes_again() -> None:
+    hybrid, ids = _hybrid(0.3), [5, 0]
+    assert _round(hybrid, ids, kept=0) == 4  # 1 kept of 2 in advance: it drafts
+    assert hybrid.kept == 1 and hybrid.drafted == 6 and hybrid.model_alpha < 0.3
+    calls = [_round(hybrid, ids, kept=0) for _ in range(16)]
+    assert calls == [0] * 7 + [4] + [0] * 7 + [4]  # held back, probing every 8th round
+
+
+def test_a_model_whose_tokens_are_kept_drafts_every_weak_round() -> None:
+    hybrid, ids = _hybrid(0.3), [5, 0]
+    calls = [_round(hybrid, ids, kept=4) for _ in range(10)]
+    assert calls == [4] * 10 and hybrid.model_alpha == pytest.approx(41 / 42)
+    always, ids = _hybrid(0.0), [5, 0]  # 0: the model drafts whatever it keeps
+    assert [_round(always, ids, kept=0) for _ in range(5)] == [4] * 5
+
+
+def test_held_back_rounds_propose_the_weak_suffix_chain() -> None:
+    hybrid = _hybrid(1.0, min_score=1.5)  # 1: the gate is shut from the start
+    weak = hybrid.propose([5, 1, 2, 3], 4, torch.Generator(), ())  # score 1 < 1.5
+    assert weak.tokens.tolist() == [4] and weak.forward_calls == 0 and hybrid.last == "suffix"
+
+
+def test_bad_gate_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match=r"model_min_alpha must be in \[0, 1\]"):
+        DrafterOptions(model_min_alpha=1.5)
+    hybrid = _hybrid(0.3)
+    with pytest.raises(ValueError, match="probe_every must be >= 1"):
+        SuffixThenModelDrafter(hybrid.model, hybrid.suffix, probe_every=0)
+
+
+def test_the_toy_decodes_shut_the_gate() -> None:
+    """The suite below tests rounds where the gate decided: some held back, some probing."""
+    target, draft = random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
+    held, drafted = 0, 0
+    for seed in range(10):
+        seeded = SamplingConfig(temperature=1.0, seed=seed)
+        hybrid = _toy_maker("suffix+model", target, draft, model_min_alpha=0.9)(seeded)
+        assert isinstance(hybrid, SuffixThenModelDrafter)
+        decoder = SpeculativeDecoder(
+            target, hybrid, TOY_PROMPT, sampling=seeded,
+            speculation=SpeculationConfig(gamma=4, max_new_tokens=12),
+        )  # fmt: skip
+        rounds = [e for e in decoder.events() if isinstance(e, RoundSummary)]
+        drafted += sum(r.draft_forward_calls > 0 for r in rounds)
+        held += hybrid.drafted > 2 and hybrid.model_alpha < 0.9
+    assert held >= 5 and drafted > 0
+
+
+@pytest.mark.parametrize("setting_name", ["gamma=4 T=1", "gamma=2 T=0.7 top_p=0.8"])
+def test_the_gated_hybrid_passes_the_equivalence_suite(setting_name: str) -> None:
+    results = _suite("suffix+model", setting_name, model_min_alpha=0.9)
+    assert not any(r.reject for r in results), [(r.name, r.p_value) for r in results]
+
+
+def test_the_suite_rejects_a_known_bug_on_the_gated_hybrid() -> None:
+    mutant = next(m for m in MUTANTS if m.name == "residual_is_p")
+    results = _suite("suffix+model", "gamma=4 T=1", variant=mutant, model_min_alpha=0.9)
+    assert any(r.reject for r in results), [(r.name, r.p_value) for r in results]
