@@ -2,8 +2,8 @@
 
 The kept share is read from the rounds' ends (rollback); below model_min_alpha a weak suffix
 match is proposed (or nothing), and every probe_every-th such round the model drafts again. The
-equivalence suite (ALPHA = 0.01, Holm-adjusted, as in test_suffix) runs with the gate shut most
-of the time, and a known bug on the same runs is rejected.
+equivalence suite (ALPHA = 0.01, Holm-adjusted, as in test_suffix) runs with a gate that each
+decode's own draws open or shut, and a known bug on the same runs is rejected.
 """
 
 from __future__ import annotations
@@ -74,31 +74,32 @@ def test_bad_gate_settings_are_refused() -> None:
         SuffixThenModelDrafter(hybrid.model, hybrid.suffix, probe_every=0)
 
 
-def test_the_toy_decodes_shut_the_gate() -> None:
-    """The suite below tests rounds where the gate decided: some held back, some probing."""
+def test_the_toy_decodes_shut_the_gate_or_keep_it_open_by_chance() -> None:
+    """The suite below tests a gate that each decode's own draws decide: at 0.5, a first model
+    round keeping 2 of its 4 drafts keeps the model drafting, one keeping fewer holds it back."""
     target, draft = random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
-    held, drafted = 0, 0
+    shut, opened = 0, 0
     for seed in range(10):
         seeded = SamplingConfig(temperature=1.0, seed=seed)
-        hybrid = _toy_maker("suffix+model", target, draft, model_min_alpha=0.9)(seeded)
+        hybrid = _toy_maker("suffix+model", target, draft, model_min_alpha=0.5)(seeded)
         assert isinstance(hybrid, SuffixThenModelDrafter)
         decoder = SpeculativeDecoder(
             target, hybrid, TOY_PROMPT, sampling=seeded,
             speculation=SpeculationConfig(gamma=4, max_new_tokens=12),
         )  # fmt: skip
         rounds = [e for e in decoder.events() if isinstance(e, RoundSummary)]
-        drafted += sum(r.draft_forward_calls > 0 for r in rounds)
-        held += hybrid.drafted > 2 and hybrid.model_alpha < 0.9
-    assert held >= 5 and drafted > 0
+        shut += hybrid.held_back > 0
+        opened += sum(r.draft_forward_calls > 0 for r in rounds) >= 2
+    assert shut >= 3 and opened >= 2
 
 
 @pytest.mark.parametrize("setting_name", ["gamma=4 T=1", "gamma=2 T=0.7 top_p=0.8"])
 def test_the_gated_hybrid_passes_the_equivalence_suite(setting_name: str) -> None:
-    results = _suite("suffix+model", setting_name, model_min_alpha=0.9)
+    results = _suite("suffix+model", setting_name, model_min_alpha=0.5)
     assert not any(r.reject for r in results), [(r.name, r.p_value) for r in results]
 
 
 def test_the_suite_rejects_a_known_bug_on_the_gated_hybrid() -> None:
     mutant = next(m for m in MUTANTS if m.name == "residual_is_p")
-    results = _suite("suffix+model", "gamma=4 T=1", variant=mutant, model_min_alpha=0.9)
+    results = _suite("suffix+model", "gamma=4 T=1", variant=mutant, model_min_alpha=0.5)
     assert any(r.reject for r in results), [(r.name, r.p_value) for r in results]

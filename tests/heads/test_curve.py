@@ -74,3 +74,12 @@ def test_a_bad_row_is_named(tmp_path: Path) -> None:
     path.write_text("{not json\n")
     with pytest.raises(ValueError, match=r"curve.jsonl:1 is not JSON"):
         read_curve(path)
+
+
+def test_the_heads_page_shows_what_the_saved_curve_renders_to() -> None:
+    from tools.report.documents import HEADS_REPORT, marked_tables, refreshed
+    from tools.report.saved import RESULTS_DIR
+
+    text = HEADS_REPORT.read_text(encoding="utf-8")
+    assert "heads-curve" in dict(marked_tables(text))
+    assert refreshed(text, Saved(RESULTS_DIR)) == text

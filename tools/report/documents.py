@@ -43,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     (or of the given files), and draw the memory figure and the learning curve; the exit status
     is 1 for stale tables under --check, else 0."""
     parser = argparse.ArgumentParser(prog="python -m tools.report", description=__doc__)
-    parser.add_argument("files", nargs="*", type=Path, default=[*DOCUMENTS, MEMORY_REPORT, HEADS_REPORT])
+    parser.add_argument(
+        "files", nargs="*", type=Path, default=[*DOCUMENTS, MEMORY_REPORT, HEADS_REPORT]
+    )
     parser.add_argument("--check", action="store_true", help="report stale tables, change nothing")
     parser.add_argument(
         "--results",
