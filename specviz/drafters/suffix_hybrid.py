@@ -30,7 +30,8 @@ from specviz.drafters.suffix import SuffixDrafter
 
 
 class SuffixThenModelDrafter:
-    """The suffix drafter's chain when its score reaches min_score, else the draft model's."""
+    """The suffix drafter's chain when its score reaches min_score, else the draft model's
+    while the target keeps at least min_model_alpha of its drafts, else the weak chain."""
 
     def __init__(
         self,
