@@ -3,6 +3,7 @@
 The public API, imported on first use (importing specviz loads nothing heavy):
 speculative_generate, autoregressive_generate, SamplingConfig, SpeculationConfig, load_pair,
 prompt_ids, build_drafter, DrafterOptions, the drafter protocol (Drafter, Draft) and the events;
+SuffixMemory and PrefixCache, the memories a caller keeps across requests;
 for trees, TokenTree, TreeDrafter, TreeRule with EXACT_TREE and the lossy TYPICAL; for a batch
 of requests, speculative_generate_batch, autoregressive_generate_batch, BatchResult and
 build_batch_drafter (BATCH_DRAFTERS names the drafters it builds); for models at lower
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
         TreeProposed,
         TreeVerified,
     )
+    from specviz.core.prefix import PrefixCache
     from specviz.drafters.registry import (
         BATCH_DRAFTERS,
         DEFAULT_CONFIG,
@@ -76,6 +78,7 @@ _WHERE = {
     "DRAFTER_NAMES": "specviz.drafters.registry",
     "DEFAULT_CONFIG": "specviz.drafters.registry",
     "SuffixMemory": "specviz.drafters.suffix_memory",
+    "PrefixCache": "specviz.core.prefix",
     "load_pair": "specviz.models.loading",
     "prompt_ids": "specviz.models.chat",
     "ModelPair": "specviz.models.loading",
@@ -110,6 +113,7 @@ __all__ = [
     "GenerationResult",
     "ModelPair",
     "Prefill",
+    "PrefixCache",
     "Proposed",
     "Rejected",
     "Resampled",

@@ -75,13 +75,41 @@ def adapter_path(k: int) -> Path:
     return ADAPTERS / f"adapter_k{k}.safetensors"
 
 
+def adapter_width(path: str | Path) -> int | None:
+    """The hidden size an adapter file was trained for (None: not an adapter's weights)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        if "proj.weight" not in f.keys():  # noqa: SIM118 (safe_open has no __contains__)
+            return None
+        shape = f.get_slice("proj.weight").get_shape()
+    return int(shape[0]) if len(shape) == 2 and shape[0] == shape[1] else None
+
+
 def load_adapter(path: str | Path, target: Any) -> Adapter:
-    """An Adapter for target's width with weights from a safetensors file (early_exit_train)."""
+    """An Adapter for target's width with weights from a safetensors file (early_exit_train);
+    a clear ValueError when the file is for another width."""
     from safetensors.torch import load_file
 
-    adapter = Adapter(int(target.config.hidden_size))
+    width, trained = int(target.config.hidden_size), adapter_width(path)
+    if trained != width:
+        raise ValueError(
+            f"{path} is not an early-exit adapter for this target: it was trained for a hidden "
+            f"size of {trained}, the target's is {width}. Train one for this target "
+            "(python -m specviz.train.early_exit) or leave the adapter out"
+        )
+    adapter = Adapter(width)
     adapter.load_state_dict(load_file(str(path)))
     return adapter.to(device=target.device, dtype=target.dtype)
+
+
+def shipped_adapter(target: Any, k: int) -> Path | None:
+    """The adapter shipped for exit layer k, where there is one for this target's width (the
+    shipped adapters are the bundled target's)."""
+    path = adapter_path(k)
+    if not path.is_file() or adapter_width(path) != int(target.config.hidden_size):
+        return None
+    return path
 
 
 def build_early_exit(
@@ -89,9 +117,10 @@ def build_early_exit(
 ) -> tuple[Any, Path | None]:
     """The early-exit draft and the adapter file it uses (None: the plain early exit).
 
-    adapter None takes the adapter shipped for k (adapter_path) when that file exists.
+    adapter None takes the adapter shipped for k (adapter_path) when there is one for this
+    target's width.
     """
-    path = Path(adapter) if adapter is not None else adapter_path(k)
-    if adapter is None and not path.is_file():
+    path = Path(adapter) if adapter is not None else shipped_adapter(target, k)
+    if path is None:
         return early_exit_model(target, k), None
     return early_exit_model(target, k, load_adapter(path, target)), path

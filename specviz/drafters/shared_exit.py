@@ -31,10 +31,10 @@ from specviz.core.cache import CachedForward
 from specviz.core.config import SamplingConfig
 from specviz.drafters.early_exit import (
     Adapter,
-    adapter_path,
     build_early_exit,
     decoder_stack,
     load_adapter,
+    shipped_adapter,
 )
 from specviz.drafters.model import ModelDrafter
 from specviz.fast.attention import KVBuffers, apply_rope, causal_mask, grow
@@ -290,8 +290,8 @@ def early_exit_drafter(
         return ModelDrafter(
             model, sampling, vocab_size, make_cache=make_cache, min_confidence=min_confidence
         )
-    path = adapter_path(k)
-    adapter = load_adapter(path, target) if path.is_file() else None
+    path = shipped_adapter(target, k)
+    adapter = None if path is None else load_adapter(path, target)
     return SharedExitDrafter(
         target, k, sampling, vocab_size, adapter=adapter, min_confidence=min_confidence
     )

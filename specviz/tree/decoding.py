@@ -104,7 +104,7 @@ class TreeDecoder:
             self.target_cache = cast(TreeCache, drafter.target_cache(target))
         else:
             self.target_cache = make_cache(target)
-        self.cached = 0  # committed positions in the target's cache
+        self.cached = len(self.target_cache)  # committed positions in it (a reused prefix)
         self.generator = make_generator(sampling, self.device)
         self.explains = drafter if isinstance(drafter, ExplainsRounds) else None
         self.rounds = 0  # rounds run so far

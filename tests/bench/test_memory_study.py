@@ -57,6 +57,7 @@ def test_the_study_runs_requests_in_order_with_one_memory_each(
     section = result["memory"]
     assert section["plan"]["drafters"] == drafters.split(",")
     assert section["plan"]["suffix_gamma"] == 6 and section["plan"]["reps"] == 1
+    assert section["plan"]["prefix_cache"] is True  # every run reuses the prefix it has seen
     rows = section["rows"]
     assert len(rows) == 6 * 4 and len(result["records"]) == 6 * 4
     assert [r["request"] for r in rows[::4]] == [f"{t}-{s}" for t in "ab" for s in range(3)]
@@ -149,3 +150,25 @@ def test_the_decode_speedup_leaves_the_prompt_pass_out_of_both_runs() -> None:
     unsplit = {k: v for k, v in warm.items() if k != "plain_decode_seconds"}
     table = render_memory({"plan": plan, "rows": [unsplit], "sizes": []})
     assert "| w | suffix | 0 | — | 1.75× | — | — |" in table  # no split recorded: no decode ratio
+
+
+def test_each_run_keeps_its_own_prefix_cache_unless_asked_not_to(pair: PairFactory) -> None:
+    """Plain decoding and each setting get a PrefixCache of their own (one workload's), on the
+    forward they would run anyway; a drafter that brings the target's cache gets none."""
+    from specviz.bench.sweeps.memory import MemoryPlan, _caches, memory_settings
+    from specviz.core.prefix import HeldCache
+
+    target, _ = pair("llama")
+    fields = dict(suffix_gamma=4, gamma=3, tree_nodes=8, tree_width=2, max_new_tokens=0)
+    plan = MemoryPlan(drafters=("suffix", "tree-suffix", "early-exit-shared"),
+                      prefix_cache=True, **fields)  # type: ignore[arg-type]  # fmt: skip
+    suffix, tree, shared = memory_settings(plan, "draft", 0.0)
+    caches = _caches(plan, [suffix, tree, shared], lean=False)
+    made = {run: caches(run, [1, 2, 3])(target) for run in (None, suffix, tree)}
+    assert all(isinstance(m, HeldCache) for m in made.values())
+    assert len({id(m) for m in made.values()}) == 3  # one each
+    assert caches(suffix, [1, 2, 4])(target) is made[suffix]  # the same one, next request
+    assert caches(shared, [1, 2, 3]) is None
+    off = _caches(MemoryPlan(drafters=plan.drafters, prefix_cache=False, **fields),  # type: ignore[arg-type]
+                  [suffix, tree, shared], lean=False)  # fmt: skip
+    assert not isinstance(off(None, [1, 2, 3])(target), HeldCache) and off(tree, [1]) is None

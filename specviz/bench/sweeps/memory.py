@@ -1,44 +1,43 @@
 """`specviz bench memory`: drafting from memory on agent workloads, request after request.
 
 An agent's requests repeat one another, so a drafter that remembers earlier requests (the
-suffix drafters, specviz.drafters.suffix) should speed up as a workload goes on. This study
-runs each workload's requests in their order (an agent workload's tasks and steps,
-specviz.workloads) and gives every drafter setting one SuffixMemory per workload and
-repetition, empty at its first request, fed by each finished request: the memory fills as it
-does in use. Drafters that do not remember run beside them, on the same requests.
+suffix drafters) should speed up as a workload goes on. Each workload's requests run in their
+order (its tasks and steps, specviz.workloads); every drafter setting gets one SuffixMemory per
+workload and repetition, empty at first and fed by each finished request, as in use. Every run,
+plain ones too, also keeps the target's cache in a PrefixCache per workload and repetition
+(specviz.core.prefix; --no-prefix-cache: none): an agent's prompt is the conversation so far,
+and the part the last request shared is not passed through the target again.
 
-Per request and repetition: one plain decode, then each setting's speculative decode (their
-order rotates each repetition), then, unless --no-hf, transformers' own generate() of the same
-request (greedy or sampled, no assistant). One untimed warm-up request with throwaway memories
-comes first. The section's rows carry, per request and setting: its task and step, the
-speedup over the paired plain decode, tokens a target pass, accepted and verified drafts, the
-draft's seconds a round over a plain decode step (c), each run's prompt pass apart from its
-decode (both runs pass the same prompt, which speculation cannot shorten), and whether the
-tokens equal the plain decode's (the greedy identity, meaningful at T = 0). After each
-workload, each memory's size is measured by replaying its requests into a fresh memory
-(specviz.drafters.suffix_memory.replayed_size): its bytes per stored token, and the seconds the
-replay's updates took per token.
-
-A request counts as cold at step 0 of its task (the first request of a task: only other tasks'
-requests can be in memory) and warm after it.
+Per request and repetition: one plain decode, each setting's speculative decode (their order
+rotates each repetition), then, unless --no-hf, transformers' own generate() (no assistant, the
+whole prompt). One untimed warm-up request with throwaway memories comes first. Rows carry, per
+request and setting: task and step, the speedup over the paired plain decode, tokens a target
+pass, accepted and verified drafts, c (the draft's seconds a round over a plain step), each
+run's prompt pass apart from its decode (speculation cannot shorten it), and whether the tokens
+equal the plain decode's (greedy identity, at T = 0). After each workload, each memory's size is
+measured by a fresh replay (suffix_memory.replayed_size): bytes and update seconds per token.
+A request is cold at step 0 of its task (only other tasks' requests can be in memory), else warm.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from specviz.api import autoregressive_generate, speculative_generate
 from specviz.bench.runner import plain_cache, record, speculative_cache
 from specviz.bench.sweep import Context, Outcome, by_temperature, grouped, rotated, with_flags
+from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.prefix import PrefixCache
 from specviz.drafters.registry import (
     HYBRID_DRAFTERS,
     MEMORY_DRAFTERS,
     MODEL_DRAFTERS,
+    SHARED_CACHE_DRAFTERS,
     TREE_DRAFTERS,
     DrafterOptions,
     build_drafter,
@@ -53,10 +52,11 @@ from specviz.workloads import AGENT_WORKLOADS, Request
 
 DEFAULT_DRAFTERS = "suffix,tree-suffix,ngram,tree-ngram,model-trimmed,suffix+model-trimmed"
 DEFAULT_WORKLOADS = ",".join(AGENT_WORKLOADS)
+Caches = Callable[[BenchSetting | None, list[int]], Any]  # (run, prompt ids) -> its make_cache
 
 
 def add_memory_arguments(b: argparse.ArgumentParser) -> None:
-    """Register --suffix-gamma and --max-new-tokens."""
+    """Register --suffix-gamma, --max-new-tokens and --no-prefix-cache."""
     b.add_argument(
         "--suffix-gamma", type=int, default=16,
         help="memory study: the most tokens a suffix drafter proposes a round (a chain's "
@@ -66,6 +66,11 @@ def add_memory_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument(
         "--max-new-tokens", type=int, default=0,
         help="memory study: at most this many new tokens a request (0: each request's own)",
+    )  # fmt: skip
+    b.add_argument(
+        "--no-prefix-cache", action="store_true",
+        help="memory study: pass each whole prompt through the target (by default every run, "
+        "plain ones too, keeps the target's cache and skips the prefix the last request shares)",
     )  # fmt: skip
 
 
@@ -79,6 +84,7 @@ class MemoryPlan:
     tree_nodes: int
     tree_width: int
     max_new_tokens: int
+    prefix_cache: bool
 
 
 def memory_plan(args: argparse.Namespace, drafters: Sequence[str]) -> MemoryPlan | None:
@@ -102,7 +108,7 @@ def memory_plan(args: argparse.Namespace, drafters: Sequence[str]) -> MemoryPlan
     return MemoryPlan(
         drafters=tuple(drafters), suffix_gamma=args.suffix_gamma, gamma=args.gammas[0],
         tree_nodes=args.tree_nodes, tree_width=args.tree_width,
-        max_new_tokens=args.max_new_tokens,
+        max_new_tokens=args.max_new_tokens, prefix_cache=not args.no_prefix_cache,
     )  # fmt: skip
 
 
@@ -111,34 +117,21 @@ def memory_settings(plan: MemoryPlan, draft: str, temperature: float) -> list[Be
     draft-model rounds and the other chains at the first of --gammas, other trees at its depth."""
     out = []
     for d in plan.drafters:
-        remembers = d in MEMORY_DRAFTERS
-        tree = d in TREE_DRAFTERS
-        out.append(
-            BenchSetting(
-                drafter=d,
-                gamma=plan.suffix_gamma if remembers else plan.gamma,
-                temperature=temperature,
-                draft_name=draft if d in MODEL_DRAFTERS else d,
-                model_gamma=plan.gamma if d in HYBRID_DRAFTERS and remembers else None,
-                tree_nodes=max(plan.tree_nodes, plan.suffix_gamma if remembers else 0)
-                if tree
-                else None,
-                tree_width=plan.tree_width if tree else None,
-                tree_rule="exact" if tree else None,
-            )
-        )
+        remembers, tree = d in MEMORY_DRAFTERS, d in TREE_DRAFTERS
+        out.append(BenchSetting(
+            drafter=d, gamma=plan.suffix_gamma if remembers else plan.gamma,
+            temperature=temperature, draft_name=draft if d in MODEL_DRAFTERS else d,
+            model_gamma=plan.gamma if d in HYBRID_DRAFTERS and remembers else None,
+            tree_nodes=max(plan.tree_nodes, plan.suffix_gamma if remembers else 0) if tree
+            else None,
+            tree_width=plan.tree_width if tree else None, tree_rule="exact" if tree else None,
+        ))  # fmt: skip
     return out
-
-
-def _new_tokens(plan: MemoryPlan, request: Request) -> int:
-    """The request's own limit, capped by --max-new-tokens."""
-    own = request.max_new_tokens
-    return min(own, plan.max_new_tokens) if plan.max_new_tokens else own
 
 
 def _speculative(
     pair: Any, setting: BenchSetting, memory: SuffixMemory, prompt_ids: list[int],
-    sampling: SamplingConfig, max_new_tokens: int, lean_target: bool,
+    sampling: SamplingConfig, max_new_tokens: int, make_cache: Any,
 ) -> Any:  # fmt: skip
     """One speculative decode of the setting with its memory (fed when it finishes)."""
     defaults = DrafterOptions()
@@ -152,8 +145,7 @@ def _speculative(
     return speculative_generate(
         pair.target, drafter, pair.tokenizer, prompt_ids, sampling=sampling,
         speculation=SpeculationConfig(gamma=setting.gamma, max_new_tokens=max_new_tokens),
-        make_cache=None if setting.tree else speculative_cache(setting, lean_target),
-        tree_rule=TREE_RULES["exact"],
+        make_cache=make_cache, tree_rule=TREE_RULES["exact"],
     )  # fmt: skip
 
 
@@ -175,10 +167,7 @@ def request_row(
 
 def _workloads(requests: Sequence[Request]) -> list[tuple[str, list[Request]]]:
     """Requests grouped by workload (category), in their order."""
-    grouped: dict[str, list[Request]] = {}
-    for r in requests:
-        grouped.setdefault(r.category, []).append(r)
-    return list(grouped.items())
+    return list(grouped(requests, lambda r: r.category).items())
 
 
 def run_memory(plan: MemoryPlan, context: Context) -> tuple[list[Record], dict[str, Any]]:
@@ -196,11 +185,14 @@ def run_memory(plan: MemoryPlan, context: Context) -> tuple[list[Record], dict[s
         for rep in range(-1, args.reps):  # rep -1: one untimed request, throwaway memories
             for workload, requests in workloads:
                 memories = {s: SuffixMemory() for s in settings}
+                caches = _caches(plan, settings, args.lean_target)
                 for request in requests if rep >= 0 else [first]:
                     if rep >= 0:
                         context.progress(done, total, f"{workload} {request.id} T={temperature}")
                         done += 1
-                    rows_of, recs = _request(plan, context, request, settings, memories, rep)
+                    rows_of, recs = _request(
+                        plan, context, request, settings, memories, caches, rep
+                    )
                     if rep >= 0:
                         rows += rows_of
                         records += recs
@@ -217,6 +209,7 @@ def run_memory(plan: MemoryPlan, context: Context) -> tuple[list[Record], dict[s
             "drafters": list(plan.drafters), "suffix_gamma": plan.suffix_gamma,
             "gamma": plan.gamma, "tree_nodes": plan.tree_nodes, "tree_width": plan.tree_width,
             "max_new_tokens": plan.max_new_tokens, "reps": args.reps, "hf": not args.no_hf,
+            "prefix_cache": plan.prefix_cache,
         },
         "rows": rows,
         "sizes": sizes,
@@ -224,28 +217,39 @@ def run_memory(plan: MemoryPlan, context: Context) -> tuple[list[Record], dict[s
     return records, section
 
 
+def _caches(plan: MemoryPlan, settings: Sequence[BenchSetting], lean: bool) -> Caches:
+    """Each run's make_cache for a prompt (plain's under None): one PrefixCache a run, fresh for
+    each workload, or (with --no-prefix-cache, and for a drafter that brings the target's
+    cache) what the decode would build anyway."""
+    made = {None: plain_cache(settings[0], lean)} | {
+        s: None if s.tree else speculative_cache(s, lean) for s in settings
+    }
+    prefixes = {k: PrefixCache(m or KVCache) for k, m in made.items()}
+    shares = {s for s in settings if s.drafter in SHARED_CACHE_DRAFTERS}
+    if not plan.prefix_cache:
+        return lambda run, ids: made[run]
+    return lambda run, ids: made[run] if run in shares else prefixes[run].reuse(ids)
+
+
 def _request(
-    plan: MemoryPlan,
-    context: Context,
-    request: Request,
-    settings: Sequence[BenchSetting],
-    memories: dict[BenchSetting, SuffixMemory],
-    rep: int,
-) -> tuple[list[dict[str, Any]], list[Record]]:
+    plan: MemoryPlan, context: Context, request: Request, settings: Sequence[BenchSetting],
+    memories: dict[BenchSetting, SuffixMemory], caches: Caches, rep: int,
+) -> tuple[list[dict[str, Any]], list[Record]]:  # fmt: skip
     """One request: plain, each setting (rotated by rep), then transformers' generate()."""
     args, pair = context.args, context.pair
     ids = chat_prompt_ids(pair.tokenizer, request.prompt, raw=args.raw)
-    limit = _new_tokens(plan, request)
+    own, cap = request.max_new_tokens, plan.max_new_tokens
+    limit = min(own, cap) if cap else own  # the request's own, capped by --max-new-tokens
     temperature = settings[0].temperature
     sampling = SamplingConfig(temperature=temperature, seed=max(rep, 0))
     plain = autoregressive_generate(
         pair.target, pair.tokenizer, ids, sampling=sampling, max_new_tokens=limit,
-        make_cache=plain_cache(settings[0], args.lean_target),
+        make_cache=caches(None, ids),
     )  # fmt: skip
     rows, recs = [], []
     for setting in rotated(settings, max(rep, 0)):
         spec = _speculative(pair, setting, memories[setting], ids, sampling, limit,
-                            args.lean_target)  # fmt: skip
+                            caches(setting, ids))  # fmt: skip
         rec = record(request, setting, max(rep, 0), spec, plain, None, None)
         rows.append(request_row(request, setting, rec, spec.tokens == plain.tokens))
         recs.append(rec)
