@@ -40,7 +40,6 @@ if TYPE_CHECKING:
         TreeProposed,
         TreeVerified,
     )
-    from specviz.core.prefix import PrefixCache
     from specviz.drafters.registry import (
         BATCH_DRAFTERS,
         DEFAULT_CONFIG,
@@ -49,6 +48,7 @@ if TYPE_CHECKING:
         build_drafter,
     )
     from specviz.drafters.suffix_memory import SuffixMemory
+    from specviz.fast.prefix import PrefixCache
     from specviz.jsonl import read_jsonl, write_jsonl
     from specviz.models.chat import prompt_ids
     from specviz.models.loading import ModelPair, load_pair
@@ -78,7 +78,7 @@ _WHERE = {
     "DRAFTER_NAMES": "specviz.drafters.registry",
     "DEFAULT_CONFIG": "specviz.drafters.registry",
     "SuffixMemory": "specviz.drafters.suffix_memory",
-    "PrefixCache": "specviz.core.prefix",
+    "PrefixCache": "specviz.fast.prefix",
     "load_pair": "specviz.models.loading",
     "prompt_ids": "specviz.models.chat",
     "ModelPair": "specviz.models.loading",

@@ -156,7 +156,7 @@ def test_each_run_keeps_its_own_prefix_cache_unless_asked_not_to(pair: PairFacto
     """Plain decoding and each setting get a PrefixCache of their own (one workload's), on the
     forward they would run anyway; a drafter that brings the target's cache gets none."""
     from specviz.bench.sweeps.memory import MemoryPlan, _caches, memory_settings
-    from specviz.core.prefix import HeldCache
+    from specviz.fast.prefix import HeldCache
 
     target, _ = pair("llama")
     fields = dict(suffix_gamma=4, gamma=3, tree_nodes=8, tree_width=2, max_new_tokens=0)

@@ -5,7 +5,7 @@ suffix drafters) should speed up as a workload goes on. Each workload's requests
 order (its tasks and steps, specviz.workloads); every drafter setting gets one SuffixMemory per
 workload and repetition, empty at first and fed by each finished request, as in use. Every run,
 plain ones too, also keeps the target's cache in a PrefixCache per workload and repetition
-(specviz.core.prefix; --no-prefix-cache: none): an agent's prompt is the conversation so far,
+(specviz.fast.prefix; --no-prefix-cache: none): an agent's prompt is the conversation so far,
 and the part the last request shared is not passed through the target again.
 
 Per request and repetition: one plain decode, each setting's speculative decode (their order
@@ -32,7 +32,6 @@ from specviz.bench.runner import plain_cache, record, speculative_cache
 from specviz.bench.sweep import Context, Outcome, by_temperature, grouped, rotated, with_flags
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.prefix import PrefixCache
 from specviz.drafters.registry import (
     HYBRID_DRAFTERS,
     MEMORY_DRAFTERS,
@@ -43,6 +42,7 @@ from specviz.drafters.registry import (
     build_drafter,
 )
 from specviz.drafters.suffix_memory import SuffixMemory, replayed_size
+from specviz.fast.prefix import PrefixCache
 from specviz.models.chat import prompt_ids as chat_prompt_ids
 from specviz.models.generate import generate
 from specviz.results.records import Record

@@ -17,10 +17,10 @@ import torch
 from specviz.api import autoregressive_generate, speculative_generate
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.prefix import HeldCache, PrefixCache, common_prefix
 from specviz.drafters.registry import DrafterOptions, build_drafter
 from specviz.drafters.suffix_memory import SuffixMemory
 from specviz.fast.lean import lean_target_cache
+from specviz.fast.prefix import HeldCache, PrefixCache, common_prefix
 
 from ..conftest import VOCAB, tiny_model
 
