@@ -74,7 +74,9 @@ def test_the_study_runs_requests_in_order_with_one_memory_each(
     assert split == [(m["prefill_seconds"], m["plain_decode_seconds"]) for m in metrics]
     assert all(0 < a < r["latency"] and b > 0 for (a, b), r in zip(split, rows, strict=True))
     table = render_memory(section)
-    assert "| toy-agent | suffix | 0 |" in table and table.count("| drafter | 0 | 1 | 2 |") == 2
+    assert all(r["prefix_cache"] is True for r in rows)  # each row says how it passed its prompt
+    assert "| toy-agent | suffix | 0 | prefix kept |" in table
+    assert table.count("| drafter | 0 | 1 | 2 |") == 2
     assert "| cold | warm | cold decode | warm decode |" in table and "less the prompt" in table
     decode = step_curves(section, decode=True)
     assert list(decode) == list(step_curves(section)) and all(
@@ -94,12 +96,19 @@ def test_the_study_runs_requests_in_order_with_one_memory_each(
     assert table.split("\n", 2)[2] in report and "memory-agent-tools, memory-agent-sql" in report
     (results / "memory-repeat.json").write_text((tmp_path / "b.json").read_text())
     both = render_memory(memory_section(Saved(results)) or {})  # the parts' rows together
-    assert both.count("| toy-agent | suffix | 0 |") == 1 and "memory-repeat" not in "\n".join(
-        memory(Saved(results))
-    )
+    assert both.count(
+        "| toy-agent | suffix | 0 | prefix kept |"
+    ) == 1 and "memory-repeat" not in "\n".join(memory(Saved(results)))
     assert memory_section(Saved(results)) == {
         "plan": section["plan"], "rows": rows + rows, "sizes": section["sizes"] * 2
     }  # fmt: skip
+    old = json.loads((tmp_path / "b.json").read_text())  # a part saved before the prefix cache
+    del old["memory"]["plan"]["prefix_cache"]
+    for r in old["memory"]["rows"]:
+        del r["prefix_cache"]
+    (results / "memory-repeat.json").write_text(json.dumps(old))
+    stamped = memory_section(Saved(results))["rows"]  # type: ignore[index]
+    assert [r["prefix_cache"] for r in stamped] == [True] * len(rows) + [False] * len(rows)
     figure = memory_figure(Saved(results))
     assert figure == results / "memory-steps.png" and figure.read_bytes().startswith(b"\x89PNG")
 
@@ -143,13 +152,28 @@ def test_the_decode_speedup_leaves_the_prompt_pass_out_of_both_runs() -> None:
     cold = row | {"step": 0, "latency": 3.0, "prefill_seconds": 2.0, "plain_latency": 6.0}
     warm = row | {"step": 1, "latency": 4.0, "prefill_seconds": 3.0, "plain_latency": 7.0}
     cold["plain_decode_seconds"], warm["plain_decode_seconds"] = 4.0, 4.0
-    plan = {"suffix_gamma": 8, "gamma": 3, "reps": 1}
+    plan = {"suffix_gamma": 8, "gamma": 3, "reps": 1}  # saved before the prefix cache
     table = render_memory({"plan": plan, "rows": [cold, warm], "sizes": []})
-    assert "| w | suffix | 0 | 2.00× | 1.75× | 4.00× | 4.00× |" in table  # 6/3, 7/4, 4/1, 4/1
+    assert "| w | suffix | 0 | whole | 2.00× | 1.75× | 4.00× | 4.00× |" in table  # 6/3, 7/4, 4/1
     assert step_curves({"rows": [cold, warm]}, decode=True) == {"suffix": [(0, 4.0), (1, 4.0)]}
     unsplit = {k: v for k, v in warm.items() if k != "plain_decode_seconds"}
     table = render_memory({"plan": plan, "rows": [unsplit], "sizes": []})
-    assert "| w | suffix | 0 | — | 1.75× | — | — |" in table  # no split recorded: no decode ratio
+    assert "| w | suffix | 0 | whole | — | 1.75× | — | — |" in table  # no split: no decode ratio
+
+
+def test_parts_that_passed_their_prompts_differently_are_told_apart() -> None:
+    """A part run with the prefix cache beside one run without: each table row and each step
+    curve names its prompt pass (one curve a drafter and pass)."""
+    row = {"request": "r", "task": "t", "drafter": "suffix", "rep": 0, "temperature": 0.0}
+    row |= {"tokens": 10, "rounds": 2, "accepted": 8, "verified": 9, "draft_seconds": 0.0}
+    row |= {"step_seconds": 0.1, "identical": True, "prefill_seconds": 1.0}
+    row |= {"step": 1, "latency": 2.0, "plain_latency": 6.0, "plain_decode_seconds": 5.0}
+    kept, whole = row | {"workload": "a", "prefix_cache": True}, row | {"workload": "b"}
+    section = {"plan": {"suffix_gamma": 8, "gamma": 3, "reps": 1}, "rows": [kept, whole]}
+    table = render_memory(section | {"sizes": []})
+    assert "| a | suffix | 0 | prefix kept |" in table and "| b | suffix | 0 | whole |" in table
+    assert list(step_curves(section)) == ["suffix, prefix kept", "suffix, whole"]
+    assert list(step_curves({"rows": [kept]})) == ["suffix"]  # one pass only: no label
 
 
 def test_each_run_keeps_its_own_prefix_cache_unless_asked_not_to(pair: PairFactory) -> None:

@@ -81,7 +81,11 @@ def memory_section(saved: Saved) -> dict[str, Any] | None:
         return None
     return {
         "plan": sections[0]["plan"],
-        "rows": [r for s in sections for r in s["rows"]],
+        "rows": [  # each row says how its part passed the prompt (the parts may differ)
+            {"prefix_cache": s["plan"].get("prefix_cache", False)} | r
+            for s in sections
+            for r in s["rows"]
+        ],
         "sizes": [r for s in sections for r in s["sizes"]],
     }
 

@@ -52,6 +52,7 @@ from specviz.workloads import AGENT_WORKLOADS, Request
 
 DEFAULT_DRAFTERS = "suffix,tree-suffix,ngram,tree-ngram,model-trimmed,suffix+model-trimmed"
 DEFAULT_WORKLOADS = ",".join(AGENT_WORKLOADS)
+Curves = dict[str, list[tuple[int, float]]]  # per curve, (step, speedup) in step order
 Caches = Callable[[BenchSetting | None, list[int]], Any]  # (run, prompt ids) -> its make_cache
 
 
@@ -194,7 +195,7 @@ def run_memory(plan: MemoryPlan, context: Context) -> tuple[list[Record], dict[s
                         plan, context, request, settings, memories, caches, rep
                     )
                     if rep >= 0:
-                        rows += rows_of
+                        rows += [r | {"prefix_cache": plan.prefix_cache} for r in rows_of]
                         records += recs
                 if rep < 0:
                     break
@@ -304,23 +305,29 @@ def _grouped(rows: Sequence[dict[str, Any]], *keys: str) -> dict[Any, list[Any]]
     return grouped(rows, lambda r: tuple(r[k] for k in keys))
 
 
-def step_curves(
-    section: dict[str, Any], decode: bool = False
-) -> dict[str, list[tuple[int, float]]]:
+def _rows(section: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows, each with its prompt pass: "prefix kept" (a PrefixCache) or "whole" (rows
+    saved before the prefix cache say nothing: their plan's, else whole)."""
+    kept = section.get("plan", {}).get("prefix_cache", False)
+    return [r | {"prompt": "prefix kept" if r.get("prefix_cache", kept) else "whole"}
+            for r in section["rows"]]  # fmt: skip
+
+
+def step_curves(section: dict[str, Any], decode: bool = False) -> Curves:
     """Per drafter, (step, plain seconds over speculative seconds summed over every task's
     request at that step and every repetition; decode: each less its prompt pass), steps in
     order."""
-    rows = [r for r in section["rows"] if r["step"] is not None]
-    per_step = _grouped(rows, "drafter", "step")
-    curves: dict[str, list[tuple[int, float]]] = {}
-    for (drafter, step), rs in sorted(per_step.items(), key=lambda item: item[0][1]):
-        ratio = _ratio(rs, decode)
-        curves.setdefault(drafter, []).append((int(step), ratio))
-    order = list(dict.fromkeys(r["drafter"] for r in rows))
-    return {d: curves[d] for d in order}
+    rows = [r for r in _rows(section) if r["step"] is not None]
+    mixed = len({r["prompt"] for r in rows}) > 1  # then each curve names its prompt pass
+    for r in rows:
+        r["curve"] = f"{r['drafter']}, {r['prompt']}" if mixed else r["drafter"]
+    curves: Curves = {}
+    for (curve, step), rs in sorted(_grouped(rows, "curve", "step").items(), key=lambda x: x[0][1]):
+        curves.setdefault(curve, []).append((int(step), _ratio(rs, decode)))
+    return {d: curves[d] for d in dict.fromkeys(r["curve"] for r in rows)}
 
 
-def _step_table(curves: dict[str, list[tuple[int, float]]]) -> list[str]:
+def _step_table(curves: Curves) -> list[str]:
     """One row a drafter, one column a step ("—" where a drafter has no ratio there)."""
     steps = sorted({s for points in curves.values() for s, _ in points})
     cell = {(d, s): f"{x:.2f}×" for d, points in curves.items() for s, x in points if x == x}
@@ -332,19 +339,20 @@ def _step_table(curves: dict[str, list[tuple[int, float]]]) -> list[str]:
 
 def render_memory(section: dict[str, Any]) -> str:
     """The memory study's tables: per workload and drafter; speedup by step; memory size."""
-    rows, plan = section["rows"], section["plan"]
-    head = ["workload", "drafter", "T", "cold", "warm", "cold decode", "warm decode",
+    rows, plan = _rows(section), section["plan"]
+    head = ["workload", "drafter", "T", "prompt", "cold", "warm", "cold decode", "warm decode",
             "tokens/pass", "α", "c", "greedy =", "vs transformers"]  # fmt: skip
-    by = _grouped(rows, "workload", "drafter", "temperature")
+    by = _grouped(rows, "workload", "drafter", "temperature", "prompt")
+    cells = [[w, d, f"{t:g}", p, *_cells(rs)] for (w, d, t, p), rs in by.items()]
     out = [
         f"### Drafting from memory (suffix drafters up to {plan['suffix_gamma']} tokens a "
         f"round, others at γ = {plan['gamma']}; {plan['reps']} repetitions)",
         "",
-        *markdown_table(head, [[w, d, f"{t:g}", *_cells(rs)] for (w, d, t), rs in by.items()]),
+        *markdown_table(head, cells),
     ]
     for decode, what in ((False, "end to end"), (True, "the decode alone, less the prompt")):
-        out += ["", f"Speedup over plain decoding by step, {what} (every task of every workload):"]
-        out += [""]
+        out += ["", f"Speedup over plain decoding by step, {what} (every task of every workload):",
+                ""]  # fmt: skip
         out += _step_table(step_curves(section, decode))
     sizes = _grouped(section["sizes"], "workload", "drafter")
     out += [
@@ -375,19 +383,13 @@ class Memory:
         return False  # only its subcommand asks for it
 
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
-        return with_flags(
-            args,
-            drafters=args.drafters or DEFAULT_DRAFTERS,
-            workloads=args.workloads or DEFAULT_WORKLOADS,
-        )
+        drafters, workloads = args.drafters or DEFAULT_DRAFTERS, args.workloads or DEFAULT_WORKLOADS
+        return with_flags(args, drafters=drafters, workloads=workloads)
 
     def plan(
-        self,
-        args: argparse.Namespace,
-        drafters: Sequence[str],
-        policies: Sequence[str],
+        self, args: argparse.Namespace, drafters: Sequence[str], policies: Sequence[str],
         requests: Sequence[Request],
-    ) -> MemoryPlan | None:
+    ) -> MemoryPlan | None:  # fmt: skip
         return memory_plan(args, drafters)
 
     def run(self, plan: MemoryPlan, context: Context) -> Outcome:
