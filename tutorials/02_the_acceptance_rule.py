@@ -229,7 +229,7 @@ print("residual:", residual(p0, mismatched).tolist(), "(all mass on the target's
 #   the target's ids (0 on every target token the draft cannot write). The acceptance rule
 #   holds for *any* $q$, so the output is still exactly $p$. What the draft cannot say, the
 #   residual supplies.
-# - **String-level, greedy** (`--drafter cross-text`): the draft writes text, the text is
+# - **String-level** (`--drafter cross-text`): the draft writes text greedily, the text is
 #   re-encoded with the target's tokenizer, and only the target tokens that can no longer
 #   change are proposed. The target then verifies its own tokens.
 #
@@ -293,8 +293,10 @@ for text in ["for item in ite", "for item in items:"]:
 # Proposing " it" after the first text would propose a token the target's tokenizer would not
 # write once the draft finishes the word: `cross-text` proposes only the prefix of target
 # tokens that stays the same whatever the draft writes next (`specviz.drafters.cross_text`), so
-# greedy output is token-identical to the target's own greedy decoding. At $T > 0$ it cannot
-# say what law its proposals come from, so it is greedy only; `cross-tli` samples.
+# greedy output is token-identical to the target's own greedy decoding. At $T > 0$ it stays
+# exact too: nothing is sampled, so each proposal is a function of the committed text and its
+# $q$ is one-hot, the law it came from, and the rule keeps it with probability $p(x)$, as for
+# n-gram lookup. `cross-tli`, which tells the verifier the draft's whole law, usually keeps more.
 #
 # One caution the derivation makes plain: $p$ and $q$ must be the distributions the tokens are
 # *actually* drawn from. The decoder warps the target's and the draft's logits with the same
