@@ -30,7 +30,8 @@ import torch
 from specviz.core.cache import CachedForward, KVCache
 from specviz.core.drafter import Draft
 from specviz.core.events import CrossTranslation
-from specviz.drafters.cross_vocab import CrossTokenizers, SyncedCache, common_prefix
+from specviz.drafters.cross_vocab import CrossTokenizers, SyncedCache
+from specviz.fast.prefix import common_prefix
 
 DRAFT_TOKENS_PER_TARGET = 4  # the draft writes at most this many tokens per target token asked
 

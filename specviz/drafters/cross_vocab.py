@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from specviz.core.cache import CachedForward
+from specviz.fast.prefix import common_prefix, reusable_prefix
 
 ANCHORS = ("\n", ".", " ", "a")  # tried in turn: the first a tokenizer keeps unchanged
 MIN_SHARED_TOKENS = 8  # fewer shared tokens than this and the pair is refused
@@ -158,16 +159,6 @@ def check_round_trip(text: TokenizerText, role: str) -> None:
             " (it normalises text). Translating between tokenizers needs tokenizers that keep "
             f"text as written: use another {role} model, or its tokenizer without the normaliser"
         )
-
-
-def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
-    """Length of the longest common prefix of two sequences (of ids, or a string's characters)."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -303,7 +294,7 @@ class SyncedCache:
         """The draft's logits (V_draft,) for the token after ids (at least one id)."""
         if not ids:
             raise ValueError("the draft needs at least one token of context")
-        keep = min(common_prefix(self.ids, ids), len(ids) - 1, len(self.cache))
+        keep = min(reusable_prefix(self.ids, ids), len(self.cache))
         self.cache.crop(keep)
         logits = self.cache.forward(torch.tensor(ids[keep:], device=self.device), keep=1)[-1]
         self.ids = list(ids)

@@ -73,14 +73,20 @@ class HeldCache:
         self.ids = [self.ids[i] for i in indices.tolist()]
 
 
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the longest common prefix of two id sequences."""
+def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """Length of the longest common prefix of two sequences (of ids, or a string's characters)."""
     n = 0
     for x, y in zip(a, b, strict=False):
         if x != y:
             break
         n += 1
     return n
+
+
+def reusable_prefix(held: Sequence[int], ids: Sequence[int]) -> int:
+    """The positions of a cache holding `held` that a forward after `ids` can keep: their
+    common prefix, leaving at least one of ids to feed (the logits after ids need one)."""
+    return min(common_prefix(held, ids), len(ids) - 1)
 
 
 class PrefixCache:
@@ -109,7 +115,7 @@ class PrefixCache:
                     "this PrefixCache holds another target's keys and values: keep one "
                     "PrefixCache per target"
                 )
-            self.reused = min(common_prefix(self.held.ids, prompt_ids), len(prompt_ids) - 1)
+            self.reused = reusable_prefix(self.held.ids, prompt_ids)
             self.held.crop(self.reused)
             return self.held
 

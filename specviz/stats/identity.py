@@ -20,13 +20,14 @@ from dataclasses import dataclass
 
 from specviz.api import autoregressive_generate, speculative_generate, stop_ids
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.drafters.cross_vocab import common_prefix, cross_tokenizers
+from specviz.drafters.cross_vocab import cross_tokenizers
 from specviz.drafters.registry import (
     CROSS_TOKENIZER_DRAFTERS,
     DRAFTER_NAMES,
     DrafterOptions,
     build_drafter,
 )
+from specviz.fast.prefix import common_prefix
 from specviz.models.chat import prompt_ids
 from specviz.models.generate import generate
 from specviz.models.loading import MODEL_SPEC_HELP, ModelLoadError, ModelPair, load_pair

@@ -225,11 +225,11 @@ def _caches(plan: MemoryPlan, settings: Sequence[BenchSetting], lean: bool) -> C
     made = {None: plain_cache(settings[0], lean)} | {
         s: None if s.tree else speculative_cache(s, lean) for s in settings
     }
-    prefixes = {k: PrefixCache(m or KVCache) for k, m in made.items()}
-    shares = {s for s in settings if s.drafter in SHARED_CACHE_DRAFTERS}
     if not plan.prefix_cache:
         return lambda run, ids: made[run]
-    return lambda run, ids: made[run] if run in shares else prefixes[run].reuse(ids)
+    prefixes = {k: PrefixCache(m or KVCache) for k, m in made.items()
+                if k is None or k.drafter not in SHARED_CACHE_DRAFTERS}  # fmt: skip
+    return lambda run, ids: prefixes[run].reuse(ids) if run in prefixes else made[run]
 
 
 def _request(
