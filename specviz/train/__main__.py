@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     hexport.add_argument(
         "--ids", default="data/heads/answers", help="eagle3: ids shards the coverage is counted on"
     )
+    hexport.add_argument(
+        "--out", default=None, help="eagle3: folder written (default: specviz/assets/heads)"
+    )
     student = sub.add_parser("student", help="distil the draft from the shards (resumable)")
     student.add_argument("--hours", type=_hours, default=None, help="stop after this long")
     student.add_argument("--steps", type=int, default=1_000_000, help="stop at this step")
@@ -100,6 +103,9 @@ def _eagle3_parsers(sub: Any) -> None:
     h3.add_argument("--ids", default=None, help=ids_help)
     h3.add_argument("--feats", default=None, help="folder of the feats shards (default: regen)")
     h3.add_argument("--out", default=None, help="checkpoint and curve (default: head-eagle3)")
+    h3.add_argument(
+        "--init", default=None, help="without a checkpoint, start from the head exported here"
+    )
     rp = sub.add_parser(
         "heads3-replay",
         help="on-policy replay: collect where a heads3 checkpoint's drafts are rejected, then "
@@ -165,7 +171,11 @@ def _run_eagle3(args: argparse.Namespace) -> None:
     stream = cfg.stream(feats, ids)
     out = Path(args.out) if args.out else work_dir() / "head-eagle3"
     target, _ = load_target(args.threads)
-    run_heads3(cfg, target, stream, out, args.steps, args.hours, ranking(RANKING))
+    init = Path(args.init) if args.init else None
+    try:
+        run_heads3(cfg, target, stream, out, args.steps, args.hours, ranking(RANKING), init=init)
+    except ValueError as err:
+        raise SystemExit(f"heads3: {err}") from None
 
 
 def _run_replay(args: argparse.Namespace) -> dict[str, Any]:
@@ -218,19 +228,21 @@ def _run_heads_all(args: argparse.Namespace) -> dict[str, Any]:
 def _run_heads_export(args: argparse.Namespace) -> dict[str, Any]:
     """Export a head into the package: eagle3 from a heads3 checkpoint, the others as trained."""
     if args.which != "eagle3":
-        if args.from_checkpoint is not None:
-            raise SystemExit("--from-checkpoint applies to heads-export eagle3 (a heads3 run)")
+        if args.from_checkpoint is not None or args.out is not None:
+            raise SystemExit("--from-checkpoint and --out apply to heads-export eagle3 (heads3)")
         from specviz.train.heads_export import run_heads_export
 
         return run_heads_export(args.which)
     from pathlib import Path
 
+    from specviz.heads.weights import ASSETS
     from specviz.train.common import work_dir
     from specviz.train.heads3_export import run_heads3_export
 
     folder = Path(args.from_checkpoint) if args.from_checkpoint else work_dir() / "head-eagle3"
     try:
-        return run_heads3_export(folder, Path(args.ids), args.threads)
+        out = Path(args.out) if args.out else ASSETS
+        return run_heads3_export(folder, Path(args.ids), args.threads, out)
     except ValueError as err:
         raise SystemExit(f"heads-export eagle3: {err}") from None
 

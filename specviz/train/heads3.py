@@ -90,6 +90,13 @@ def learning_rate(cfg: Heads3Config, step: int) -> float:
     return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
+def rewarmed(cfg: Heads3Config, state: dict[str, Any], step: int) -> float:
+    """After a warm start (fresh optimizer moments), the learning rate's factor: a linear
+    warm-up again over cfg.warmup steps; 1 otherwise."""
+    start = state.get("warm_start")
+    return 1.0 if start is None else min(1.0, (step - int(start) + 1) / cfg.warmup)
+
+
 def active_loss(cfg: Heads3Config, step: int) -> str:
     """The loss trained at step: KL during the warm-up (and throughout for 'kl')."""
     return "kl" if cfg.loss == "kl" or step < cfg.kl_warmup else cfg.loss
@@ -186,22 +193,28 @@ def run_heads3(
     fill: Tensor | None = None,
     final_eval: bool = False,
     replay: tuple[Callable[[int], Batch], int] | None = None,
+    init: Path | None = None,
 ) -> dict[str, Any]:
     """Train until step max_steps or `seconds` more wall time (resuming from out_dir/ckpt.pt);
     final_eval: score the held-out shards at the end too, where the last step was not scored;
     replay: (step → batch, every): every `every`-th step trains that batch instead of the
-    stream's (``specviz.train.replay``).
+    stream's (``specviz.train.replay``); init: without a checkpoint, start from the head
+    exported in this folder (``specviz.train.heads3_export.warm_start``).
 
     A fresh run picks the draft vocabulary from the ready training shards' answers
     (``specviz.train.vocab.draft_vocab``, unseen tokens in fill's order). Returns the progress.
     """
+    from specviz.train.heads3_export import warm_start
     from specviz.train.vocab import answer_counts, draft_vocab
 
     out_dir.mkdir(parents=True, exist_ok=True)
     ckpt_path = out_dir / "ckpt.pt"
     ckpt = torch.load(ckpt_path, weights_only=False) if ckpt_path.is_file() else None
+    warm = warm_start(init, target) if ckpt is None and init is not None else None
     if ckpt is not None:
         vocab = ckpt["head"]["vocab"].cpu()
+    elif warm is not None:
+        vocab = warm[0].vocab.cpu()
     else:
         train, _ = ready_shards(stream_cfg)
         paths = [stream_cfg.ids_dir / f"ids_{i:05d}.json.gz" for i in train]
@@ -223,6 +236,12 @@ def run_heads3(
         state = ckpt["state"]
         _drop_later_rows(out_dir / "curve.jsonl", state["step"])
         LOG.info("resumed at step %d (%d positions)", state["step"], state["positions"])
+    elif warm is not None:
+        trainer.head.load_state_dict(warm[0].state_dict())
+        state = warm[1]
+        rows = "".join(json.dumps(r) + "\n" for r in warm[2])
+        (out_dir / "curve.jsonl").write_text(rows, encoding="utf-8")
+        LOG.info("warm start from %s at step %d", init, state["step"])
     held: list[Batch] = []
     value = float("nan")
     began, base, saved = time.monotonic(), state["elapsed"], time.monotonic()
@@ -230,7 +249,7 @@ def run_heads3(
     while state["step"] < max_steps and (seconds is None or time.monotonic() - began < seconds):
         step = state["step"]
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate(cfg, step)
+            group["lr"] = learning_rate(cfg, step) * rewarmed(cfg, state, step)
         kind = active_loss(cfg, step)
         if replay is not None and replay[1] > 0 and step % replay[1] == 0:
             batch = replay[0](step)
@@ -301,6 +320,8 @@ def _curve(
         "step": state["step"], "hours": round(state["elapsed"] / 3600, 4), "loss": kind,
         "train_loss": round(loss, 5), "eval_positions": positions,
     }  # fmt: skip
+    if "warm_start" in state:
+        row["warm_start"] = state["warm_start"]
     row |= {f"alpha_{d}": round(a, 5) for d, a in enumerate(alphas, start=1)}
     with (out_dir / "curve.jsonl").open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(row) + "\n")

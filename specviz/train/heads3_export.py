@@ -99,3 +99,32 @@ def run_heads3_export(
     }
     write_json_atomic(out / "eagle3.json", summary)
     return summary
+
+
+Rows = list[dict[str, Any]]
+
+
+def warm_start(folder: Path, target: Any) -> tuple[Eagle3Head, dict[str, Any], Rows]:
+    """The head exported into folder (eagle3.safetensors and eagle3.json, as this step writes
+    them), its training progress (step, positions, hours) and its held-out rows: what a heads3
+    run without a checkpoint starts from when given --init. The optimizer's moments are not
+    exported: the run warms its learning rate up again over the config's warm-up steps."""
+    from specviz.heads.weights3 import NAME, load_head3
+
+    summary_path = folder / "eagle3.json"
+    if not summary_path.is_file() or not (folder / NAME).is_file():
+        raise ValueError(
+            f"no exported EAGLE-3 head in {folder}: give --init a folder holding {NAME} and "
+            "eagle3.json (python -m specviz.train heads-export eagle3 --out FOLDER writes them)"
+        )
+    summary = json.loads(summary_path.read_text(encoding="utf-8"))
+    head = load_head3(target, folder / NAME).float().train()
+    step = int(summary["steps"])
+    state: dict[str, Any] = {
+        "step": step, "positions": int(summary["trained_positions"]),
+        "answer_positions": int(summary["trained_answer_positions"]),
+        "elapsed": float(summary["hours"]) * 3600, "warm_start": step,
+    }  # fmt: skip
+    state["last_eval"] = state["elapsed"]
+    rows = [r for r in summary.get("held_out", []) if int(r["step"]) <= step]
+    return head, state, rows

@@ -227,7 +227,51 @@ def test_export_ships_a_checkpoints_head_with_its_summary(
     for name, value in head.state_dict().items():
         expected = value if name == "vocab" else value.to(torch.bfloat16).to(value.dtype)
         torch.testing.assert_close(loaded.state_dict()[name], expected, rtol=0, atol=0)
-    with pytest.raises(SystemExit, match="applies to heads-export eagle3"):
+    with pytest.raises(SystemExit, match="apply to heads-export eagle3"):
         main(["heads-export", "eagle", "--from-checkpoint", str(run)])
     with pytest.raises(SystemExit, match="no heads3 checkpoint"):
         main(["heads-export", "eagle3", "--from-checkpoint", str(tmp_path / "none")])
+
+
+def test_a_run_without_checkpoint_starts_from_an_exported_head(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from specviz.train import heads3_export
+    from specviz.train.__main__ import main
+
+    model = _model()
+    (tmp_path / "data").mkdir()
+    stream = write_shards(model, tmp_path / "data", range(8))
+    run_heads3(CFG, model, stream, tmp_path / "first", 10, None)
+    monkeypatch.setattr(heads3_export, "load_target", lambda threads: (model, None))
+    exported = tmp_path / "exported"
+    summary = heads3_export.run_heads3_export(tmp_path / "first", tmp_path / "data", 1, exported)
+    warm = tmp_path / "warm"
+    start = run_heads3(CFG, model, stream, warm, 10, None, init=exported)  # no step to train
+    assert (start["step"], start["positions"], start["warm_start"]) == (10, summary[
+        "trained_positions"], 10)  # fmt: skip
+    shipped = torch.load(warm / "ckpt.pt", weights_only=False)["head"]
+    first = torch.load(tmp_path / "first" / "ckpt.pt", weights_only=False)["head"]
+    for name, value in first.items():  # the exported (bf16) weights, as trained
+        expected = value if name == "vocab" else value.to(torch.bfloat16).to(value.dtype)
+        torch.testing.assert_close(shipped[name], expected, rtol=0, atol=0)
+    rows = [json.loads(line) for line in (warm / "curve.jsonl").open()]
+    assert rows == summary["held_out"] and [r["step"] for r in rows] == [5, 10]
+    on = run_heads3(CFG, model, stream, warm, 15, None, init=exported)  # resumes its checkpoint
+    rows = [json.loads(line) for line in (warm / "curve.jsonl").open()]
+    assert on["step"] == 15 and [(r["step"], r.get("warm_start")) for r in rows] == [
+        (5, None), (10, None), (15, 10)
+    ]  # fmt: skip
+    assert heads3_rewarmed(11) == 1.0 and heads3_rewarmed(10) == 0.5
+    monkeypatch.setattr("specviz.train.common.load_target", lambda threads: (model, None))
+    monkeypatch.setenv("SPECVIZ_TRAIN_DIR", str(tmp_path / "work"))  # the command's logs
+    with pytest.raises(SystemExit, match="no exported EAGLE-3 head"):
+        main(["heads3", "--init", str(tmp_path / "none"), "--out", str(tmp_path / "other"),
+              "--ids", str(tmp_path / "data"), "--feats", str(tmp_path / "data")])  # fmt: skip
+
+
+def heads3_rewarmed(step: int) -> float:
+    """The learning rate's factor at step after a warm start at step 10 (CFG.warmup = 2)."""
+    from specviz.train.heads3 import rewarmed
+
+    return rewarmed(CFG, {"warm_start": 10}, step)
