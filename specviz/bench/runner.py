@@ -23,6 +23,7 @@ from specviz.drafters.registry import (
 )
 from specviz.drafters.shared_exit import SharedExit
 from specviz.fast.lean import lean_target_cache
+from specviz.fast.prefix import PrefixCache
 from specviz.gamma.policies import CostModel, make_policy
 from specviz.heads.lookup import head_forward
 from specviz.models.chat import prompt_ids as chat_prompt_ids
@@ -105,6 +106,9 @@ def _drafter(
     )
 
 
+Caches = Callable[[BenchSetting | None, list[int]], Any]  # (run, prompt ids) -> its make_cache
+
+
 def plain_cache(setting: BenchSetting, lean_target: bool) -> Callable[[Any], CachedForward]:
     """The cached forward plain decoding runs on, to be compared with `setting`'s run.
 
@@ -127,6 +131,20 @@ def speculative_cache(
     """The target's cached forward in `setting`'s speculative run (None: the drafter's share)."""
     shares = setting.drafter in SHARED_CACHE_DRAFTERS
     return None if shares else plain_cache(setting, lean_target)
+
+
+def run_caches(settings: Sequence[BenchSetting], lean: bool, keep_prefix: bool) -> Caches:
+    """Each run's make_cache for a prompt (plain's under None) over a sequence of requests: with
+    keep_prefix one PrefixCache a run (specviz.fast.prefix), else (and for a drafter that brings
+    the target's cache) what the decode would build anyway."""
+    made = {None: plain_cache(settings[0], lean)} | {
+        s: None if s.tree else speculative_cache(s, lean) for s in settings
+    }
+    if not keep_prefix:
+        return lambda run, ids: made[run]
+    prefixes = {k: PrefixCache(m or KVCache) for k, m in made.items()
+                if k is None or k.drafter not in SHARED_CACHE_DRAFTERS}  # fmt: skip
+    return lambda run, ids: prefixes[run].reuse(ids) if run in prefixes else made[run]
 
 
 def _policy(setting: BenchSetting, costs: CostModel) -> GammaPolicy | None:

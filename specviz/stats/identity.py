@@ -9,6 +9,15 @@ transformers' generate() (do_sample=False, stopping at the same end-of-sequence 
 
 decodes each prompt with every cross-tokenizer drafter (or --drafters), prints one line per
 decode and exits with status 1 when any output differs from either reference.
+
+Floating point can break a tie. Where the target's two best logits after some prefix are
+nearly equal, two exact decoders that sum the same products in another order (a prompt split
+at another point, a tree's masked pass, another thread count) may pick either token; from then
+on they write different texts, both the target's greedy choice up to rounding. `divergence`
+tells such a place from a real difference: it scores the first differing position once more
+and reports how far each decoder's token lies below the best logit there (the gap). A gap
+within TIE_TOLERANCE, well above float32's rounding of a logit and far below the margin at
+almost every position, is a tie; any larger gap is a decoding error.
 """
 
 from __future__ import annotations
@@ -17,8 +26,12 @@ import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import torch
 
 from specviz.api import autoregressive_generate, speculative_generate, stop_ids
+from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.drafters.cross_vocab import cross_tokenizers
 from specviz.drafters.registry import (
@@ -34,6 +47,7 @@ from specviz.models.loading import MODEL_SPEC_HELP, ModelLoadError, ModelPair, l
 from specviz.runtime import add_threads_argument, set_threads
 
 GREEDY = SamplingConfig(temperature=0.0)
+TIE_TOLERANCE = 1e-3  # logits this close to the best are a tie rounding may break either way
 PROMPTS = (
     "The capital of France is",
     "def fibonacci(n):",
@@ -65,6 +79,43 @@ class IdentityRow:
     def identical(self) -> bool:
         """True when the decode equals both references."""
         return self.plain and self.generate
+
+
+@dataclass(frozen=True, kw_only=True)
+class Divergence:
+    """Where two greedy decodes of one prompt first differ.
+
+    position: the index of the first differing new token; tokens: the reference's and the
+    other's token there (None where that decode had already ended); gap: the best logit of the
+    target after the prompt and the shared tokens, less the lower of the two tokens' logits
+    (inf where a decode had ended).
+    """
+
+    position: int
+    tokens: tuple[int | None, int | None]
+    gap: float
+
+    @property
+    def tie(self) -> bool:
+        """True when both tokens are within TIE_TOLERANCE of the best logit."""
+        return self.gap <= TIE_TOLERANCE
+
+
+def divergence(
+    target: Any, prompt: Sequence[int], reference: Sequence[int], other: Sequence[int]
+) -> Divergence | None:
+    """Where other first differs from reference (both greedy decodes of prompt by target), and
+    the gap there, from one forward of the target (None when the two are identical)."""
+    if list(reference) == list(other):
+        return None
+    n = common_prefix(reference, other)
+    pair = tuple(s[n] if n < len(s) else None for s in (reference, other))
+    if None in pair:
+        return Divergence(position=n, tokens=(pair[0], pair[1]), gap=float("inf"))
+    ids = torch.tensor([*prompt, *reference[:n]], device=target.device)
+    logits = KVCache(target).forward(ids, keep=1)[-1].double()  # (V,)
+    gap = float(logits.max() - torch.min(logits[[pair[0], pair[1]]]))
+    return Divergence(position=n, tokens=(pair[0], pair[1]), gap=gap)
 
 
 def greedy_identity(

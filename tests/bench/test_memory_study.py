@@ -161,6 +161,26 @@ def test_the_decode_speedup_leaves_the_prompt_pass_out_of_both_runs() -> None:
     assert "| w | suffix | 0 | whole | — | 1.75× | — | — |" in table  # no split: no decode ratio
 
 
+def test_a_rounding_tie_is_counted_apart_from_the_identical_decodes() -> None:
+    """Greedy identity: a decode that first differs where its token is within TIE_TOLERANCE of
+    the best logit is a tie (shown beside the count); a larger gap, or none, is not."""
+    row = {"workload": "w", "request": "r", "task": "t", "drafter": "suffix", "rep": 0}
+    row |= {"temperature": 0.0, "tokens": 10, "rounds": 2, "accepted": 8, "verified": 9}
+    row |= {"draft_seconds": 0.0, "step_seconds": 0.1, "step": 1, "latency": 1.0}
+    row |= {"plain_latency": 2.0, "identical": True}
+    tie = row | {"identical": False, "diverges": 3, "tie_gap": 2e-5}
+    wrong = row | {"identical": False, "diverges": 3, "tie_gap": 0.5}
+    ended = row | {"identical": False, "diverges": 3, "tie_gap": None}
+    plan = {"suffix_gamma": 8, "gamma": 3, "reps": 1}
+
+    def cell(*rows: dict[str, object]) -> str:
+        table = render_memory({"plan": plan, "rows": list(rows), "sizes": []})
+        return table.splitlines()[4].split(" | ")[11]
+
+    assert cell(row, tie, tie) == "1/3 (+2 ties)" and cell(row, tie) == "1/2 (+1 tie)"
+    assert cell(row, wrong) == "1/2" and cell(row, ended) == "1/2" and cell(row) == "1/1"
+
+
 def test_parts_that_passed_their_prompts_differently_are_told_apart() -> None:
     """A part run with the prefix cache beside one run without: each table row and each step
     curve names its prompt pass (one curve a drafter and pass)."""
@@ -179,7 +199,8 @@ def test_parts_that_passed_their_prompts_differently_are_told_apart() -> None:
 def test_each_run_keeps_its_own_prefix_cache_unless_asked_not_to(pair: PairFactory) -> None:
     """Plain decoding and each setting get a PrefixCache of their own (one workload's), on the
     forward they would run anyway; a drafter that brings the target's cache gets none."""
-    from specviz.bench.sweeps.memory import MemoryPlan, _caches, memory_settings
+    from specviz.bench.runner import run_caches
+    from specviz.bench.sweeps.memory import MemoryPlan, memory_settings
     from specviz.fast.prefix import HeldCache
 
     target, _ = pair("llama")
@@ -187,12 +208,11 @@ def test_each_run_keeps_its_own_prefix_cache_unless_asked_not_to(pair: PairFacto
     plan = MemoryPlan(drafters=("suffix", "tree-suffix", "early-exit-shared"),
                       prefix_cache=True, **fields)  # type: ignore[arg-type]  # fmt: skip
     suffix, tree, shared = memory_settings(plan, "draft", 0.0)
-    caches = _caches(plan, [suffix, tree, shared], lean=False)
+    caches = run_caches([suffix, tree, shared], lean=False, keep_prefix=plan.prefix_cache)
     made = {run: caches(run, [1, 2, 3])(target) for run in (None, suffix, tree)}
     assert all(isinstance(m, HeldCache) for m in made.values())
     assert len({id(m) for m in made.values()}) == 3  # one each
     assert caches(suffix, [1, 2, 4])(target) is made[suffix]  # the same one, next request
     assert caches(shared, [1, 2, 3]) is None
-    off = _caches(MemoryPlan(drafters=plan.drafters, prefix_cache=False, **fields),  # type: ignore[arg-type]
-                  [suffix, tree, shared], lean=False)  # fmt: skip
+    off = run_caches([suffix, tree, shared], lean=False, keep_prefix=False)
     assert not isinstance(off(None, [1, 2, 3])(target), HeldCache) and off(tree, [1]) is None

@@ -14,7 +14,8 @@ whole prompt). One untimed warm-up request with throwaway memories comes first. 
 request and setting: task and step, the speedup over the paired plain decode, tokens a target
 pass, accepted and verified drafts, c (the draft's seconds a round over a plain step), each
 run's prompt pass apart from its decode (speculation cannot shorten it), and whether the tokens
-equal the plain decode's (greedy identity, at T = 0). After each workload, each memory's size is
+equal the plain decode's (greedy identity, at T = 0; else where they first differ and the gap
+there: a rounding tie or not, specviz.stats.identity). After each workload, each memory's size is
 measured by a fresh replay (suffix_memory.replayed_size): bytes and update seconds per token.
 A request is cold at step 0 of its task (only other tasks' requests can be in memory), else warm.
 """
@@ -23,37 +24,34 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from specviz.api import autoregressive_generate, speculative_generate
-from specviz.bench.runner import plain_cache, record, speculative_cache
+from specviz.bench.runner import Caches, record, run_caches
 from specviz.bench.sweep import Context, Outcome, by_temperature, grouped, rotated, with_flags
-from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.drafters.registry import (
     HYBRID_DRAFTERS,
     MEMORY_DRAFTERS,
     MODEL_DRAFTERS,
-    SHARED_CACHE_DRAFTERS,
     TREE_DRAFTERS,
     DrafterOptions,
     build_drafter,
 )
 from specviz.drafters.suffix_memory import SuffixMemory, replayed_size
-from specviz.fast.prefix import PrefixCache
 from specviz.models.chat import prompt_ids as chat_prompt_ids
 from specviz.models.generate import generate
 from specviz.results.records import Record
 from specviz.results.setting import TREE_RULES, BenchSetting, drafter_label
 from specviz.results.table import markdown_table
+from specviz.stats.identity import TIE_TOLERANCE, Divergence, divergence
 from specviz.workloads import AGENT_WORKLOADS, Request
 
 DEFAULT_DRAFTERS = "suffix,tree-suffix,ngram,tree-ngram,model-trimmed,suffix+model-trimmed"
 DEFAULT_WORKLOADS = ",".join(AGENT_WORKLOADS)
 Curves = dict[str, list[tuple[int, float]]]  # per curve, (step, speedup) in step order
-Caches = Callable[[BenchSetting | None, list[int]], Any]  # (run, prompt ids) -> its make_cache
 
 
 def add_memory_arguments(b: argparse.ArgumentParser) -> None:
@@ -151,10 +149,12 @@ def _speculative(
 
 
 def request_row(
-    request: Request, setting: BenchSetting, rec: Record, identical: bool
+    request: Request, setting: BenchSetting, rec: Record, split: Divergence | None
 ) -> dict[str, Any]:
-    """One request under one setting: what the section's tables are made of."""
+    """One request under one setting: what the section's tables are made of; split: where its
+    tokens first differ from the plain decode's (None: identical), with the gap there."""
     m = rec.metrics
+    gap = None if split is None or split.gap == float("inf") else round(split.gap, 7)
     return {
         "workload": request.category, "request": request.id, "task": request.task,
         "step": request.step, "drafter": drafter_label(vars(setting)), "rep": rec.repetition,
@@ -162,8 +162,8 @@ def request_row(
         "accepted": m.accepted, "verified": m.accepted + m.rejected, "latency": m.latency,
         "plain_latency": m.plain_latency, "draft_seconds": m.draft_seconds,
         "step_seconds": m.step_seconds, "prefill_seconds": m.prefill_seconds,
-        "plain_decode_seconds": m.plain_decode_seconds, "identical": identical,
-    }  # fmt: skip
+        "plain_decode_seconds": m.plain_decode_seconds, "identical": split is None,
+    } | ({} if split is None else {"diverges": split.position, "tie_gap": gap})  # fmt: skip
 
 
 def _workloads(requests: Sequence[Request]) -> list[tuple[str, list[Request]]]:
@@ -186,7 +186,7 @@ def run_memory(plan: MemoryPlan, context: Context) -> tuple[list[Record], dict[s
         for rep in range(-1, args.reps):  # rep -1: one untimed request, throwaway memories
             for workload, requests in workloads:
                 memories = {s: SuffixMemory() for s in settings}
-                caches = _caches(plan, settings, args.lean_target)
+                caches = run_caches(settings, args.lean_target, plan.prefix_cache)
                 for request in requests if rep >= 0 else [first]:
                     if rep >= 0:
                         context.progress(done, total, f"{workload} {request.id} T={temperature}")
@@ -218,20 +218,6 @@ def run_memory(plan: MemoryPlan, context: Context) -> tuple[list[Record], dict[s
     return records, section
 
 
-def _caches(plan: MemoryPlan, settings: Sequence[BenchSetting], lean: bool) -> Caches:
-    """Each run's make_cache for a prompt (plain's under None): one PrefixCache a run, fresh for
-    each workload, or (with --no-prefix-cache, and for a drafter that brings the target's
-    cache) what the decode would build anyway."""
-    made = {None: plain_cache(settings[0], lean)} | {
-        s: None if s.tree else speculative_cache(s, lean) for s in settings
-    }
-    if not plan.prefix_cache:
-        return lambda run, ids: made[run]
-    prefixes = {k: PrefixCache(m or KVCache) for k, m in made.items()
-                if k is None or k.drafter not in SHARED_CACHE_DRAFTERS}  # fmt: skip
-    return lambda run, ids: prefixes[run].reuse(ids) if run in prefixes else made[run]
-
-
 def _request(
     plan: MemoryPlan, context: Context, request: Request, settings: Sequence[BenchSetting],
     memories: dict[BenchSetting, SuffixMemory], caches: Caches, rep: int,
@@ -252,7 +238,8 @@ def _request(
         spec = _speculative(pair, setting, memories[setting], ids, sampling, limit,
                             caches(setting, ids))  # fmt: skip
         rec = record(request, setting, max(rep, 0), spec, plain, None, None)
-        rows.append(request_row(request, setting, rec, spec.tokens == plain.tokens))
+        split = divergence(pair.target, ids, plain.tokens, spec.tokens) if not temperature else None
+        rows.append(request_row(request, setting, rec, split))
         recs.append(rec)
     if not args.no_hf:
         hf, _ = generate(pair.target, ids, limit, temperature)  # transformers' own, no assistant
@@ -289,7 +276,9 @@ def _cells(rows: Sequence[dict[str, Any]]) -> list[str]:
     verified = _sum(rows, "verified")
     c = _sum(rows, "draft_seconds") / sum(r["rounds"] * r["step_seconds"] for r in rows)
     same = sum(r["identical"] for r in rows)
+    ties = sum(r.get("tie_gap") is not None and r["tie_gap"] <= TIE_TOLERANCE for r in rows)
     identity = "—" if rows[0]["temperature"] > 0 else f"{same}/{len(rows)}"
+    identity += f" (+{ties} tie{'s' * (ties > 1)})" if ties else ""
     hf = [r for r in rows if r.get("hf_latency") is not None]
     vs_hf = f"{_sum(hf, 'hf_latency') / _sum(hf, 'latency'):.2f}×" if hf else "—"
     return [
