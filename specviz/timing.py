@@ -19,7 +19,7 @@ import torch
 from transformers import DynamicCache
 
 from specviz.batch.cache import BatchKVCache
-from specviz.core.cache import CachedForward, KVCache, cache_kwarg
+from specviz.core.cache import CachedForward, KVCache, forward_kwargs
 from specviz.core.decoding import clock
 from specviz.tree.decoding import tree_inputs
 from specviz.tree.proposal import TokenTree, top_k_shape
@@ -230,7 +230,7 @@ def step_times(
     for b in batch_sizes:
         ids = torch.randint(int(target.config.vocab_size), (b, context), generator=gen)
         ids = ids.to(target.device)
-        kv = {cache_kwarg(target): DynamicCache(config=target.config)}
+        kv = {forward_kwargs(target)[0]: DynamicCache(config=target.config)}
         target(input_ids=ids, use_cache=True, **kv)
         target(input_ids=ids[:, -1:], use_cache=True, **kv)
         times = []

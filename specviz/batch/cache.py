@@ -13,7 +13,6 @@ tokens alone. Holes are squeezed out (a per-row gather) once they are half of th
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,7 +20,7 @@ import torch
 from torch import Tensor
 from transformers import DynamicCache
 
-from specviz.core.cache import cache_kwarg, has_sliding_window
+from specviz.core.cache import forward_kwargs, has_sliding_window
 
 PAD_ID = 0  # the id fed in pad slots: masked out, its value never matters
 
@@ -36,8 +35,7 @@ class BatchKVCache:
         self.model = model
         self.kv = DynamicCache()  # lazy: full layers (see specviz.core.cache)
         self.sliding = has_sliding_window(getattr(model, "config", None))
-        self._kwarg = cache_kwarg(model)
-        self._trims = "logits_to_keep" in inspect.signature(model.forward).parameters
+        self._kwarg, self._trims = forward_kwargs(model)
         self.device = model.device
         self.valid = torch.zeros(rows, 0, dtype=torch.bool, device=self.device)  # (B, S)
 

@@ -27,8 +27,7 @@ class KVCache:
         self.model = model
         self.kv = DynamicCache()  # lazy: full layers, cropped at any length
         self.sliding = has_sliding_window(getattr(model, "config", None))
-        self._kwarg = cache_kwarg(model)
-        self._trims = "logits_to_keep" in inspect.signature(model.forward).parameters
+        self._kwarg, self._trims = forward_kwargs(model)
 
     def __len__(self) -> int:
         """Number of token positions currently cached."""
@@ -99,10 +98,11 @@ def additive_mask(visible: Tensor, model: Any) -> Tensor:
     return mask.masked_fill(~visible, float("-inf"))[None, None]
 
 
-def cache_kwarg(model: Any) -> str:
-    """The name under which this model's forward takes a cache object."""
+def forward_kwargs(model: Any) -> tuple[str, bool]:
+    """The name under which this model's forward takes a cache object, and whether it takes
+    logits_to_keep (from one reading of its signature)."""
     params = inspect.signature(model.forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
+    return ("cache" if "cache" in params else "past_key_values"), "logits_to_keep" in params
 
 
 class CachedForward(Protocol):

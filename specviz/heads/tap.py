@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from specviz.core.cache import KVCache, additive_mask, cache_kwarg
+from specviz.core.cache import KVCache, additive_mask, forward_kwargs
 from specviz.fast.lean import LeanLlama, lean_problem
 
 
@@ -65,7 +65,7 @@ class FeatureCache(KVCache):
         """An empty cache and feature record for model (a Hugging Face causal LM)."""
         super().__init__(model)
         self.inner, self.head = decoder_parts(model)
-        self._inner_kwarg = cache_kwarg(self.inner)
+        self._inner_kwarg = forward_kwargs(self.inner)[0]
         self.features = Features(int(model.config.hidden_size), self.head.weight)
 
     @torch.no_grad()

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from specviz.core.cache import cache_kwarg
+from specviz.core.cache import forward_kwargs
 from specviz.train.common import Deadline, load_target, save_atomic, work_dir, write_json_atomic
 from specviz.train.corpus import load_docs
 from specviz.train.prompts import training_prompts, workload_style_prompts
@@ -142,7 +142,7 @@ def answer_batch(
     layers = fused_layers(int(model.config.num_hidden_layers))
     dev = model.device
     ids, mask, pos = (t.to(dev) for t in _left_pad(prompts, eos))
-    width, kwarg = ids.shape[1], cache_kwarg(model)
+    width, kwarg = ids.shape[1], forward_kwargs(model)[0]
     out = model.model(
         input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
         output_hidden_states=True,

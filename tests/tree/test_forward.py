@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import torch
 
-from specviz.core.cache import KVCache, cache_kwarg
+from specviz.core.cache import KVCache, forward_kwargs
 from specviz.tree.decoding import check_tree_attention, tree_inputs
 from specviz.tree.proposal import TokenTree
 
@@ -107,7 +107,7 @@ def test_a_float_one_zero_mask_would_be_wrong() -> None:
             input_ids=tokens[None],
             position_ids=positions[None],
             attention_mask=visible.to(torch.float64)[None, None],
-            **{cache_kwarg(model): cache.kv},
+            **{forward_kwargs(model)[0]: cache.kv},
             use_cache=True,
         )
     ids = PREFIX + [int(tree.tokens[i]) for i in tree.path(7)]
