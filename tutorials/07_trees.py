@@ -35,7 +35,7 @@ from specviz.core.acceptance import (
     sampled_step,
     typical_step,
 )
-from specviz.core.cache import KVCache, additive_mask, cache_kwarg
+from specviz.core.cache import KVCache, additive_mask, forward_kwargs
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import TreeVerified
 from specviz.core.sampling import logits_to_probs, sample
@@ -345,7 +345,7 @@ with torch.no_grad():
         position_ids=positions[None],
         attention_mask=ones_zeros,
         use_cache=True,
-        **{cache_kwarg(target): KVCache(target).kv},
+        **{forward_kwargs(target)[0]: KVCache(target).kv},
     ).logits[0, -1]
 print(f"with a 1/0 mask, node 5's logits are off by {float((wrong - logits[-1]).abs().max()):.2f}")
 
