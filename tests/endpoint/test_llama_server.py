@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,11 +72,33 @@ def _start(gguf: Path, log: Path, lookup: bool) -> tuple[subprocess.Popen[bytes]
             pytest.fail(f"the llama.cpp server exited: {log.read_text()[-2000:]}")
         try:
             served_model(url)
+            _first_prompt(process, url)
             return process, url
         except EndpointError:
             time.sleep(0.5)
     process.kill()
     pytest.fail(f"the llama.cpp server did not answer in 90 s: {log.read_text()[-2000:]}")
+
+
+def _first_prompt(process: subprocess.Popen[bytes], url: str) -> None:
+    """One short chat completion; a server that dies on it fails the test, saying why."""
+    body = {"model": "smollm2", "max_tokens": 1,
+            "messages": [{"role": "user", "content": "Say hello to the world."}]}  # fmt: skip
+    request = urllib.request.Request(
+        f"{url}/v1/chat/completions", data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )  # fmt: skip
+    try:
+        urllib.request.urlopen(request, timeout=60).read()
+    except OSError:
+        time.sleep(1.0)
+        if process.poll() is None:
+            raise
+        pytest.fail(
+            f"the llama.cpp server died on its first prompt (exit {process.returncode}); a "
+            "llama.cpp built for a host with AMX does: reinstall it with CMAKE_ARGS="
+            '"-DGGML_NATIVE=OFF" pip install --force-reinstall --no-cache-dir llama-cpp-python'
+        )
 
 
 @pytest.fixture(scope="module")
