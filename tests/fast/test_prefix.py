@@ -153,3 +153,25 @@ def test_an_adapter_for_another_width_is_left_out_or_refused(target, tmp_path) -
     save_file(Adapter(8).state_dict(), str(wrong))
     with pytest.raises(ValueError, match="hidden size of 8, the target's is 32"):
         build_early_exit(target, 1, wrong)
+
+
+@pytest.mark.parametrize("kind", ["plain", "tree-ngram", "tree-suffix", "suffix"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_one_cache_across_an_agents_requests_changes_no_token(
+    target, tokenizer, kind, seed
+) -> None:
+    """Five requests, each the conversation so far (its prompt, its answer) and a new turn, as an
+    agent sends them, through one PrefixCache: every decode equals a fresh one, and after each the
+    held ids are the prompt and the tokens it fed (trees: after every kept path)."""
+    prefix, conversation = PrefixCache(), list(FIRST)
+    for turn in range(5):
+        result = _decode(target, tokenizer, kind, conversation, seed, prefix.reuse(conversation))
+        fresh = _decode(
+            target, tokenizer, kind, conversation, seed, None if kind != "plain" else KVCache
+        )
+        assert result.tokens == fresh.tokens, turn
+        held = prefix.held
+        assert held is not None and held.ids == [*conversation, *result.tokens][: len(held)]
+        assert len(held) >= len(conversation) + len(result.tokens) - 1
+        assert prefix.reused >= (len(conversation) - 4 if turn else 0)  # all but the new turn
+        conversation += [*result.tokens, 12 + turn, 3, 4]  # the answer, then the next turn
