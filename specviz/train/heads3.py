@@ -267,7 +267,7 @@ def run_heads3(
         state["elapsed"] = base + time.monotonic() - began
         if state["step"] % cfg.log_every == 0:
             LOG.info("step %d %s loss %.4f alpha %s lr %.2e epoch %d", state["step"], kind,
-                     value, [round(a, 3) for a in alphas], learning_rate(cfg, step),
+                     value, [round(a, 3) for a in alphas], optimizer.param_groups[0]["lr"],
                      stream.epoch)  # fmt: skip
         hourly = state["elapsed"] - state["last_eval"] >= cfg.eval_hours * 3600
         if state["step"] % cfg.eval_every == 0 or hourly:
