@@ -75,3 +75,15 @@ def test_a_decode_that_ended_first_is_no_tie(target: Any, tokenizer: Any) -> Non
     split = divergence(target, PROMPT, ref, ref[:5])
     assert split == Divergence(position=5, tokens=(ref[5], None), gap=float("inf"))
     assert not split.tie
+
+
+def test_the_identity_check_names_a_tie_and_passes_it() -> None:
+    from specviz.stats.identity import IdentityRow, row_line
+
+    fields = dict(prompt="p", drafter="cross-text", tokens=9, accepted=3, proposed=5)
+    same = IdentityRow(plain=True, generate=True, diverges=None, **fields)  # type: ignore[arg-type]
+    tie = IdentityRow(plain=False, generate=True, diverges=4, gap=2e-5, **fields)  # type: ignore[arg-type]
+    wrong = IdentityRow(plain=False, generate=False, diverges=4, gap=0.5, **fields)  # type: ignore[arg-type]
+    assert not same.tie and tie.tie and not wrong.tie
+    assert "DIFFERS from token 4 (a rounding tie: gap 2.0e-05)" in row_line(tie)
+    assert "tie" not in row_line(wrong) and "identical" in row_line(same)
