@@ -38,6 +38,12 @@ def fingerprint(target: Any) -> str:
     return f"{embed.shape[0]}x{embed.shape[1]}:{float(embed[:1024].double().abs().mean()):.6f}"
 
 
+def model_label(model: Any) -> str:
+    """The model's hub id, or the folder's name for a model loaded from a local path."""
+    name = str(getattr(model.config, "_name_or_path", ""))
+    return Path(name).name if Path(name).is_absolute() else name
+
+
 def head_path(kind: str) -> Path:
     """The shipped weights of one head kind."""
     return ASSETS / f"{kind}.safetensors"
@@ -61,7 +67,7 @@ def save_head(
     meta = {
         "format": str(FORMAT),
         "kind": kind,
-        "target": str(getattr(target.config, "_name_or_path", "")),
+        "target": model_label(target),
         "fingerprint": fingerprint(target),
         "shape": json.dumps(EagleShape.of(target.config).as_dict()),
         "heads": str(getattr(module, "k", 0)),

@@ -16,7 +16,7 @@ import torch
 
 from specviz.heads.eagle import EagleShape
 from specviz.heads.eagle3 import Eagle3Head
-from specviz.heads.weights import fingerprint
+from specviz.heads.weights import fingerprint, model_label
 
 FORMAT = 1
 NAME = "eagle3.safetensors"
@@ -33,7 +33,7 @@ def save_head3(head: Eagle3Head, target: Any, step: int, folder: Path) -> Path:
     meta = {
         "format": str(FORMAT),
         "kind": "eagle3",
-        "target": str(getattr(target.config, "_name_or_path", "")),
+        "target": model_label(target),
         "fingerprint": fingerprint(target),
         "shape": json.dumps(head.shape.as_dict()),
         "vocab": str(head.size),

@@ -25,7 +25,7 @@ import torch
 
 from specviz.heads.eagle import EagleShape
 from specviz.heads.eagle3 import Eagle3Head
-from specviz.heads.weights import ASSETS
+from specviz.heads.weights import ASSETS, model_label
 from specviz.heads.weights3 import save_head3
 from specviz.train.common import load_target, write_json_atomic
 from specviz.train.vocab import answer_counts, coverage, training_ids
@@ -88,7 +88,7 @@ def run_heads3_export(
     summary: dict[str, Any] = {
         "parameters": sum(p.numel() for p in head.parameters()),
         "weights_bytes": weights.stat().st_size,
-        "target": str(getattr(target.config, "_name_or_path", "")),
+        "target": model_label(target),
         "steps": step,
         "trained_positions": int(state["positions"]),
         "trained_answer_positions": int(state["answer_positions"]),

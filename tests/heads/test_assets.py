@@ -71,3 +71,21 @@ def test_shipped_heads_draft_exactly_for_the_bundled_target() -> None:
         )  # fmt: skip
         assert list(result.tokens) == plain, name
         assert result.accepted > 0, name  # a trained head is kept
+
+
+def test_a_head_names_its_target_without_this_machines_paths() -> None:
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from safetensors import safe_open
+
+    from specviz.heads.weights import model_label
+
+    for kind in KINDS:
+        with safe_open(str(head_path(kind)), "pt") as handle:
+            name = (handle.metadata() or {})["target"]
+        assert name and not Path(name).is_absolute(), (kind, name)
+    local = SimpleNamespace(config=SimpleNamespace(_name_or_path="/home/me/models/SmolLM2-ft"))
+    hub = SimpleNamespace(config=SimpleNamespace(_name_or_path="HuggingFaceTB/SmolLM2-135M"))
+    assert model_label(local) == "SmolLM2-ft"
+    assert model_label(hub) == "HuggingFaceTB/SmolLM2-135M"
