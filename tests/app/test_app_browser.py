@@ -242,7 +242,11 @@ def test_equivalence_lab_passes_the_real_sampler_and_catches_a_mutant(page: Any)
 
 
 def test_an_error_shows_beside_the_button_and_in_view(page: Any) -> None:
-    page.locator("#sv-prompt textarea").fill("")
+    page.locator(CLASSIC).click()  # a round trip first: the page is live before the field empties
+    page.wait_for_selector("#sv-status:has-text('preset: classic draft model')")
+    prompt = page.locator("#sv-prompt textarea")
+    prompt.fill("")
+    prompt.press("Tab")
     page.mouse.wheel(0, 2000)  # scrolled down, as after setting the last fields
     page.locator("#sv-generate").click()
     page.wait_for_selector("#sv-status .sv-status-error")
