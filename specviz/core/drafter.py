@@ -16,7 +16,11 @@ from specviz.core.events import DrafterRound
 
 @dataclass(frozen=True, kw_only=True)
 class Draft:
-    """Proposed tokens (k,) and the distributions q_draft (k, V) they came from; k <= gamma."""
+    """Proposed tokens (k,) and the distributions q_draft (k, V) they came from; k <= gamma.
+
+    A deterministic drafter may hand out q_draft as a view of a buffer it rewrites at its next
+    proposal (specviz.drafters.sparse_q): read a Draft within its round, or copy it.
+    """
 
     tokens: Tensor
     q_draft: Tensor

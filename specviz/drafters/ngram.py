@@ -1,7 +1,8 @@
 """N-gram prompt lookup drafting: propose what followed the last n tokens earlier in the text.
 
 The drafter is deterministic, so q is one-hot: acceptance becomes min(1, p(x)) and the residual
-norm(max(0, p - onehot(x))). The output law stays exactly the target's, at any temperature.
+norm(max(0, p - onehot(x))). The output law stays exactly the target's, at any temperature. The
+one-hot rows are written into a buffer the drafter reuses (specviz.drafters.sparse_q).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Collection
 import torch
 
 from specviz.core.drafter import Draft
+from specviz.drafters.sparse_q import SparseRows
 
 
 class NgramDrafter:
@@ -19,10 +21,11 @@ class NgramDrafter:
     def __init__(
         self, vocab_size: int, *, max_ngram: int = 3, min_ngram: int = 1, device: str = "cpu"
     ) -> None:
-        """Validate the n-gram range; nothing is cached between rounds."""
+        """Validate the n-gram range; nothing is kept between rounds but the q buffer."""
         check_ngram_sizes(min_ngram, max_ngram)
         self.vocab_size, self.max_ngram, self.min_ngram = vocab_size, max_ngram, min_ngram
         self.device = torch.device(device)
+        self.q = SparseRows(vocab_size, self.device)
 
     def prefill(self, prefix: list[int]) -> None:
         """Nothing to precompute."""
@@ -43,11 +46,9 @@ class NgramDrafter:
             if token in stop_ids:
                 tokens = tokens[: i + 1]
                 break
-        q_draft = torch.zeros(len(tokens), self.vocab_size)  # (k, V) one-hot rows
-        q_draft[torch.arange(len(tokens)), torch.tensor(tokens, dtype=torch.long)] = 1.0
         return Draft(
             tokens=torch.tensor(tokens, dtype=torch.long, device=self.device),
-            q_draft=q_draft.to(self.device),
+            q_draft=self.q.one_hot(tokens),  # (k, V) one-hot rows
             forward_calls=0,
         )
 

@@ -16,7 +16,8 @@ starts a fresh trie of the request's own.
 
 Proposals are deterministic functions of the committed text and the memory, so a chain's q is
 one-hot and a tree's children are verified by the deterministic-sibling rule: the output law
-stays exactly the target's at any temperature.
+stays exactly the target's at any temperature. q is written into a buffer each drafter reuses
+(specviz.drafters.sparse_q): a round's cost is its lookup, not a fresh k × V tensor.
 
 Built with explain=True, a drafter says how it drafted each round: explain(round) is the
 SuffixLookup event (specviz.core.events) the decoders emit before the proposal, with the
@@ -33,6 +34,7 @@ import torch
 
 from specviz.core.drafter import Draft
 from specviz.core.events import SuffixLookup
+from specviz.drafters.sparse_q import SparseRows
 from specviz.drafters.suffix_explain import Looked, lookup_event
 from specviz.drafters.suffix_memory import SuffixMemory
 from specviz.drafters.suffix_speculate import Speculation, Trie, speculate
@@ -182,6 +184,7 @@ class SuffixDrafter:
         explain: say how each round drafted (explain)."""
         self.tries = SuffixTries(vocab_size, memory, config or SuffixConfig(), explain)
         self.vocab_size, self.device = vocab_size, torch.device(device)
+        self.q = SparseRows(vocab_size, self.device)
 
     @property
     def memory(self) -> SuffixMemory:
@@ -220,13 +223,8 @@ class SuffixDrafter:
 
     def draft(self, found: Speculation) -> Draft:
         """A chain speculation as a Draft: tokens (k,) and one-hot q_draft (k, V)."""
-        k = len(found.tokens)
-        tokens = torch.tensor(found.tokens, dtype=torch.long)
-        q_draft = torch.zeros(k, self.vocab_size)
-        q_draft[torch.arange(k), tokens] = 1.0
-        return Draft(
-            tokens=tokens.to(self.device), q_draft=q_draft.to(self.device), forward_calls=0
-        )
+        tokens = torch.tensor(found.tokens, dtype=torch.long, device=self.device)
+        return Draft(tokens=tokens, q_draft=self.q.one_hot(list(found.tokens)), forward_calls=0)
 
 
 class TreeSuffixDrafter:
@@ -248,6 +246,7 @@ class TreeSuffixDrafter:
             raise ValueError(f"nodes and depth must be >= 1 (got nodes={nodes}, depth={depth})")
         self.tries = SuffixTries(vocab_size, memory, config or SuffixConfig(), explain)
         self.vocab_size, self.nodes, self.depth = vocab_size, nodes, depth
+        self.q = SparseRows(vocab_size, torch.device("cpu"))
 
     @property
     def memory(self) -> SuffixMemory:
@@ -279,16 +278,21 @@ class TreeSuffixDrafter:
             ids, self.nodes, stop_ids, tree=True, max_depth=min(max_depth, self.depth)
         )
         n = len(found.tokens)
-        q_draft = torch.zeros(n + 1, self.vocab_size)  # (N+1, V)
-        for i, (token, parent) in enumerate(zip(found.tokens, found.parents, strict=True)):
-            above = found.probs[parent] if parent >= 0 else 1.0
-            q_draft[parent + 1, token] = found.probs[i] / above
-        sums = q_draft.sum(-1, keepdim=True)
-        q_draft = torch.where(sums > 0, q_draft / sums.clamp_min(1e-30), q_draft)
+        raw = [
+            found.probs[i] / (found.probs[parent] if parent >= 0 else 1.0)
+            for i, parent in enumerate(found.parents)
+        ]
+        sums: dict[int, float] = {}
+        for parent, r in zip(found.parents, raw, strict=True):
+            sums[parent] = sums.get(parent, 0.0) + r
+        rows = [parent + 1 for parent in found.parents]
+        values = [
+            r / s if (s := sums[p]) > 0 else r for p, r in zip(found.parents, raw, strict=True)
+        ]
         return TokenTree(
             tokens=torch.tensor(found.tokens, dtype=torch.long),
             parents=found.parents,
-            q_draft=q_draft,
+            q_draft=self.q.fill(n + 1, rows, list(found.tokens), values),  # (N+1, V)
             sampled=(False,) * n,
             forward_calls=0,
         )

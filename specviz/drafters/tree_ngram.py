@@ -2,7 +2,8 @@
 
 Deterministic (no sampling), so the tree is verified by the deterministic rule: a child x is
 kept with the working p(x) and, if rejected, x is removed from p before its next sibling is
-tried. The q rows record how often each branch followed the n-gram (shown, not used).
+tried. The q rows record how often each branch followed the n-gram (shown, not used), in a
+buffer the drafter reuses (specviz.drafters.sparse_q).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Collection
 import torch
 
 from specviz.drafters.ngram import check_ngram_sizes
+from specviz.drafters.sparse_q import SparseRows
 from specviz.tree.proposal import TokenTree
 
 
@@ -25,12 +27,13 @@ class TreeNgramDrafter:
         check_ngram_sizes(min_ngram, max_ngram)
         self.vocab_size, self.nodes, self.depth = vocab_size, nodes, depth
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
+        self.q = SparseRows(vocab_size, torch.device("cpu"))
 
     def prefill(self, prefix: list[int]) -> None:
         """Nothing to precompute."""
 
     def rollback(self, committed: int) -> None:
-        """Stateless: nothing to roll back."""
+        """Nothing to roll back (the q buffer is rewritten each round)."""
 
     def propose_tree(
         self, ids: list[int], max_depth: int, generator: torch.Generator, stop_ids: Collection[int]
@@ -54,15 +57,17 @@ class TreeNgramDrafter:
                 node = child_of[node, token]
                 if token in stop_ids:
                     break
-        q_draft = torch.zeros(len(tokens) + 1, self.vocab_size)  # (N+1, V) branch frequencies
+        rows, cols, values = [], [], []
         for node, seen in counts.items():
             total = sum(seen.values())
             for token, count in seen.items():
-                q_draft[node + 1, token] = count / total
+                rows.append(node + 1)
+                cols.append(token)
+                values.append(count / total)
         return TokenTree(
             tokens=torch.tensor(tokens, dtype=torch.long),
             parents=tuple(parents),
-            q_draft=q_draft,
+            q_draft=self.q.fill(len(tokens) + 1, rows, cols, values),  # (N+1, V) frequencies
             sampled=(False,) * len(tokens),
             forward_calls=0,
         )

@@ -1,0 +1,42 @@
+"""The reused q buffer of the deterministic drafters: after any sequence of fills, each fill
+equals the dense tensor built from scratch."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from specviz.drafters.sparse_q import SparseRows
+
+
+def dense(n: int, v: int, rows: list[int], cols: list[int], values: list[float]) -> torch.Tensor:
+    """The same (n, v) tensor, built fresh."""
+    q = torch.zeros(n, v)
+    q[torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long)] = torch.tensor(
+        values
+    )
+    return q
+
+
+def test_each_fill_equals_a_fresh_tensor_across_growth_and_shrinking() -> None:
+    rng, v = random.Random(0), 50
+    buffer = SparseRows(v, torch.device("cpu"))
+    for _ in range(200):
+        n = rng.randint(1, 20)  # grows past its size and shrinks again
+        entries = {
+            (rng.randrange(n), rng.randrange(v)): rng.random() for _ in range(rng.randint(0, 30))
+        }
+        rows, cols = [r for r, _ in entries], [c for _, c in entries]
+        values = list(entries.values())
+        got = buffer.fill(n, rows, cols, values)
+        assert torch.equal(got, dense(n, v, rows, cols, values))
+        assert int((buffer.buffer != 0).sum()) == len(values)  # nothing of an earlier fill left
+
+
+def test_one_hot_rows() -> None:
+    buffer = SparseRows(7, torch.device("cpu"))
+    buffer.one_hot([3, 3, 6])
+    q = buffer.one_hot([0, 5])
+    assert torch.equal(q, torch.nn.functional.one_hot(torch.tensor([0, 5]), 7).float())
+    assert buffer.one_hot([]).shape == (0, 7)
