@@ -86,7 +86,7 @@ def summarize(records: Sequence[Record], price_per_hour: float) -> list[dict[str
         rows.append(
             {
                 "workload": category,
-                "setting": asdict(setting),
+                "setting": setting.saved(),
                 "exact": setting.exact,  # False: a lossy tree rule, not the target's law
                 "requests": len(rs),
                 "speedup": asdict(spread([m.speedup for m in ms])),

@@ -241,7 +241,7 @@ class Record:
             "exact": self.setting.exact,  # False: a lossy tree rule, not the target's law
             "request_id": self.request_id,
             "category": self.category,
-            "setting": asdict(self.setting),
+            "setting": self.setting.saved(),
             "repetition": self.repetition,
             "metrics": asdict(m) | derived,
             "hf_latency": self.hf_latency,

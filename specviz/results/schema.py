@@ -30,7 +30,9 @@ Versions (1 and 2 carry no "schema" key and are told apart by their records):
    the first draft (specviz.tune) as {"path", "content"}, or null where there was none; absent
    from files written before it, which reads as null (no profile existed then). Rows of the
    memory section carry prefill_seconds and plain_decode_seconds (the decode-phase split of
-   their records); rows written before that take them from their records.
+   their records); rows written before that take them from their records. A setting carries
+   suffix_factor (the memory study's --suffix-factors) only where it was set; absent, the
+   suffix drafters ran at the registry's default.
 
 migrate() brings any of them to the current version and checks the result. What an older
 file did not record stays unknown: 0.0 and [] in a record's decode-phase split, and no cpu,
@@ -57,6 +59,7 @@ from specviz.results.records import DEFAULT_PRICE_PER_HOUR, RequestMetrics
 from specviz.results.setting import BenchSetting, drafter_label
 
 SCHEMA = 5  # what `specviz bench` writes now
+OPTIONAL_SETTINGS = {"suffix_factor"}  # only where set (BenchSetting.saved)
 RECORD_KEYS: tuple[str, ...] = ("request_id", "category", "setting", "repetition", "metrics")
 RECORD_KEYS += ("hf_latency", "hf_tokens", "hf_identical")
 LISTS = ("summary", "gamma_curves", "policies_vs_best_fixed", "records")
@@ -265,7 +268,7 @@ def validate(data: dict[str, Any]) -> None:
                 isinstance(s, list) and len(s) == 2 for s in steps
             ):
                 problems.append(f"draft {name!r} has no batch_step_seconds pairs")
-    settings = {f.name for f in fields(BenchSetting)}
+    settings = {f.name for f in fields(BenchSetting)} - OPTIONAL_SETTINGS
     metrics = {f.name for f in fields(RequestMetrics)}
     for i, r in enumerate(data["records"]):
         lacks = [k for k in RECORD_KEYS if k not in r]

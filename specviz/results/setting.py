@@ -41,6 +41,7 @@ class BenchSetting:
     tree_nodes: int | None = None  # tree drafters: at most this many nodes a round
     tree_width: int | None = None  # tree drafters: at most this many children a node
     tree_rule: str | None = None  # tree drafters: "exact", or "typical" (lossy)
+    suffix_factor: float | None = None  # suffix drafters: at most factor × match (None: default)
 
     def __post_init__(self) -> None:
         check_tree_setting(self.drafter, self.tree_nodes, self.tree_width, self.tree_rule)
@@ -55,6 +56,13 @@ class BenchSetting:
         """False where a lossy tree rule chose tokens: not the target's law."""
         return is_exact(asdict(self))
 
+    def saved(self) -> dict[str, Any]:
+        """The fields as a result file keeps them: suffix_factor only where it is set."""
+        fields = asdict(self)
+        if self.suffix_factor is None:
+            del fields["suffix_factor"]
+        return fields
+
 
 # gamma policies of the bench: the first three are specviz.gamma.policies; "confidence" drafts up to
 # gamma tokens but stops after one whose draft top probability is below CONFIDENCE (the same
@@ -67,6 +75,13 @@ CONFIDENCE = 0.4
 def drafter_label(setting: Mapping[str, Any]) -> str:
     """A setting's drafter in a few words: its exit layer, draft folder or draft-model cap; a
     tree's node budget and width, and a lossy rule's warning."""
+    label = _drafter_label(setting)
+    factor = setting.get("suffix_factor")
+    return label if factor is None else f"{label}, factor {factor:g}"
+
+
+def _drafter_label(setting: Mapping[str, Any]) -> str:
+    """drafter_label without the suffix factor."""
     drafter = str(setting["drafter"])
     if drafter in TREE_DRAFTERS and setting.get("tree_nodes") is not None:
         return tree_label(setting)

@@ -124,10 +124,34 @@ def test_the_study_defaults_to_the_agent_workloads_and_suffix_drafters() -> None
     assert "suffix" in chosen.drafters.split(",") and "suffix+model-trimmed" in chosen.drafters
 
 
+def test_suffix_factors_give_each_memory_drafter_one_setting_a_factor(
+    pair: PairFactory, tokenizer: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from specviz.bench.sweeps import memory as study
+
+    built: list[tuple[str, float]] = []
+    real = study.build_drafter
+
+    def spy(name: str, **kw: Any) -> Any:
+        built.append((name, kw["options"].suffix_factor))
+        return real(name, **kw)
+
+    monkeypatch.setattr(study, "build_drafter", spy)
+    extra = ("--drafters", "suffix,ngram", "--suffix-factors", "1,2.5", "--no-hf")
+    section = _run(tmp_path, pair, tokenizer, *extra)["memory"]
+    assert section["plan"]["suffix_factors"] == [1.0, 2.5]
+    labels = ["suffix, factor 1", "suffix, factor 2.5", "ngram"]
+    assert {r["drafter"] for r in section["rows"]} == set(labels)
+    assert {s["drafter"] for s in section["sizes"]} == set(labels[:2])  # a memory each
+    assert {f for name, f in built if name == "suffix"} == {1.0, 2.5}
+    assert all(r["identical"] for r in section["rows"])
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
         (["--suffix-gamma", "0"], "--suffix-gamma must be >= 1"),
+        (["--suffix-factors", "1,0"], "--suffix-factors must be > 0"),
         (["--max-new-tokens", "-1"], "--max-new-tokens must be >= 0"),
         (["--drafters", "suffix", "--policies", "heuristic"], "fixed lengths: drop --policies"),
     ],

@@ -31,6 +31,7 @@ from typing import Any
 from specviz.api import autoregressive_generate, speculative_generate
 from specviz.bench.runner import Caches, record, run_caches
 from specviz.bench.sweep import Context, Outcome, by_temperature, grouped, rotated, with_flags
+from specviz.bench.sweep import floats as float_list
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.drafters.registry import (
     HYBRID_DRAFTERS,
@@ -63,6 +64,11 @@ def add_memory_arguments(b: argparse.ArgumentParser) -> None:
         "take the first of --gammas)",
     )  # fmt: skip
     b.add_argument(
+        "--suffix-factors", type=float_list, default=[],
+        help="memory study: comma list; the suffix drafters at each speculation factor (at "
+        "most factor × match length tokens a round; default: the registry's default only)",
+    )  # fmt: skip
+    b.add_argument(
         "--max-new-tokens", type=int, default=0,
         help="memory study: at most this many new tokens a request (0: each request's own)",
     )  # fmt: skip
@@ -84,6 +90,7 @@ class MemoryPlan:
     tree_width: int
     max_new_tokens: int
     prefix_cache: bool
+    suffix_factors: tuple[float | None, ...] = (None,)  # None: the registry's default
 
 
 def memory_plan(args: argparse.Namespace, drafters: Sequence[str]) -> MemoryPlan | None:
@@ -93,6 +100,8 @@ def memory_plan(args: argparse.Namespace, drafters: Sequence[str]) -> MemoryPlan
         return None
     if args.suffix_gamma < 1:
         raise ValueError(f"--suffix-gamma must be >= 1 (got {args.suffix_gamma})")
+    if any(not f > 0 for f in args.suffix_factors):
+        raise ValueError(f"--suffix-factors must be > 0 (got {args.suffix_factors}): try 1,2,4")
     if args.max_new_tokens < 0:
         raise ValueError(f"--max-new-tokens must be >= 0 (got {args.max_new_tokens})")
     if args.policies.strip() != "fixed":
@@ -108,23 +117,24 @@ def memory_plan(args: argparse.Namespace, drafters: Sequence[str]) -> MemoryPlan
         drafters=tuple(drafters), suffix_gamma=args.suffix_gamma, gamma=args.gammas[0],
         tree_nodes=args.tree_nodes, tree_width=args.tree_width,
         max_new_tokens=args.max_new_tokens, prefix_cache=not args.no_prefix_cache,
+        suffix_factors=tuple(args.suffix_factors) or (None,),
     )  # fmt: skip
 
 
 def memory_settings(plan: MemoryPlan, draft: str, temperature: float) -> list[BenchSetting]:
-    """One setting a drafter: suffix drafters at --suffix-gamma (trees as deep), the hybrid's
-    draft-model rounds and the other chains at the first of --gammas, other trees at its depth."""
+    """One setting a drafter (with memory: one a --suffix-factors): suffix ones at --suffix-gamma
+    (trees as deep), the hybrid's model rounds, chains at --gammas[0], trees at its depth."""
     out = []
     for d in plan.drafters:
         remembers, tree = d in MEMORY_DRAFTERS, d in TREE_DRAFTERS
-        out.append(BenchSetting(
+        out += [BenchSetting(suffix_factor=factor,
             drafter=d, gamma=plan.suffix_gamma if remembers else plan.gamma,
             temperature=temperature, draft_name=draft if d in MODEL_DRAFTERS else d,
             model_gamma=plan.gamma if d in HYBRID_DRAFTERS and remembers else None,
             tree_nodes=max(plan.tree_nodes, plan.suffix_gamma if remembers else 0) if tree
             else None,
             tree_width=plan.tree_width if tree else None, tree_rule="exact" if tree else None,
-        ))  # fmt: skip
+        ) for factor in (plan.suffix_factors if remembers else (None,))]  # fmt: skip
     return out
 
 
@@ -138,6 +148,7 @@ def _speculative(
         memory=memory, model_gamma=setting.model_gamma, tree_depth=setting.gamma,
         tree_nodes=setting.tree_nodes or defaults.tree_nodes,
         tree_width=setting.tree_width or defaults.tree_width,
+        suffix_factor=setting.suffix_factor or defaults.suffix_factor,
     )  # fmt: skip
     drafter = build_drafter(setting.drafter, target=pair.target, draft=pair.draft,
                             sampling=sampling, options=options)  # fmt: skip
@@ -210,7 +221,7 @@ def run_memory(plan: MemoryPlan, context: Context) -> tuple[list[Record], dict[s
             "drafters": list(plan.drafters), "suffix_gamma": plan.suffix_gamma,
             "gamma": plan.gamma, "tree_nodes": plan.tree_nodes, "tree_width": plan.tree_width,
             "max_new_tokens": plan.max_new_tokens, "reps": args.reps, "hf": not args.no_hf,
-            "prefix_cache": plan.prefix_cache,
+            "prefix_cache": plan.prefix_cache, "suffix_factors": list(plan.suffix_factors),
         },
         "rows": rows,
         "sizes": sizes,

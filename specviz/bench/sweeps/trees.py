@@ -242,7 +242,7 @@ def _row(
     label = f"chain ({setting.drafter} γ={setting.gamma})" if n == 1 else None
     return {
         "temperature": setting.temperature, "nodes": n,
-        "label": label or tree_label(asdict(setting)), "setting": asdict(setting),
+        "label": label or tree_label(asdict(setting)), "setting": setting.saved(),
         "exact": setting.exact,  # False: a lossy tree rule, not the target's law
         "runs": len(values), "nodes_per_round": statistics.median(m.mean_gamma for m in values),
         "draft_calls_per_round": statistics.median(m.draft_calls / m.rounds for m in values),
