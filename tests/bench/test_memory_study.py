@@ -15,7 +15,7 @@ from specviz.cli import main
 from specviz.results.schema import validate
 from tools.report.documents import MEMORY_REPORT, marked_tables, refreshed
 from tools.report.saved import RESULTS_DIR, Saved
-from tools.report.sections import memory, memory_figure, memory_section
+from tools.report.sections import memory, memory_figure, memory_section, suffix_factors
 
 from ..conftest import PairFactory, save_pair
 
@@ -145,6 +145,13 @@ def test_suffix_factors_give_each_memory_drafter_one_setting_a_factor(
     assert {s["drafter"] for s in section["sizes"]} == set(labels[:2])  # a memory each
     assert {f for name, f in built if name == "suffix"} == {1.0, 2.5}
     assert all(r["identical"] for r in section["rows"])
+    results = tmp_path / "results"  # the report's table of the part
+    results.mkdir()
+    assert "not measured yet" in "\n".join(suffix_factors(Saved(results)))
+    (results / "suffix-factors.json").write_text((tmp_path / "b.json").read_text())
+    table = suffix_factors(Saved(results))
+    assert table[0].startswith("| workload | drafter |") and len(table) == 2 + 3
+    assert [row.split(" | ")[1] for row in table[2:]] == labels
 
 
 @pytest.mark.parametrize(

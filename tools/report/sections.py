@@ -25,6 +25,7 @@ ENDPOINT_PART = "endpoint"
 MEMORY_WORKLOADS = ("agent-code", "agent-tools", "agent-sql", "repeat", "code")
 MEMORY_PARTS = tuple(f"memory-{w}" for w in MEMORY_WORKLOADS)  # cpu_bench.sh: one a workload
 MEMORY_FIGURE = "memory-steps.png"  # beside the saved results
+SUFFIX_FACTORS_PART = "suffix-factors"  # the suffix drafter at several factors, every workload
 TREE_PARTS = ("tree-sweep", "tree-sweep-t1")
 
 
@@ -105,6 +106,17 @@ def memory(saved: Saved) -> list[str]:
         run = f"bash benchmarks/cpu_bench.sh benchmarks/results {' '.join(missing)}"
         lines += ["", f"Not measured yet: {', '.join(missing)} (`{run}`)."]
     return [*lines, "", f"![Speedup against the step index](results/{MEMORY_FIGURE})"]
+
+
+def suffix_factors(saved: Saved) -> list[str]:
+    """The suffix drafter at each speculation factor on every memory workload, from one part:
+    the memory table alone (a note until the part is saved)."""
+
+    def first_table(section: dict[str, Any], _: float) -> list[str]:
+        lines = render_memory(section).splitlines()[2:]
+        return lines[: lines.index("")] if "" in lines else lines
+
+    return section_table(saved, SUFFIX_FACTORS_PART, "memory", "speculation factor", first_table)
 
 
 def memory_figure(saved: Saved) -> Path | None:

@@ -27,6 +27,7 @@ TABLES: dict[str, Callable[[Saved], list[str]]] = {
     "levers": sections.levers,
     "endpoint": sections.endpoint,
     "memory": sections.memory,
+    "suffix-factors": sections.suffix_factors,
     "drafters": studies.drafters,
     "dynamic": studies.dynamic,
     "transformers": studies.transformers,
