@@ -237,7 +237,7 @@ show(speculate([trie], context, **bounds, tree=True))
 # to make, but every proposed token widens the target's verification pass, and a guess grown
 # from a one-token match is weak evidence: "then" has been followed by three different words.
 # SuffixDecoding lets the *match length* set the budget: a match of $m$ tokens may propose at
-# most $\lfloor \text{factor} \cdot m \rfloor$ tokens (`suffix_factor`, 1 by default, and
+# most $\lfloor \text{factor} \cdot m \rfloor$ tokens (`suffix_factor`, 2 by default, and
 # never more than $\gamma$), and a path stops where its probability falls below `min_prob`
 # (`suffix_min_prob`, 0.1 by default). A long match earns a long guess; a short one a short
 # guess, and only while memory agrees on it.
@@ -381,7 +381,7 @@ for label, setting_name in (
 # (a stream its caller stops reading) is not remembered.
 #
 # At each step we run plain greedy decoding and the suffix drafter ($\gamma = 16$, the most
-# tokens it may propose a round; factor 1 and `min_prob` 0.1 bound it further) and count
+# tokens it may propose a round; factor 2 and `min_prob` 0.1 bound it further) and count
 # **tokens per target pass**. How much of that is the memory's doing, and how much the
 # request's own trie (its prompt already holds the conversation)? At $T = 0$ there is a free
 # way to tell: a round keeps its drafts up to the first one that differs from the target's

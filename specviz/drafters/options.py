@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from specviz.tree.drafter import TreeDrafter
 
 
+# At most SUFFIX_FACTOR × (match length) suffix tokens a round: the fastest of 1, 2 and 4 on every
+# memory workload (benchmarks/MEMORY.md, "How far to speculate").
+SUFFIX_FACTOR = 2.0
+
+
 @dataclass(frozen=True, kw_only=True)
 class DrafterOptions:
     """The knobs a drafter may read; each factory uses the ones that apply to it.
@@ -60,7 +65,7 @@ class DrafterOptions:
     tree_width: int = 4
     heads: str | None = None  # folder of the heads' .safetensors (None: the shipped ones)
     memory: SuffixMemory | None = None  # None: a private, fresh one per suffix drafter
-    suffix_factor: float = 1.0
+    suffix_factor: float = SUFFIX_FACTOR
     suffix_min_prob: float = 0.1
     suffix_min_score: float = 1.0
     model_min_alpha: float = 0.3

@@ -34,6 +34,7 @@ import torch
 
 from specviz.core.drafter import Draft
 from specviz.core.events import SuffixLookup
+from specviz.drafters.options import SUFFIX_FACTOR
 from specviz.drafters.sparse_q import SparseRows
 from specviz.drafters.suffix_explain import Looked, lookup_event
 from specviz.drafters.suffix_memory import SuffixMemory
@@ -47,7 +48,7 @@ class SuffixConfig:
     """How far to speculate: at most factor * (match length) tokens, each kept while the
     frequency of its path in memory is at least min_prob."""
 
-    factor: float = 1.0
+    factor: float = SUFFIX_FACTOR
     min_prob: float = 0.1
 
     def __post_init__(self) -> None:

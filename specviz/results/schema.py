@@ -32,7 +32,8 @@ Versions (1 and 2 carry no "schema" key and are told apart by their records):
    memory section carry prefill_seconds and plain_decode_seconds (the decode-phase split of
    their records); rows written before that take them from their records. A setting carries
    suffix_factor (the memory study's --suffix-factors) only where it was set; absent, the
-   suffix drafters ran at the registry's default.
+   suffix drafters ran at the registry's default of their day (factor 1 before the
+   suffix-factors part measured 2 faster).
 
 migrate() brings any of them to the current version and checks the result. What an older
 file did not record stays unknown: 0.0 and [] in a record's decode-phase split, and no cpu,
