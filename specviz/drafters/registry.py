@@ -253,6 +253,26 @@ def _head(kind: str, *, tree: bool = False, sampled: bool = False, lookup: bool 
     return build
 
 
+def _suffix_head(kind: str) -> Factory:
+    """Suffix decoding where its match scores well, the drafting head of `kind` elsewhere."""
+    head = _head(kind)
+
+    def build(target: Any, draft: Any, sampling: SamplingConfig, o: DrafterOptions) -> Any:
+        from specviz.drafters.suffix import SuffixDrafter
+        from specviz.heads.drafters import HeadDrafter, SuffixThenHead
+
+        drafter = head(target, draft, sampling, o)
+        assert isinstance(drafter, HeadDrafter)
+        suffix = _suffix(target, draft, sampling, o)
+        assert isinstance(suffix, SuffixDrafter)
+        return SuffixThenHead(
+            drafter, suffix, min_score=o.suffix_min_score, model_gamma=o.model_gamma,
+            min_model_alpha=o.model_min_alpha,
+        )  # fmt: skip
+
+    return build
+
+
 SPECS = (
     DrafterSpec(
         name="model",
@@ -397,6 +417,18 @@ SPECS = (
         shares_target_cache=True,
         reads_confidence=False,
         hybrid=True,
+    ),
+    DrafterSpec(
+        name="suffix+eagle3",
+        label="suffix decoding, else EAGLE-3 head",
+        description="suffix decoding where its match scores well, the EAGLE-3 head elsewhere",
+        uses_draft_model=False,
+        build=_suffix_head("eagle3"),
+        head="eagle3",
+        shares_target_cache=True,
+        reads_confidence=False,
+        hybrid=True,
+        remembers=True,
     ),
     DrafterSpec(
         name="cross-text",

@@ -23,6 +23,8 @@ from specviz.core.sampling import logits_to_probs
 from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
+from specviz.drafters.suffix import SuffixDrafter
+from specviz.drafters.suffix_hybrid import SuffixThenModelDrafter
 from specviz.drafters.tree_model import TreeModelDrafter, TreeShape
 from specviz.drafters.trimmed import spread
 from specviz.heads.cache import HeadCache, MedusaCache
@@ -131,6 +133,33 @@ class LookupThenHead(LookupThenModelDrafter):
     def __init__(self, head: HeadDrafter, lookup: NgramDrafter, model_gamma: int | None) -> None:
         """Lookup first, else head (at most model_gamma of its tokens a round)."""
         super().__init__(head, lookup, model_gamma=model_gamma)
+        self.head = head
+
+    def target_cache(self, target: Any) -> Any:
+        """The head's target cache: it records the features of every verified position."""
+        return self.head.target_cache(target)
+
+
+class SuffixThenHead(SuffixThenModelDrafter):
+    """Suffix decoding where memory is sure of itself, else the head's chain while it pays
+    (specviz.drafters.suffix_hybrid's rule, the head in the draft model's place; it shares the
+    target cache, so the rounds the suffix chain drafts leave it nothing to catch up)."""
+
+    def __init__(
+        self,
+        head: HeadDrafter,
+        suffix: SuffixDrafter,
+        *,
+        min_score: float,
+        model_gamma: int | None,
+        min_model_alpha: float,
+    ) -> None:
+        """The suffix chain at min_score or above, else up to model_gamma head tokens while
+        the target keeps min_model_alpha of them (SuffixThenModelDrafter's arguments)."""
+        super().__init__(
+            head, suffix, min_score=min_score, model_gamma=model_gamma,
+            min_model_alpha=min_model_alpha,
+        )  # fmt: skip
         self.head = head
 
     def target_cache(self, target: Any) -> Any:

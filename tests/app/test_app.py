@@ -48,6 +48,7 @@ from specviz.drafters.registry import (
     CROSS_TOKENIZER_DRAFTERS,
     DRAFTER_NAMES,
     EXIT_DRAFTERS,
+    HEAD_DRAFTERS,
     REGISTRY,
     TREE_DRAFTERS,
     UNCONFIDENT_DRAFTERS,
@@ -620,7 +621,7 @@ REFUSED = {  # (drafter, mutant): the drafter has no such piece to swap
 }
 REFUSED |= {  # a drafting head: its own drafter, verifying through its own forward of the target
     (head, mutant.name): why
-    for head in ("eagle", "eagle3", "medusa", "ngram+eagle", "ngram+eagle3")
+    for head in HEAD_DRAFTERS  # the trees among them are refused for another reason below
     for mutant, why in ((DRAFTER_MUTANT, "builds a drafter of its own"),
                         (CACHE_MUTANT, "shares with the target"))
 }  # fmt: skip

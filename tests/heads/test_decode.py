@@ -9,7 +9,7 @@ import torch
 
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import SpeculativeDecoder, autoregressive_events
-from specviz.core.events import Accepted, Sampled, TreeProposed
+from specviz.core.events import Accepted, RoundSummary, Sampled, TreeProposed
 from specviz.drafters.tree_model import TreeShape
 from specviz.heads.build import target_forward
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
@@ -74,3 +74,31 @@ def test_lookup_then_head_matches_plain_greedy(target: Any) -> None:
     )  # fmt: skip
     list(decoder.events())
     assert decoder.ids[len(PROMPT) :] == _plain(target, 24)
+
+
+def test_suffix_then_head_matches_plain_greedy_with_a_memory_of_other_text(target: Any) -> None:
+    from specviz.drafters.suffix import SuffixConfig, SuffixDrafter
+    from specviz.drafters.suffix_memory import SuffixMemory
+    from specviz.heads.drafters import SuffixThenHead
+
+    sampling = SamplingConfig(temperature=0.0)
+    plain = _plain(target, 24)
+    memory = SuffixMemory()
+    memory.add([*PROMPT[-3:], *plain[:10]])  # the answer's start, as an earlier request wrote it
+    memory.add([9, 3, 7, 1, 4, 2])  # and text that has nothing to do with it
+    head = HeadDrafter(
+        random_head("eagle3", target, seed=11, head_tokens=HEAD_TOKENS), sampling,
+        make_target_cache=target_forward("eagle3", lean=True),
+    )  # fmt: skip
+    suffix = SuffixDrafter(VOCAB, memory=memory, config=SuffixConfig(factor=2.0))
+    drafter = SuffixThenHead(head, suffix, min_score=1.0, model_gamma=None, min_model_alpha=0.0)
+    decoder = SpeculativeDecoder(
+        target, drafter, PROMPT, sampling=sampling,
+        speculation=SpeculationConfig(gamma=3, max_new_tokens=24),
+    )  # fmt: skip
+    drafted_by: list[str] = []
+    for e in decoder.events():
+        if isinstance(e, RoundSummary) and e.proposed:  # who drafted the round just verified
+            drafted_by.append(drafter.last)
+    assert decoder.ids[len(PROMPT) :] == plain
+    assert {"suffix", "model"} <= set(drafted_by)  # memory copied, and the head drafted

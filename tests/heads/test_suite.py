@@ -257,3 +257,65 @@ def test_the_mutants_left_out_swap_what_a_head_drafter_lacks() -> None:
     }
     applicable = {m.name for m in (*MUTANTS, *TREE_MUTANTS) if _applies(m)}
     assert {*CAUGHT_IN, SLOW} == applicable
+
+
+# suffix+eagle3: the suffix chain where memory scores min_score, the EAGLE-3 head elsewhere. The
+# memory holds text that continues the prompt, so that some rounds copy from it and others
+# (where the sampled text leaves it) draft with the head.
+SUFFIX_MEMORY = ([1, 2, 3, 4, 5, 6, 7], [4, 5, 2, 3, 1, 2], [5, 6, 1, 7, 2])
+
+
+def _suffix_then_head(target: Any, drafted_by: list[str]) -> Callable[[SamplingConfig], Any]:
+    """sampling → a fresh suffix+eagle3 drafter (a fresh memory of SUFFIX_MEMORY); drafted_by
+    gets who drafted each round that proposed something."""
+    from specviz.drafters.suffix import SuffixConfig, SuffixDrafter
+    from specviz.drafters.suffix_memory import SuffixMemory
+    from specviz.heads.drafters import SuffixThenHead
+
+    head = random_head("eagle3", target, seed=HEAD_SEED, head_tokens=HEAD_TOKENS)
+    assert isinstance(head, LeanEagle3Cache)
+
+    class Recorded(SuffixThenHead):
+        def propose(self, *args: Any, **kwargs: Any) -> Any:
+            draft = super().propose(*args, **kwargs)
+            if len(draft.tokens):
+                drafted_by.append(self.last)
+            return draft
+
+    def make(s: SamplingConfig) -> Any:
+        memory = SuffixMemory()
+        for seq in SUFFIX_MEMORY:
+            memory.add(seq)
+        chain = HeadDrafter(
+            LeanEagle3Cache(target, head.head), s, make_target_cache=target_forward("eagle3", True)
+        )
+        suffix = SuffixDrafter(V, memory=memory, config=SuffixConfig(factor=2.0))
+        return Recorded(chain, suffix, min_score=1.0, model_gamma=None, min_model_alpha=0.0)
+
+    return make
+
+
+@pytest.mark.parametrize("setting", ["gamma=2 T=1", "gamma=2 T=0.8 top_k=4"])
+def test_suffix_then_head_passes_drafting_both_ways(target: Any, setting: str) -> None:
+    drafted_by: list[str] = []
+    make = _suffix_then_head(target, drafted_by)
+    results = family_adjusted(
+        check_setting(target, None, PROMPT, SETTINGS[setting], n=N, alpha=ALPHA, make_drafter=make)
+    )
+    failed = [(r.name, r.p_value) for r in results if r.reject]
+    assert not failed, failed
+    assert {"suffix", "model"} <= set(drafted_by)  # copies from memory and head drafts both
+    assert min(drafted_by.count("suffix"), drafted_by.count("model")) >= N // 10
+    law = exact_law(target, PROMPT, K, SETTINGS[setting].sampling)
+    assert _power(law, N, 0.1) >= POWER_TV01
+
+
+def test_the_suite_rejects_accept_all_on_suffix_then_head(target: Any) -> None:
+    mutant = next(m for m in MUTANTS if m.name == "accept_all")
+    results = family_adjusted(
+        check_setting(
+            target, None, PROMPT, SETTINGS["gamma=2 T=1"], n=150, alpha=ALPHA,
+            variant=mutant, make_drafter=_suffix_then_head(target, []),
+        )
+    )  # fmt: skip
+    _assert_caught(results, mutant.name)

@@ -26,6 +26,7 @@ MEMORY_WORKLOADS = ("agent-code", "agent-tools", "agent-sql", "repeat", "code")
 MEMORY_PARTS = tuple(f"memory-{w}" for w in MEMORY_WORKLOADS)  # cpu_bench.sh: one a workload
 MEMORY_FIGURE = "memory-steps.png"  # beside the saved results
 SUFFIX_FACTORS_PART = "suffix-factors"  # the suffix drafter at several factors, every workload
+LEAN_MEMORY_PART = "memory-lean"  # the chain drafters on the lean target forward, repeat and code
 TREE_PARTS = ("tree-sweep", "tree-sweep-t1")
 
 
@@ -108,15 +109,22 @@ def memory(saved: Saved) -> list[str]:
     return [*lines, "", f"![Speedup against the step index](results/{MEMORY_FIGURE})"]
 
 
+def _memory_table(section: dict[str, Any], _: float) -> list[str]:
+    """A memory section's first table alone (its speedups, without the steps or sizes)."""
+    lines = render_memory(section).splitlines()[2:]
+    return lines[: lines.index("")] if "" in lines else lines
+
+
 def suffix_factors(saved: Saved) -> list[str]:
     """The suffix drafter at each speculation factor on every memory workload, from one part:
     the memory table alone (a note until the part is saved)."""
+    return section_table(saved, SUFFIX_FACTORS_PART, "memory", "speculation factor", _memory_table)
 
-    def first_table(section: dict[str, Any], _: float) -> list[str]:
-        lines = render_memory(section).splitlines()[2:]
-        return lines[: lines.index("")] if "" in lines else lines
 
-    return section_table(saved, SUFFIX_FACTORS_PART, "memory", "speculation factor", first_table)
+def memory_lean(saved: Saved) -> list[str]:
+    """The chain drafters with and without memory on the lean target forward (plain decoding
+    on it too), from one part: the memory table alone (a note until the part is saved)."""
+    return section_table(saved, LEAN_MEMORY_PART, "memory", "lean target forward", _memory_table)
 
 
 def memory_figure(saved: Saved) -> Path | None:

@@ -28,6 +28,7 @@ TABLES: dict[str, Callable[[Saved], list[str]]] = {
     "endpoint": sections.endpoint,
     "memory": sections.memory,
     "suffix-factors": sections.suffix_factors,
+    "memory-lean": sections.memory_lean,
     "drafters": studies.drafters,
     "dynamic": studies.dynamic,
     "transformers": studies.transformers,
