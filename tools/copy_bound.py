@@ -11,7 +11,8 @@ more token (the target's) is committed. Three drafters are replayed:
   (the earlier requests' prompts and answers, and the request so far) is preceded by the
   context's last token and would be accepted longest. Any drafter that copies from a match of
   at least one token proposes one of these continuations (or a prefix of one), so no such
-  drafter makes fewer rounds;
+  drafter makes fewer rounds; the same oracle over the request's own text alone (own-text)
+  bounds a drafter that copies from the request (its prompt and answer so far) alone;
 - free oracle: the same, without the anchor: the best copy from anywhere, as if the drafter
   knew where the answer resumes copying after an edit (no real drafter knows).
 
@@ -50,6 +51,7 @@ class Bound:
     requests: int
     tokens: int
     suffix_rounds: int
+    own_oracle_rounds: int
     anchored_oracle_rounds: int
     free_oracle_rounds: int
 
@@ -75,9 +77,12 @@ def rounds(stream: Stream, accept: Proposer) -> int:
     return n
 
 
-def oracle_rounds(streams: Sequence[Stream], *, anchored: bool, gamma: int = GAMMA) -> int:
-    """Rounds the oracle needs over the streams in order (earlier streams' text is its memory):
-    each round the best copy of an earlier position, anchored: preceded by the last token."""
+def oracle_rounds(
+    streams: Sequence[Stream], *, anchored: bool, shared: bool = True, gamma: int = GAMMA
+) -> int:
+    """Rounds the oracle needs over the streams in order: each round the best copy of an
+    earlier position, anchored: preceded by the last token; shared: earlier streams' text is
+    its memory (else each stream copies from its own text alone)."""
     text: list[int] = []  # every token so far: earlier requests, then this one's context
     at: dict[int, list[int]] = defaultdict(list)  # token → the positions e ≥ 1 holding it
 
@@ -89,6 +94,9 @@ def oracle_rounds(streams: Sequence[Stream], *, anchored: bool, gamma: int = GAM
 
     total = 0
     for s in streams:
+        if not shared:
+            text.clear()
+            at.clear()
         extend(s.prompt)
         pos = 0
         while pos < len(s.answer):
@@ -148,6 +156,7 @@ def bound(pair: Any, workload: str, *, raw: bool) -> Bound:
         requests=len(streams),
         tokens=sum(len(s.answer) for s in streams),
         suffix_rounds=suffix_rounds(streams, int(pair.target.config.vocab_size), stop),
+        own_oracle_rounds=oracle_rounds(streams, anchored=True, shared=False),
         anchored_oracle_rounds=oracle_rounds(streams, anchored=True),
         free_oracle_rounds=oracle_rounds(streams, anchored=False),
     )
@@ -156,11 +165,11 @@ def bound(pair: Any, workload: str, *, raw: bool) -> Bound:
 def table(bounds: Sequence[Bound]) -> str:
     """Tokens per round of each drafter, one workload a row (Markdown)."""
     rows = [
-        "| workload | tokens | suffix | anchored oracle | free oracle |",
-        "|---|---:|---:|---:|---:|",
+        "| workload | tokens | suffix | own-text oracle | anchored oracle | free oracle |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for b in bounds:
-        n = (b.suffix_rounds, b.anchored_oracle_rounds, b.free_oracle_rounds)
+        n = (b.suffix_rounds, b.own_oracle_rounds, b.anchored_oracle_rounds, b.free_oracle_rounds)
         per_round = " | ".join(f"{b.tokens / r:.2f}" for r in n)
         rows.append(f"| {b.workload} | {b.tokens} | {per_round} |")
     return "\n".join(rows)
@@ -177,11 +186,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help="save the rounds here (JSON)")
     args = parser.parse_args(argv)
     pair = load_pair(draft=None)
-    bounds = [bound(pair, w, raw=args.raw) for w in args.workloads]
-    if args.out is not None:
-        saved = {"raw": args.raw, "gamma": GAMMA, "bounds": [asdict(b) for b in bounds]}
-        args.out.write_text(json.dumps(saved, indent=1) + "\n")
-    print(table(bounds))
+    bounds: list[Bound] = []
+    for w in args.workloads:  # saved and shown as each workload finishes
+        bounds.append(bound(pair, w, raw=args.raw))
+        if args.out is not None:
+            saved = {"raw": args.raw, "gamma": GAMMA, "bounds": [asdict(b) for b in bounds]}
+            args.out.write_text(json.dumps(saved, indent=1) + "\n")
+        print(table(bounds[-1:]), flush=True)
 
 
 if __name__ == "__main__":

@@ -38,3 +38,4 @@ def test_no_drafter_that_copies_a_match_beats_the_anchored_oracle() -> None:
         free = oracle_rounds(streams, anchored=False)
         anchored = oracle_rounds(streams, anchored=True)
         assert free <= anchored <= suffix_rounds(streams, 6, set())
+        assert anchored <= oracle_rounds(streams, anchored=True, shared=False)  # less to copy
