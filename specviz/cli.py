@@ -175,15 +175,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--suffix-min-score",
         type=float,
         default=DrafterOptions().suffix_min_score,
-        help="suffix+model: the suffix chain drafts when its score (expected accepted tokens) "
-        "reaches this, else the draft model",
+        help="suffix+model, suffix+eagle3: the suffix chain drafts when its score (expected "
+        "accepted tokens) reaches this, else the draft model (or head)",
     )
     gen.add_argument(
         "--model-min-alpha",
         type=float,
         default=DrafterOptions().model_min_alpha,
-        help="suffix+model: the draft model drafts while the target keeps at least this share "
-        "of its tokens in the request (0: always); below it, the weak suffix chain or none",
+        help="suffix+model, suffix+eagle3: the model (head) drafts while the target keeps at least "
+        "this share of its tokens in the request (0: always); below it, the weak suffix chain "
+        "or none",
     )
     gen.add_argument(
         "--tree-nodes",
