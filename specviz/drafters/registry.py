@@ -219,20 +219,23 @@ def _tree_suffix(
     )  # fmt: skip
 
 
-def _suffix_hybrid(trimmed: bool) -> Factory:
-    """Suffix decoding where its match scores well, the (trimmed) draft model elsewhere."""
-    model = _model(trimmed)
+def _suffix_then(fallback: Factory) -> Factory:
+    """Suffix decoding where its match scores well, fallback's drafter elsewhere: a draft model
+    (specviz.drafters.suffix_hybrid) or a drafting head (specviz.heads.drafters.SuffixThenHead,
+    which shares the target's cache)."""
 
-    def build(target: Any, draft: Any, sampling: SamplingConfig, o: DrafterOptions) -> Drafter:
+    def build(target: Any, draft: Any, sampling: SamplingConfig, o: DrafterOptions) -> Any:
         from specviz.drafters.model import ModelDrafter
         from specviz.drafters.suffix import SuffixDrafter
         from specviz.drafters.suffix_hybrid import SuffixThenModelDrafter
+        from specviz.heads.drafters import HeadDrafter, SuffixThenHead
 
-        drafter = model(target, draft, sampling, o)
-        assert isinstance(drafter, ModelDrafter)
+        drafter = fallback(target, draft, sampling, o)
         suffix = _suffix(target, draft, sampling, o)
-        assert isinstance(suffix, SuffixDrafter)
-        return SuffixThenModelDrafter(
+        assert isinstance(drafter, ModelDrafter) and isinstance(suffix, SuffixDrafter)
+        head = isinstance(drafter, HeadDrafter)
+        hybrid: type[SuffixThenModelDrafter] = SuffixThenHead if head else SuffixThenModelDrafter
+        return hybrid(
             drafter, suffix, min_score=o.suffix_min_score, model_gamma=o.model_gamma,
             min_model_alpha=o.model_min_alpha,
         )  # fmt: skip
@@ -249,26 +252,6 @@ def _head(kind: str, *, tree: bool = False, sampled: bool = False, lookup: bool 
         return build_registered(
             kind, target, sampling, o, tree=tree, sampled=sampled, lookup=lookup
         )
-
-    return build
-
-
-def _suffix_head(kind: str) -> Factory:
-    """Suffix decoding where its match scores well, the drafting head of `kind` elsewhere."""
-    head = _head(kind)
-
-    def build(target: Any, draft: Any, sampling: SamplingConfig, o: DrafterOptions) -> Any:
-        from specviz.drafters.suffix import SuffixDrafter
-        from specviz.heads.drafters import HeadDrafter, SuffixThenHead
-
-        drafter = head(target, draft, sampling, o)
-        assert isinstance(drafter, HeadDrafter)
-        suffix = _suffix(target, draft, sampling, o)
-        assert isinstance(suffix, SuffixDrafter)
-        return SuffixThenHead(
-            drafter, suffix, min_score=o.suffix_min_score, model_gamma=o.model_gamma,
-            min_model_alpha=o.model_min_alpha,
-        )  # fmt: skip
 
     return build
 
@@ -333,7 +316,7 @@ SPECS = (
         label="suffix decoding, else draft model",
         description="suffix decoding where its match scores well, the draft model elsewhere",
         uses_draft_model=True,
-        build=_suffix_hybrid(trimmed=False),
+        build=_suffix_then(_model(trimmed=False)),
         hybrid=True,
         remembers=True,
     ),
@@ -342,7 +325,7 @@ SPECS = (
         label="suffix decoding, else draft model (trimmed head)",
         description="suffix decoding where its match scores well, else the trimmed draft model",
         uses_draft_model=True,
-        build=_suffix_hybrid(trimmed=True),
+        build=_suffix_then(_model(trimmed=True)),
         trims_head=True,
         untrimmed="suffix+model",
         hybrid=True,
@@ -423,7 +406,7 @@ SPECS = (
         label="suffix decoding, else EAGLE-3 head",
         description="suffix decoding where its match scores well, the EAGLE-3 head elsewhere",
         uses_draft_model=False,
-        build=_suffix_head("eagle3"),
+        build=_suffix_then(_head("eagle3")),
         head="eagle3",
         shares_target_cache=True,
         reads_confidence=False,
