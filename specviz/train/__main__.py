@@ -38,6 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
     regen.add_argument("--batch", type=int, default=16, help="rows decoded together (B)")
     regen.add_argument("--ids", default=None, help="folder of the ids shards (default: work dir)")
     regen.add_argument("--worker", default="0/1", help="k/n: this process makes shards i % n == k")
+    regen.add_argument(
+        "--no-rescore",
+        action="store_true",
+        help="only generate: skip shards whose ids exist without features (heads3 --rescore "
+        "rebuilds those it reads)",
+    )
     heads = sub.add_parser("heads", help="train the EAGLE head or the Medusa heads (resumable)")
     heads.add_argument("which", choices=FEATURE_HEADS)
     heads.add_argument("--hours", type=_hours, default=None, help="stop after this long")
@@ -106,6 +112,12 @@ def _eagle3_parsers(sub: Any) -> None:
     h3.add_argument(
         "--init", default=None, help="without a checkpoint, start from the head exported here"
     )
+    h3.add_argument(
+        "--rescore",
+        action="store_true",
+        help="train at once on a machine without the features: rebuild each shard's from its "
+        "ids when training first reads it (regen --no-rescore then only generates)",
+    )
     rp = sub.add_parser(
         "heads3-replay",
         help="on-policy replay: collect where a heads3 checkpoint's drafts are rejected, then "
@@ -167,10 +179,13 @@ def _run_eagle3(args: argparse.Namespace) -> None:
         prompt_weight=args.prompt_weight, eval_every=args.eval_every, device=args.device,
         bf16=args.bf16,
     )  # fmt: skip
+    from specviz.train.regen import rescorer
+
     feats = Path(args.feats) if args.feats else regen_dir()
-    stream = cfg.stream(feats, ids)
     out = Path(args.out) if args.out else work_dir() / "head-eagle3"
-    target, _ = load_target(args.threads)
+    target, tokenizer = load_target(args.threads)
+    rescore = rescorer(target, int(tokenizer.eos_token_id), ids, feats) if args.rescore else None
+    stream = cfg.stream(feats, ids, rescore)
     init = Path(args.init) if args.init else None
     try:
         run_heads3(cfg, target, stream, out, args.steps, args.hours, ranking(RANKING), init=init)
@@ -272,7 +287,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         k, n = (int(x) for x in args.worker.split("/"))
         ids_dir = Path(args.ids) if args.ids else regen_dir() / "ids"
         regen_cfg = RegenConfig(batch=args.batch)
-        run_regen(regen_cfg, range(k, args.shards, n), ids_dir, args.hours, args.threads)
+        run_regen(regen_cfg, range(k, args.shards, n), ids_dir, args.hours, args.threads,
+                  rescore=not args.no_rescore)  # fmt: skip
     elif args.step == "heads":
         from specviz.train.heads import HeadConfig, run_heads
 

@@ -74,11 +74,14 @@ class Heads3Config:
     device: str = "cpu"
     bf16: bool = False  # autocast the head's passes to bf16 (CUDA)
 
-    def stream(self, feats_dir: Path, ids_dir: Path) -> StreamConfig:
-        """The data stream this training reads: its batch size, length, grouping and seed."""
+    def stream(
+        self, feats_dir: Path, ids_dir: Path, rescore: Callable[[int], None] | None = None
+    ) -> StreamConfig:
+        """The data stream this training reads: its batch size, length, grouping and seed;
+        rescore: rebuilds a shard's missing features when it is first read."""
         return StreamConfig(
             feats_dir=feats_dir, ids_dir=ids_dir, batch_positions=self.batch_positions,
-            max_len=self.max_len, group=self.group, seed=self.seed,
+            max_len=self.max_len, group=self.group, seed=self.seed, rescore=rescore,
         )  # fmt: skip
 
 

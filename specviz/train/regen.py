@@ -13,11 +13,12 @@ T = 1 or greedily, and saves in the same pass, with no second pass:
   the target's top-k next-token log-probabilities at T = 1, log p(x_{j+1} = k-th | x_{<=j})
   (K,) with their token ids: ``feats_XXXXX.pt``, large, rebuilt by rerunning this step.
 
-A shard is a pure function of (seed, index); a rerun skips finished shards, and where a
-shard's ids exist but its features do not (a fresh machine), one teacher-forced pass over the
-ids rebuilds them instead of generating. ``manifest.json`` records, per shard, the file sizes,
-their sha256, positions and generation time. Shards with index % `val_every` == `val_shard`
-are held out for validation.
+A shard is a pure function of (seed, index); a rerun skips finished shards, and where a shard's
+ids exist but its features do not (a fresh machine), one teacher-forced pass over the ids
+rebuilds them instead of generating (or training rebuilds them when it first reads the shard:
+`rescorer`, and this step with rescore=False only generates). ``manifest.json`` records, per
+shard, the file sizes, their sha256, positions and generation time. Shards with index %
+`val_every` == `val_shard` are held out for validation.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -283,6 +285,25 @@ def rescore_shard(ids: Record, cfg: RegenConfig, model: Any, pad: int) -> list[R
     return feats
 
 
+def rescorer(
+    model: Any, pad: int, ids_dir: Path, feats_dir: Path, cfg: RegenConfig | None = None
+) -> Callable[[int], None]:
+    """A function that rebuilds shard index's features from its ids into feats_dir, as this
+    step would (for training that rescores the shards it reads, specviz.train.regen_stream)."""
+    cfg = cfg if cfg is not None else RegenConfig()
+    layers = list(fused_layers(int(model.config.num_hidden_layers)))
+
+    def rescore(index: int) -> None:
+        began = time.perf_counter()
+        feats = rescore_shard(read_ids(ids_dir / f"ids_{index:05d}.json.gz"), cfg, model, pad)
+        feats_dir.mkdir(parents=True, exist_ok=True)
+        save_atomic({"index": index, "layers": layers, "seqs": feats},
+                    feats_dir / f"feats_{index:05d}.pt")  # fmt: skip
+        LOG.info("shard %d rescored for training in %.0f s", index, time.perf_counter() - began)
+
+    return rescore
+
+
 def _file_entry(path: Path) -> Record:
     """A file's name, size in bytes and sha256."""
     return {"file": path.name, "bytes": path.stat().st_size, "sha256": _sha256(path)}
@@ -309,10 +330,12 @@ def run_regen(
     loaded: tuple[Any, Any] | None = None,
     out_dir: Path | None = None,
     pool: list[tuple[str, str]] | None = None,
+    rescore: bool = True,
 ) -> Record:
     """Fill ids_dir and out_dir (default regen_dir()) with the shards in `shards`; returns the
     manifest. loaded: (model, tokenizer) to answer with, on any device (default: the bundled
-    target on the CPU); pool: the prompt pool (default prompt_pool(cfg))."""
+    target on the CPU); pool: the prompt pool (default prompt_pool(cfg)); rescore=False: skip
+    the shards whose ids exist without features (training rebuilds them: `rescorer`)."""
     ids_dir.mkdir(parents=True, exist_ok=True)
     feats_dir = out_dir if out_dir is not None else regen_dir()
     feats_dir.mkdir(parents=True, exist_ok=True)
@@ -329,7 +352,13 @@ def run_regen(
             ids_dir / f"ids_{index:05d}.json.gz",
             feats_dir / f"feats_{index:05d}.pt",
         )
-        if feat_path.is_file() and ids_path.is_file() and str(index) in manifest["shards"]:
+        if feat_path.is_file() and ids_path.is_file():
+            if str(index) not in manifest["shards"]:  # rebuilt by training (`rescorer`)
+                entry = _entry(ids_path, feat_path, read_ids(ids_path), 0.0, "rescored in training")
+                manifest["shards"][str(index)] = entry
+                write_json_atomic(manifest_path, manifest)
+            continue
+        if ids_path.is_file() and not rescore:
             continue
         if deadline.passed():
             LOG.info("time budget spent; stopping before shard %d", index)

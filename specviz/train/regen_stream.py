@@ -1,14 +1,17 @@
 """The regen shards as a resumable stream of training batches, and their collation.
 
 A shard is ready once both its ``feats_XXXXX.pt`` and its ``ids_XXXXX.json.gz`` exist (both are
-written atomically; the features first). Training shards are read a *group* of `group` shards
-at a time (the only ones in memory): each epoch visits every training shard once, in an order
-drawn from the stream's generator, and shards that appear during an epoch join its queue when
-the next group is drawn. A group's sequences are shuffled, sorted by length in pools of
-`pool` (so that a batch's rows have similar lengths and little padding), cut into batches of
-at most `batch_positions` padded positions, and the batches shuffled: the *plan*. The state
-(epoch, queue, group, plan, cursor and the generator's state) is small and saved with a
-checkpoint, so a resumed run reads exactly the batches an uninterrupted one would.
+written atomically; the features first), or, with a `rescore` function, once its ids exist: its
+features are then rebuilt from them when the shard is first read (a fresh machine trains at
+once, paying one teacher-forced pass per shard it reads instead of one for every shard first).
+Training shards are read a *group* of `group` shards at a time (the only ones in memory): each
+epoch visits every training shard once, in an order drawn from the stream's generator, and
+shards that appear during an epoch join its queue when the next group is drawn. A group's
+sequences are shuffled, sorted by length in pools of `pool` (so that a batch's rows have similar
+lengths and little padding), cut into batches of at most `batch_positions` padded positions, and
+the batches shuffled: the *plan*. The state (epoch, queue, group, plan, cursor and the
+generator's state) is small and saved with a checkpoint, so a resumed run reads exactly the
+batches an uninterrupted one would.
 
 A sequence of n tokens x_0..x_{n-1} trains positions i = 0..m-1, m = min(n - 1, max_len):
 position i reads x_i and g_{i-1} (g_{-1} = 0) and learns the target's law of x_{i+1}, an
@@ -17,7 +20,8 @@ position i reads x_i and g_{i-1} (g_{-1} = 0) and learns the target's law of x_{
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,19 +47,27 @@ class StreamConfig:
     val_every: int = 40
     val_shard: int = 7
     seed: int = 24680
+    # builds shard i's missing features from its ids (specviz.train.regen.rescorer); None:
+    # a shard without features is not ready
+    rescore: Callable[[int], None] | None = field(default=None, compare=False)
 
 
 def ready_shards(cfg: StreamConfig) -> tuple[list[int], list[int]]:
     """Indices of the ready training and held-out shards, ascending."""
     ids = {shard_index(p) for p in cfg.ids_dir.glob("ids_*.json.gz")}
-    ready = sorted(i for i in map(shard_index, cfg.feats_dir.glob("feats_*.pt")) if i in ids)
+    feats = set(map(shard_index, cfg.feats_dir.glob("feats_*.pt")))
+    ready = sorted(ids if cfg.rescore is not None else feats & ids)
     held = [i for i in ready if is_held_out(i, cfg.val_every, cfg.val_shard)]
     return [i for i in ready if i not in set(held)], held
 
 
 def load_shard(cfg: StreamConfig, index: int) -> list[Seq]:
-    """Shard index's sequences: tokens (n,) long, start, hidden (n-1, 3D), top_ids/top_logp."""
-    feats = torch.load(cfg.feats_dir / f"feats_{index:05d}.pt", weights_only=False)
+    """Shard index's sequences: tokens (n,) long, start, hidden (n-1, 3D), top_ids/top_logp
+    (its features rebuilt first where they are missing and cfg.rescore is set)."""
+    path = cfg.feats_dir / f"feats_{index:05d}.pt"
+    if cfg.rescore is not None and not path.is_file():
+        cfg.rescore(index)
+    feats = torch.load(path, weights_only=False)
     ids = read_ids(cfg.ids_dir / f"ids_{index:05d}.json.gz")
     seqs = []
     for tokens, start, rec in zip(ids["tokens"], ids["start"], feats["seqs"], strict=True):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import torch
 from specviz.heads.eagle import EagleShape
 from specviz.train.accept import alpha, draft_index, position_loss, soft_labels
 from specviz.train.heads3 import Heads3Config, Heads3Trainer, run_heads3
-from specviz.train.regen import _write_ids, score_batch
+from specviz.train.regen import RegenConfig, _write_ids, rescorer, score_batch
 from specviz.train.regen_stream import RegenStream, StreamConfig, collate, ready_shards
 from specviz.train.vocab import (
     answer_counts,
@@ -275,3 +276,31 @@ def heads3_rewarmed(step: int) -> float:
     from specviz.train.heads3 import rewarmed
 
     return rewarmed(CFG, {"warm_start": 10}, step)
+
+
+def test_a_stream_that_rescores_reads_the_batches_of_one_with_features(tmp_path: Path) -> None:
+    """On a machine with only the ids, training rebuilds each shard's features when it first
+    reads it (regen.rescorer) and reads the same batches as with the features made first."""
+    model = _model()
+    (tmp_path / "made").mkdir()
+    (tmp_path / "ids").mkdir()
+    made = write_shards(model, tmp_path / "made", range(8))
+    for path in (tmp_path / "made").glob("ids_*.json.gz"):
+        (tmp_path / "ids" / path.name).write_bytes(path.read_bytes())
+    bare = StreamConfig(feats_dir=tmp_path / "feats", ids_dir=tmp_path / "ids",
+                        batch_positions=48, max_len=16, group=2)  # fmt: skip
+    assert ready_shards(bare) == ([], [])  # no features: nothing is ready
+    rescore = rescorer(model, EOS, tmp_path / "ids", tmp_path / "feats", RegenConfig(topk=6))
+    lazy = replace(bare, rescore=rescore)
+    assert ready_shards(lazy) == ready_shards(made) == ([0, 1, 2, 3, 4, 5, 6], [7])
+    ours, theirs = RegenStream(lazy), RegenStream(made)
+    for _ in range(3):
+        a = collate(ours.next_batch(), 16, 0.1)
+        b = collate(theirs.next_batch(), 16, 0.1)
+        for key in ("tokens", "top_ids", "answer", "weight"):
+            assert torch.equal(a[key], b[key]), key
+        torch.testing.assert_close(a["first"], b["first"], atol=0.05, rtol=0.02)
+        torch.testing.assert_close(a["top_logp"], b["top_logp"], atol=2e-3, rtol=1e-3)
+    built = sorted(p.name for p in (tmp_path / "feats").iterdir())
+    assert built == [f"feats_{i:05d}.pt" for i in sorted(ours.seen)]  # only the shards read
+    assert len(built) < 7

@@ -11,7 +11,7 @@ import torch
 
 from specviz.train.heads3 import Heads3Config
 from specviz.train.heads_all import HeadsAllConfig, run_heads_all
-from specviz.train.regen import RegenConfig, read_ids
+from specviz.train.regen import RegenConfig, read_ids, rescorer, run_regen
 from tests.conftest import char_tokenizer, tiny_model
 
 POOL = [("toy", text) for text in ("the cat", "a dog sat", "cat and dog", "the mat")] * 8
@@ -49,3 +49,29 @@ def test_bad_sizes_say_what_to_change() -> None:
         HeadsAllConfig(shards=5)
     with pytest.raises(ValueError, match="minutes must be > 0"):
         HeadsAllConfig(minutes=0)
+
+
+def test_regen_without_rescoring_generates_new_shards_only(tmp_path: Path) -> None:
+    """`regen --no-rescore` on a machine with the ids but no features makes the new shards and
+    leaves the others to training (heads3 --rescore), recording those training rebuilt."""
+    target = tiny_model("llama", seed=5, scale=3.0, num_hidden_layers=6).to(torch.float32)
+    tokenizer = char_tokenizer()
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
+    cfg = RegenConfig(prompts=32, batch=2, per_shard=2, max_new=5, topk=6)
+    ids = tmp_path / "ids"
+    ids.mkdir()
+    first = run_regen(cfg, range(2), ids, None, 0, loaded=(target, tokenizer),
+                      out_dir=tmp_path / "old", pool=POOL)  # fmt: skip
+    fresh = tmp_path / "fresh"  # the ids were kept, the features were not
+    again = run_regen(cfg, range(3), ids, None, 0, loaded=(target, tokenizer), out_dir=fresh,
+                      pool=POOL, rescore=False)  # fmt: skip
+    assert sorted(again["shards"]) == ["2"] and again["shards"]["2"]["made"] == "generated"
+    assert sorted(p.name for p in fresh.glob("feats_*.pt")) == ["feats_00002.pt"]
+    rescorer(target, int(tokenizer.eos_token_id), ids, fresh, cfg)(0)  # as training does
+    assert torch.load(fresh / "feats_00000.pt", weights_only=False)["layers"] == [2, 3, 3]
+    after = run_regen(cfg, range(3), ids, None, 0, loaded=(target, tokenizer), out_dir=fresh,
+                      pool=POOL, rescore=False)  # fmt: skip
+    assert sorted(after["shards"]) == ["0", "2"]
+    row = after["shards"]["0"]
+    assert row["made"] == "rescored in training" and row["ids"] == first["shards"]["0"]["ids"]
+    assert row["positions"] == first["shards"]["0"]["positions"]
