@@ -183,8 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=DrafterOptions().model_min_alpha,
         help="suffix+model, suffix+eagle3: the model (head) drafts while the target keeps at least "
-        "this share of its tokens in the request (0: always); below it, the weak suffix chain "
-        "or none",
+        "this share of its tokens (counted across the requests in --memory; 0: always); below "
+        "it, the weak suffix chain or none",
     )
     gen.add_argument(
         "--tree-nodes",

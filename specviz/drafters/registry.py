@@ -219,10 +219,11 @@ def _tree_suffix(
     )  # fmt: skip
 
 
-def _suffix_then(fallback: Factory) -> Factory:
-    """Suffix decoding where its match scores well, fallback's drafter elsewhere: a draft model
-    (specviz.drafters.suffix_hybrid) or a drafting head (specviz.heads.drafters.SuffixThenHead,
-    which shares the target's cache)."""
+def _suffix_then(fallback: Factory, name: str) -> Factory:
+    """Suffix decoding where its match scores well, fallback's drafter (registered as name)
+    elsewhere: a draft model (specviz.drafters.suffix_hybrid) or a drafting head
+    (specviz.heads.drafters.SuffixThenHead, which shares the target's cache); the memory keeps
+    the fallback's kept share under name from request to request."""
 
     def build(target: Any, draft: Any, sampling: SamplingConfig, o: DrafterOptions) -> Any:
         from specviz.drafters.model import ModelDrafter
@@ -237,7 +238,7 @@ def _suffix_then(fallback: Factory) -> Factory:
         hybrid: type[SuffixThenModelDrafter] = SuffixThenHead if head else SuffixThenModelDrafter
         return hybrid(
             drafter, suffix, min_score=o.suffix_min_score, model_gamma=o.model_gamma,
-            min_model_alpha=o.model_min_alpha,
+            min_model_alpha=o.model_min_alpha, share_key=name,
         )  # fmt: skip
 
     return build
@@ -316,7 +317,7 @@ SPECS = (
         label="suffix decoding, else draft model",
         description="suffix decoding where its match scores well, the draft model elsewhere",
         uses_draft_model=True,
-        build=_suffix_then(_model(trimmed=False)),
+        build=_suffix_then(_model(trimmed=False), "model"),
         hybrid=True,
         remembers=True,
     ),
@@ -325,7 +326,7 @@ SPECS = (
         label="suffix decoding, else draft model (trimmed head)",
         description="suffix decoding where its match scores well, else the trimmed draft model",
         uses_draft_model=True,
-        build=_suffix_then(_model(trimmed=True)),
+        build=_suffix_then(_model(trimmed=True), "model-trimmed"),
         trims_head=True,
         untrimmed="suffix+model",
         hybrid=True,
@@ -406,7 +407,7 @@ SPECS = (
         label="suffix decoding, else EAGLE-3 head",
         description="suffix decoding where its match scores well, the EAGLE-3 head elsewhere",
         uses_draft_model=False,
-        build=_suffix_then(_head("eagle3")),
+        build=_suffix_then(_head("eagle3"), "eagle3"),
         head="eagle3",
         shares_target_cache=True,
         reads_confidence=False,

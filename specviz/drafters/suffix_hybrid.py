@@ -5,15 +5,19 @@ frequencies, specviz.drafters.suffix_speculate); at min_score or above its one-h
 proposed, free, and below it the draft model drafts as usual, its q the law its tokens were
 drawn from. The draft model costs a forward a token, so it drafts only while it pays: its
 *kept share* is the fraction of the tokens it drafted in this request that the target kept
-(read from the rounds' ends: a round committing m tokens after n drafted kept min(n, m - 1)),
-counted from one kept and one rejected token in advance. Below min_model_alpha the round takes
-the suffix chain whatever its score (or drafts nothing: a plain target step), except every
-probe_every-th such round, where the model drafts again to measure.
+(read from the rounds' ends: a round committing m tokens after n drafted kept min(n, m - 1)).
+It is counted across requests: a hybrid built with share_key starts from the counts the memory
+holds under that name (SuffixMemory.shares) and leaves its own there when the request ends; the
+first request starts from one kept and one rejected token. The counts fade: whenever more than
+SHARE_WINDOW drafted tokens are counted, both halve, so the share follows the recent requests.
+Below min_model_alpha the round takes the suffix chain whatever its score (or drafts nothing: a
+plain target step), except every probe_every-th such round, where the model drafts again to
+measure.
 
 Every choice depends only on what happened before the round (the committed text, the memory,
-earlier rounds' outcomes), never on the round's own draws, so the verifier keeps the output law
-exact. The draft model's cache falls behind during other rounds and catches up in one forward
-over the missed tokens when it next drafts.
+earlier rounds' and requests' outcomes), never on the round's own draws, so the verifier keeps
+the output law exact. The draft model's cache falls behind during other rounds and catches up
+in one forward over the missed tokens when it next drafts.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from specviz.core.drafter import Draft
 from specviz.core.events import SuffixLookup
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.suffix import SuffixDrafter
+
+SHARE_WINDOW = 256  # drafted tokens counted before the counts halve
 
 
 class SuffixThenModelDrafter:
@@ -42,11 +48,14 @@ class SuffixThenModelDrafter:
         model_gamma: int | None = None,
         min_model_alpha: float = 0.0,
         probe_every: int = 8,
+        share_key: str | None = None,
     ) -> None:
         """min_score: the expected accepted tokens a suffix chain must promise (>= 0).
         model_gamma: at most this many draft-model tokens a round (None: gamma's).
         min_model_alpha: the kept share the draft model needs to draft (0: always, to 1).
-        probe_every: the model drafts every this many rounds it was kept from (>= 1)."""
+        probe_every: the model drafts every this many rounds it was kept from (>= 1).
+        share_key: the name the model's counts are kept under in the suffix memory, from
+        request to request (None: counted in this request only)."""
         if not min_score >= 0:
             raise ValueError(f"min_score must be >= 0 (got {min_score})")
         if model_gamma is not None and model_gamma < 1:
@@ -60,13 +69,16 @@ class SuffixThenModelDrafter:
         self.min_model_alpha, self.probe_every = min_model_alpha, probe_every
         self.device = model.device
         self.last = "model"  # who drafted the last round: "suffix" or "model"
-        self.kept, self.drafted = 1, 2  # the model's tokens kept and drafted, one each in advance
+        self.share_key = share_key
+        shares = suffix.memory.shares
+        # the model's tokens kept and drafted: the memory's counts, else one each in advance
+        self.kept, self.drafted = shares.get(share_key, (1, 2)) if share_key else (1, 2)
         self.held_back = 0  # rounds the model was kept from since it last drafted
         self._pending: tuple[int, int] | None = None  # a model round's (start, drafted)
 
     @property
     def model_alpha(self) -> float:
-        """The draft model's kept share in this request so far."""
+        """The draft model's kept share so far (in this request, or across requests)."""
         return self.kept / self.drafted
 
     def _model_drafts(self) -> bool:
@@ -107,12 +119,16 @@ class SuffixThenModelDrafter:
             self.kept += min(drafted, max(committed - start - 1, 0))
             self.drafted += drafted
             self._pending = None
+            if self.drafted > SHARE_WINDOW:
+                self.kept, self.drafted = (self.kept + 1) // 2, (self.drafted + 1) // 2
         self.model.rollback(committed)
         self.suffix.rollback(committed)
 
     def remember(self, ids: list[int], prompt_len: int) -> None:
-        """Add the finished request to the suffix memory."""
+        """Add the finished request to the suffix memory, with the model's counts."""
         self.suffix.remember(ids, prompt_len)
+        if self.share_key:
+            self.suffix.memory.shares[self.share_key] = (self.kept, self.drafted)
 
     def explain(self, round_index: int) -> SuffixLookup | None:
         """The suffix drafter's last lookup, saying who drafted the round (None unless its

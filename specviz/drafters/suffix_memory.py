@@ -10,9 +10,16 @@ n * max_depth trie node visits. The trie is a SuffixStore (specviz.drafters.suff
 arrays of a fixed number of slots per node, at most two nodes per token remembered, so its
 bytes grow in proportion to the tokens it holds (nbytes() reports them).
 
+It also carries what the suffix hybrids learn about their fallback drafter from request to
+request: shares[name] = (kept, drafted), the tokens of the drafter registered as name (a draft
+model or a head) that the target kept, and that it drafted, in the rounds where memory was too
+weak (specviz.drafters.suffix_hybrid). A new request's hybrid starts from them, so its gate
+does not start blind each time.
+
 File format (JSON, UTF-8): {"format": "specviz-suffix-memory", "version": 1, "max_tokens": int,
-"max_depth": int, "prompts": bool, "requests": [[token id, ...], ...]}, requests oldest first;
-loading rebuilds the trie from the requests.
+"max_depth": int, "prompts": bool, "requests": [[token id, ...], ...], "shares": {name: [kept,
+drafted], ...}}, requests oldest first ("shares" may be absent: none yet); loading rebuilds the
+trie from the requests.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ class SuffixMemory:
             raise ValueError(f"max_tokens must be an integer >= 1 (got {max_tokens!r})")
         self.max_tokens, self.prompts = max_tokens, bool(prompts)
         self.store = SuffixStore(max_depth=max_depth)
+        self.shares: dict[str, tuple[int, int]] = {}
 
     @property
     def max_depth(self) -> int:
@@ -99,6 +107,7 @@ class SuffixMemory:
             "max_depth": self.max_depth,
             "prompts": self.prompts,
             "requests": [list(tokens) for tokens in self.requests],
+            "shares": {name: list(share) for name, share in self.shares.items()},
         }
 
     def save(self, path: str | Path) -> None:
@@ -114,6 +123,12 @@ class SuffixMemory:
             raise ValueError(
                 f"{where}: suffix memory version {data.get('version')!r} is not supported "
                 f"(this version reads {VERSION})"
+            )
+        shares = data.get("shares", {})
+        if not isinstance(shares, dict) or not all(_share(s) for s in shares.values()):
+            raise ValueError(
+                f'{where}: "shares" must map drafter names to [kept, drafted] integer pairs '
+                "with 0 <= kept <= drafted and drafted >= 1"
             )
         requests = data.get("requests")
         if not isinstance(requests, list) or not all(
@@ -132,6 +147,7 @@ class SuffixMemory:
             raise ValueError(f"{where}: {err}") from None
         for tokens in requests:
             memory.add(tokens)
+        memory.shares = {str(name): (share[0], share[1]) for name, share in shares.items()}
         return memory
 
     @classmethod
@@ -152,6 +168,15 @@ class SuffixMemory:
 def _token(value: object) -> bool:
     """True for a token id: an int in [0, 2**32) (not a bool)."""
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < TOKEN_LIMIT
+
+
+def _share(value: object) -> bool:
+    """True for a [kept, drafted] pair of ints with 0 <= kept <= drafted, drafted >= 1."""
+    if not isinstance(value, list) or len(value) != 2:
+        return False
+    kept, drafted = value
+    ints = all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    return ints and 0 <= kept <= drafted and drafted >= 1
 
 
 def replayed_size(memory: SuffixMemory) -> dict[str, float]:

@@ -153,12 +153,13 @@ class SuffixThenHead(SuffixThenModelDrafter):
         min_score: float,
         model_gamma: int | None,
         min_model_alpha: float,
+        share_key: str | None = None,
     ) -> None:
         """The suffix chain at min_score or above, else up to model_gamma head tokens while
         the target keeps min_model_alpha of them (SuffixThenModelDrafter's arguments)."""
         super().__init__(
             head, suffix, min_score=min_score, model_gamma=model_gamma,
-            min_model_alpha=min_model_alpha,
+            min_model_alpha=min_model_alpha, share_key=share_key,
         )  # fmt: skip
         self.head = head
 

@@ -1,7 +1,8 @@
 """suffix+model drafts with its draft model only while the target keeps enough of its tokens.
 
-The kept share is read from the rounds' ends (rollback); below model_min_alpha a weak suffix
-match is proposed (or nothing), and every probe_every-th such round the model drafts again. The
+The kept share is read from the rounds' ends (rollback) and carried from request to request in
+the suffix memory; below model_min_alpha a weak suffix match is proposed (or nothing), and every
+probe_every-th such round the model drafts again. The
 equivalence suite (ALPHA = 0.01, Holm-adjusted, as in test_suffix) runs with a gate that each
 decode's own draws open or shut, and a known bug on the same runs is rejected.
 """
@@ -15,18 +16,23 @@ from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import SpeculativeDecoder
 from specviz.core.events import RoundSummary
 from specviz.drafters.registry import DrafterOptions, build_drafter
-from specviz.drafters.suffix_hybrid import SuffixThenModelDrafter
+from specviz.drafters.suffix_hybrid import SHARE_WINDOW, SuffixThenModelDrafter
+from specviz.drafters.suffix_memory import SuffixMemory
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.toy import random_pair
 
 from .test_suffix import TOY_PROMPT, _memory, _suite, _toy_maker
 
 
-def _hybrid(min_alpha: float, min_score: float = 100.0) -> SuffixThenModelDrafter:
-    """The hybrid on the toy draft (as its own target), memory [1, 2, 3, 4]; by default no
-    suffix chain is strong enough to be proposed unasked: the gate decides every round."""
+def _hybrid(
+    min_alpha: float, min_score: float = 100.0, memory: SuffixMemory | None = None
+) -> SuffixThenModelDrafter:
+    """The hybrid on the toy draft (as its own target), memory [1, 2, 3, 4] unless given; by
+    default no suffix chain is strong enough to be proposed unasked: the gate decides every
+    round."""
     _, draft = random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
-    options = DrafterOptions(memory=_memory([1, 2, 3, 4]), suffix_factor=2.0,
+    memory = _memory([1, 2, 3, 4]) if memory is None else memory
+    options = DrafterOptions(memory=memory, suffix_factor=2.0,
                              suffix_min_score=min_score, model_min_alpha=min_alpha)  # fmt: skip
     hybrid = build_drafter("suffix+model", target=draft, draft=draft,
                            sampling=SamplingConfig(), options=options)  # fmt: skip
@@ -58,6 +64,35 @@ def test_a_model_whose_tokens_are_kept_drafts_every_weak_round() -> None:
     assert calls == [4] * 10 and hybrid.model_alpha == pytest.approx(41 / 42)
     always, ids = _hybrid(0.0), [5, 0]  # 0: the model drafts whatever it keeps
     assert [_round(always, ids, kept=0) for _ in range(5)] == [4] * 5
+
+
+def test_the_kept_share_carries_from_request_to_request_in_the_memory() -> None:
+    memory = _memory([1, 2, 3, 4])
+    first, ids = _hybrid(0.3, memory=memory), [5, 0]
+    assert [_round(first, ids, kept=0) for _ in range(2)] == [4, 0]  # rejected, then held back
+    assert memory.shares == {}  # written when the request ends
+    first.remember(ids, 1)
+    assert memory.shares == {"model": (1, 6)}
+    second, ids = _hybrid(0.3, memory=memory), [5, 0]
+    assert (second.kept, second.drafted) == (1, 6)  # starts where the first request ended
+    assert _round(second, ids, kept=0) == 0  # so its first weak round is held back
+    fresh, ids = _hybrid(0.3), [5, 0]  # another memory: one kept of two in advance
+    assert (fresh.kept, fresh.drafted) == (1, 2) and _round(fresh, ids, kept=0) == 4
+    alone = SuffixThenModelDrafter(first.model, first.suffix, min_model_alpha=0.3)
+    assert (alone.kept, alone.drafted) == (1, 2)  # no share_key: counted per request only
+
+
+def test_the_counts_halve_past_the_window_so_the_share_follows_recent_rounds() -> None:
+    hybrid, ids = _hybrid(0.0), [5, 0]
+    drafted = []
+    for _ in range(100):
+        _round(hybrid, ids, kept=0)
+        drafted.append(hybrid.drafted)
+    assert max(drafted) <= SHARE_WINDOW and min(drafted[80:]) > SHARE_WINDOW // 2
+    assert hybrid.kept == 1  # every later token rejected: the advance count fades to one
+    for _ in range(40):  # now every token is kept: the share climbs within the window
+        _round(hybrid, ids, kept=4)
+    assert hybrid.model_alpha > 0.5
 
 
 def test_held_back_rounds_propose_the_weak_suffix_chain() -> None:
