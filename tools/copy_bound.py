@@ -19,7 +19,7 @@ more token (the target's) is committed. Three drafters are replayed:
 Tokens per round (tokens / rounds) is what drafting buys: a drafter with more of them at
 about the same cost per round is faster by about their ratio.
 
-    python -m tools.copy_bound repeat code --raw --out benchmarks/results/copy-bound.json
+    python -m tools.copy_bound repeat code --raw --out benchmarks/analysis/copy-bound.json
 """
 
 from __future__ import annotations

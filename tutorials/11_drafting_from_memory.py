@@ -512,7 +512,7 @@ plt.show()
 # score (the expected accepted tokens by memory's frequencies) reaches `suffix_min_score`
 # (1 by default), and let the draft model propose elsewhere (`-trimmed`: the draft model
 # scoring only its top-ranked tokens, cheaper per step) while it pays: once the target keeps
-# less than `model_min_alpha` (0.3) of the model's drafts, weak matches are proposed instead,
+# less than `model_min_alpha` (0.2) of the model's drafts, weak matches are proposed instead,
 # the model trying again every 8th round. The share is counted across requests: the memory
 # keeps it (`SuffixMemory.shares`), so a request whose first drafts miss does not shut the
 # model out where it has paid before. The choice depends only on what happened before the

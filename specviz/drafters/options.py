@@ -68,7 +68,7 @@ class DrafterOptions:
     suffix_factor: float = SUFFIX_FACTOR
     suffix_min_prob: float = 0.1
     suffix_min_score: float = 1.0
-    model_min_alpha: float = 0.3
+    model_min_alpha: float = 0.2  # the gate of least loss across workloads (tools.gate_replay)
     tokenizer: Any = field(default=None, compare=False)  # the target's (None: saved beside it)
     draft_tokenizer: Any = field(default=None, compare=False)  # the draft's (same)
     # the two tokenizers' shared tokens (cross_vocab.cross_tokenizers), found once for many

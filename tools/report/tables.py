@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from specviz.bench.sweeps.heads import heads_table
-from tools.report import curve, headline, sections, studies
+from tools.report import analysis, curve, headline, sections, studies
 from tools.report.saved import Saved
 
 TABLES: dict[str, Callable[[Saved], list[str]]] = {
@@ -35,6 +35,8 @@ TABLES: dict[str, Callable[[Saved], list[str]]] = {
     "trees": sections.trees,
     "heads": lambda saved: heads_table(saved.load),
     "heads-curve": curve.heads_curve,
+    "copy-bound": analysis.copy_bound,
+    "gate-replay": analysis.gate_replay,
 }
 
 

@@ -1,0 +1,51 @@
+"""Tables of the replays in benchmarks/analysis/: counts without a clock, saved as JSON by tools.
+
+* copy-bound (tools.copy_bound): tokens a round of the suffix chain beside copying oracles;
+* gate-replay (tools.gate_replay): the suffix hybrid's gates, target passes and draft-model
+  forwards per workload.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from specviz.results.table import markdown_table
+from tools.report.saved import ROOT, Saved
+
+ANALYSIS = ROOT / "benchmarks" / "analysis"
+
+
+def _load(name: str, folder: Path) -> dict[str, Any] | None:
+    """folder/NAME.json, or None where it is not there."""
+    path = folder / f"{name}.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def copy_bound(_: Saved, folder: Path = ANALYSIS) -> list[str]:
+    """Tokens a round: the suffix chain, and the own-text, anchored and free oracles."""
+    data = _load("copy-bound", folder)
+    if data is None:
+        return markdown_table(["copy bound"], [["not measured: python -m tools.copy_bound"]])
+    head = ["workload", "tokens", "suffix", "own-text oracle", "anchored oracle", "free oracle"]
+    keys = ("suffix_rounds", "own_oracle_rounds", "anchored_oracle_rounds", "free_oracle_rounds")
+    rows = [[b["workload"], str(b["tokens"]), *(f"{b['tokens'] / b[k]:.2f}" for k in keys)]
+            for b in data["bounds"]]  # fmt: skip
+    return markdown_table(head, rows)
+
+
+def gate_replay(_: Saved, folder: Path = ANALYSIS) -> list[str]:
+    """Per workload and gate: target passes, draft-model forwards, tokens a pass."""
+    data = _load("gate-replay", folder)
+    if data is None:
+        return markdown_table(["gate replay"], [["not measured: python -m tools.gate_replay"]])
+    head = ["workload", "gate (model_min_alpha)", "share counted", "tokens", "target passes",
+            "model forwards", "tokens/pass"]  # fmt: skip
+    rows = [
+        [r["workload"], f"{r['min_alpha']:g}", "across requests" if r["carried"] else "per request",
+         str(r["tokens"]), str(r["rounds"]), str(r["model_forwards"]),
+         f"{r['tokens'] / r['rounds']:.2f}"]
+        for r in data["rows"]
+    ]  # fmt: skip
+    return markdown_table(head, rows)
