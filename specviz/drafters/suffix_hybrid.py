@@ -4,7 +4,7 @@ Each round the suffix drafter scores its best speculation (the sum of its tokens
 frequencies, specviz.drafters.suffix_speculate); at min_score or above its one-hot chain is
 proposed, free, and below it the draft model drafts as usual, its q the law its tokens were
 drawn from. The draft model costs a forward a token, so it drafts only while it pays: its
-*kept share* is the fraction of the tokens it drafted in this request that the target kept
+*kept share* is the fraction of the tokens it drafted that the target kept
 (read from the rounds' ends: a round committing m tokens after n drafted kept min(n, m - 1)).
 It is counted across requests: a hybrid built with share_key starts from the counts the memory
 holds under that name (SuffixMemory.shares) and leaves its own there when the request ends; the
