@@ -98,14 +98,19 @@ def replay(
                   tokens=tokens, rounds=rounds, model_forwards=forwards)  # fmt: skip
 
 
-def table(rows: Sequence[Replay]) -> str:
-    """Rounds, model forwards and tokens a pass per workload and gate (Markdown)."""
-    lines = ["| workload | gate | tokens | rounds | model forwards | tokens/pass |",
-             "|---|---|---:|---:|---:|---:|"]  # fmt: skip
-    for r in rows:
-        lines.append(f"| {r.workload} | {r.gate} | {r.tokens} | {r.rounds} | "
-                     f"{r.model_forwards} | {r.tokens_per_pass:.2f} |")  # fmt: skip
-    return "\n".join(lines)
+def table(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Per workload and gate (rows as saved: asdict(Replay)), target passes, draft-model
+    forwards and tokens a pass, as Markdown lines."""
+    from specviz.results.table import markdown_table
+
+    head = ["workload", "gate (model_min_alpha)", "share counted", "tokens", "target passes",
+            "model forwards", "tokens/pass"]  # fmt: skip
+    return markdown_table(head, [
+        [r["workload"], f"{r['min_alpha']:g}", "across requests" if r["carried"] else "per request",
+         str(r["tokens"]), str(r["rounds"]), str(r["model_forwards"]),
+         f"{r['tokens'] / r['rounds']:.2f}"]
+        for r in rows
+    ])  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -135,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                          "model_gamma": MODEL_GAMMA, "max_new_tokens": MAX_NEW,
                          "rows": [asdict(r) for r in rows]}  # fmt: skip
                 args.out.write_text(json.dumps(saved, indent=1) + "\n")
-            print(table(rows[-1:]), flush=True)
+            print("\n".join(table([asdict(rows[-1])])), flush=True)
 
 
 if __name__ == "__main__":

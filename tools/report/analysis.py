@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from specviz.results.table import markdown_table
+from tools.gate_replay import table as gate_table
 from tools.report.saved import ROOT, Saved
 
 ANALYSIS = ROOT / "benchmarks" / "analysis"
@@ -40,12 +41,4 @@ def gate_replay(_: Saved, folder: Path = ANALYSIS) -> list[str]:
     data = _load("gate-replay", folder)
     if data is None:
         return markdown_table(["gate replay"], [["not measured: python -m tools.gate_replay"]])
-    head = ["workload", "gate (model_min_alpha)", "share counted", "tokens", "target passes",
-            "model forwards", "tokens/pass"]  # fmt: skip
-    rows = [
-        [r["workload"], f"{r['min_alpha']:g}", "across requests" if r["carried"] else "per request",
-         str(r["tokens"]), str(r["rounds"]), str(r["model_forwards"]),
-         f"{r['tokens'] / r['rounds']:.2f}"]
-        for r in data["rows"]
-    ]  # fmt: skip
-    return markdown_table(head, rows)
+    return gate_table(data["rows"])
