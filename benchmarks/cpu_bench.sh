@@ -131,7 +131,7 @@ case " $PARTS " in *" memory-lean "*)
     echo "part memory-lean: $OUT/memory-lean.json is already there (RESUME), skipped"
   else
     python -m specviz bench memory --raw --workloads repeat,code --lean-target \
-        --drafters suffix,suffix+model-trimmed,ngram,ngram+model-trimmed,model-trimmed \
+        --drafters suffix,suffix+model-trimmed,suffix+eagle3,ngram,ngram+model-trimmed,model-trimmed \
         --temperatures 0 --gammas 3 --suffix-gamma 16 --max-new-tokens 128 --reps 2 \
         --step-batch-sizes 1 --out "$OUT/memory-lean.json" --html "$OUT/memory-lean.html"
   fi
@@ -203,14 +203,15 @@ bench tree-sweep-t1 --workloads code --limit 4 --temperatures 1 \
 # 5b. the drafting heads trained on the target's own features (specviz/heads, weights in
 #     specviz/assets/heads) against the distilled draft after lookup (the fastest before) and
 #     transformers' assisted generation with the distilled draft (the `model` rows), on the lean
-#     target forward: 8 code prompts at T = 0, then 4 at T = 1 and 4 JSON and 4 prose prompts
-HEADS="--gammas 3 --tree-nodes 16 --tree-depth 4 --tree-width 4 --reps 1 --lean-target"
-bench heads-code --workloads code --limit 8 --temperatures 0 $HEADS \
-    --drafters model,ngram+model-trimmed,eagle,ngram+eagle,eagle-tree,medusa
-bench heads-t1 --workloads code --limit 4 --temperatures 1 $HEADS \
-    --drafters model,model-trimmed,eagle,eagle-tree
-bench heads-json-prose --workloads json,prose --limit 4 $HEADS \
-    --drafters model,ngram+model-trimmed,eagle,eagle-tree
+#     target forward, over the whole workloads, twice: code at T = 0 and at T = 1, JSON (T = 0)
+#     and prose (T = 1). About 80 minutes on 2 idle cores.
+HEADS="--gammas 3 --tree-nodes 8 --tree-depth 4 --tree-width 4 --reps 2 --lean-target"
+bench heads-code --workloads code --temperatures 0 $HEADS \
+    --drafters model,ngram+model-trimmed,eagle,medusa,eagle3,ngram+eagle3,eagle3-tree
+bench heads-t1 --workloads code --temperatures 1 $HEADS \
+    --drafters model,model-trimmed,eagle,eagle3,eagle3-tree
+bench heads-json-prose --workloads json,prose $HEADS \
+    --drafters model,ngram+model-trimmed,eagle3,ngram+eagle3,eagle3-tree
 
 # 6. dynamic gamma replayed on every prompt (specviz bench replay), priced at pass costs measured
 #    once, so free of timing noise: at T = 0 on code, JSON and repeat (the rounds a real run

@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     heads.add_argument("--batch", type=int, default=2048, help="trained positions per step")
     _eagle3_parsers(sub)
     heval = sub.add_parser("heads-eval", help="held-out alpha per draft position, agreement, c")
-    heval.add_argument("which", choices=FEATURE_HEADS)
+    heval.add_argument("which", choices=HEAD_KINDS)
     heval.add_argument("--heads", default=None, help="folder of the weights (default: shipped)")
     heval.add_argument("--prompts", type=int, default=16, help="held-out prompts per kind")
     hexport = sub.add_parser("heads-export", help="copy a trained head into specviz/assets/heads")

@@ -4,7 +4,8 @@ On the held-out prompts of ``specviz.train.evaluate`` (never used in training) t
 continuations (T = 1 sampled and greedy, cached by that step) are scored teacher-forced, as the
 distilled draft's α is: at every position i of a continuation the head drafts j = 1..depth
 tokens along the target's actual tokens, from the target's real features up to i - 1 and its
-own predicted features after that, and
+own predicted features after that (EAGLE-3: its own hidden state, with q zero off its draft
+vocabulary), and
 
 * α_j = mean over positions of Σ_x min(p_target(x), q_j(x)) at T = 1 (the probability that the
   j-th drafted token is kept, given the ones before it were the target's),
@@ -26,7 +27,8 @@ from torch import Tensor
 
 from specviz.heads.build import head_cache
 from specviz.heads.cache import EagleCache, HeadCache, MedusaCache
-from specviz.heads.tap import FeatureCache, feature_cache
+from specviz.heads.lean3 import LeanEagle3Cache
+from specviz.heads.tap import FeatureCache, FusedFeatureCache, feature_cache, fused_feature_cache
 from specviz.train.common import load_target, work_dir, write_json_atomic
 from specviz.train.evaluate import HELD_OUT_CODE, build_reference
 from specviz.train.teacher import chat_ids
@@ -36,9 +38,10 @@ KINDS = ("code", "chat")
 
 
 @torch.inference_mode()
-def target_pass(target: Any, tokens: Tensor) -> tuple[Tensor, Tensor]:
-    """The target's features (L, D) and p_target (L, V) at T = 1 over tokens (L,)."""
-    cache = FeatureCache(target)
+def target_pass(target: Any, tokens: Tensor, fused: bool = False) -> tuple[Tensor, Tensor]:
+    """The target's features (L, D), or with fused its fused layers g (L, 3D) that EAGLE-3
+    reads, and p_target (L, V) at T = 1 over tokens (L,)."""
+    cache = FusedFeatureCache(target) if fused else FeatureCache(target)
     p = torch.softmax(cache.forward(tokens.long()).float(), -1)
     return cache.features.rows, p
 
@@ -58,7 +61,7 @@ def drafted_laws(head: HeadCache, feats: Tensor, tokens: Tensor, start: int, dep
                     logits = head.logits(head.heads.one(j, feats[i - 1])[None])[0]
                     out[row, j - 1] = torch.softmax(logits.float(), -1)
         return out
-    assert isinstance(head, EagleCache)
+    assert isinstance(head, (EagleCache, LeanEagle3Cache))
     head.reset()
     real = FeatureRows(feats)
     head.features = real  # type: ignore[assignment]
@@ -69,9 +72,18 @@ def drafted_laws(head: HeadCache, feats: Tensor, tokens: Tensor, start: int, dep
         for j in range(1, depth + 1):
             if i + j >= n:
                 break
-            out[row, j - 1] = torch.softmax(logits[-1].float(), -1)
+            out[row, j - 1] = law(head, logits[-1])
             logits = head.forward(tokens[i + j : i + j + 1].long(), keep=1)
     return out
+
+
+def law(head: HeadCache, logits: Tensor) -> Tensor:
+    """q (V,) over the target's vocabulary from a head's logits (S,): zero off its draft
+    vocabulary where the logits cover that only (EAGLE-3)."""
+    q = torch.softmax(logits.float(), -1)
+    if head.draft_vocab is None:
+        return q
+    return q.new_zeros(head.vocab_size).index_copy_(0, head.draft_vocab, q)
 
 
 class FeatureRows:
@@ -102,7 +114,7 @@ def score(head: HeadCache, target: Any, ref: dict[str, Any], depth: int) -> dict
         for mode in ("sampled", "greedy"):
             sums, counts = torch.zeros(depth), torch.zeros(depth)
             for prompt_len, tokens in ref[f"{kind}/{mode}"]:
-                feats, p = target_pass(target, tokens)
+                feats, p = target_pass(target, tokens, isinstance(head, LeanEagle3Cache))
                 laws = drafted_laws(head, feats, tokens, prompt_len - 1, depth)
                 for j in range(depth):
                     rows = torch.arange(prompt_len - 1, tokens.shape[0] - j - 1)
@@ -123,9 +135,10 @@ def score(head: HeadCache, target: Any, ref: dict[str, Any], depth: int) -> dict
 def cost_ratio(head: HeadCache, target: Any, tokenizer: Any, steps: int = 48) -> dict[str, float]:
     """Median ms of one target step (lean forward where it applies) and one head step; c."""
     prompt = torch.tensor(chat_ids(tokenizer, HELD_OUT_CODE[0], 256))
+    make = fused_feature_cache if isinstance(head, LeanEagle3Cache) else feature_cache
     target_ms, head_ms = [], []
     for _ in range(3):
-        cache = head.attach(target, feature_cache)
+        cache = head.attach(target, make)
         cache.forward(prompt)
         head.forward(prompt[: len(prompt)], keep=1)
         began = time.perf_counter()
