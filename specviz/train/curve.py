@@ -14,11 +14,17 @@ evaluations each at least ``apart_hours`` of training after the one before, the 
 newest. The three are the newest row, the newest row at least ``apart_hours`` before it, and the
 newest at least ``apart_hours`` before that; the gain is the better α₁ of the later two less the
 first's (a noisy rise counts as a rise).
+
+The trend beside it: α₁'s gain per doubling of the positions trained, the least-squares slope of
+α₁ against log₂(positions) over the comparable rows of the last doubling (positions at least
+half the newest's). An hour of training holds a shrinking share of a doubling as a run grows,
+so the rule can read flat on a curve that still climbs at this rate on a log axis.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,3 +85,21 @@ def plateau(
     first, *later = reversed(picked)
     gain = max(r["alpha_1"] for r in later) - first["alpha_1"]
     return Plateau(rows=(first, *later), gain=gain, flat=gain < min_gain)
+
+
+def per_doubling(rows: Sequence[dict[str, Any]]) -> float | None:
+    """α₁'s least-squares gain per doubling of positions over the last doubling's comparable
+    rows (None with fewer than three of them)."""
+    curve = comparable(rows)
+    if not curve:
+        return None
+    last = [r for r in curve if 2 * r["positions"] >= curve[-1]["positions"]]
+    if len(last) < 3:
+        return None
+    xs = [math.log2(r["positions"]) for r in last]
+    ys = [float(r["alpha_1"]) for r in last]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    spread = sum((x - mx) ** 2 for x in xs)
+    if spread == 0:
+        return None
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / spread

@@ -11,13 +11,14 @@ loss is ``specviz.train.accept.position_loss`` against p restricted to the draft
 `kl` throughout for loss 'kl'; for 'tv' and 'lk' KL for the first `kl_warmup` steps, then TV
 (1 - α) or the λ-mix. Answer positions weigh 1, prompt positions `prompt_weight`.
 
-AdamW, linear warm-up then cosine decay to 10 %, gradient clipping. Every `ckpt_every_s`
-seconds and at the end a checkpoint (head, optimizer, progress, the stream's state, RNG) is
-written atomically to ``ckpt.pt``; a run started again resumes from it. At the end the head's
-weights also go to ``eagle3.safetensors`` (``specviz.heads.weights3``, for drafting). Every
-`eval_every` steps (and at least every `eval_hours`) the held-out shards are scored: α_d =
-mean over answer positions of Σ_x min(p, q_d), q_d the head's d-th chained draft, d = 1..depth,
-one JSON line appended to ``curve.jsonl``.
+AdamW, linear warm-up then cosine decay to 10 %, gradient clipping; resumed with a longer schedule,
+the learning rate warms up again to the new cosine (``extend_schedule``). Every `ckpt_every_s`
+seconds and at the end a checkpoint (head, optimizer, progress, the stream's state, RNG) is written
+atomically to ``ckpt.pt``; a run started again resumes from it. At the end the head's weights also
+go to ``eagle3.safetensors`` (``specviz.heads.weights3``, for drafting). Every `eval_every` steps
+(and at least every `eval_hours`) the held-out shards are scored: α_d = mean over answer positions
+of Σ_x min(p, q_d), q_d the head's d-th chained draft, d = 1..depth, one JSON line appended to
+``curve.jsonl``.
 """
 
 from __future__ import annotations
@@ -94,10 +95,22 @@ def learning_rate(cfg: Heads3Config, step: int) -> float:
 
 
 def rewarmed(cfg: Heads3Config, state: dict[str, Any], step: int) -> float:
-    """After a warm start (fresh optimizer moments), the learning rate's factor: a linear
-    warm-up again over cfg.warmup steps; 1 otherwise."""
-    start = state.get("warm_start")
-    return 1.0 if start is None else min(1.0, (step - int(start) + 1) / cfg.warmup)
+    """After a warm start (fresh optimizer moments) or a longer schedule (schedule_start), the
+    learning rate's factor: a linear warm-up again over cfg.warmup steps from the later of the
+    two; 1 otherwise."""
+    starts = [int(state[k]) for k in ("warm_start", "schedule_start") if k in state]
+    return 1.0 if not starts else min(1.0, (step - max(starts) + 1) / cfg.warmup)
+
+
+def extend_schedule(cfg: Heads3Config, saved: dict[str, Any], state: dict[str, Any]) -> None:
+    """A run resumed with a longer schedule (total_steps, or a new peak lr) than its checkpoint's
+    config `saved`: the cosine is cfg's from here on, reached by a warm-up from the step it
+    stopped at (state['schedule_start'], carried by its curve rows), not by a jump."""
+    longer = cfg.total_steps > int(saved.get("total_steps", cfg.total_steps))
+    if longer or cfg.lr != float(saved.get("lr", cfg.lr)):
+        state["schedule_start"] = state["step"]
+        LOG.info("schedule of %d steps at lr %.1e from step %d (warm-up of %d steps)",
+                 cfg.total_steps, cfg.lr, state["step"], cfg.warmup)  # fmt: skip
 
 
 def active_loss(cfg: Heads3Config, step: int) -> str:
@@ -237,6 +250,7 @@ def run_heads3(
         stream.load_state_dict(ckpt["stream"])
         torch.set_rng_state(ckpt["rng"])
         state = ckpt["state"]
+        extend_schedule(cfg, ckpt.get("config", {}), state)
         _drop_later_rows(out_dir / "curve.jsonl", state["step"])
         LOG.info("resumed at step %d (%d positions)", state["step"], state["positions"])
     elif warm is not None:
@@ -323,8 +337,7 @@ def _curve(
         "step": state["step"], "hours": round(state["elapsed"] / 3600, 4), "loss": kind,
         "train_loss": round(loss, 5), "eval_positions": positions,
     }  # fmt: skip
-    if "warm_start" in state:
-        row["warm_start"] = state["warm_start"]
+    row |= {k: state[k] for k in ("warm_start", "schedule_start") if k in state}
     row |= {f"alpha_{d}": round(a, 5) for d, a in enumerate(alphas, start=1)}
     with (out_dir / "curve.jsonl").open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(row) + "\n")

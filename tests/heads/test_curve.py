@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from specviz.train.curve import comparable, plateau, read_curve
+from specviz.train.curve import comparable, per_doubling, plateau, read_curve
 from tools.report.curve import curve_figure, heads_curve
 from tools.report.saved import Saved
 
@@ -50,6 +51,25 @@ def test_only_rows_on_the_newest_held_out_set_compare() -> None:
     assert not verdict.flat  # +0.02 on the new set; the old set's 0.9 would have read as a fall
 
 
+def test_the_trend_is_the_gain_per_doubling_over_the_last_doubling() -> None:
+    def row(positions: int, alpha: float, held_out: int = 100) -> dict[str, Any]:
+        return _row(1, 1.0, alpha, held_out) | {"positions": positions}
+
+    # 0.05 per doubling from 1 k to 64 k positions: the last doubling's rows (32 k, 48 k, 64 k)
+    steady = [row(1000 * 2**k, 0.3 + 0.05 * k) for k in range(7)]
+    steady.insert(-1, row(48000, 0.3 + 0.05 * math.log2(48)))
+    assert per_doubling(steady) == pytest.approx(0.05)
+    # earlier rows outside the last doubling do not count: a steep start changes nothing
+    steep = [row(500, 0.0), *steady]
+    assert per_doubling(steep) == pytest.approx(0.05)
+    # a flat last doubling reads 0 (negative control), and too few rows read None
+    flat = [*steady[:-3], *(row(p, 0.6) for p in (32000, 48000, 64000))]
+    assert per_doubling(flat) == pytest.approx(0.0)
+    assert per_doubling(steady[-2:]) is None and per_doubling([]) is None
+    # only the newest held-out set compares
+    assert per_doubling([*steady, row(70000, 0.9, held_out=50)]) is None
+
+
 def test_the_report_shows_the_curve_the_rule_and_the_figure(tmp_path: Path) -> None:
     path = tmp_path / "curve.jsonl"
     rows = [_row(s, float(s), 0.40 + 0.006 * s) for s in range(1, 6)]
@@ -59,6 +79,7 @@ def test_the_report_shows_the_curve_the_rule_and_the_figure(tmp_path: Path) -> N
     text = "\n".join(heads_curve(saved, path))
     assert "| 5 | 5,000 | 5.00 | tv | 100 | 0.420 | 0.410 |" in text
     assert "+0.012, still rising" in text and "eagle3-curve.png" in text
+    assert "Trend: +0.016 of α₁ per doubling of positions, over the last doubling." in text
     figure = curve_figure(saved, path)
     assert figure == tmp_path / "eagle3-curve.png" and figure.read_bytes().startswith(b"\x89PNG")
     missing = tmp_path / "none.jsonl"

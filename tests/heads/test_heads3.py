@@ -271,6 +271,30 @@ def test_a_run_without_checkpoint_starts_from_an_exported_head(
               "--ids", str(tmp_path / "data"), "--feats", str(tmp_path / "data")])  # fmt: skip
 
 
+def test_a_longer_schedule_warms_the_learning_rate_up_again(tmp_path: Path) -> None:
+    from specviz.train.heads3 import learning_rate, rewarmed
+
+    model = _model()
+    (tmp_path / "data").mkdir()
+    stream = write_shards(model, tmp_path / "data", range(8))
+    run_heads3(CFG, model, stream, tmp_path / "run", 10, None)
+    same = run_heads3(CFG, model, stream, tmp_path / "run", 12, None)  # the control: no change
+    assert "schedule_start" not in same
+    longer = replace(CFG, total_steps=60)
+    on = run_heads3(longer, model, stream, tmp_path / "run", 16, None)
+    assert on["schedule_start"] == 12
+    rows = [json.loads(line) for line in (tmp_path / "run" / "curve.jsonl").open()]
+    assert [(r["step"], r.get("schedule_start")) for r in rows] == [
+        (5, None), (10, None), (15, 12)
+    ]  # fmt: skip
+    again = run_heads3(longer, model, stream, tmp_path / "run", 18, None)  # the same schedule
+    assert again["schedule_start"] == 12
+    # from step 12 the rate climbs from a warm-up step's share toward the longer cosine, which
+    # stands above the old one's floor there
+    assert rewarmed(longer, on, 12) == 0.5 and rewarmed(longer, on, 13) == 1.0
+    assert learning_rate(longer, 13) > learning_rate(CFG, 13)
+
+
 def heads3_rewarmed(step: int) -> float:
     """The learning rate's factor at step after a warm start at step 10 (CFG.warmup = 2)."""
     from specviz.train.heads3 import rewarmed

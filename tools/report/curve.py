@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from specviz.results.table import markdown_table
-from specviz.train.curve import DEPTHS, comparable, plateau, read_curve
+from specviz.train.curve import DEPTHS, comparable, per_doubling, plateau, read_curve
 from tools.report.saved import ROOT, Saved
 
 CURVE = ROOT / "data" / "heads" / "eagle3-curve.jsonl"
@@ -36,7 +36,13 @@ def heads_curve(saved: Saved, path: Path = CURVE) -> list[str]:
         points = ", ".join(f"{r['hours']:.2f} h: {r['alpha_1']:.3f}" for r in verdict.rows)
         state = "flat: the stop rule is met" if verdict.flat else "still rising"
         rule = f"α₁ over three evaluations an hour apart ({points}): {verdict.gain:+.3f}, {state}"
-    return [*table, "", f"Stop rule (gain under 0.01): {rule}.", "",
+    slope = per_doubling(rows)
+    trend = (
+        "fewer than three comparable evaluations over the last doubling of positions"
+        if slope is None
+        else f"{slope:+.3f} of α₁ per doubling of positions, over the last doubling"
+    )
+    return [*table, "", f"Stop rule (gain under 0.01): {rule}.", "", f"Trend: {trend}.", "",
             f"![Held-out α against positions trained](results/{CURVE_FIGURE})"]  # fmt: skip
 
 
