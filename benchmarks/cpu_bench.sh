@@ -32,9 +32,9 @@ bench() {
     echo "part $name: $OUT/$name.json is already there (RESUME), skipped"
     return 0
   fi
-  # --raw: the saved results were measured on the workloads' raw text; drop it to time the
-  # chat-formatted prompts that specviz sends by default.
-  python -m specviz bench --raw "$@" --out "$OUT/$name.json" --html "$OUT/$name.html"
+  # --raw: most saved results were measured on the workloads' raw text; RAW= (empty) before a
+  # part times the chat-formatted prompts that specviz sends by default, as the heads parts do.
+  python -m specviz bench ${RAW---raw} "$@" --out "$OUT/$name.json" --html "$OUT/$name.html"
 }
 DYNAMIC="--policies fixed,heuristic,theory,confidence --start-gamma 4"
 
@@ -204,13 +204,15 @@ bench tree-sweep-t1 --workloads code --limit 4 --temperatures 1 \
 #     specviz/assets/heads) against the distilled draft after lookup (the fastest before) and
 #     transformers' assisted generation with the distilled draft (the `model` rows), on the lean
 #     target forward, over the whole workloads, twice: code at T = 0 and at T = 1, JSON (T = 0)
-#     and prose (T = 1). About 80 minutes on 2 idle cores.
+#     and prose (T = 1). The prompts go in chat-formatted (specviz's default, and the form of the
+#     answers the EAGLE-3 head trained on), for every drafter alike. About 80 minutes on 2 idle
+#     cores.
 HEADS="--gammas 3 --tree-nodes 8 --tree-depth 4 --tree-width 4 --reps 2 --lean-target"
-bench heads-code --workloads code --temperatures 0 $HEADS \
+RAW= bench heads-code --workloads code --temperatures 0 $HEADS \
     --drafters model,ngram+model-trimmed,eagle,medusa,eagle3,ngram+eagle3,eagle3-tree
-bench heads-t1 --workloads code --temperatures 1 $HEADS \
+RAW= bench heads-t1 --workloads code --temperatures 1 $HEADS \
     --drafters model,model-trimmed,eagle,eagle3,eagle3-tree
-bench heads-json-prose --workloads json,prose $HEADS \
+RAW= bench heads-json-prose --workloads json,prose $HEADS \
     --drafters model,ngram+model-trimmed,eagle3,ngram+eagle3,eagle3-tree
 
 # 6. dynamic gamma replayed on every prompt (specviz bench replay), priced at pass costs measured
