@@ -12,7 +12,9 @@ Writes into the package (specviz/assets/heads):
   curve rows up to that step (α_d: the chance that the d-th drafted token is kept at T = 1,
   on the held-out shards), and the draft vocabulary: its size and its *coverage*, the share of
   the target's answer tokens inside it, counted over the ids shards' training and held-out
-  answers (``specviz.train.vocab``).
+  answers (``specviz.train.vocab``); and, as ``heads_eval``, the measurements of step
+  ``heads-eval eagle3`` (α and greedy agreement per draft position on its code and chat prompts,
+  c) where they were taken on this step's weights.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from specviz.heads.eagle import EagleShape
 from specviz.heads.eagle3 import Eagle3Head
 from specviz.heads.weights import ASSETS, model_label
 from specviz.heads.weights3 import save_head3
-from specviz.train.common import load_target, write_json_atomic
+from specviz.train.common import load_target, work_dir, write_json_atomic
 from specviz.train.vocab import answer_counts, coverage, training_ids
 
 
@@ -97,6 +99,11 @@ def run_heads3_export(
         "draft_vocab": vocab_coverage(head.vocab, ids_dir, int(target.config.vocab_size)),
         "held_out": curve_rows(folder / "curve.jsonl", step),
     }
+    evaluation = work_dir() / "eval" / "eagle3.json"  # heads-eval eagle3, if of this step
+    if evaluation.is_file():
+        measured = json.loads(evaluation.read_text(encoding="utf-8"))
+        if measured.get("steps") == step:
+            summary["heads_eval"] = measured
     write_json_atomic(out / "eagle3.json", summary)
     return summary
 

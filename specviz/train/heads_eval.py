@@ -29,6 +29,7 @@ from specviz.heads.build import head_cache
 from specviz.heads.cache import EagleCache, HeadCache, MedusaCache
 from specviz.heads.lean3 import LeanEagle3Cache
 from specviz.heads.tap import FeatureCache, FusedFeatureCache, feature_cache, fused_feature_cache
+from specviz.heads.weights import head_path
 from specviz.train.common import load_target, work_dir, write_json_atomic
 from specviz.train.evaluate import HELD_OUT_CODE, build_reference
 from specviz.train.teacher import chat_ids
@@ -157,6 +158,17 @@ def cost_ratio(head: HeadCache, target: Any, tokenizer: Any, steps: int = 48) ->
     }
 
 
+def trained_steps(kind: str, folder: str | None) -> dict[str, int]:
+    """{"steps": N}: the training steps recorded in the weights' file, where it records them
+    (the EAGLE-3 head's), so that an export attaches only its own evaluation."""
+    from safetensors import safe_open
+
+    path = Path(folder) / f"{kind}.safetensors" if folder else head_path(kind)
+    with safe_open(str(path), "pt") as handle:
+        meta = handle.metadata() or {}
+    return {"steps": int(meta["steps"])} if "steps" in meta else {}
+
+
 def run_heads_eval(kind: str, folder: str | None, per_kind: int, threads: int) -> dict[str, Any]:
     """Measure the head `kind` in folder (None: the shipped one); write eval/{kind}.json."""
     target, tokenizer = load_target(threads)
@@ -164,6 +176,7 @@ def run_heads_eval(kind: str, folder: str | None, per_kind: int, threads: int) -
     ref = build_reference(target, tokenizer, per_kind)
     depth = head.heads.k if isinstance(head, MedusaCache) else 5
     results: dict[str, Any] = {"head": kind, "folder": folder or "shipped"}
+    results |= trained_steps(kind, folder)
     results.update(score(head, target, ref, depth))
     results.update(cost_ratio(head, target, tokenizer))
     results["threads"] = torch.get_num_threads()

@@ -222,6 +222,18 @@ def test_export_ships_a_checkpoints_head_with_its_summary(
     assert summary["parameters"] == sum(p.numel() for p in head.parameters())
     assert summary["weights_bytes"] == (out / "eagle3.safetensors").stat().st_size
     assert [r["step"] for r in summary["held_out"]] == [5, 10]
+    assert "heads_eval" not in summary  # no evaluation yet
+    evaluated = tmp_path / "work" / "eval"
+    evaluated.mkdir(parents=True)
+    (evaluated / "eagle3.json").write_text(json.dumps({"steps": 11, "alpha_code": [0.1]}))
+    stale = heads3_export.run_heads3_export(run, ids, threads=1, out=out)
+    assert "heads_eval" not in stale  # measured on other weights: left out
+    (evaluated / "eagle3.json").write_text(json.dumps({"steps": 12, "alpha_code": [0.2]}))
+    own = heads3_export.run_heads3_export(run, ids, threads=1, out=out)
+    assert own["heads_eval"] == {"steps": 12, "alpha_code": [0.2]}
+    from specviz.train.heads_eval import trained_steps
+
+    assert trained_steps("eagle3", str(out)) == {"steps": 12}
     vocab = summary["draft_vocab"]  # answers 3 3 3 5 | 5 5 | 3 6; held out 1 1 5 6
     assert (vocab["size"], vocab["coverage"], vocab["held_out_coverage"]) == (2, 0.875, 0.25)
     loaded = load_head3(model, out / "eagle3.safetensors")
