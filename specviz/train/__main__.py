@@ -130,6 +130,12 @@ def _eagle3_parsers(sub: Any) -> None:
     rp.add_argument("--every", type=int, default=2, help="every N-th step a replay batch")
     rp.add_argument("--ids", default=None, help=ids_help)
     rp.add_argument("--feats", default=None, help="folder of the feats shards (default: regen)")
+    rp.add_argument(
+        "--rescore",
+        action="store_true",
+        help="rebuild a shard's missing features from its ids when it is first read (as heads3 "
+        "--rescore; needed to go on from a checkpoint that trained that way)",
+    )
     every = sub.add_parser(
         "heads-all",
         help="the EAGLE-3 pipeline in one command: data, vocabulary, training, evaluation, "
@@ -198,7 +204,7 @@ def _run_replay(args: argparse.Namespace) -> dict[str, Any]:
     from pathlib import Path
 
     from specviz.train.common import load_target, work_dir
-    from specviz.train.regen import regen_dir
+    from specviz.train.regen import regen_dir, rescorer
     from specviz.train.replay import ReplayConfig, run_replay
 
     source = Path(args.source) if args.source else work_dir() / "head-eagle3"
@@ -207,8 +213,12 @@ def _run_replay(args: argparse.Namespace) -> dict[str, Any]:
     cfg = ReplayConfig(shards=args.shards, every=args.every)
     if not (source / "ckpt.pt").is_file():
         raise SystemExit(f"heads3-replay: no checkpoint {source / 'ckpt.pt'}: train heads3 first")
-    target, _ = load_target(args.threads)
-    return run_replay(cfg, target, source, Path(args.out), ids, feats, args.steps)
+    target, tokenizer = load_target(args.threads)
+    rescore = rescorer(target, int(tokenizer.eos_token_id), ids, feats) if args.rescore else None
+    try:
+        return run_replay(cfg, target, source, Path(args.out), ids, feats, args.steps, rescore)
+    except ValueError as err:
+        raise SystemExit(f"heads3-replay: {err}") from None
 
 
 def _run_heads_all(args: argparse.Namespace) -> dict[str, Any]:

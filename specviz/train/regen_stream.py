@@ -67,6 +67,11 @@ def load_shard(cfg: StreamConfig, index: int) -> list[Seq]:
     path = cfg.feats_dir / f"feats_{index:05d}.pt"
     if cfg.rescore is not None and not path.is_file():
         cfg.rescore(index)
+    if not path.is_file():
+        raise ValueError(
+            f"shard {index} has no features in {cfg.feats_dir}: rebuild them from its ids "
+            "(python -m specviz.train regen), or pass --rescore to rebuild each as it is read"
+        )
     feats = torch.load(path, weights_only=False)
     ids = read_ids(cfg.ids_dir / f"ids_{index:05d}.json.gz")
     seqs = []

@@ -149,11 +149,19 @@ def replay_batches(
 
 
 def run_replay(
-    cfg: ReplayConfig, target: Any, source: Path, out: Path, ids: Path, feats: Path, steps: int
+    cfg: ReplayConfig,
+    target: Any,
+    source: Path,
+    out: Path,
+    ids: Path,
+    feats: Path,
+    steps: int,
+    rescore: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Train `steps` past source's heads3 checkpoint into out, with replay (cfg.every > 0) or
     without (the control); the collection runs once, before the first of out's steps, and a
-    run started again resumes. Returns the progress (specviz.train.heads3.run_heads3's)."""
+    run started again resumes; rescore rebuilds a shard's missing features (heads3 --rescore).
+    Returns the progress (specviz.train.heads3.run_heads3's)."""
     from specviz.train.heads3 import Heads3Config, Heads3Trainer, run_heads3
 
     out.mkdir(parents=True, exist_ok=True)
@@ -161,7 +169,7 @@ def run_replay(
         shutil.copyfile(source / "ckpt.pt", out / "ckpt.pt")
     ckpt = torch.load(out / "ckpt.pt", weights_only=False)
     h3 = Heads3Config(**ckpt["config"])
-    stream = h3.stream(feats, ids)
+    stream = h3.stream(feats, ids, rescore)
     if load_index(out) is None:
         trainer = Heads3Trainer(h3, target, ckpt["head"]["vocab"].cpu())
         trainer.head.load_state_dict(ckpt["head"])

@@ -14,7 +14,13 @@ from specviz.heads.eagle import EagleShape
 from specviz.train.accept import alpha, draft_index, position_loss, soft_labels
 from specviz.train.heads3 import Heads3Config, Heads3Trainer, run_heads3
 from specviz.train.regen import RegenConfig, _write_ids, rescorer, score_batch
-from specviz.train.regen_stream import RegenStream, StreamConfig, collate, ready_shards
+from specviz.train.regen_stream import (
+    RegenStream,
+    StreamConfig,
+    collate,
+    load_shard,
+    ready_shards,
+)
 from specviz.train.vocab import (
     answer_counts,
     coverage,
@@ -340,3 +346,6 @@ def test_a_stream_that_rescores_reads_the_batches_of_one_with_features(tmp_path:
     built = sorted(p.name for p in (tmp_path / "feats").iterdir())
     assert built == [f"feats_{i:05d}.pt" for i in sorted(ours.seen)]  # only the shards read
     assert len(built) < 7
+    unread = next(i for i in range(7) if i not in ours.seen)
+    with pytest.raises(ValueError, match=rf"shard {unread} has no features in .*--rescore"):
+        load_shard(bare, unread)  # a stream that does not rescore names the way out
