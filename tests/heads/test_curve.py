@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from specviz.train.curve import comparable, per_doubling, plateau, read_curve
-from tools.report.curve import curve_figure, heads_curve
+from tools.report.curve import curve_figure, heads_curve, heads_replay
 from tools.report.saved import Saved
 
 
@@ -85,6 +85,26 @@ def test_the_report_shows_the_curve_the_rule_and_the_figure(tmp_path: Path) -> N
     missing = tmp_path / "none.jsonl"
     assert "not there yet" in "\n".join(heads_curve(saved, missing))
     assert curve_figure(saved, missing) is None
+
+
+def test_the_replay_table_compares_the_arms_at_their_last_shared_step(tmp_path: Path) -> None:
+    saved = Saved(tmp_path)
+    assert "not there yet" in "\n".join(heads_replay(saved, tmp_path / "replay"))
+    folder = tmp_path / "replay"
+    folder.mkdir()
+    on = [_row(s, float(s), 0.40 + 0.01 * s) for s in (5, 10, 15)]
+    off = [_row(s, float(s), 0.40 + 0.005 * s) for s in (5, 10)]  # the control stopped earlier
+    for name, rows in (("on", on), ("off", off)):
+        (folder / f"{name}-curve.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    meta = {"start": 0, "every": 2, "shards": 16, "rejected": 1234, "seconds": 60.0}
+    (folder / "collected.json").write_text(json.dumps(meta))
+    text = "\n".join(heads_replay(saved, folder))
+    assert "| replay | 1 batch in 2 | 10 | 100 | 0.4900 |" in text
+    assert "| control | none | 10 | 100 | 0.4400 |" in text
+    assert "1,234 rejected positions collected from 16 training shards" in text
+    assert "at step 10, α₁…α₅: +0.0500, +0.0500" in text
+    (folder / "off-curve.jsonl").write_text(json.dumps(_row(7, 7.0, 0.4)) + "\n")
+    assert "share no evaluated step" in "\n".join(heads_replay(saved, folder))
 
 
 def test_a_bad_row_is_named(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ results as CURVE_FIGURE.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from specviz.results.table import markdown_table
@@ -74,3 +75,37 @@ def curve_figure(saved: Saved, path: Path = CURVE) -> Path | None:
     fig.savefig(out, dpi=110, metadata={"Software": None})
     plt.close(fig)
     return out
+
+
+REPLAY = ROOT / "data" / "heads" / "replay"  # on-curve.jsonl, off-curve.jsonl, collected.json
+
+
+def heads_replay(saved: Saved, folder: Path = REPLAY) -> list[str]:
+    """On-policy replay against its control: both arms' held-out α at the last step they share,
+    and the gain (python -m specviz.train heads3-replay, --every 2 and --every 0)."""
+    paths = [folder / "on-curve.jsonl", folder / "off-curve.jsonl", folder / "collected.json"]
+    if not all(p.is_file() for p in paths):
+        return markdown_table(["on-policy replay"], [[f"not there yet: {folder.name}/"]])
+    on, off = read_curve(paths[0]), read_curve(paths[1])
+    collected = json.loads(paths[2].read_text(encoding="utf-8"))
+    shared = sorted({r["step"] for r in on} & {r["step"] for r in off})
+    if not shared:
+        return markdown_table(["on-policy replay"], [["the arms share no evaluated step yet"]])
+    step = shared[-1]
+    rows = {name: next(r for r in arm if r["step"] == step) for name, arm in
+            (("replay", on), ("control", off))}  # fmt: skip
+    head = ["arm", "batches replayed", "steps past the start", "held-out positions"]
+    head += [f"α{d}" for d in "₁₂₃₄₅"[:DEPTHS]]
+    every = {"replay": f"1 batch in {collected['every']}", "control": "none"}
+    body = [[name, every[name], str(step - collected["start"]), f"{r['eval_positions']:,}",
+             *(f"{r[f'alpha_{d}']:.4f}" for d in range(1, DEPTHS + 1))]
+            for name, r in rows.items()]  # fmt: skip
+    gains = ", ".join(
+        f"{rows['replay'][f'alpha_{d}'] - rows['control'][f'alpha_{d}']:+.4f}"
+        for d in range(1, DEPTHS + 1)
+    )
+    note = (f"From step {collected['start']}: {collected['rejected']:,} rejected positions "
+            f"collected from {collected['shards']} training shards in "
+            f"{collected['seconds']:.0f} s. Gain of replay over the control at step {step}, "
+            f"α₁…α₅: {gains}.")  # fmt: skip
+    return [*markdown_table(head, body), "", note]

@@ -35,6 +35,7 @@ TABLES: dict[str, Callable[[Saved], list[str]]] = {
     "trees": sections.trees,
     "heads": lambda saved: heads_table(saved.load),
     "heads-curve": curve.heads_curve,
+    "heads-replay": curve.heads_replay,
     "copy-bound": analysis.copy_bound,
     "gate-replay": analysis.gate_replay,
 }
