@@ -87,7 +87,9 @@ def regen_dir() -> Path:
 
 
 def prompt_pool(cfg: RegenConfig) -> list[tuple[str, str]]:
-    """(source, prompt) pairs, at most cfg.prompts, mixed from every source and shuffled."""
+    """(source, prompt) pairs, at most cfg.prompts: an equal share of every source, shuffled,
+    then what the shares left of the larger sources, shuffled, each text once, until cfg.prompts
+    (appended, so the shards made from the first part keep their prompts)."""
     gen = torch.Generator().manual_seed(cfg.seed)
     docs = load_docs()
     pools = source_prompts(gen)
@@ -95,12 +97,23 @@ def prompt_pool(cfg: RegenConfig) -> list[tuple[str, str]]:
     pools["workload-style"] = sorted(set(workload_style_prompts(docs, gen)))
     share = cfg.prompts // len(pools)
     mixed: list[tuple[str, str]] = []
+    rest: list[tuple[str, str]] = []
     for name in sorted(pools):
         items = pools[name]
-        keep = torch.randperm(len(items), generator=gen)[:share].tolist()
-        mixed += [(name, items[i]) for i in keep]
+        order = torch.randperm(len(items), generator=gen).tolist()
+        mixed += [(name, items[i]) for i in order[:share]]
+        rest += [(name, items[i]) for i in sorted(order[share:])]
     order = torch.randperm(len(mixed), generator=gen).tolist()
-    return [mixed[i] for i in order]
+    first = [mixed[i] for i in order]
+    seen = {text for _, text in first}
+    more: list[tuple[str, str]] = []
+    for i in torch.randperm(len(rest), generator=gen).tolist():
+        if len(first) + len(more) >= cfg.prompts:
+            break
+        if rest[i][1] not in seen:  # a text once only
+            seen.add(rest[i][1])
+            more.append(rest[i])
+    return first + more
 
 
 def _topk(model: Any, hidden: Tensor, k: int) -> tuple[Tensor, Tensor]:

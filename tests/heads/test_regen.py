@@ -106,3 +106,27 @@ def test_man_page_and_package_sources(tmp_path: Path) -> None:
         "frob": "widget frobnicator",
         "glue": "sticks things",
     }
+
+
+def test_the_pool_takes_equal_shares_then_what_the_larger_sources_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from specviz.train import regen
+
+    sources = {"man": [f"man {i}" for i in range(30)], "debian": [f"deb {i}" for i in range(12)],
+               "info": ["info 0", "info 1", "man 3"]}  # fmt: skip
+    monkeypatch.setattr(regen, "load_docs", lambda: None)
+    monkeypatch.setattr(
+        regen, "source_prompts", lambda gen: {k: list(v) for k, v in sources.items()}
+    )
+    monkeypatch.setattr(regen, "training_prompts", lambda gen: [f"tpl {i}" for i in range(6)])
+    monkeypatch.setattr(regen, "workload_style_prompts", lambda docs, gen: ["wl 0", "wl 1"])
+    pool = regen.prompt_pool(regen.RegenConfig(prompts=40))  # 5 sources: shares of 8
+    first = pool[: 8 + 8 + 3 + 6 + 2]  # every source gave its share or all it had
+    assert {s for s, _ in first} == {"man", "debian", "info", "templates+stdlib", "workload-style"}
+    assert sum(s == "man" for s, _ in first) == 8 and sum(s == "debian" for s, _ in first) == 8
+    more = pool[len(first) :]
+    assert len(pool) == 40 and {s for s, _ in more} <= {"man", "debian"}  # the larger ones
+    texts = [t for _, t in more]
+    assert len(set(texts)) == len(texts) and not set(texts) & {t for _, t in first}
+    assert regen.prompt_pool(regen.RegenConfig(prompts=40)) == pool  # deterministic
