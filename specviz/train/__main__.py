@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from specviz.drafters.registry import HEAD_KINDS
@@ -161,8 +162,6 @@ def _eagle3_parsers(sub: Any) -> None:
 
 def _run_eagle3(args: argparse.Namespace) -> None:
     """Run heads-vocab or heads3."""
-    from pathlib import Path
-
     from specviz.train.common import work_dir
     from specviz.train.regen import regen_dir
 
@@ -185,13 +184,10 @@ def _run_eagle3(args: argparse.Namespace) -> None:
         prompt_weight=args.prompt_weight, eval_every=args.eval_every, device=args.device,
         bf16=args.bf16,
     )  # fmt: skip
-    from specviz.train.regen import rescorer
-
     feats = Path(args.feats) if args.feats else regen_dir()
     out = Path(args.out) if args.out else work_dir() / "head-eagle3"
     target, tokenizer = load_target(args.threads)
-    rescore = rescorer(target, int(tokenizer.eos_token_id), ids, feats) if args.rescore else None
-    stream = cfg.stream(feats, ids, rescore)
+    stream = cfg.stream(feats, ids, _rescore(args, target, tokenizer, ids, feats))
     init = Path(args.init) if args.init else None
     try:
         run_heads3(cfg, target, stream, out, args.steps, args.hours, ranking(RANKING), init=init)
@@ -199,12 +195,19 @@ def _run_eagle3(args: argparse.Namespace) -> None:
         raise SystemExit(f"heads3: {err}") from None
 
 
+def _rescore(
+    args: argparse.Namespace, target: Any, tokenizer: Any, ids: Path, feats: Path
+) -> Callable[[int], None] | None:
+    """With --rescore, what rebuilds a shard's missing features from its ids (else None)."""
+    from specviz.train.regen import rescorer
+
+    return rescorer(target, int(tokenizer.eos_token_id), ids, feats) if args.rescore else None
+
+
 def _run_replay(args: argparse.Namespace) -> dict[str, Any]:
     """Run heads3-replay: copy the checkpoint, collect (once), train the steps with replay."""
-    from pathlib import Path
-
     from specviz.train.common import load_target, work_dir
-    from specviz.train.regen import regen_dir, rescorer
+    from specviz.train.regen import regen_dir
     from specviz.train.replay import ReplayConfig, run_replay
 
     source = Path(args.source) if args.source else work_dir() / "head-eagle3"
@@ -214,7 +217,7 @@ def _run_replay(args: argparse.Namespace) -> dict[str, Any]:
     if not (source / "ckpt.pt").is_file():
         raise SystemExit(f"heads3-replay: no checkpoint {source / 'ckpt.pt'}: train heads3 first")
     target, tokenizer = load_target(args.threads)
-    rescore = rescorer(target, int(tokenizer.eos_token_id), ids, feats) if args.rescore else None
+    rescore = _rescore(args, target, tokenizer, ids, feats)
     try:
         return run_replay(cfg, target, source, Path(args.out), ids, feats, args.steps, rescore)
     except ValueError as err:
@@ -223,8 +226,6 @@ def _run_replay(args: argparse.Namespace) -> dict[str, Any]:
 
 def _run_heads_all(args: argparse.Namespace) -> dict[str, Any]:
     """Run the whole EAGLE-3 pipeline on --device."""
-    from pathlib import Path
-
     from specviz.heads.weights import RANKING
     from specviz.models.loading import check_device
     from specviz.train.common import load_target, work_dir
@@ -258,8 +259,6 @@ def _run_heads_export(args: argparse.Namespace) -> dict[str, Any]:
         from specviz.train.heads_export import run_heads_export
 
         return run_heads_export(args.which)
-    from pathlib import Path
-
     from specviz.heads.weights import ASSETS
     from specviz.train.common import work_dir
     from specviz.train.heads3_export import run_heads3_export
@@ -290,8 +289,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         k, n = (int(x) for x in args.worker.split("/"))
         run_features(FeatureConfig(), range(k, args.jobs, n), args.hours, args.threads)
     elif args.step == "regen":
-        from pathlib import Path
-
         from specviz.train.regen import RegenConfig, regen_dir, run_regen
 
         k, n = (int(x) for x in args.worker.split("/"))

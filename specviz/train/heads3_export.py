@@ -29,7 +29,8 @@ from specviz.heads.eagle import EagleShape
 from specviz.heads.eagle3 import Eagle3Head
 from specviz.heads.weights import ASSETS, model_label
 from specviz.heads.weights3 import save_head3
-from specviz.train.common import load_target, work_dir, write_json_atomic
+from specviz.train.common import load_target, write_json_atomic
+from specviz.train.heads_eval import eval_path
 from specviz.train.vocab import answer_counts, coverage, training_ids
 
 
@@ -99,7 +100,7 @@ def run_heads3_export(
         "draft_vocab": vocab_coverage(head.vocab, ids_dir, int(target.config.vocab_size)),
         "held_out": curve_rows(folder / "curve.jsonl", step),
     }
-    evaluation = work_dir() / "eval" / "eagle3.json"  # heads-eval eagle3, if of this step
+    evaluation = eval_path("eagle3")  # heads-eval eagle3, attached if taken on this step
     if evaluation.is_file():
         measured = json.loads(evaluation.read_text(encoding="utf-8"))
         if measured.get("steps") == step:

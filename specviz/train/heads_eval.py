@@ -158,6 +158,11 @@ def cost_ratio(head: HeadCache, target: Any, tokenizer: Any, steps: int = 48) ->
     }
 
 
+def eval_path(kind: str) -> Path:
+    """Where heads-eval writes the measurements of the head `kind` (the exports read them)."""
+    return work_dir() / "eval" / f"{kind}.json"
+
+
 def trained_steps(kind: str, folder: str | None) -> dict[str, int]:
     """{"steps": N}: the training steps recorded in the weights' file, where it records them
     (the EAGLE-3 head's), so that an export attaches only its own evaluation."""
@@ -180,8 +185,8 @@ def run_heads_eval(kind: str, folder: str | None, per_kind: int, threads: int) -
     results.update(score(head, target, ref, depth))
     results.update(cost_ratio(head, target, tokenizer))
     results["threads"] = torch.get_num_threads()
-    path = Path(work_dir() / "eval")
-    path.mkdir(exist_ok=True)
-    write_json_atomic(path / f"{kind}.json", results)
+    path = eval_path(kind)
+    path.parent.mkdir(exist_ok=True)
+    write_json_atomic(path, results)
     LOG.info("%s", results)
     return results

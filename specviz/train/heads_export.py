@@ -15,9 +15,10 @@ from typing import Any
 from safetensors.torch import load_file
 
 from specviz.heads.weights import ASSETS
-from specviz.train.common import work_dir, write_json_atomic
+from specviz.train.common import write_json_atomic
 from specviz.train.features import feature_dir
 from specviz.train.heads import head_dir
+from specviz.train.heads_eval import eval_path
 
 
 def shards_sha256() -> str:
@@ -54,7 +55,7 @@ def run_heads_export(kind: str) -> dict[str, Any]:
         "config": metrics["config"],
         "last_validation": metrics["history"][-1] if metrics["history"] else {},
     }
-    evaluation = work_dir() / "eval" / f"{kind}.json"
+    evaluation = eval_path(kind)
     if evaluation.is_file():
         summary["held_out"] = json.loads(evaluation.read_text(encoding="utf-8"))
     write_json_atomic(ASSETS / f"{kind}.json", summary)
