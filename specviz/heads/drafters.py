@@ -127,7 +127,18 @@ class HeadTreeDrafter(TreeModelDrafter):
         return super().propose_tree(ids, max_depth, generator, stop_ids)
 
 
-class LookupThenHead(LookupThenModelDrafter):
+class _HeadsTargetCache:
+    """For a hybrid with a head: the decoder verifies through the head's target cache, which
+    records the features of every verified position (also those of rounds the head sat out)."""
+
+    head: HeadDrafter
+
+    def target_cache(self, target: Any) -> Any:
+        """The head's target cache."""
+        return self.head.target_cache(target)
+
+
+class LookupThenHead(_HeadsTargetCache, LookupThenModelDrafter):
     """N-gram lookup where the text repeats, else the head's chain (sharing the target cache)."""
 
     def __init__(self, head: HeadDrafter, lookup: NgramDrafter, model_gamma: int | None) -> None:
@@ -135,12 +146,8 @@ class LookupThenHead(LookupThenModelDrafter):
         super().__init__(head, lookup, model_gamma=model_gamma)
         self.head = head
 
-    def target_cache(self, target: Any) -> Any:
-        """The head's target cache: it records the features of every verified position."""
-        return self.head.target_cache(target)
 
-
-class SuffixThenHead(SuffixThenModelDrafter):
+class SuffixThenHead(_HeadsTargetCache, SuffixThenModelDrafter):
     """Suffix decoding where memory is sure of itself, else the head's chain while it pays
     (specviz.drafters.suffix_hybrid's rule, the head in the draft model's place; it shares the
     target cache, so the rounds the suffix chain drafts leave it nothing to catch up)."""
@@ -162,7 +169,3 @@ class SuffixThenHead(SuffixThenModelDrafter):
             min_model_alpha=min_model_alpha, share_key=share_key,
         )  # fmt: skip
         self.head = head
-
-    def target_cache(self, target: Any) -> Any:
-        """The head's target cache: it records the features of every verified position."""
-        return self.head.target_cache(target)

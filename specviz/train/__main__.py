@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -107,18 +108,13 @@ def _eagle3_parsers(sub: Any) -> None:
     h3.add_argument("--lr", type=float, default=5e-4)
     h3.add_argument("--prompt-weight", type=float, default=0.1, help="loss weight of prompts")
     h3.add_argument("--eval-every", type=int, default=500, help="steps between held-out evals")
-    h3.add_argument("--ids", default=None, help=ids_help)
-    h3.add_argument("--feats", default=None, help="folder of the feats shards (default: regen)")
     h3.add_argument("--out", default=None, help="checkpoint and curve (default: head-eagle3)")
     h3.add_argument(
         "--init", default=None, help="without a checkpoint, start from the head exported here"
     )
-    h3.add_argument(
-        "--rescore",
-        action="store_true",
-        help="train at once on a machine without the features: rebuild each shard's from its "
-        "ids when training first reads it (regen --no-rescore then only generates)",
-    )
+    _shard_args(h3, ids_help, "train at once on a machine without the features: rebuild each "
+                "shard's from its ids when training first reads it (regen --no-rescore then only "
+                "generates)")  # fmt: skip
     rp = sub.add_parser(
         "heads3-replay",
         help="on-policy replay: collect where a heads3 checkpoint's drafts are rejected, then "
@@ -129,14 +125,17 @@ def _eagle3_parsers(sub: Any) -> None:
     rp.add_argument("--steps", type=int, default=100, help="steps past the checkpoint's")
     rp.add_argument("--shards", type=int, default=16, help="training shards collected from")
     rp.add_argument("--every", type=int, default=2, help="every N-th step a replay batch")
-    rp.add_argument("--ids", default=None, help=ids_help)
-    rp.add_argument("--feats", default=None, help="folder of the feats shards (default: regen)")
-    rp.add_argument(
-        "--rescore",
-        action="store_true",
-        help="rebuild a shard's missing features from its ids when it is first read (as heads3 "
-        "--rescore; needed to go on from a checkpoint that trained that way)",
+    _shard_args(rp, ids_help, "rebuild a shard's missing features from its ids when it is first "
+                "read (as heads3 --rescore; needed to go on from a checkpoint that trained that "
+                "way)")  # fmt: skip
+    score = sub.add_parser(
+        "heads3-score",
+        help="score exported EAGLE-3 heads on the held-out set the curve reads: a curve row each "
+        "(JSON lines, in step order)",
     )
+    score.add_argument("heads", nargs="+", help="folders of eagle3.safetensors + eagle3.json")
+    _shard_args(score, ids_help, "rebuild the held-out shards' missing features from their ids")
+    score.add_argument("--append", default=None, help="also append the rows to this curve.jsonl")
     every = sub.add_parser(
         "heads-all",
         help="the EAGLE-3 pipeline in one command: data, vocabulary, training, evaluation, "
@@ -158,6 +157,14 @@ def _eagle3_parsers(sub: Any) -> None:
         help="ids folder, read and written (default: the answers shipped in the repository)",
     )
     every.add_argument("--out", default=None, help="default: work dir/heads-all")
+
+
+def _shard_args(parser: argparse.ArgumentParser, ids_help: str, rescore_help: str) -> None:
+    """--ids, --feats and --rescore: where a step reads the regen shards, and how it rebuilds
+    their missing features."""
+    parser.add_argument("--ids", default=None, help=ids_help)
+    parser.add_argument("--feats", default=None, help="folder of the feats shards (default: regen)")
+    parser.add_argument("--rescore", action="store_true", help=rescore_help)
 
 
 def _run_eagle3(args: argparse.Namespace) -> None:
@@ -202,6 +209,32 @@ def _rescore(
     from specviz.train.regen import rescorer
 
     return rescorer(target, int(tokenizer.eos_token_id), ids, feats) if args.rescore else None
+
+
+def _run_score(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Run heads3-score: each exported head's curve row on the held-out set, in step order."""
+    from specviz.train.common import load_target
+    from specviz.train.heads3 import Heads3Config
+    from specviz.train.heldout import score_exported
+    from specviz.train.regen import regen_dir
+
+    ids = Path(args.ids) if args.ids else regen_dir() / "ids"
+    feats = Path(args.feats) if args.feats else regen_dir()
+    missing = [h for h in args.heads if not (Path(h) / "eagle3.json").is_file()]
+    if missing:
+        raise SystemExit(f"heads3-score: no eagle3.json in {', '.join(missing)}: give folders "
+                         "that `heads-export eagle3 --out FOLDER` wrote")  # fmt: skip
+    target, tokenizer = load_target(args.threads)
+    stream = Heads3Config().stream(feats, ids, _rescore(args, target, tokenizer, ids, feats))
+    try:
+        rows = [score_exported(Path(h), target, stream) for h in args.heads]
+    except ValueError as err:
+        raise SystemExit(f"heads3-score: {err}") from None
+    rows.sort(key=lambda r: int(r["step"]))
+    if args.append:
+        with Path(args.append).open("a", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(r) + "\n" for r in rows)
+    return rows
 
 
 def _run_replay(args: argparse.Namespace) -> dict[str, Any]:
@@ -307,6 +340,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(_run_replay(args))
     elif args.step == "heads-all":
         print(_run_heads_all(args))
+    elif args.step == "heads3-score":
+        print("\n".join(json.dumps(r) for r in _run_score(args)))
     elif args.step == "heads-eval":
         from specviz.train.heads_eval import run_heads_eval
 

@@ -16,7 +16,8 @@ the learning rate warms up again to the new cosine (``extend_schedule``). Every 
 seconds and at the end a checkpoint (head, optimizer, progress, the stream's state, RNG) is written
 atomically to ``ckpt.pt``; a run started again resumes from it. At the end the head's weights also
 go to ``eagle3.safetensors`` (``specviz.heads.weights3``, for drafting). Every `eval_every` steps
-(and at least every `eval_hours`) the held-out shards are scored: α_d = mean over answer positions
+(and at least every `eval_hours`) the held-out set is scored (``specviz.train.heldout``: the
+held-out shards' sequences whose prompts no training shard holds): α_d = mean over answer positions
 of Σ_x min(p, q_d), q_d the head's d-th chained draft, d = 1..depth, one JSON line appended to
 ``curve.jsonl``.
 """
@@ -40,7 +41,8 @@ from specviz.heads.eagle3 import Eagle3Head, fresh_head
 from specviz.heads.weights3 import save_head3
 from specviz.train.accept import KINDS, alpha, draft_index, position_loss, soft_labels
 from specviz.train.common import save_atomic
-from specviz.train.regen_stream import RegenStream, StreamConfig, collate, load_shard, ready_shards
+from specviz.train.heldout import held_out_batches
+from specviz.train.regen_stream import RegenStream, StreamConfig, collate, ready_shards
 from specviz.train.unroll import unrolled
 
 LOG = logging.getLogger("specviz.train.heads3")
@@ -187,18 +189,6 @@ class Heads3Trainer:
         return [s / max(1, c) for s, c in zip(sums, counts, strict=True)], counts[0]
 
 
-def held_out_batches(stream: StreamConfig, cfg: Heads3Config) -> list[Batch]:
-    """Up to cfg.eval_sequences held-out sequences (lowest shards first), collated 8 a batch."""
-    seqs: list[dict[str, Any]] = []
-    for index in ready_shards(stream)[1]:
-        seqs += load_shard(stream, index)
-        if len(seqs) >= cfg.eval_sequences:
-            break
-    seqs = sorted(seqs[: cfg.eval_sequences], key=lambda s: int(s["tokens"].shape[0]))
-    seqs = [s for s in seqs if s["tokens"].shape[0] > 1]
-    return [collate(seqs[at : at + 8], cfg.max_len, 0.0) for at in range(0, len(seqs), 8)]
-
-
 def run_heads3(
     cfg: Heads3Config,
     target: Any,
@@ -288,14 +278,14 @@ def run_heads3(
                      stream.epoch)  # fmt: skip
         hourly = state["elapsed"] - state["last_eval"] >= cfg.eval_hours * 3600
         if state["step"] % cfg.eval_every == 0 or hourly:
-            held = held if len(held) * 8 >= cfg.eval_sequences else held_out_batches(
-                stream_cfg, cfg)  # fmt: skip
+            if len(held) * 8 < cfg.eval_sequences:
+                held = held_out_batches(stream_cfg, cfg.eval_sequences, cfg.max_len)
             _curve(out_dir, trainer, held, state, kind, value)
         if time.monotonic() - saved > cfg.ckpt_every_s:
             _checkpoint(ckpt_path, trainer, optimizer, stream, state, cfg)
             saved = time.monotonic()
     if final_eval and _last_row_step(out_dir / "curve.jsonl") != state["step"]:
-        held = held or held_out_batches(stream_cfg, cfg)
+        held = held or held_out_batches(stream_cfg, cfg.eval_sequences, cfg.max_len)
         _curve(out_dir, trainer, held, state, active_loss(cfg, state["step"] - 1), value)
     _checkpoint(ckpt_path, trainer, optimizer, stream, state, cfg)
     save_head3(trainer.head, target, state["step"], out_dir)

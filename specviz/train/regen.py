@@ -13,7 +13,10 @@ T = 1 or greedily, and saves in the same pass, with no second pass:
   the target's top-k next-token log-probabilities at T = 1, log p(x_{j+1} = k-th | x_{<=j})
   (K,) with their token ids: ``feats_XXXXX.pt``, large, rebuilt by rerunning this step.
 
-A shard is a pure function of (seed, index); a rerun skips finished shards, and where a shard's
+A shard is a pure function of (seed, index, the prompt pool) less the prompts that the shards
+already made hold (``prompt_key``: a prompt is answered once, and a held-out one is never
+trained; the pool depends on the text a machine has installed, so shards made on two machines
+can meet); a rerun skips finished shards, and where a shard's
 ids exist but its features do not (a fresh machine), one teacher-forced pass over the ids
 rebuilds them instead of generating (or training rebuilds them when it first reads the shard:
 `rescorer`, and this step with rescore=False only generates). ``manifest.json`` records, per
@@ -29,6 +32,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -261,15 +265,41 @@ def _write_ids(path: Path, data: Record) -> None:
     tmp.replace(path)
 
 
+def shard_index(path: Path) -> int:
+    """The index of a shard file named ``<kind>_XXXXX.<ext>``."""
+    return int(path.name.split(".")[0].split("_")[1])
+
+
+def prompt_key(tokens: list[int], start: int) -> tuple[int, ...]:
+    """A sequence's prompt: its token ids before the answer starts."""
+    return tuple(tokens[:start])
+
+
+def shard_prompts(ids_dir: Path, indices: list[int]) -> set[tuple[int, ...]]:
+    """The prompts of the shards `indices` in ids_dir (their ids files only, no features)."""
+    keys: set[tuple[int, ...]] = set()
+    for index in indices:
+        ids = read_ids(ids_dir / f"ids_{index:05d}.json.gz")
+        keys |= {prompt_key(t, s) for t, s in zip(ids["tokens"], ids["start"], strict=True)}
+    return keys
+
+
 def make_shard(
-    index: int, cfg: RegenConfig, model: Any, tokenizer: Any, pool: list[tuple[str, str]]
+    index: int,
+    cfg: RegenConfig,
+    model: Any,
+    tokenizer: Any,
+    pool: list[tuple[str, str]],
+    answered: AbstractSet[tuple[int, ...]] = frozenset(),
 ) -> tuple[Record, list[Record]]:
-    """Generate shard index: its ids record and its per-sequence features."""
+    """Generate shard index: its ids record and its per-sequence features; the pool's prompts
+    among `answered` (``prompt_key``s that shards already hold) are left out."""
     gen = torch.Generator(device=model.device).manual_seed(cfg.seed * 100_003 + index)
     eos, temperature = int(tokenizer.eos_token_id), shard_temperature(index, cfg)
     first = index * cfg.per_shard
     picked = [(first + i, *pool[first + i]) for i in range(min(cfg.per_shard, len(pool) - first))]
     encoded = [(i, src, chat_ids(tokenizer, text, cfg.max_prompt)) for i, src, text in picked]
+    encoded = [item for item in encoded if tuple(item[2]) not in answered]
     encoded.sort(key=lambda item: len(item[2]))  # similar lengths share a batch: less padding
     ids: Record = {"index": index, "temperature": temperature, "prompt_index": [], "source": []}
     ids |= {"tokens": [], "start": []}
@@ -385,7 +415,9 @@ def run_regen(
             if index * cfg.per_shard >= len(pool):
                 LOG.info("prompt pool used up at shard %d", index)
                 break
-            ids, feats = make_shard(index, cfg, model, tokenizer, pool)
+            made_ids = sorted(map(shard_index, ids_dir.glob("ids_*.json.gz")))
+            answered = shard_prompts(ids_dir, made_ids)  # read again: workers add shards
+            ids, feats = make_shard(index, cfg, model, tokenizer, pool, answered)
             made = "generated"
         save_atomic({"index": index, "layers": manifest["layers"], "seqs": feats}, feat_path)
         if made == "generated":

@@ -28,8 +28,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from specviz.train.regen import read_ids
-from specviz.train.vocab import is_held_out, shard_index
+from specviz.train.regen import read_ids, shard_index
+from specviz.train.vocab import is_held_out
 
 Seq = dict[str, Any]
 

@@ -25,15 +25,10 @@ from torch import Tensor
 
 from specviz.heads.eagle import EagleShape
 from specviz.heads.eagle3 import Eagle3Head
-from specviz.train.regen import read_ids
+from specviz.train.regen import read_ids, shard_index
 
 LOG = logging.getLogger("specviz.train.vocab")
 SIZES = (4096, 8192, 16384, 32768)
-
-
-def shard_index(path: Path) -> int:
-    """The index of a shard file named ``<kind>_XXXXX.<ext>``."""
-    return int(path.name.split(".")[0].split("_")[1])
 
 
 def is_held_out(index: int, val_every: int = 40, val_shard: int = 7) -> bool:

@@ -11,10 +11,17 @@ import torch
 
 from specviz.train.heads3 import Heads3Config
 from specviz.train.heads_all import HeadsAllConfig, run_heads_all
-from specviz.train.regen import RegenConfig, read_ids, rescorer, run_regen
+from specviz.train.regen import (
+    RegenConfig,
+    prompt_key,
+    read_ids,
+    rescorer,
+    run_regen,
+    shard_prompts,
+)
 from tests.conftest import char_tokenizer, tiny_model
 
-POOL = [("toy", text) for text in ("the cat", "a dog sat", "cat and dog", "the mat")] * 8
+POOL = [("toy", f"{a} {b}") for a in "abcdefgh" for b in ("cat", "dog", "mat", "sat")]
 
 
 def test_the_pipeline_makes_data_trains_evaluates_and_exports(tmp_path: Path) -> None:
@@ -75,3 +82,24 @@ def test_regen_without_rescoring_generates_new_shards_only(tmp_path: Path) -> No
     row = after["shards"]["0"]
     assert row["made"] == "rescored in training" and row["ids"] == first["shards"]["0"]["ids"]
     assert row["positions"] == first["shards"]["0"]["positions"]
+
+
+def test_regen_answers_a_prompt_once(tmp_path: Path) -> None:
+    """A prompt that a shard already holds is left out of the shards made after it (pools made
+    on two machines can meet), so a held-out prompt is never trained on."""
+    target = tiny_model("llama", seed=5, scale=3.0, num_hidden_layers=6).to(torch.float32)
+    tokenizer = char_tokenizer()
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
+    cfg = RegenConfig(prompts=6, batch=2, per_shard=3, max_new=5, topk=6)
+    pool = [("toy", t) for t in ("the cat", "a dog sat", "the mat", "a dog sat", "on it", "hi")]
+    ids = tmp_path / "ids"
+    ids.mkdir()
+    run_regen(cfg, range(2), ids, None, 0, loaded=(target, tokenizer), out_dir=tmp_path / "f",
+              pool=pool)  # fmt: skip
+    first, second = (read_ids(ids / f"ids_{i:05d}.json.gz") for i in (0, 1))
+    assert sorted(first["prompt_index"]) == [0, 1, 2]  # the control: a new shard keeps them all
+    assert sorted(second["prompt_index"]) == [4, 5]  # pool[3] repeats pool[1]: answered
+    prompts = [prompt_key(t, s) for d in (first, second)
+               for t, s in zip(d["tokens"], d["start"], strict=True)]  # fmt: skip
+    assert len(set(prompts)) == len(prompts) == 5
+    assert shard_prompts(ids, [0, 1]) == set(prompts)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from specviz.results.table import markdown_table
 from specviz.train.curve import DEPTHS, comparable, per_doubling, plateau, read_curve
@@ -18,18 +19,24 @@ CURVE = ROOT / "data" / "heads" / "eagle3-curve.jsonl"
 CURVE_FIGURE = "eagle3-curve.png"  # beside the saved results
 
 
-def heads_curve(saved: Saved, path: Path = CURVE) -> list[str]:
-    """Every held-out evaluation, the stop rule's reading, and the figure's link."""
-    if not path.is_file():
-        return markdown_table(["held-out curve"], [[f"not there yet: {path.name}"]])
-    rows = read_curve(path)
+def _rows_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The rows as a table: step, positions, hours, loss, held-out positions, α₁…α₅."""
     head = ["step", "positions trained", "hours", "loss", "held-out positions"]
     head += [f"α{d}" for d in "₁₂₃₄₅"[:DEPTHS]]
-    table = markdown_table(head, [
+    return markdown_table(head, [
         [str(r["step"]), f"{r['positions']:,}", f"{r['hours']:.2f}", str(r.get("loss", "—")),
          f"{r['eval_positions']:,}", *(f"{r[f'alpha_{d}']:.3f}" for d in range(1, DEPTHS + 1))]
         for r in rows
     ])  # fmt: skip
+
+
+def heads_curve(saved: Saved, path: Path = CURVE) -> list[str]:
+    """The evaluations on the newest held-out set, the stop rule's reading and the trend on
+    them, the figure's link, then the rows read on older sets."""
+    if not path.is_file():
+        return markdown_table(["held-out curve"], [[f"not there yet: {path.name}"]])
+    rows = read_curve(path)
+    newest = comparable(rows)
     verdict = plateau(rows)
     if verdict is None:
         rule = "fewer than three comparable evaluations an hour apart yet"
@@ -43,8 +50,14 @@ def heads_curve(saved: Saved, path: Path = CURVE) -> list[str]:
         if slope is None
         else f"{slope:+.3f} of α₁ per doubling of positions, over the last doubling"
     )
-    return [*table, "", f"Stop rule (gain under 0.01): {rule}.", "", f"Trend: {trend}.", "",
-            f"![Held-out α against positions trained](results/{CURVE_FIGURE})"]  # fmt: skip
+    figure = f"![Held-out α against positions trained](results/{CURVE_FIGURE})"
+    out = [*_rows_table(newest), "", f"Stop rule (gain under 0.01): {rule}.", "",
+           f"Trend: {trend}.", "", figure]  # fmt: skip
+    older = [r for r in rows if r not in newest]
+    if older:
+        out += ["", f"Rows read on earlier held-out sets ({len(older)}; they compare only with "
+                "rows of the same held-out positions):", "", *_rows_table(older)]  # fmt: skip
+    return out
 
 
 def curve_figure(saved: Saved, path: Path = CURVE) -> Path | None:

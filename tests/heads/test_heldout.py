@@ -1,0 +1,66 @@
+"""The held-out set a head's curve reads: no prompt that a training shard holds, and exported
+heads scored on it again (specviz.train.heldout)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specviz.train.heads3 import run_heads3
+from specviz.train.heldout import held_out_batches, held_out_sequences, score_exported
+from specviz.train.regen import _write_ids, read_ids
+from tests.heads.test_heads3 import CFG, _model, write_shards
+
+
+def test_the_held_out_set_leaves_out_prompts_a_training_shard_holds(tmp_path: Path) -> None:
+    stream = write_shards(_model(), tmp_path, range(8))
+    every = held_out_sequences(stream, 100)
+    assert len(every) == 4  # the control: random shards share no prompt, all of shard 7 is kept
+    shared = every[1]
+    start = int(shared["start"])
+    ids = read_ids(tmp_path / "ids_00003.json.gz")
+    ids["tokens"][2] = [*shared["tokens"][:start].tolist(), 7, 7, 7]  # its prompt, another answer
+    ids["start"][2] = start
+    _write_ids(tmp_path / "ids_00003.json.gz", ids)
+    kept = held_out_sequences(stream, 100)
+    assert [s["tokens"].tolist() for s in kept] == [
+        s["tokens"].tolist() for s in every if s is not shared
+    ]
+    ids["start"][2] = start + 1  # a longer prompt that starts the same way is another prompt
+    _write_ids(tmp_path / "ids_00003.json.gz", ids)
+    assert len(held_out_sequences(stream, 100)) == 4
+    assert len(held_out_sequences(stream, 2)) == 2
+    batches = held_out_batches(stream, 100, 16)
+    assert sum(int(b["tokens"].shape[0]) for b in batches) == 4
+
+
+def test_an_exported_head_is_scored_on_the_held_out_set_as_training_scored_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from specviz.train import heads3_export
+    from specviz.train.__main__ import main
+
+    model = _model()
+    (tmp_path / "data").mkdir()
+    stream = write_shards(model, tmp_path / "data", range(8))
+    run_heads3(CFG, model, stream, tmp_path / "run", 10, None)
+    trained = [json.loads(line) for line in (tmp_path / "run" / "curve.jsonl").open()][-1]
+    monkeypatch.setattr(heads3_export, "load_target", lambda threads: (model, None))
+    exported = tmp_path / "exported"
+    summary = heads3_export.run_heads3_export(tmp_path / "run", tmp_path / "data", 1, exported)
+    row = score_exported(exported, model, stream)
+    assert (row["step"], row["positions"], row["eval_positions"], row["loss"]) == (
+        10, summary["trained_positions"], trained["eval_positions"], "tv"
+    )  # fmt: skip
+    for d in range(1, 6):  # the exported weights are bf16: close to the run's own reading
+        assert row[f"alpha_{d}"] == pytest.approx(trained[f"alpha_{d}"], abs=0.02)
+    monkeypatch.setattr("specviz.train.common.load_target", lambda threads: (model, None))
+    monkeypatch.setenv("SPECVIZ_TRAIN_DIR", str(tmp_path / "work"))  # the command's logs
+    curve = tmp_path / "curve.jsonl"
+    data = ["--ids", str(tmp_path / "data"), "--feats", str(tmp_path / "data")]
+    main(["heads3-score", str(exported), "--append", str(curve), *data])
+    assert [json.loads(line) for line in curve.open()] == [row]
+    with pytest.raises(SystemExit, match=r"no eagle3.json in .*heads-export eagle3 --out"):
+        main(["heads3-score", str(tmp_path / "none"), *data])
