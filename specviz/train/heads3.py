@@ -75,7 +75,7 @@ class Heads3Config:
     log_every: int = 10
     seed: int = 13579
     device: str = "cpu"
-    bf16: bool = False  # autocast the head's passes to bf16 (CUDA)
+    bf16: bool = False  # autocast the head's training passes to bf16 (CUDA, or a CPU with AMX)
 
     def stream(
         self, feats_dir: Path, ids_dir: Path, rescore: Callable[[int], None] | None = None
@@ -136,8 +136,9 @@ class Heads3Trainer:
         self.t2d = draft_index(self.head.vocab, int(embed.shape[0]))  # (V,)
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
-        """bf16 autocast where asked for, else nothing."""
-        if self.cfg.bf16:
+        """bf16 autocast where asked for, while training only: held-out α is always measured
+        in float32, so rows of runs with and without bf16 compare."""
+        if self.cfg.bf16 and self.head.training:
             return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 

@@ -4,13 +4,16 @@ heads scored on it again (specviz.train.heldout)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
-from specviz.train.heads3 import run_heads3
+from specviz.train.heads3 import Heads3Trainer, run_heads3
 from specviz.train.heldout import held_out_batches, held_out_sequences, score_exported
 from specviz.train.regen import _write_ids, read_ids
+from specviz.train.regen_stream import RegenStream, collate
 from tests.heads.test_heads3 import CFG, _model, write_shards
 
 
@@ -64,3 +67,18 @@ def test_an_exported_head_is_scored_on_the_held_out_set_as_training_scored_it(
     assert [json.loads(line) for line in curve.open()] == [row]
     with pytest.raises(SystemExit, match=r"no eagle3.json in .*heads-export eagle3 --out"):
         main(["heads3-score", str(tmp_path / "none"), *data])
+
+
+def test_held_out_alpha_is_measured_in_float32_when_training_autocasts_to_bf16(
+    tmp_path: Path,
+) -> None:
+    model = _model()
+    stream = write_shards(model, tmp_path, range(8))
+    held = held_out_batches(stream, 4, 16)
+    plain = Heads3Trainer(CFG, model, torch.arange(20))
+    mixed = Heads3Trainer(replace(CFG, bf16=True), model, torch.arange(20))
+    mixed.head.load_state_dict(plain.head.state_dict())
+    assert mixed.evaluate(held) == plain.evaluate(held)  # float32 both: rows compare
+    batch = collate(RegenStream(stream).next_batch(), 16, 0.1)
+    a, b = float(plain.loss(batch, "tv")[0]), float(mixed.loss(batch, "tv")[0])
+    assert a != b and b == pytest.approx(a, abs=0.05)  # the control: training autocasts
