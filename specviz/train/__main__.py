@@ -232,7 +232,7 @@ def _run_score(args: argparse.Namespace) -> list[dict[str, Any]]:
     target, tokenizer = load_target(args.threads)
     stream = Heads3Config().stream(feats, ids, _rescore(args, target, tokenizer, ids, feats))
     try:
-        rows = [score_exported(Path(h), target, stream) for h in args.heads]
+        rows = score_exported([Path(h) for h in args.heads], target, stream)
     except ValueError as err:
         raise SystemExit(f"heads3-score: {err}") from None
     rows.sort(key=lambda r: int(r["step"]))

@@ -9,8 +9,8 @@ held out, and the set leaves it out: the held-out set is the held-out shards' se
 prompts no training shard holds, lowest shard first. Step ``regen`` does not answer a prompt
 that a shard already holds, so the shards it adds later leave the set as it is.
 
-``score_exported`` scores a head exported with its summary (``heads-export eagle3``) on that
-set: a curve row at the step it was exported from, so the snapshots of a run can be scored
+``score_exported`` scores heads exported with its summary (``heads-export eagle3``) on that
+set: a curve row each, at the step it was exported from, so the snapshots of a run can be scored
 again on a corrected set, each at the positions and hours it had trained.
 """
 
@@ -48,23 +48,32 @@ def held_out_batches(stream: StreamConfig, count: int, max_len: int) -> list[Bat
     return [collate(seqs[at : at + 8], max_len, 0.0) for at in range(0, len(seqs), 8)]
 
 
-def score_exported(folder: Path, target: Any, stream: StreamConfig) -> dict[str, Any]:
-    """The curve row of the head exported in folder, scored on the held-out set: its step,
-    positions, answer positions and hours as exported, its loss at that step, the set's size and
-    α_1 … α_depth (``specviz.train.heads3.Heads3Trainer.evaluate``)."""
+def score_exported(folders: list[Path], target: Any, stream: StreamConfig) -> list[dict[str, Any]]:
+    """The curve row of each head exported in folders, scored on the held-out set (built once
+    per size and length the heads' configs ask for): its step, positions, answer positions and
+    hours as exported, its loss at that step, the set's size and α_1 … α_depth
+    (``specviz.train.heads3.Heads3Trainer.evaluate``)."""
     from specviz.train.heads3 import Heads3Config, Heads3Trainer, active_loss
     from specviz.train.heads3_export import warm_start
 
-    head, state, _ = warm_start(folder, target)
-    saved = json.loads((folder / "eagle3.json").read_text(encoding="utf-8"))["config"]
-    cfg = Heads3Config(**{k: v for k, v in saved.items() if k in Heads3Config.__dataclass_fields__})
-    trainer = Heads3Trainer(cfg, target, head.vocab.cpu())
-    trainer.head.load_state_dict(head.state_dict())
-    alphas, positions = trainer.evaluate(held_out_batches(stream, cfg.eval_sequences, cfg.max_len))
-    row: dict[str, Any] = {
-        "positions": state["positions"], "answer_positions": state["answer_positions"],
-        "step": state["step"], "hours": round(state["elapsed"] / 3600, 4),
-        "loss": active_loss(cfg, state["step"] - 1), "eval_positions": positions,
-        "scored_from": "export",
-    }  # fmt: skip
-    return row | {f"alpha_{d}": round(a, 5) for d, a in enumerate(alphas, start=1)}
+    held: dict[tuple[int, int], list[Batch]] = {}
+    rows = []
+    for folder in folders:
+        head, state, _ = warm_start(folder, target)
+        saved = json.loads((folder / "eagle3.json").read_text(encoding="utf-8"))["config"]
+        fields = Heads3Config.__dataclass_fields__
+        cfg = Heads3Config(**{k: v for k, v in saved.items() if k in fields})
+        trainer = Heads3Trainer(cfg, target, head.vocab.cpu())
+        trainer.head.load_state_dict(head.state_dict())
+        key = (cfg.eval_sequences, cfg.max_len)
+        if key not in held:
+            held[key] = held_out_batches(stream, *key)
+        alphas, positions = trainer.evaluate(held[key])
+        row: dict[str, Any] = {
+            "positions": state["positions"], "answer_positions": state["answer_positions"],
+            "step": state["step"], "hours": round(state["elapsed"] / 3600, 4),
+            "loss": active_loss(cfg, state["step"] - 1), "eval_positions": positions,
+            "scored_from": "export",
+        }  # fmt: skip
+        rows.append(row | {f"alpha_{d}": round(a, 5) for d, a in enumerate(alphas, start=1)})
+    return rows

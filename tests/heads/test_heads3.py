@@ -252,11 +252,12 @@ def test_export_ships_a_checkpoints_head_with_its_summary(
         main(["heads-export", "eagle3", "--from-checkpoint", str(tmp_path / "none")])
 
 
-def test_a_run_without_checkpoint_starts_from_an_exported_head(
+def trained_and_exported(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> tuple[Any, StreamConfig, dict[str, Any]]:
+    """A tiny target, its shards in tmp_path/data, a 10-step heads3 run in tmp_path/first and
+    its head exported to tmp_path/exported: (target, stream, the export's summary)."""
     from specviz.train import heads3_export
-    from specviz.train.__main__ import main
 
     model = _model()
     (tmp_path / "data").mkdir()
@@ -264,7 +265,17 @@ def test_a_run_without_checkpoint_starts_from_an_exported_head(
     run_heads3(CFG, model, stream, tmp_path / "first", 10, None)
     monkeypatch.setattr(heads3_export, "load_target", lambda threads: (model, None))
     exported = tmp_path / "exported"
-    summary = heads3_export.run_heads3_export(tmp_path / "first", tmp_path / "data", 1, exported)
+    return model, stream, heads3_export.run_heads3_export(tmp_path / "first", tmp_path / "data",
+                                                          1, exported)  # fmt: skip
+
+
+def test_a_run_without_checkpoint_starts_from_an_exported_head(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from specviz.train.__main__ import main
+
+    model, stream, summary = trained_and_exported(tmp_path, monkeypatch)
+    exported = tmp_path / "exported"
     warm = tmp_path / "warm"
     start = run_heads3(CFG, model, stream, warm, 10, None, init=exported)  # no step to train
     assert (start["step"], start["positions"], start["warm_start"]) == (10, summary[

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from specviz.train.heads3 import Heads3Trainer, run_heads3
+from specviz.train.heads3 import Heads3Trainer
 from specviz.train.heldout import held_out_batches, held_out_sequences, score_exported
 from specviz.train.regen import _write_ids, read_ids
 from specviz.train.regen_stream import RegenStream, collate
-from tests.heads.test_heads3 import CFG, _model, write_shards
+from tests.heads.test_heads3 import CFG, _model, trained_and_exported, write_shards
 
 
 def test_the_held_out_set_leaves_out_prompts_a_training_shard_holds(tmp_path: Path) -> None:
@@ -42,18 +42,12 @@ def test_the_held_out_set_leaves_out_prompts_a_training_shard_holds(tmp_path: Pa
 def test_an_exported_head_is_scored_on_the_held_out_set_as_training_scored_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from specviz.train import heads3_export
     from specviz.train.__main__ import main
 
-    model = _model()
-    (tmp_path / "data").mkdir()
-    stream = write_shards(model, tmp_path / "data", range(8))
-    run_heads3(CFG, model, stream, tmp_path / "run", 10, None)
-    trained = [json.loads(line) for line in (tmp_path / "run" / "curve.jsonl").open()][-1]
-    monkeypatch.setattr(heads3_export, "load_target", lambda threads: (model, None))
+    model, stream, summary = trained_and_exported(tmp_path, monkeypatch)
+    trained = [json.loads(line) for line in (tmp_path / "first" / "curve.jsonl").open()][-1]
     exported = tmp_path / "exported"
-    summary = heads3_export.run_heads3_export(tmp_path / "run", tmp_path / "data", 1, exported)
-    row = score_exported(exported, model, stream)
+    (row,) = score_exported([exported], model, stream)
     assert (row["step"], row["positions"], row["eval_positions"], row["loss"]) == (
         10, summary["trained_positions"], trained["eval_positions"], "tv"
     )  # fmt: skip
