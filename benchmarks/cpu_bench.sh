@@ -205,7 +205,7 @@ bench tree-sweep-t1 --workloads code --limit 4 --temperatures 1 \
 #     transformers' assisted generation with the distilled draft (the `model` rows), on the lean
 #     target forward, over the whole workloads, twice: code at T = 0 and at T = 1, JSON (T = 0)
 #     and prose (T = 1). The prompts go in chat-formatted (specviz's default, and the form of the
-#     answers the EAGLE-3 head trained on), for every drafter alike. About 80 minutes on 2 idle
+#     answers the EAGLE-3 head trained on), for every drafter alike. About 2 hours on 2 idle
 #     cores.
 HEADS="--gammas 3 --tree-nodes 8 --tree-depth 4 --tree-width 4 --reps 2 --lean-target"
 RAW= bench heads-code --workloads code --temperatures 0 $HEADS \

@@ -11,7 +11,7 @@ loss is ``specviz.train.accept.position_loss`` against p restricted to the draft
 `kl` throughout for loss 'kl'; for 'tv' and 'lk' KL for the first `kl_warmup` steps, then TV
 (1 - α) or the λ-mix. Answer positions weigh 1, prompt positions `prompt_weight`.
 
-AdamW, linear warm-up then cosine decay to 10 %, gradient clipping; resumed with a longer schedule,
+AdamW, linear warm-up then cosine decay to 10 %, gradient clipping; resumed with another schedule,
 the learning rate warms up again to the new cosine (``extend_schedule``). Every `ckpt_every_s`
 seconds and at the end a checkpoint (head, optimizer, progress, the stream's state, RNG) is written
 atomically to ``ckpt.pt``; a run started again resumes from it. At the end the head's weights also
@@ -105,11 +105,12 @@ def rewarmed(cfg: Heads3Config, state: dict[str, Any], step: int) -> float:
 
 
 def extend_schedule(cfg: Heads3Config, saved: dict[str, Any], state: dict[str, Any]) -> None:
-    """A run resumed with a longer schedule (total_steps, or a new peak lr) than its checkpoint's
-    config `saved`: the cosine is cfg's from here on, reached by a warm-up from the step it
-    stopped at (state['schedule_start'], carried by its curve rows), not by a jump."""
-    longer = cfg.total_steps > int(saved.get("total_steps", cfg.total_steps))
-    if longer or cfg.lr != float(saved.get("lr", cfg.lr)):
+    """A run resumed with another schedule (total_steps, or peak lr) than its checkpoint's config
+    `saved`: the cosine is cfg's from here on, reached by a warm-up from the step it stopped at
+    (state['schedule_start'], carried by its curve rows), not by a jump. A longer one lets the
+    curve go on; a shorter one anneals the rate sooner (to 10 % at the new total_steps)."""
+    changed = cfg.total_steps != int(saved.get("total_steps", cfg.total_steps))
+    if changed or cfg.lr != float(saved.get("lr", cfg.lr)):
         state["schedule_start"] = state["step"]
         LOG.info("schedule of %d steps at lr %.1e from step %d (warm-up of %d steps)",
                  cfg.total_steps, cfg.lr, state["step"], cfg.warmup)  # fmt: skip

@@ -322,6 +322,10 @@ def test_a_longer_schedule_warms_the_learning_rate_up_again(tmp_path: Path) -> N
     # stands above the old one's floor there
     assert rewarmed(longer, on, 12) == 0.5 and rewarmed(longer, on, 13) == 1.0
     assert learning_rate(longer, 13) > learning_rate(CFG, 13)
+    shorter = replace(CFG, total_steps=30)  # an earlier anneal is a new schedule too
+    late = run_heads3(shorter, model, stream, tmp_path / "run", 20, None)
+    assert late["schedule_start"] == 18
+    assert learning_rate(shorter, 19) < learning_rate(longer, 19)
 
 
 def heads3_rewarmed(step: int) -> float:
