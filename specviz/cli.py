@@ -30,6 +30,7 @@ from specviz.drafters.registry import (
     HEAD_DRAFTERS,
     MEMORY_DRAFTERS,
     REGISTRY,
+    WORKLOAD_CONFIGS,
     DrafterOptions,
     build_drafter,
     drafter_spec,
@@ -92,10 +93,21 @@ def build_parser() -> argparse.ArgumentParser:
         "tokenizer's chat template (one user turn) where the tokenizer has one",
     )
     gen.add_argument(
-        "--gamma", type=int, default=DEFAULT_CONFIG.gamma, help="draft tokens per round (>= 1)"
+        "--preset",
+        choices=list(WORKLOAD_CONFIGS),
+        help="the benchmark's fastest exact setting for this kind of request (its drafter, "
+        "gamma, gamma policy and temperature, where no flag sets them); default: code's, "
+        + "; ".join(f"{k}: {c.drafter} γ={c.gamma}" for k, c in WORKLOAD_CONFIGS.items()),
     )
     gen.add_argument(
-        "--temperature", type=float, default=DEFAULT_CONFIG.temperature, help="0 for greedy"
+        "--gamma",
+        type=int,
+        help=f"draft tokens per round (>= 1) (default: {DEFAULT_CONFIG.gamma}, or the preset's)",
+    )
+    gen.add_argument(
+        "--temperature",
+        type=float,
+        help=f"0 for greedy (default: {DEFAULT_CONFIG.temperature:g}, or the preset's)",
     )
     gen.add_argument("--top-k", type=int, default=0, help="keep the k likeliest tokens; 0 disables")
     gen.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass; 1.0 disables")
@@ -214,8 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--gamma-policy",
         choices=list(POLICY_NAMES),
-        default=DEFAULT_CONFIG.policy,
-        help="gamma per round: fixed, transformers' +2/-1 heuristic, or the theory optimum",
+        help="gamma per round: fixed, transformers' +2/-1 heuristic, or the theory optimum "
+        f"(default: {DEFAULT_CONFIG.policy}, or the preset's)",
     )
     add_batch_argument(gen)
     gen.add_argument("--events", metavar="FILE", help="write every event as JSON lines")
@@ -383,13 +395,20 @@ def _warn(message: str) -> None:
 
 
 def apply_defaults(args: argparse.Namespace, defaults: Defaults | None = None) -> None:
-    """Fill what the flags leave unset from the registry's DEFAULT_CONFIG: the drafter (its
+    """Fill what the flags leave unset from the registry's WORKLOAD_CONFIGS[--preset] (without
+    one, DEFAULT_CONFIG): gamma, temperature, the gamma policy and the drafter (DEFAULT_CONFIG's
     batched drafter under --batch; a cross-tokenizer drafter, CROSS_DRAFTER, for a draft whose
     tokenizer differs from the target's); and from defaults (None: generate_defaults(args)),
     the target's forward where neither --[no-]lean-target nor --no-pack chooses it: lean where
     the drafter takes it (specviz.tune.defaults.lean_applies; never a batched decode), unpacked
     weights for the "transformers" path."""
     defaults = defaults or generate_defaults(args)
+    preset = WORKLOAD_CONFIGS[args.preset] if args.preset else DEFAULT_CONFIG
+    for flag, value in {"gamma": preset.gamma, "temperature": preset.temperature}.items():
+        if getattr(args, flag) is None:
+            setattr(args, flag, value)
+    if args.gamma_policy is None:
+        args.gamma_policy = preset.policy
     if args.drafter is None and not args.plain and args.batch is None and _other_tokenizer(args):
         print(
             f"specviz: the draft's tokenizer differs from the target's: drafting with "
@@ -399,7 +418,7 @@ def apply_defaults(args: argparse.Namespace, defaults: Defaults | None = None) -
         args.drafter = CROSS_DRAFTER
     if args.drafter is None:
         batched = args.batch is not None
-        name = DEFAULT_CONFIG.batch_drafter if batched else DEFAULT_CONFIG.drafter
+        name = DEFAULT_CONFIG.batch_drafter if batched else preset.drafter
         spec = drafter_spec(name)
         if spec.untrimmed is not None and not args.plain and not _ranked(args.draft):
             print(
@@ -455,12 +474,12 @@ def check_tree_flags(args: argparse.Namespace) -> None:
 def run_generate(args: argparse.Namespace, defaults: Defaults | None = None) -> int:
     """Validate, load, decode, report (defaults: the forward where no flag chooses; None:
     generate_defaults(args))."""
+    text = prompt_text(args)
+    apply_defaults(args, defaults)
     sampling = SamplingConfig(
         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed
     )
     speculation = SpeculationConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens)
-    text = prompt_text(args)
-    apply_defaults(args, defaults)
     policy = make_policy(args.gamma_policy, speculation.gamma)  # validated before loading
     if args.lean_target and args.drafter == "early-exit-shared" and not args.plain:
         raise ValueError(

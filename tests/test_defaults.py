@@ -9,7 +9,7 @@ import pytest
 
 from specviz.app.views.form import PRESETS
 from specviz.cli import apply_defaults, build_parser, main
-from specviz.drafters.registry import DEFAULT_CONFIG, REGISTRY
+from specviz.drafters.registry import DEFAULT_CONFIG, REGISTRY, WORKLOAD_CONFIGS
 from specviz.tune.profile import Choice, profiles_dir
 from tools.report.headline import Pick
 from tools.report.saved import RESULTS_DIR, Saved
@@ -29,6 +29,31 @@ def test_default_is_the_reports_fastest_exact_setting_for_code() -> None:
     assert forward.split()[0] == DEFAULT_CONFIG.forward
     plan = saved.load("batch-sweep")["batch_sweep"]["plan"]
     assert plan["drafters"] == [DEFAULT_CONFIG.batch_drafter]
+
+
+@pytest.mark.parametrize("kind", list(WORKLOAD_CONFIGS))
+def test_each_preset_is_the_reports_fastest_exact_setting_for_its_kind(kind: str) -> None:
+    saved = Saved(RESULTS_DIR)
+    config = WORKLOAD_CONFIGS[kind]
+    setting = Pick(kind, config.temperature).row(saved)["setting"]
+    chosen = {"drafter": config.drafter, "gamma": config.gamma, "policy": config.policy}
+    assert {k: setting[k] for k in chosen} == chosen
+    assert config.forward == DEFAULT_CONFIG.forward  # the forward stays the machine's
+    assert WORKLOAD_CONFIGS["code"] == DEFAULT_CONFIG
+
+
+def test_a_preset_fills_what_the_flags_leave_unset() -> None:
+    json = WORKLOAD_CONFIGS["json"]
+    got = _defaults("--preset", "json")
+    assert (got["drafter"], got["gamma"], got["temperature"]) == (
+        json.drafter, json.gamma, json.temperature
+    )  # fmt: skip
+    assert _defaults("--preset", "repeat")["gamma"] == WORKLOAD_CONFIGS["repeat"].gamma
+    flags = ("--preset", "repeat", "--drafter", "ngram", "--gamma", "5", "--temperature", "1")
+    assert _defaults(*flags)["drafter"] == "ngram"  # a flag beats the preset
+    assert (_defaults(*flags)["gamma"], _defaults(*flags)["temperature"]) == (5, 1.0)
+    preset_names = [n for n in PRESETS if "for structured JSON" in n]
+    assert [PRESETS[n]["drafter"] for n in preset_names] == [json.drafter]  # the app's preset
 
 
 def _defaults(*flags: str) -> dict[str, object]:
@@ -62,7 +87,8 @@ def test_help_names_the_default(capsys: pytest.CaptureFixture[str]) -> None:
         main(["generate", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert f"default: {DEFAULT_CONFIG.drafter}" in text
-    assert f"(default: {DEFAULT_CONFIG.gamma})" in text
+    assert f"(default: {DEFAULT_CONFIG.gamma}, or the preset's)" in text
+    assert f"json: {WORKLOAD_CONFIGS['json'].drafter}" in text
 
 
 def test_a_draft_without_a_ranking_gets_the_untrimmed_default(

@@ -75,6 +75,7 @@ def check_batch_flags(args: argparse.Namespace) -> None:
         "--confidence": args.confidence != 0.0,
         "--model-gamma": args.model_gamma is not None,
         "--tree-rule": args.tree_rule != "exact",
+        "--preset": args.preset is not None,  # a single request's setting
     }
     for flag, given in refused.items():
         if given:

@@ -9,6 +9,7 @@ Each factory imports its drafter when called, so the names and labels load witho
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -534,6 +535,17 @@ DEFAULT_CONFIG = DefaultConfig(
     drafter="ngram+model-trimmed", batch_drafter="model-trimmed", gamma=3, policy="fixed",
     temperature=0.0, forward="lean",
 )  # fmt: skip
+# The fastest exact configuration measured for each kind of request at T = 0 (the headline's
+# rows): `specviz generate --preset KIND` and the app's presets. Code's is DEFAULT_CONFIG, what
+# runs where nothing names the kind; the forward stays the machine's (DEFAULT_CONFIG's or a
+# tuned profile's). tests/test_defaults.py ties each to its row of the saved report.
+WORKLOAD_CONFIGS: Mapping[str, DefaultConfig] = MappingProxyType(
+    {
+        "code": DEFAULT_CONFIG,
+        "json": replace(DEFAULT_CONFIG, drafter="ngram+eagle3"),
+        "repeat": replace(DEFAULT_CONFIG, drafter="suffix", gamma=16),
+    }
+)
 
 
 def drafters_where(fact: Callable[[DrafterSpec], bool]) -> tuple[str, ...]:

@@ -76,6 +76,7 @@ def test_plain_batch_and_the_text_report(folders, tmp_path, capsys) -> None:
         (["--batch", "2", "--drafter", "eagle"], "has no batched form: use one of model"),
         (["--batch", "2", "--lean-target"], "--lean-target does not apply to a batched decode"),
         (["--batch", "2", "--gamma-policy", "theory"], "--gamma-policy does not apply"),
+        (["--batch", "2", "--preset", "json"], "--preset does not apply to a batched decode"),
     ],
 )
 def test_bad_batch_flags_exit_2_before_loading(folders, tmp_path, capsys, extra, message) -> None:

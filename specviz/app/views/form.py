@@ -8,7 +8,7 @@ that Settings.parse makes of them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from specviz.core.config import SamplingConfig, SpeculationConfig
@@ -21,6 +21,8 @@ from specviz.drafters.registry import (
     TREE_DRAFTERS,
     UNCONFIDENT_DRAFTERS,
     WIDE_DRAFTERS,
+    WORKLOAD_CONFIGS,
+    DefaultConfig,
     DrafterOptions,
 )
 from specviz.gamma.policies import POLICY_NAMES
@@ -39,15 +41,26 @@ TREE_RULE_CHOICES = {
     "exact": "exact (default)",
     "typical": "typical acceptance — lossy, does not follow the target's law",
 }
+
+
+def preset(config: DefaultConfig) -> dict[str, Any]:
+    """The form's values for a registry configuration (PRESET_FIELDS; no top-k, no top-p)."""
+    values = {"drafter": config.drafter, "policy": config.policy, "gamma": config.gamma}
+    return values | {"temperature": config.temperature, "top_k": 0, "top_p": 1.0}
+
+
 # The first preset is the registry's DEFAULT_CONFIG (what `specviz generate` runs with no
-# flags); the classic preset is the textbook picture: a draft model alone, sampling at T = 0.7.
-FASTEST: dict[str, Any] = {"drafter": DEFAULT_CONFIG.drafter, "policy": DEFAULT_CONFIG.policy}
-FASTEST |= {"gamma": DEFAULT_CONFIG.gamma, "temperature": DEFAULT_CONFIG.temperature}
-FASTEST |= {"top_k": 0, "top_p": 1.0}
-CLASSIC = {"drafter": "model", "policy": "fixed", "gamma": 4, "temperature": 0.7}
-CLASSIC |= {"top_k": 0, "top_p": 1.0}
+# flags); the classic preset is the textbook picture: a draft model alone, sampling at T = 0.7;
+# then the fastest exact setting of each other kind of request (the registry's WORKLOAD_CONFIGS).
+FASTEST = preset(DEFAULT_CONFIG)
+CLASSIC = preset(replace(DEFAULT_CONFIG, drafter="model", gamma=4, temperature=0.7))
 PRESETS = {"fastest exact (the benchmark's best for code)": FASTEST}
 PRESETS |= {"classic draft model (T = 0.7, γ = 4)": CLASSIC}
+PRESETS |= {
+    f"fastest exact for {LABELS[kind]}": preset(config)
+    for kind, config in WORKLOAD_CONFIGS.items()
+    if config != DEFAULT_CONFIG
+}
 PRESET_FIELDS = tuple(FASTEST)  # the fields a preset sets, in this order
 DEFAULTS: dict[str, Any] = {**FASTEST, "max_new": 64, "seed": 0, "exit_layer": 8}
 DEFAULTS |= {"confidence": 0.0, "raw": False, "tree_rule": "exact"}
