@@ -310,6 +310,25 @@ def _drop_later_rows(path: Path, step: int) -> None:
         path.write_text("".join(r + "\n" for r in kept), encoding="utf-8")
 
 
+def curve_row(
+    state: dict[str, Any],
+    kind: str,
+    eval_positions: int,
+    alphas: list[float],
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    """One row of the held-out curve: the progress in state (positions, answer positions, step,
+    elapsed seconds as hours), the loss kind, what the caller adds (extra: the training loss
+    and restart marks, or where a score came from), the held-out set's size and α_1 … α_depth,
+    rounded as curve.jsonl keeps them."""
+    row: dict[str, Any] = {
+        "positions": state["positions"], "answer_positions": state["answer_positions"],
+        "step": state["step"], "hours": round(state["elapsed"] / 3600, 4), "loss": kind,
+    }  # fmt: skip
+    row |= extra | {"eval_positions": eval_positions}
+    return row | {f"alpha_{d}": round(a, 5) for d, a in enumerate(alphas, start=1)}
+
+
 def _curve(
     out_dir: Path,
     trainer: Heads3Trainer,
@@ -324,13 +343,9 @@ def _curve(
         LOG.info("no held-out shards yet: step %d not evaluated", state["step"])
         return
     alphas, positions = trainer.evaluate(held)
-    row: dict[str, Any] = {
-        "positions": state["positions"], "answer_positions": state["answer_positions"],
-        "step": state["step"], "hours": round(state["elapsed"] / 3600, 4), "loss": kind,
-        "train_loss": round(loss, 5), "eval_positions": positions,
-    }  # fmt: skip
-    row |= {k: state[k] for k in ("warm_start", "schedule_start") if k in state}
-    row |= {f"alpha_{d}": round(a, 5) for d, a in enumerate(alphas, start=1)}
+    extra: dict[str, Any] = {"train_loss": round(loss, 5)}
+    extra |= {k: state[k] for k in ("warm_start", "schedule_start") if k in state}
+    row = curve_row(state, kind, positions, alphas, extra)
     with (out_dir / "curve.jsonl").open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(row) + "\n")
     LOG.info("eval %s", row)

@@ -53,7 +53,7 @@ def score_exported(folders: list[Path], target: Any, stream: StreamConfig) -> li
     per size and length the heads' configs ask for): its step, positions, answer positions and
     hours as exported, its loss at that step, the set's size and α_1 … α_depth
     (``specviz.train.heads3.Heads3Trainer.evaluate``)."""
-    from specviz.train.heads3 import Heads3Config, Heads3Trainer, active_loss
+    from specviz.train.heads3 import Heads3Config, Heads3Trainer, active_loss, curve_row
     from specviz.train.heads3_export import warm_start
 
     held: dict[tuple[int, int], list[Batch]] = {}
@@ -69,11 +69,6 @@ def score_exported(folders: list[Path], target: Any, stream: StreamConfig) -> li
         if key not in held:
             held[key] = held_out_batches(stream, *key)
         alphas, positions = trainer.evaluate(held[key])
-        row: dict[str, Any] = {
-            "positions": state["positions"], "answer_positions": state["answer_positions"],
-            "step": state["step"], "hours": round(state["elapsed"] / 3600, 4),
-            "loss": active_loss(cfg, state["step"] - 1), "eval_positions": positions,
-            "scored_from": "export",
-        }  # fmt: skip
-        rows.append(row | {f"alpha_{d}": round(a, 5) for d, a in enumerate(alphas, start=1)})
+        kind = active_loss(cfg, state["step"] - 1)
+        rows.append(curve_row(state, kind, positions, alphas, {"scored_from": "export"}))
     return rows

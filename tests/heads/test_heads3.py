@@ -12,7 +12,7 @@ import torch
 
 from specviz.heads.eagle import EagleShape
 from specviz.train.accept import alpha, draft_index, position_loss, soft_labels
-from specviz.train.heads3 import Heads3Config, Heads3Trainer, run_heads3
+from specviz.train.heads3 import Heads3Config, Heads3Trainer, curve_row, run_heads3
 from specviz.train.regen import RegenConfig, _write_ids, rescorer, score_batch
 from specviz.train.regen_stream import (
     RegenStream,
@@ -59,6 +59,15 @@ def test_tv_gradient_moves_q_toward_p() -> None:
         overlaps.append(float(alpha(p, torch.log_softmax(logits.detach(), -1))))
     assert overlaps[1] > overlaps[0] and overlaps[-1] > 0.9
     assert float((torch.softmax(logits.detach(), -1) - p).abs().sum()) < distance / 2
+
+
+def test_a_curve_row_carries_the_progress_the_callers_keys_and_rounded_alphas() -> None:
+    state = {"positions": 10, "answer_positions": 6, "step": 3, "elapsed": 5400.0, "lr": 1.0}
+    row = curve_row(state, "tv", 40, [0.123456, 0.5], {"scored_from": "export"})
+    assert row == {
+        "positions": 10, "answer_positions": 6, "step": 3, "hours": 1.5, "loss": "tv",
+        "scored_from": "export", "eval_positions": 40, "alpha_1": 0.12346, "alpha_2": 0.5,
+    }  # fmt: skip
 
 
 def test_soft_labels_keep_the_draft_vocabulary_only() -> None:
