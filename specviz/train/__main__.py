@@ -71,6 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     hexport.add_argument(
         "--out", default=None, help="eagle3: folder written (default: specviz/assets/heads)"
     )
+    hexport.add_argument(
+        "--vocab",
+        type=int,
+        default=None,
+        help="eagle3: cut the draft vocabulary to the N tokens of it the target writes most "
+        "often (the output matrix shrinks; default: as trained)",
+    )
     student = sub.add_parser("student", help="distil the draft from the shards (resumable)")
     student.add_argument("--hours", type=_hours, default=None, help="stop after this long")
     student.add_argument("--steps", type=int, default=1_000_000, help="stop at this step")
@@ -292,8 +299,10 @@ def _run_heads_all(args: argparse.Namespace) -> dict[str, Any]:
 def _run_heads_export(args: argparse.Namespace) -> dict[str, Any]:
     """Export a head into the package: eagle3 from a heads3 checkpoint, the others as trained."""
     if args.which != "eagle3":
-        if args.from_checkpoint is not None or args.out is not None:
-            raise SystemExit("--from-checkpoint and --out apply to heads-export eagle3 (heads3)")
+        if args.from_checkpoint is not None or args.out is not None or args.vocab is not None:
+            raise SystemExit(
+                "--from-checkpoint, --out and --vocab apply to heads-export eagle3 (heads3)"
+            )
         from specviz.train.heads_export import run_heads_export
 
         return run_heads_export(args.which)
@@ -304,7 +313,7 @@ def _run_heads_export(args: argparse.Namespace) -> dict[str, Any]:
     folder = Path(args.from_checkpoint) if args.from_checkpoint else work_dir() / "head-eagle3"
     try:
         out = Path(args.out) if args.out else ASSETS
-        return run_heads3_export(folder, Path(args.ids), args.threads, out)
+        return run_heads3_export(folder, Path(args.ids), args.threads, out, args.vocab)
     except ValueError as err:
         raise SystemExit(f"heads-export eagle3: {err}") from None
 

@@ -12,7 +12,8 @@ Writes into the package (specviz/assets/heads):
   curve rows up to that step (α_d: the chance that the d-th drafted token is kept at T = 1,
   on the held-out shards), and the draft vocabulary: its size and its *coverage*, the share of
   the target's answer tokens inside it, counted over the ids shards' training and held-out
-  answers (``specviz.train.vocab``); and, as ``heads_eval``, the measurements of step
+  answers (``specviz.train.vocab``), and the size it trained at (``--vocab`` cuts it to the
+  tokens the target writes most often); and, as ``heads_eval``, the measurements of step
   ``heads-eval eagle3`` (α and greedy agreement per draft position on its code and chat prompts,
   c) where they were taken on this step's weights.
 """
@@ -31,7 +32,7 @@ from specviz.heads.weights import ASSETS, model_label
 from specviz.heads.weights3 import save_head3
 from specviz.train.common import load_target, write_json_atomic
 from specviz.train.heads_eval import eval_path
-from specviz.train.vocab import answer_counts, coverage, training_ids
+from specviz.train.vocab import answer_counts, coverage, training_ids, trim_head
 
 
 def head_of_checkpoint(path: Path, target: Any) -> tuple[Eagle3Head, dict[str, Any]]:
@@ -80,11 +81,19 @@ def vocab_coverage(vocab: torch.Tensor, ids_dir: Path, vocab_size: int) -> dict[
 
 
 def run_heads3_export(
-    folder: Path, ids_dir: Path, threads: int, out: Path = ASSETS
+    folder: Path, ids_dir: Path, threads: int, out: Path = ASSETS, vocab: int | None = None
 ) -> dict[str, Any]:
-    """Write out/eagle3.safetensors and out/eagle3.json from the checkpoint in folder."""
+    """Write out/eagle3.safetensors and out/eagle3.json from the checkpoint in folder; vocab:
+    cut the draft vocabulary to that many tokens first (``specviz.train.vocab.trim_head``, by
+    the answers' counts in ids_dir; None: as trained)."""
     target, _ = load_target(threads)
     head, ckpt = head_of_checkpoint(folder / "ckpt.pt", target)
+    trained = head.size
+    if vocab is not None:
+        if not 0 < vocab <= trained:
+            raise ValueError(f"--vocab {vocab}: give at most the {trained} tokens it trained on")
+        counts = answer_counts(training_ids(ids_dir), int(target.config.vocab_size))
+        head = trim_head(head, counts, vocab)
     state = ckpt["state"]
     step = int(state["step"])
     weights = save_head3(head, target, step, out)
@@ -97,7 +106,8 @@ def run_heads3_export(
         "trained_answer_positions": int(state["answer_positions"]),
         "hours": round(float(state["elapsed"]) / 3600, 3),
         "config": ckpt.get("config", {}),
-        "draft_vocab": vocab_coverage(head.vocab, ids_dir, int(target.config.vocab_size)),
+        "draft_vocab": vocab_coverage(head.vocab, ids_dir, int(target.config.vocab_size))
+        | {"trained_size": trained},
         "held_out": curve_rows(folder / "curve.jsonl", step),
     }
     evaluation = eval_path("eagle3")  # heads-eval eagle3, attached if taken on this step

@@ -51,7 +51,9 @@ def held_out_batches(stream: StreamConfig, count: int, max_len: int) -> list[Bat
 def score_exported(folders: list[Path], target: Any, stream: StreamConfig) -> list[dict[str, Any]]:
     """The curve row of each head exported in folders, scored on the held-out set (built once
     per size and length the heads' configs ask for): its step, positions, answer positions and
-    hours as exported, its loss at that step, the set's size and α_1 … α_depth
+    hours as exported, its loss at that step, its draft vocabulary's size (``vocab``: a head
+    cut by ``heads-export --vocab`` scores below its training size), the set's size and
+    α_1 … α_depth
     (``specviz.train.heads3.Heads3Trainer.evaluate``)."""
     from specviz.train.heads3 import Heads3Config, Heads3Trainer, active_loss, curve_row
     from specviz.train.heads3_export import warm_start
@@ -70,5 +72,6 @@ def score_exported(folders: list[Path], target: Any, stream: StreamConfig) -> li
             held[key] = held_out_batches(stream, *key)
         alphas, positions = trainer.evaluate(held[key])
         kind = active_loss(cfg, state["step"] - 1)
-        rows.append(curve_row(state, kind, positions, alphas, {"scored_from": "export"}))
+        extra = {"scored_from": "export", "vocab": head.size}
+        rows.append(curve_row(state, kind, positions, alphas, extra))
     return rows

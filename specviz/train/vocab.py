@@ -72,6 +72,20 @@ def draft_vocab(counts: Tensor, size: int, fill: Tensor | None = None) -> Tensor
     return torch.cat([seen, rest])[:size]
 
 
+def trim_head(head: Eagle3Head, counts: Tensor, size: int) -> Eagle3Head:
+    """The head cut to the `size` tokens of its draft vocabulary the target writes most often
+    (counts (V,) by token id; ties keep the head's order): the same weights, with the output
+    matrix's rows of those tokens only. q stays 0 off the smaller vocabulary, so drafting stays
+    exact; a head step's output product shrinks in proportion (the module docstring's cost)."""
+    if not 0 < size <= head.size:
+        raise ValueError(f"cannot cut a draft vocabulary of {head.size} tokens to {size}")
+    keep = torch.sort(-counts[head.vocab], stable=True).indices[:size]  # (size,)
+    state = head.state_dict() | {"vocab": head.vocab[keep], "lm": head.lm.detach()[keep]}
+    out = Eagle3Head(head.shape, head.vocab[keep])
+    out.load_state_dict(state)
+    return out.to(head.lm.dtype).train(head.training)
+
+
 def coverage(counts: Tensor, vocab: Tensor) -> float:
     """The share of counted tokens inside vocab (0 if none were counted)."""
     total = int(counts.sum())

@@ -27,6 +27,7 @@ from specviz.train.vocab import (
     draft_vocab,
     head_step_ms,
     training_ids,
+    trim_head,
     vocab_rows,
 )
 from tests.conftest import EOS, VOCAB, tiny_model
@@ -68,6 +69,22 @@ def test_a_curve_row_carries_the_progress_the_callers_keys_and_rounded_alphas() 
         "positions": 10, "answer_positions": 6, "step": 3, "hours": 1.5, "loss": "tv",
         "scored_from": "export", "eval_positions": 40, "alpha_1": 0.12346, "alpha_2": 0.5,
     }  # fmt: skip
+
+
+def test_a_head_cut_to_its_likeliest_tokens_keeps_their_rows_and_the_rest() -> None:
+    from specviz.heads.eagle3 import fresh_head
+
+    head = fresh_head(_model(), torch.tensor([5, 3, 8]), torch.Generator().manual_seed(0))
+    counts = torch.zeros(VOCAB, dtype=torch.long)
+    counts[[3, 5, 8]] = torch.tensor([9, 2, 2])  # 3 first; 5 and 8 tie: the head's order
+    cut = trim_head(head, counts, 2)
+    assert cut.vocab.tolist() == [3, 5]
+    torch.testing.assert_close(cut.lm, head.lm[[1, 0]], rtol=0, atol=0)
+    same = {k: v for k, v in head.state_dict().items() if k not in ("vocab", "lm")}
+    for name, value in same.items():
+        torch.testing.assert_close(cut.state_dict()[name], value, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="cannot cut a draft vocabulary of 3 tokens to 4"):
+        trim_head(head, counts, 4)
 
 
 def test_soft_labels_keep_the_draft_vocabulary_only() -> None:
@@ -255,8 +272,16 @@ def test_export_ships_a_checkpoints_head_with_its_summary(
     for name, value in head.state_dict().items():
         expected = value if name == "vocab" else value.to(torch.bfloat16).to(value.dtype)
         torch.testing.assert_close(loaded.state_dict()[name], expected, rtol=0, atol=0)
+    cut = heads3_export.run_heads3_export(run, ids, threads=1, out=out, vocab=1)
+    vocab = cut["draft_vocab"]  # 3 is the likelier answer token (4 of 8 against 5's 3)
+    assert (vocab["size"], vocab["trained_size"], vocab["coverage"]) == (1, 2, 0.5)
+    assert load_head3(model, out / "eagle3.safetensors").vocab.tolist() == [3]
+    with pytest.raises(ValueError, match="give at most the 2 tokens it trained on"):
+        heads3_export.run_heads3_export(run, ids, threads=1, out=out, vocab=3)
     with pytest.raises(SystemExit, match="apply to heads-export eagle3"):
         main(["heads-export", "eagle", "--from-checkpoint", str(run)])
+    with pytest.raises(SystemExit, match="apply to heads-export eagle3"):
+        main(["heads-export", "medusa", "--vocab", "8"])
     with pytest.raises(SystemExit, match="no heads3 checkpoint"):
         main(["heads-export", "eagle3", "--from-checkpoint", str(tmp_path / "none")])
 

@@ -51,6 +51,7 @@ def test_an_exported_head_is_scored_on_the_held_out_set_as_training_scored_it(
     assert (row["step"], row["positions"], row["eval_positions"], row["loss"]) == (
         10, summary["trained_positions"], trained["eval_positions"], "tv"
     )  # fmt: skip
+    assert row["vocab"] == summary["draft_vocab"]["size"]
     for d in range(1, 6):  # the exported weights are bf16: close to the run's own reading
         assert row[f"alpha_{d}"] == pytest.approx(trained[f"alpha_{d}"], abs=0.02)
     monkeypatch.setattr("specviz.train.common.load_target", lambda threads: (model, None))

@@ -122,3 +122,33 @@ def heads_replay(saved: Saved, folder: Path = REPLAY) -> list[str]:
             f"{collected['seconds']:.0f} s. Gain of replay over the control at step {step}, "
             f"α₁…α₅: {gains}.")  # fmt: skip
     return [*markdown_table(head, body), "", note]
+
+
+VOCAB = ROOT / "data" / "heads" / "vocab.json"  # heads-vocab: coverage and cost per size
+VOCAB_CUT = ROOT / "data" / "heads" / "vocab-cut.jsonl"  # one snapshot scored at each size
+
+
+def heads_vocab(saved: Saved, path: Path = VOCAB, cut: Path = VOCAB_CUT) -> list[str]:
+    """Per draft vocabulary size: its coverage of the target's answers (training and held-out
+    shards), a head step's cost (heads-vocab), and the held-out α of one snapshot cut to that
+    size (heads-export eagle3 --vocab, then heads3-score; "—" where not scored)."""
+    if not path.is_file():
+        return markdown_table(["draft vocabulary"], [[f"not there yet: {path.name}"]])
+    sizes = json.loads(path.read_text(encoding="utf-8"))["rows"]
+    scored = {int(r["vocab"]): r for r in read_curve(cut)} if cut.is_file() else {}
+    if len({(r["step"], r["eval_positions"]) for r in scored.values()}) > 1:
+        raise ValueError(f"{cut}: the rows must score one snapshot on one held-out set")
+    top = scored[max(scored)]["alpha_1"] if scored else 0.0
+    head = ["draft vocabulary", "coverage", "held-out coverage", "ms a head step"]
+    head += [f"α{d}" for d in "₁₂₃₄₅"[:DEPTHS]] + ["α₁ change"]
+    body = []
+    for row in sizes:
+        r = scored.get(int(row["size"]))
+        alphas = [f"{r[f'alpha_{d}']:.4f}" for d in range(1, DEPTHS + 1)] if r else ["—"] * DEPTHS
+        change = f"{r['alpha_1'] - top:+.4f}" if r else "—"
+        body.append([f"{row['size']:,}", f"{row['coverage']:.2%}",
+                     f"{row.get('held_out_coverage', float('nan')):.2%}",
+                     f"{row['head_ms_per_step']:.3f}", *alphas, change])  # fmt: skip
+    step = next(iter(scored.values()), {}).get("step")
+    note = f"α: the step-{step} snapshot on the held-out set's answer positions." if step else ""
+    return [*markdown_table(head, body), *(["", note] if note else [])]

@@ -27,6 +27,7 @@ MEMORY_PARTS = tuple(f"memory-{w}" for w in MEMORY_WORKLOADS)  # cpu_bench.sh: o
 MEMORY_FIGURE = "memory-steps.png"  # beside the saved results
 SUFFIX_FACTORS_PART = "suffix-factors"  # the suffix drafter at several factors, every workload
 LEAN_MEMORY_PART = "memory-lean"  # the chain drafters on the lean target forward, repeat and code
+CHAT_MEMORY_PART = "memory-chat"  # the same through the chat template, as `specviz generate` sends
 TREE_PARTS = ("tree-sweep", "tree-sweep-t1")
 
 
@@ -125,6 +126,12 @@ def memory_lean(saved: Saved) -> list[str]:
     """The chain drafters with and without memory on the lean target forward (plain decoding
     on it too), from one part: the memory table alone (a note until the part is saved)."""
     return section_table(saved, LEAN_MEMORY_PART, "memory", "lean target forward", _memory_table)
+
+
+def memory_chat(saved: Saved) -> list[str]:
+    """memory_lean's plan with each prompt through the target's chat template (the default of
+    `specviz generate` and the app) instead of as raw text to continue, from one part."""
+    return section_table(saved, CHAT_MEMORY_PART, "memory", "chat template", _memory_table)
 
 
 def memory_figure(saved: Saved) -> Path | None:

@@ -29,6 +29,7 @@ TABLES: dict[str, Callable[[Saved], list[str]]] = {
     "memory": sections.memory,
     "suffix-factors": sections.suffix_factors,
     "memory-lean": sections.memory_lean,
+    "memory-chat": sections.memory_chat,
     "drafters": studies.drafters,
     "dynamic": studies.dynamic,
     "transformers": studies.transformers,
@@ -36,6 +37,7 @@ TABLES: dict[str, Callable[[Saved], list[str]]] = {
     "heads": lambda saved: heads_table(saved.load),
     "heads-curve": curve.heads_curve,
     "heads-replay": curve.heads_replay,
+    "heads-vocab": curve.heads_vocab,
     "copy-bound": analysis.copy_bound,
     "gate-replay": analysis.gate_replay,
 }
