@@ -135,3 +135,32 @@ def test_help_says_where_the_forward_and_threads_come_from(
     assert "else to the shipped DEFAULT_CONFIG's" in text
     assert f"(in {profiles_dir()})" in text.replace("- ", "-")  # help wraps after hyphens
     assert "--threads N CPU threads for torch's operators (default: the tuned profile's" in text
+
+
+class _Parts:
+    """Saved parts in memory: name → (meta, records), for Pick's choice of a part."""
+
+    def __init__(self, parts: dict[str, tuple[dict[str, str], int]]) -> None:
+        self.parts = parts
+
+    def parts_in_order(self) -> list[str]:
+        return list(self.parts)
+
+    def meta(self, part: str) -> dict[str, str]:
+        return self.parts[part][0]
+
+    def load(self, part: str) -> dict[str, object]:
+        setting = {"temperature": 0.0}
+        records = [{"category": "code", "setting": setting, "request_id": i, "repetition": 0}
+                   for i in range(self.parts[part][1])]  # fmt: skip
+        return {"records": records}
+
+
+def test_the_headline_takes_the_widest_part_then_lean_then_the_chat_template() -> None:
+    lean_raw = {"target_forward": "lean", "prompt_format": "raw"}
+    lean_chat = {"target_forward": "lean", "prompt_format": "chat"}
+    chat = {"prompt_format": "chat"}
+    pick = Pick("code", 0.0)
+    assert pick.part(_Parts({"a": (lean_raw, 4), "b": (lean_chat, 4)})) == "b"
+    assert pick.part(_Parts({"a": (lean_raw, 5), "b": (lean_chat, 4)})) == "a"
+    assert pick.part(_Parts({"a": (lean_raw, 4), "b": (chat, 4)})) == "a"

@@ -30,15 +30,18 @@ class Pick:
         """The saved part that times this workload at this temperature on the most prompts.
 
         Ties go to a part whose target runs on specviz.fast.lean's forward (plain and
-        speculative decoding alike: the faster forward), then to more repetitions.
+        speculative decoding alike: the faster forward), then to one that sent its prompts
+        through the chat template (what `specviz generate` and the app send by default), then
+        to more repetitions.
         """
 
-        def width(part: str) -> tuple[int, bool, int]:
+        def width(part: str) -> tuple[int, bool, bool, int]:
             records = [r for r in saved.load(part)["records"] if r["category"] == self.workload]
             records = [r for r in records if r["setting"]["temperature"] == self.temperature]
-            lean = "target_forward" in saved.meta(part)
+            meta = saved.meta(part)
+            lean, chat = "target_forward" in meta, meta.get("prompt_format") == "chat"
             reps = len({r["repetition"] for r in records})
-            return len({r["request_id"] for r in records}), lean, reps
+            return len({r["request_id"] for r in records}), lean, chat, reps
 
         return max(saved.parts_in_order(), key=width)
 
