@@ -258,6 +258,7 @@ for workload in agent-code agent-tools agent-sql repeat code; do
 done
 [[ -f "$OUT/suffix-factors.json" ]] && SWEEPS+=("$OUT/suffix-factors.json")
 [[ -f "$OUT/memory-lean.json" ]] && SWEEPS+=("$OUT/memory-lean.json")
+[[ -f "$OUT/memory-chat.json" ]] && SWEEPS+=("$OUT/memory-chat.json")
 [[ -f "$OUT/cross.json" ]] && SWEEPS+=("$OUT/cross.json")
 [[ -f "$OUT/endpoint.json" ]] && SWEEPS+=("$OUT/endpoint.json")
 case " $PARTS " in *" tree-tables "*)

@@ -25,14 +25,17 @@ def _load(name: str, folder: Path) -> dict[str, Any] | None:
 
 
 def copy_bound(_: Saved, folder: Path = ANALYSIS) -> list[str]:
-    """Tokens a round: the suffix chain, and the own-text, anchored and free oracles."""
-    data = _load("copy-bound", folder)
-    if data is None:
+    """Tokens a round: the suffix chain, and the own-text, anchored and free oracles; the
+    prompts sent as raw text (copy-bound) and through the chat template (copy-bound-chat)."""
+    runs = [d for d in (_load(n, folder) for n in ("copy-bound", "copy-bound-chat")) if d]
+    if not runs:
         return markdown_table(["copy bound"], [["not measured: python -m tools.copy_bound"]])
-    head = ["workload", "tokens", "suffix", "own-text oracle", "anchored oracle", "free oracle"]
+    head = ["workload", "prompt", "tokens", "suffix", "own-text oracle", "anchored oracle"]
+    head += ["free oracle"]
     keys = ("suffix_rounds", "own_oracle_rounds", "anchored_oracle_rounds", "free_oracle_rounds")
-    rows = [[b["workload"], str(b["tokens"]), *(f"{b['tokens'] / b[k]:.2f}" for k in keys)]
-            for b in data["bounds"]]  # fmt: skip
+    rows = [[b["workload"], "raw" if data["raw"] else "chat template", str(b["tokens"]),
+             *(f"{b['tokens'] / b[k]:.2f}" for k in keys)]
+            for data in runs for b in data["bounds"]]  # fmt: skip
     return markdown_table(head, rows)
 
 
