@@ -311,6 +311,8 @@ def _run_heads_export(args: argparse.Namespace) -> dict[str, Any]:
     from specviz.train.heads3_export import run_heads3_export
 
     folder = Path(args.from_checkpoint) if args.from_checkpoint else work_dir() / "head-eagle3"
+    if args.vocab is not None and args.vocab < 1:
+        raise SystemExit(f"heads-export eagle3: --vocab must be >= 1 (got {args.vocab})")
     try:
         out = Path(args.out) if args.out else ASSETS
         return run_heads3_export(folder, Path(args.ids), args.threads, out, args.vocab)
