@@ -6,6 +6,11 @@ k × V tensor each round (k = 16, V = 49,152: 3 MB) costs as much as the suffix 
 SparseRows keeps one zero buffer per drafter and, each round, clears only the entries the last
 round set before writing the new ones: O(entries), not O(k × V).
 
+The buffer starts at FIRST_ROWS rows (more if the first proposal needs them) rather than
+growing from one row by doubling: a drafter lives for one request, and each larger block the
+doubling asked for was memory the allocator had just mapped, whose pages fault as they are
+zeroed, several times a request; one block of the same size each request is reused instead.
+
 The q_draft it returns is a view of that buffer: it is valid until the drafter's next proposal,
 which rewrites it. The decoders read a Draft within its round (specviz.core.drafter.Draft).
 """
@@ -14,6 +19,8 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+FIRST_ROWS = 17  # a suffix chain of 16 tokens (its default cap), or 16 tree nodes and the root
 
 
 class SparseRows:
@@ -28,7 +35,7 @@ class SparseRows:
     def fill(self, n: int, rows: list[int], cols: list[int], values: list[float]) -> Tensor:
         """(n, V): zeros but values at (rows[i], cols[i]); a view valid until the next fill."""
         if n > self.buffer.shape[0]:
-            size = max(n, 2 * self.buffer.shape[0])
+            size = max(n, 2 * self.buffer.shape[0], FIRST_ROWS)
             self.buffer = torch.zeros(size, self.vocab_size, device=self.device)
         else:
             self.buffer[self.rows, self.cols] = 0.0  # the last fill's entries, nothing else

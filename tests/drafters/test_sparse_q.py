@@ -7,7 +7,7 @@ import random
 
 import torch
 
-from specviz.drafters.sparse_q import SparseRows
+from specviz.drafters.sparse_q import FIRST_ROWS, SparseRows
 
 
 def dense(n: int, v: int, rows: list[int], cols: list[int], values: list[float]) -> torch.Tensor:
@@ -40,3 +40,14 @@ def test_one_hot_rows() -> None:
     q = buffer.one_hot([0, 5])
     assert torch.equal(q, torch.nn.functional.one_hot(torch.tensor([0, 5]), 7).float())
     assert buffer.one_hot([]).shape == (0, 7)
+
+
+def test_the_buffer_is_allocated_once_for_proposals_up_to_its_first_rows() -> None:
+    buffer = SparseRows(11, torch.device("cpu"))
+    buffer.one_hot([1])
+    first = buffer.buffer
+    for k in range(1, FIRST_ROWS + 1):  # a chain that lengthens round by round
+        buffer.one_hot([2] * k)
+        assert buffer.buffer is first
+    buffer.one_hot([3] * (FIRST_ROWS + 1))  # past it, it grows
+    assert buffer.buffer is not first and buffer.buffer.shape[0] >= FIRST_ROWS + 1
