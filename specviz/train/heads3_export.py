@@ -57,12 +57,21 @@ def curve_rows(path: Path, step: int) -> list[dict[str, Any]]:
     return [r for r in rows if int(r["step"]) <= step]
 
 
-def vocab_coverage(vocab: torch.Tensor, ids_dir: Path, vocab_size: int) -> dict[str, Any]:
-    """The draft vocabulary's size and coverage of the answers in ids_dir's shards."""
-    train, held = training_ids(ids_dir), training_ids(ids_dir, held_out=True)
+def training_counts(ids_dir: Path, vocab_size: int) -> torch.Tensor:
+    """How often each token (V,) is an answer token in ids_dir's training shards."""
+    train = training_ids(ids_dir)
     if not train:
         raise ValueError(f"no ids shards in {ids_dir}: give --ids the folder of regen's ids")
-    counts = answer_counts(train, vocab_size)
+    return answer_counts(train, vocab_size)
+
+
+def vocab_coverage(
+    vocab: torch.Tensor, ids_dir: Path, vocab_size: int, counts: torch.Tensor | None = None
+) -> dict[str, Any]:
+    """The draft vocabulary's size and coverage of the answers in ids_dir's shards (counts:
+    training_counts(ids_dir, vocab_size), where the caller has them already)."""
+    train, held = training_ids(ids_dir), training_ids(ids_dir, held_out=True)
+    counts = training_counts(ids_dir, vocab_size) if counts is None else counts
     out: dict[str, Any] = {
         "size": int(vocab.shape[0]),
         "ids": str(ids_dir),
@@ -88,11 +97,11 @@ def run_heads3_export(
     the answers' counts in ids_dir; None: as trained)."""
     target, _ = load_target(threads)
     head, ckpt = head_of_checkpoint(folder / "ckpt.pt", target)
-    trained = head.size
+    trained, size = head.size, int(target.config.vocab_size)
+    if vocab is not None and not 0 < vocab <= trained:
+        raise ValueError(f"--vocab {vocab}: give at most the {trained} tokens it trained on")
+    counts = training_counts(ids_dir, size)  # read once: the cut and the coverage
     if vocab is not None:
-        if not 0 < vocab <= trained:
-            raise ValueError(f"--vocab {vocab}: give at most the {trained} tokens it trained on")
-        counts = answer_counts(training_ids(ids_dir), int(target.config.vocab_size))
         head = trim_head(head, counts, vocab)
     state = ckpt["state"]
     step = int(state["step"])
@@ -106,7 +115,7 @@ def run_heads3_export(
         "trained_answer_positions": int(state["answer_positions"]),
         "hours": round(float(state["elapsed"]) / 3600, 3),
         "config": ckpt.get("config", {}),
-        "draft_vocab": vocab_coverage(head.vocab, ids_dir, int(target.config.vocab_size))
+        "draft_vocab": vocab_coverage(head.vocab, ids_dir, size, counts)
         | {"trained_size": trained},
         "held_out": curve_rows(folder / "curve.jsonl", step),
     }
