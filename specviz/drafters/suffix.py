@@ -1,7 +1,7 @@
 """Suffix decoding (SuffixDecoding, arXiv 2411.04975): draft from memory, no model.
 
-Two suffix tries propose: the request's own (specviz.drafters.suffix_tree), over its prompt and
-the tokens committed so far (updated as they commit), and a SuffixMemory over earlier
+Two suffix tries propose: the request's own (specviz.drafters.suffix_request), over its prompt
+and the tokens committed so far (updated as they commit), and a SuffixMemory over earlier
 requests (a compact specviz.drafters.suffix_store), which the caller owns and may share
 between drafters, save and load; specviz.drafters.suffix_speculate reads both. Each round the
 drafter matches the last tokens of the text in both, follows the most frequent continuations,
@@ -38,8 +38,8 @@ from specviz.drafters.options import SUFFIX_FACTOR
 from specviz.drafters.sparse_q import SparseRows
 from specviz.drafters.suffix_explain import Looked, lookup_event
 from specviz.drafters.suffix_memory import SuffixMemory
+from specviz.drafters.suffix_request import RequestTrie
 from specviz.drafters.suffix_speculate import Speculation, Trie, speculate
-from specviz.drafters.suffix_tree import SuffixTrie
 from specviz.tree.proposal import TokenTree
 
 
@@ -90,13 +90,13 @@ class SuffixTries:
             raise ValueError(f"vocab_size must be >= 1 (got {vocab_size})")
         self.vocab_size, self.config, self.explain = vocab_size, config, explain
         self.memory = SuffixMemory() if memory is None else memory
-        self.local = SuffixTrie(max_depth=self.memory.max_depth)
+        self.local = RequestTrie(max_depth=self.memory.max_depth)
         self.seen: list[int] = []  # the tokens in the request's trie
         self.last: Looked | None = None  # the last speculation, when explaining
 
     def prefill(self, prefix: list[int]) -> None:
         """Start the request's trie afresh with prefix."""
-        self.local = SuffixTrie(max_depth=self.memory.max_depth)
+        self.local = RequestTrie(max_depth=self.memory.max_depth)
         self.seen = []
         self.catch_up(prefix)
 
@@ -108,7 +108,7 @@ class SuffixTries:
             self.prefill(list(ids))
             return
         fresh = [int(t) for t in ids[n:]]
-        self.local.append(0, fresh)
+        self.local.append(fresh)
         self.seen += fresh
 
     def rollback(self, committed: int) -> None:

@@ -23,7 +23,8 @@ not depend on the limit), so one of a smaller limit is the first nodes of the ot
 levels below the match a speculation can fill, its depth or fewer where the trie ends.
 
 Pure Python, no torch; tries are read through the small Trie and TrieNode protocols, which
-specviz.drafters.suffix_tree.SuffixTrie and specviz.drafters.suffix_store.SuffixStore follow.
+specviz.drafters.suffix_tree.SuffixTrie, specviz.drafters.suffix_store.SuffixStore and
+specviz.drafters.suffix_request.RequestTrie follow.
 """
 
 from __future__ import annotations

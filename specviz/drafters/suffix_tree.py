@@ -6,9 +6,11 @@ sequence counts too). Appending a token to a sequence extends each of the sequen
 suffixes (those shorter than max_depth) by one node, so an update costs at most max_depth node
 visits per new token, whatever the trie holds; removing a sequence walks its suffixes again.
 
-specviz.drafters.suffix_speculate proposes tokens from it (and from the compact
-specviz.drafters.suffix_store.SuffixStore, which holds the same counts in flat arrays). Pure
-Python, no torch.
+This is the plain form, the one to read first and the reference the tests check the others
+against. The drafters use two flat forms that hold the same counts in arrays, with no object
+per node: specviz.drafters.suffix_store.SuffixStore for the memory of earlier requests and
+specviz.drafters.suffix_request.RequestTrie for a request's own text;
+specviz.drafters.suffix_speculate proposes tokens from any of them. Pure Python, no torch.
 """
 
 from __future__ import annotations

@@ -1,0 +1,152 @@
+"""The request's own counted suffix trie: one sequence growing at its end, in flat arrays.
+
+It holds what specviz.drafters.suffix_tree.SuffixTrie holds for one sequence (a node per
+substring of up to max_depth tokens, counted by occurrence) and gives the same matches and
+ranked continuations, so speculate() proposes the same drafts from either. A request's text
+only grows (a rollback starts a fresh trie: specviz.drafters.suffix.SuffixTries).
+
+Terms. A node is an integer id, an index into array.array columns: count (occurrences of its
+substring), label (the token by which it hangs from its parent), first (its first child) and
+next (its next sibling); the root is node 0 and its count is the number of tokens. A child is
+found in one dict keyed by parent * 2**32 + label. Appending a token extends each of the
+sequence's open suffixes (those shorter than max_depth) by one node: at most max_depth node
+visits per token, whatever the trie holds.
+
+Why flat: the columns and the dict hold plain integers, which Python's garbage collector does
+not track, so a trie of any length adds nothing for it to walk. A trie of node objects adds
+two tracked objects per new substring (the node and its dict of children), up to max_depth per
+token of the prompt, and those keep the collector's full passes (which walk every tracked
+object of the process, the models' included) running inside the drafter's proposals.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterable, Sequence
+
+from specviz.drafters.suffix_tree import DEFAULT_DEPTH
+
+NIL = -1
+ROOT = 0
+TOKEN_LIMIT = 1 << 32  # token ids are integers in [0, 2**32)
+
+
+class RequestTrie:
+    """Counted trie of all substrings (up to max_depth tokens) of one growing sequence.
+
+    `visits` counts the nodes touched by appends (at most max_depth per token).
+    """
+
+    def __init__(self, *, max_depth: int = DEFAULT_DEPTH) -> None:
+        """An empty trie holding substrings of up to max_depth (>= 2) tokens."""
+        if isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 2:
+            raise ValueError(f"max_depth must be an integer >= 2 (got {max_depth!r})")
+        self.max_depth = max_depth
+        self.visits = 0
+        self.count = array("q", [0])
+        self.label = array("I", [0])
+        self.first = array("i", [NIL])
+        self.next = array("i", [NIL])
+        self._child: dict[int, int] = {}  # parent * 2**32 + token -> child
+        self._open = [ROOT]  # the nodes of the sequence's suffixes shorter than max_depth
+
+    def __len__(self) -> int:
+        """Tokens appended."""
+        return self.count[ROOT]
+
+    def append(self, tokens: Sequence[int]) -> None:
+        """Extend the sequence by tokens (ValueError for a token id outside [0, 2**32))."""
+        if any(not 0 <= t < TOKEN_LIMIT for t in tokens):
+            raise ValueError("token ids must be integers in [0, 2**32)")
+        count, label, first, following = self.count, self.label, self.first, self.next
+        child_of, depth, open_nodes = self._child, self.max_depth, self._open
+        for token in tokens:
+            grown = [ROOT]
+            for node in open_nodes:
+                key = node << 32 | token
+                child = child_of.get(key)
+                if child is None:
+                    child = child_of[key] = len(count)
+                    count.append(0)
+                    label.append(token)
+                    following.append(first[node])
+                    first.append(NIL)
+                    first[node] = child
+                count[child] += 1
+                if len(grown) < depth:
+                    grown.append(child)
+            count[ROOT] += 1
+            self.visits += len(open_nodes)
+            open_nodes = grown
+        self._open = open_nodes
+
+    def find(self, pattern: Iterable[int]) -> RequestNode | None:
+        """The node of pattern, or None when it does not occur."""
+        node, child_of = ROOT, self._child
+        for token in pattern:
+            if not 0 <= token < TOKEN_LIMIT:
+                return None
+            found = child_of.get(node << 32 | token)
+            if found is None:
+                return None
+            node = found
+        return RequestNode(self, node)
+
+    def matches(self, context: Sequence[int]) -> list[tuple[int, RequestNode]]:
+        """(m, node) for each m >= 1 whose last m tokens of context occur, shortest first
+        (m < max_depth: a match at full depth has nothing below it)."""
+        found = []
+        for m in range(1, min(len(context), self.max_depth - 1) + 1):
+            node = self.find(context[len(context) - m :])
+            if node is None:
+                break  # a longer suffix holds this one, so it cannot occur either
+            found.append((m, node))
+        return found
+
+    def children(self, node: int) -> list[tuple[int, int]]:
+        """(token, child) of every child of node, in no particular order."""
+        out, label, following = [], self.label, self.next
+        child = self.first[node]
+        while child != NIL:
+            out.append((label[child], child))
+            child = following[child]
+        return out
+
+    def counts(self) -> dict[tuple[int, ...], int]:
+        """Every substring held (up to max_depth tokens) and its count."""
+        out: dict[tuple[int, ...], int] = {}
+        stack: list[tuple[tuple[int, ...], int]] = [((), ROOT)]
+        while stack:
+            path, node = stack.pop()
+            for token, child in self.children(node):
+                out[(*path, token)] = self.count[child]
+                stack.append(((*path, token), child))
+        return out
+
+
+class RequestNode:
+    """A substring held by a RequestTrie: its count and its one-token extensions (a view,
+    valid until the trie grows)."""
+
+    __slots__ = ("node", "trie")
+
+    def __init__(self, trie: RequestTrie, node: int) -> None:
+        """Node number node of trie."""
+        self.trie, self.node = trie, node
+
+    @property
+    def count(self) -> int:
+        """How many times the substring occurs."""
+        return self.trie.count[self.node]
+
+    def ranked(self, keep: Callable[[int], bool] | None = None) -> list[tuple[int, RequestNode]]:
+        """Children by count, most frequent first (ties: smaller token first), up to the first
+        whose count keep rejects (keep must be monotone: true for a count, true above it)."""
+        trie, count = self.trie, self.trie.count
+        ranked = sorted(trie.children(self.node), key=lambda item: (-count[item[1]], item[0]))
+        out = []
+        for token, child in ranked:
+            if keep is not None and not keep(count[child]):
+                break
+            out.append((token, RequestNode(trie, child)))
+        return out

@@ -1,0 +1,152 @@
+"""The request's flat suffix trie: the reference trie's counts, matches, rankings and
+speculations, its incremental cost, its refusals, and that it gives the garbage collector
+nothing to walk (a negative control shows the measurement catches a trie of node objects)."""
+
+from __future__ import annotations
+
+import gc
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from specviz.drafters.suffix import SuffixConfig, SuffixTries
+from specviz.drafters.suffix_request import RequestTrie
+from specviz.drafters.suffix_speculate import speculate
+from specviz.drafters.suffix_store import SuffixStore
+from specviz.drafters.suffix_tree import Node, SuffixTrie
+
+
+def _reference_counts(trie: SuffixTrie) -> dict[tuple[int, ...], int]:
+    out: dict[tuple[int, ...], int] = {}
+    stack: list[tuple[tuple[int, ...], Node]] = [((), trie.root)]
+    while stack:
+        path, node = stack.pop()
+        for token, child in node.children.items():
+            out[(*path, token)] = child.count
+            stack.append(((*path, token), child))
+    return out
+
+
+def _grown(vocab: int, depth: int, seed: int) -> tuple[RequestTrie, SuffixTrie, list[int]]:
+    """The same random text appended to both tries, in chunks of random sizes."""
+    rng = random.Random(seed)
+    ours, reference, text = RequestTrie(max_depth=depth), SuffixTrie(max_depth=depth), []
+    for _ in range(30):
+        chunk = [rng.randrange(vocab) for _ in range(rng.randrange(0, 12))]
+        ours.append(chunk)
+        reference.append(0, chunk)
+        text += chunk
+        assert ours.counts() == _reference_counts(reference)
+        assert len(ours) == len(text)
+    return ours, reference, text
+
+
+@pytest.mark.parametrize(("vocab", "depth", "seed"), [(2, 2, 0), (3, 5, 1), (7, 24, 2)])
+def test_counts_matches_and_rankings_are_those_of_the_reference(
+    vocab: int, depth: int, seed: int
+) -> None:
+    ours, reference, text = _grown(vocab, depth, seed)
+    rng = random.Random(seed + 100)
+    keeps: list[Callable[[int], bool] | None] = [None, lambda c: c >= 2, lambda c: c >= 5]
+    for _ in range(100):
+        context = [rng.randrange(vocab + 1) for _ in range(rng.randrange(0, depth + 3))]
+        mine = ours.matches(context)
+        theirs = reference.matches(context)
+        assert [(m, n.count) for m, n in mine] == [(m, n.count) for m, n in theirs]
+        for (_, node), (_, ref) in zip(mine, theirs, strict=True):
+            for keep in keeps:
+                assert [(t, c.count) for t, c in node.ranked(keep)] == [
+                    (t, c.count) for t, c in ref.ranked(keep)
+                ]
+    assert ours.find([vocab]) is None and ours.find([-1]) is None and ours.find([1 << 32]) is None
+    assert ours.find([]) is not None and ours.find([]).count == len(text)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("vocab", "depth", "seed"), [(3, 6, 3), (20, 24, 4)])
+def test_speculations_beside_the_memory_are_those_of_the_reference(
+    vocab: int, depth: int, seed: int
+) -> None:
+    """speculate over (memory, request) is the same with either form of the request's trie
+    (the reference form is checked against an exhaustive oracle in test_suffix_store)."""
+    ours, reference, text = _grown(vocab, depth, seed)
+    rng = random.Random(seed + 200)
+    store = SuffixStore(max_depth=depth)
+    for _ in range(5):
+        store.add([rng.randrange(vocab) for _ in range(40)])
+    for _ in range(60):
+        start = rng.randrange(len(text))
+        context = text[start : start + rng.randrange(1, 30)]
+        for tree in (False, True):
+            kw: dict[str, Any] = {
+                "max_tokens": rng.choice([1, 4, 16]),
+                "factor": rng.choice([0.5, 1.0, 4.0]),
+                "min_prob": rng.choice([0.0, 0.1, 0.3]),
+                "vocab_size": vocab,
+                "stop_ids": set(rng.sample(range(vocab), rng.randrange(0, 2))),
+                "tree": tree,
+                "max_depth": rng.choice([None, 2, 8]),
+            }
+            assert speculate([store, ours], context, **kw) == speculate(
+                [store, reference], context, **kw
+            )
+
+
+def test_an_append_visits_at_most_depth_nodes_per_token() -> None:
+    trie, rng = RequestTrie(max_depth=8), random.Random(5)
+    for _ in range(20):
+        before = trie.visits
+        chunk = [rng.randrange(3) for _ in range(rng.randrange(1, 50))]
+        trie.append(chunk)
+        assert trie.visits - before <= 8 * len(chunk)
+
+
+def test_bad_depths_and_token_ids_are_refused() -> None:
+    for depth in (1, 2.5, True):
+        with pytest.raises(ValueError, match="max_depth"):
+            RequestTrie(max_depth=depth)  # type: ignore[arg-type]
+    trie = RequestTrie()
+    for bad in ([-1], [1 << 32]):
+        with pytest.raises(ValueError, match="token ids"):
+            trie.append(bad)
+    assert len(trie) == 0 and trie.counts() == {}
+
+
+def _tracked_after(build: Callable[[list[int]], object], tokens: list[int]) -> int:
+    """How many more objects the garbage collector tracks once build(tokens) is held."""
+    gc.collect()
+    before = len(gc.get_objects())
+    held = build(tokens)
+    gc.collect()
+    grown = len(gc.get_objects()) - before
+    del held
+    return grown
+
+
+def test_the_trie_gives_the_garbage_collector_nothing_to_walk() -> None:
+    """A 4,000-token prompt of little repetition: about 24 new substrings per token. The
+    flat trie adds a few tracked objects (itself and its list of open suffixes), however
+    long the text; the reference trie of node objects,
+    the negative control, adds two per substring, so the measure cannot pass it."""
+    rng = random.Random(9)
+    tokens = [rng.randrange(5000) for _ in range(4000)]
+
+    def flat(ids: list[int]) -> object:
+        trie = RequestTrie()
+        trie.append(ids)
+        return trie
+
+    def nodes(ids: list[int]) -> object:
+        trie = SuffixTrie()
+        trie.append(0, ids)
+        return trie
+
+    def drafter_side(ids: list[int]) -> object:
+        tries = SuffixTries(5000, None, SuffixConfig())
+        tries.prefill(ids)
+        return tries
+
+    assert _tracked_after(flat, tokens) <= 10
+    assert _tracked_after(nodes, tokens) >= 2 * 20 * len(tokens)
+    assert _tracked_after(drafter_side, tokens) <= 40  # the drafter's tries and their memory
