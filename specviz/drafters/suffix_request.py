@@ -22,7 +22,7 @@ object of the process, the models' included) running inside the drafter's propos
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 from specviz.drafters.suffix_tree import DEFAULT_DEPTH
 
@@ -48,7 +48,8 @@ class RequestTrie:
         self.first = array("i", [NIL])
         self.next = array("i", [NIL])
         self._child: dict[int, int] = {}  # parent * 2**32 + token -> child
-        self._open = [ROOT]  # the nodes of the sequence's suffixes shorter than max_depth
+        self._open = [ROOT]  # _open[m]: the node of the sequence's last m tokens (m < max_depth)
+        self._tail: list[int] = []  # the sequence's last len(_open) - 1 tokens
 
     def __len__(self) -> int:
         """Tokens appended."""
@@ -79,9 +80,15 @@ class RequestTrie:
             self.visits += len(open_nodes)
             open_nodes = grown
         self._open = open_nodes
+        tail = self._tail + list(tokens)
+        self._tail = tail[len(tail) - (len(open_nodes) - 1) :]
 
-    def find(self, pattern: Iterable[int]) -> RequestNode | None:
-        """The node of pattern, or None when it does not occur."""
+    def find(self, pattern: Sequence[int]) -> RequestNode | None:
+        """The node of pattern, or None when it does not occur. A pattern that ends the
+        sequence (as a drafter's context does) is found without a walk."""
+        m = len(pattern)
+        if m < len(self._open) and list(pattern) == self._tail[len(self._tail) - m :]:
+            return RequestNode(self, self._open[m])
         node, child_of = ROOT, self._child
         for token in pattern:
             if not 0 <= token < TOKEN_LIMIT:

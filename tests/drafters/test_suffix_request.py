@@ -40,6 +40,11 @@ def _grown(vocab: int, depth: int, seed: int) -> tuple[RequestTrie, SuffixTrie, 
         text += chunk
         assert ours.counts() == _reference_counts(reference)
         assert len(ours) == len(text)
+        for m in range(depth + 2):  # the text's own suffixes: found without a walk
+            mine, theirs = ours.find(text[len(text) - m :]), reference.find(text[len(text) - m :])
+            assert (mine and mine.count) == (theirs and theirs.count)
+            if mine and theirs:
+                assert [t for t, _ in mine.ranked()] == [t for t, _ in theirs.ranked()]
     return ours, reference, text
 
 
