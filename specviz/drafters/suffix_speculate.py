@@ -10,9 +10,10 @@ A match of m tokens allows at most floor(factor * m) tokens (its limit, capped b
 Each (trie, m) is a candidate, ordered by trie (as given), then by m; the best score wins,
 and of equal scores the last candidate in that order. The answer is that of growing every
 candidate, but fewer are grown: a candidate is skipped when an upper bound on its score shows
-it cannot win. Every probability is at most 1, so a speculation scores at most its number of
-tokens: a chain at most min(limit, max_depth - m) (the trie holds nothing deeper), a tree at
-most min(limit, count * levels) (a level holds at most count nodes, count being the match's).
+it cannot win. A speculation scores at most its number of levels: a chain's probabilities
+are at most 1, and the probabilities of a tree's nodes at one level sum to at most 1 (children's
+counts sum to at most their parent's). So a chain or a tree scores at most its reach (below);
+a tree's float sum may pass it by rounding, so its bound adds ROUNDING.
 Candidates are tried by decreasing bound. A candidate is also skipped when a longer match of
 the same trie with the same count was grown before it: equal counts mean the two matches end
 at the same places in the text, so they have the same continuations (down to where the trie
@@ -80,11 +81,15 @@ EMPTY = Speculation()
 Grown = tuple[tuple[int, ...], tuple[int, ...], tuple[float, ...]]
 
 
-Candidate = tuple[int, int, int, int, int, int]
+Candidate = tuple[float, int, int, int, int, int]
 """Growing from a match: (bound, reach, trie, m, limit, depth). The match of m tokens in trie
 number `trie` grows at most limit tokens, no deeper than depth; reach: the levels it can fill
-(depth, or fewer where the trie ends); bound: at most this score before its count is known.
-Plain tuples, so that sorting them orders by bound, then reach, then latest first."""
+(depth, or fewer where the trie ends); bound: at most this score (its reach, plus ROUNDING for
+a tree). Plain tuples, so that sorting them orders by bound, then reach, then latest first."""
+
+ROUNDING = 1e-9
+"""More than the rounding error of a tree's score: at most a few hundred probabilities, each
+at most 1, summed in float64."""
 
 
 class Grew(NamedTuple):
@@ -186,8 +191,6 @@ def speculate(
         if bound == best_score and (t, m) < best_at:
             continue  # at best a tie, which the later candidate wins
         count = found[t].count(m)
-        if tree and not _beats(count * reach, (t, m), best_score, best_at):
-            continue
         same = grown.setdefault((t, count), [])
         if same and any(_covers(before, m, limit, reach, tree) for before in same):
             continue
@@ -226,7 +229,7 @@ def candidates(
             limit = limit if limit < max_tokens else max_tokens
             depth = limit if limit < cap else cap
             reach = depth if depth < below - m else below - m
-            out.append((limit if tree else reach, reach, t, m, limit, depth))
+            out.append((reach + ROUNDING if tree else reach, reach, t, m, limit, depth))
     return sorted(out, reverse=True)
 
 

@@ -33,7 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     features = sub.add_parser("features", help="cache the target's hidden states (resumable)")
     features.add_argument("--jobs", type=int, default=400, help="highest shard index + 1")
     features.add_argument("--hours", type=_hours, default=None, help="stop after this long")
-    features.add_argument("--worker", default="0/1", help="k/n: this process makes jobs i %% n == k")
+    features.add_argument(
+        "--worker", default="0/1", help="k/n: this process makes jobs i %% n == k"
+    )
     regen = sub.add_parser("regen", help="the target answers the prompt pool: ids + features")
     regen.add_argument("--shards", type=int, default=400, help="highest shard index + 1")
     regen.add_argument("--hours", type=_hours, default=None, help="stop after this long")
