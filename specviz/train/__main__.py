@@ -111,8 +111,8 @@ def _eagle3_parsers(sub: Any) -> None:
     h3.add_argument(
         "--bf16",
         action="store_true",
-        help="bf16 autocast of the head's training passes (CUDA; on a CPU with bf16 matrix units, "
-        "lscpu's amx_bf16, a step takes about 0.6 of its float32 time)",
+        help="bf16 autocast of the head's training passes (CUDA; a CPU whose lscpu lists amx_bf16 "
+        "or avx512_bf16: a step takes about 0.6 of its float32 time with AMX)",
     )
     h3.add_argument("--vocab", type=int, default=16384, help="draft vocabulary size V_d")
     h3.add_argument("--loss", choices=("kl", "tv", "lk"), default="tv")
