@@ -129,6 +129,17 @@ def _eagle3_parsers(sub: Any) -> None:
     _shard_args(h3, ids_help, "train at once on a machine without the features: rebuild each "
                 "shard's from its ids when training first reads it (regen --no-rescore then only "
                 "generates)")  # fmt: skip
+    ahead = sub.add_parser(
+        "rescore-ahead",
+        help="beside heads3 --rescore, on another core: rebuild the features of the shards it "
+        "reads next, in its order (read from its checkpoint)",
+    )
+    ahead.add_argument("--batch", type=int, default=4096, help="heads3's --batch (sets its order)")
+    ahead.add_argument("--out", default=None, help="heads3's --out (default: head-eagle3)")
+    ahead.add_argument("--groups", type=int, default=16, help="groups of 8 shards looked ahead")
+    ahead.add_argument("--hours", type=_hours, default=None, help="stop after this long")
+    ahead.add_argument("--ids", default=None, help=ids_help)
+    ahead.add_argument("--feats", default=None, help="folder of the feats shards (default: regen)")
     rp = sub.add_parser(
         "heads3-replay",
         help="on-policy replay: collect where a heads3 checkpoint's drafts are rejected, then "
@@ -354,6 +365,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(run_heads(cfg, args.steps, args.hours, args.threads))
     elif args.step in ("heads-vocab", "heads3"):
         _run_eagle3(args)
+    elif args.step == "rescore-ahead":
+        from specviz.train.ahead import run_rescore_ahead
+        from specviz.train.common import work_dir
+        from specviz.train.regen import regen_dir
+
+        print(run_rescore_ahead(
+            ids=Path(args.ids) if args.ids else regen_dir() / "ids",
+            feats=Path(args.feats) if args.feats else regen_dir(),
+            run_dir=Path(args.out) if args.out else work_dir() / "head-eagle3",
+            batch_positions=args.batch, groups=args.groups, seconds=args.hours,
+            threads=args.threads,
+        ))  # fmt: skip
     elif args.step == "heads3-replay":
         print(_run_replay(args))
     elif args.step == "heads-all":

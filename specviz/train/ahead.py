@@ -1,0 +1,120 @@
+"""Rebuilding a training run's features ahead of it, on another core, in the order it reads them.
+
+On a machine without the features, `heads3 --rescore` rebuilds each shard's when it first reads
+it: one teacher-forced pass of the target per shard, which costs the run about as much time as
+its training steps on that shard. `rescore-ahead` runs beside it and rebuilds them first.
+
+The run's order is known ahead: a RegenStream draws its groups from its own generator, and a
+group's draws depend only on its shards' sequence lengths (specviz.train.regen_stream). So a
+*dry* stream that reads only the token ids follows the same groups. Started from the stream state
+in the run's latest checkpoint (or from a fresh stream when the run has none yet), it names the
+shards the run will read next, in order; the first of them without features is rebuilt, and the
+order is read again from the checkpoint after each one, so the rebuilding keeps ahead of the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specviz.train.regen import read_ids
+from specviz.train.regen_stream import RegenStream, StreamConfig
+
+LOG = logging.getLogger(__name__)
+
+
+class _DryStream(RegenStream):
+    """A RegenStream that loads only its shards' token ids (all its plans need)."""
+
+    def _load(self, group: list[int]) -> None:
+        """The group's sequences as their tokens alone."""
+        self.loaded = {
+            i: [{"tokens": torch.tensor(t)} for t in read_ids(self._ids_path(i))["tokens"]]
+            for i in group
+        }
+
+    def next_group(self) -> list[int]:
+        """Draw the next group, as the run will; its shards."""
+        self._next_group()
+        return self.group
+
+    def _ids_path(self, index: int) -> Path:
+        """Shard index's ids file."""
+        return self.cfg.ids_dir / f"ids_{index:05d}.json.gz"
+
+
+def upcoming(cfg: StreamConfig, state: dict[str, Any] | None, groups: int) -> list[int]:
+    """The shards a stream in `state` (None: a fresh one) reads in its next `groups` groups, in
+    order, each shard once. With cfg.rescore set every shard with ids is ready, as for the run."""
+    dry = _DryStream(cfg)
+    if state is not None:
+        dry.load_state_dict(state)
+    order: list[int] = []
+    for _ in range(groups):
+        order += [i for i in dry.next_group() if i not in order]
+    return order
+
+
+def stream_state(ckpt: Path) -> dict[str, Any] | None:
+    """The stream state saved in a heads3 checkpoint (None when there is no checkpoint yet)."""
+    if not ckpt.is_file():
+        return None
+    saved = torch.load(ckpt, weights_only=False, mmap=True)
+    state: dict[str, Any] = saved["stream"]
+    return state
+
+
+def rescore_ahead(
+    cfg: StreamConfig,
+    ckpt: Path,
+    rescore: Callable[[int], None],
+    *,
+    groups: int = 16,
+    stop: Callable[[], bool] = lambda: False,
+) -> list[int]:
+    """Rebuild, one at a time, the first shard without features among those the run reads in its
+    next `groups` groups (its order read again from ckpt each time), until none is missing or
+    stop() says so; the shards rebuilt, in order."""
+    cfg = dataclasses.replace(cfg, rescore=rescore)
+    done: list[int] = []
+    while not stop():
+        began = time.perf_counter()
+        order = upcoming(cfg, stream_state(ckpt), groups)
+        missing = [i for i in order if not (cfg.feats_dir / f"feats_{i:05d}.pt").is_file()]
+        if not missing:
+            LOG.info("the next %d groups' shards all have features", groups)
+            break
+        LOG.info("order read in %.1f s; %d of %d shards ahead lack features",
+                 time.perf_counter() - began, len(missing), len(order))  # fmt: skip
+        rescore(missing[0])
+        done.append(missing[0])
+    return done
+
+
+def run_rescore_ahead(
+    *,
+    ids: Path,
+    feats: Path,
+    run_dir: Path,
+    batch_positions: int,
+    groups: int,
+    seconds: float | None,
+    threads: int,
+) -> list[int]:
+    """The rescore-ahead step: rebuild the features heads3 (batch_positions, its run_dir) reads
+    next, for at most `seconds`; the shards rebuilt."""
+    from specviz.train.common import Deadline, load_target
+    from specviz.train.heads3 import Heads3Config
+    from specviz.train.regen import rescorer
+
+    target, tokenizer = load_target(threads)
+    cfg = Heads3Config(batch_positions=batch_positions).stream(feats, ids)
+    rescore = rescorer(target, int(tokenizer.eos_token_id), ids, feats)
+    deadline = Deadline(seconds)
+    return rescore_ahead(cfg, run_dir / "ckpt.pt", rescore, groups=groups, stop=deadline.passed)

@@ -1,0 +1,80 @@
+"""Rescoring ahead of a training run: the dry stream names the groups the run reads, in its
+order, from a fresh start and from a checkpoint's state; rescore_ahead rebuilds them in that
+order, skips what has features and stops when told."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from specviz.train.ahead import rescore_ahead, stream_state, upcoming
+from specviz.train.regen import RegenConfig, rescorer
+from specviz.train.regen_stream import RegenStream, StreamConfig
+from tests.conftest import EOS
+
+from .test_heads3 import _model, write_shards
+
+
+def _groups_read(stream: RegenStream, groups: int) -> list[list[int]]:
+    """The next `groups` groups the stream draws as it hands out batches."""
+    out: list[list[int]] = []
+    while len(out) < groups:
+        before = (stream.epoch, list(stream.seen))
+        stream.next_batch()
+        if (stream.epoch, stream.seen) != before:
+            out.append(list(stream.group))
+    return out
+
+
+def _flat(groups: list[list[int]]) -> list[int]:
+    order: list[int] = []
+    for group in groups:
+        order += [i for i in group if i not in order]
+    return order
+
+
+def test_the_dry_stream_reads_the_runs_groups_fresh_and_from_a_state(tmp_path: Path) -> None:
+    cfg = replace(write_shards(_model(), tmp_path, range(12)), group=3)
+    real = RegenStream(cfg)
+    first = _groups_read(real, 5)  # over an epoch's end: 11 training shards, 3 a group
+    assert upcoming(cfg, None, 5) == _flat(first)
+    state = real.state_dict()
+    later = _groups_read(real, 4)
+    assert upcoming(cfg, state, 4) == _flat(later)
+    assert upcoming(cfg, state, 4) != upcoming(cfg, None, 4)  # the state matters
+
+
+def test_rescore_ahead_rebuilds_in_the_runs_order_and_stops(tmp_path: Path) -> None:
+    model = _model()
+    (tmp_path / "made").mkdir()
+    write_shards(model, tmp_path / "made", range(10))
+    (tmp_path / "ids").mkdir()
+    for path in (tmp_path / "made").glob("ids_*.json.gz"):
+        (tmp_path / "ids" / path.name).write_bytes(path.read_bytes())
+    bare = StreamConfig(feats_dir=tmp_path / "feats", ids_dir=tmp_path / "ids",
+                        batch_positions=48, max_len=16, group=2)  # fmt: skip
+    rebuild = rescorer(model, EOS, tmp_path / "ids", tmp_path / "feats", RegenConfig(topk=6))
+    calls: list[int] = []
+
+    def rescore(index: int) -> None:
+        calls.append(index)
+        rebuild(index)
+
+    live = replace(bare, rescore=rescore)
+    real = RegenStream(live)
+    _groups_read(real, 1)  # the run has read its first group (its features built as it read)
+    ckpt = tmp_path / "ckpt.pt"
+    torch.save({"stream": real.state_dict(), "head": {}}, ckpt)
+    assert stream_state(ckpt) is not None and stream_state(tmp_path / "none.pt") is None
+    expected = upcoming(live, real.state_dict(), 2)
+    calls.clear()
+    done = rescore_ahead(bare, ckpt, rescore, groups=2, stop=lambda: len(calls) >= 3)
+    assert done == calls == expected[:3]
+    done = rescore_ahead(bare, ckpt, rescore, groups=2)
+    assert done == expected[3:]  # the rest, none twice
+    assert rescore_ahead(bare, ckpt, rescore, groups=2) == []  # nothing missing ahead
+    assert sorted(p.name for p in (tmp_path / "feats").iterdir()) == sorted(
+        f"feats_{i:05d}.pt" for i in set(expected) | set(real.group)
+    )
