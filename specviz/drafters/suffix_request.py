@@ -99,17 +99,6 @@ class RequestTrie:
             node = found
         return RequestNode(self, node)
 
-    def matches(self, context: Sequence[int]) -> list[tuple[int, RequestNode]]:
-        """(m, node) for each m >= 1 whose last m tokens of context occur, shortest first
-        (m < max_depth: a match at full depth has nothing below it)."""
-        found = []
-        for m in range(1, min(len(context), self.max_depth - 1) + 1):
-            node = self.find(context[len(context) - m :])
-            if node is None:
-                break  # a longer suffix holds this one, so it cannot occur either
-            found.append((m, node))
-        return found
-
     def children(self, node: int) -> list[tuple[int, int]]:
         """(token, child) of every child of node, in no particular order."""
         out, label, following = [], self.label, self.next
