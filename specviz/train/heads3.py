@@ -343,7 +343,7 @@ def _curve(
         LOG.info("no held-out shards yet: step %d not evaluated", state["step"])
         return
     alphas, positions = trainer.evaluate(held)
-    extra: dict[str, Any] = {"train_loss": round(loss, 5)}
+    extra: dict[str, Any] = {"train_loss": round(loss, 5), "vocab": trainer.head.size}
     extra |= {k: state[k] for k in ("warm_start", "schedule_start") if k in state}
     row = curve_row(state, kind, positions, alphas, extra)
     with (out_dir / "curve.jsonl").open("a", encoding="utf-8") as handle:

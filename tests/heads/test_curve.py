@@ -73,11 +73,13 @@ def test_the_trend_is_the_gain_per_doubling_over_the_last_doubling() -> None:
 def test_the_report_shows_the_curve_the_rule_and_the_figure(tmp_path: Path) -> None:
     path = tmp_path / "curve.jsonl"
     rows = [_row(s, float(s), 0.40 + 0.006 * s) for s in range(1, 6)]
+    rows[-1] |= {"vocab": 4096}  # a row names its draft vocabulary; older ones are 16,384
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert read_curve(path) == rows
     saved = Saved(tmp_path)
     text = "\n".join(heads_curve(saved, path))
-    assert "| 5 | 5,000 | 5.00 | tv | 100 | 0.420 | 0.410 |" in text
+    assert "| 4 | 4,000 | 4.00 | tv | 16,384 | 100 | 0.414 |" in text
+    assert "| 5 | 5,000 | 5.00 | tv | 4,096 | 100 | 0.420 | 0.410 |" in text
     assert "+0.012, still rising" in text and "eagle3-curve.png" in text
     assert "Trend: +0.016 of α₁ per doubling of positions, over the last doubling." in text
     figure = curve_figure(saved, path)

@@ -181,7 +181,7 @@ def test_training_lowers_the_loss_and_resumes_exactly(tmp_path: Path) -> None:
     rows = [json.loads(line) for line in (tmp_path / "whole" / "curve.jsonl").open()]
     assert [r["step"] for r in rows] == [5, 10, 15, 20]
     assert [r["loss"] for r in rows] == ["kl", "tv", "tv", "tv"]
-    assert all(0 <= r[f"alpha_{d}"] <= 1 for r in rows for d in range(1, 6))
+    assert all(0 <= r[f"alpha_{d}"] <= 1 and r["vocab"] == 20 for r in rows for d in range(1, 6))
     run_heads3(CFG, model, stream, tmp_path / "split", 7, None)
     with (tmp_path / "split" / "curve.jsonl").open("a") as curve:  # a row past the checkpoint,
         curve.write(json.dumps(rows[1] | {"alpha_1": -1.0}) + "\n")  # as a killed run leaves

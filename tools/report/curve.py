@@ -19,13 +19,18 @@ CURVE = ROOT / "data" / "heads" / "eagle3-curve.jsonl"
 CURVE_FIGURE = "eagle3-curve.png"  # beside the saved results
 
 
+FIRST_VOCAB = 16_384  # the draft vocabulary of the rows written before rows named theirs
+
+
 def _rows_table(rows: list[dict[str, Any]]) -> list[str]:
-    """The rows as a table: step, positions, hours, loss, held-out positions, α₁…α₅."""
-    head = ["step", "positions trained", "hours", "loss", "held-out positions"]
+    """The rows as a table: step, positions, hours, loss, draft vocabulary, held-out positions,
+    α₁…α₅."""
+    head = ["step", "positions trained", "hours", "loss", "draft vocabulary", "held-out positions"]
     head += [f"α{d}" for d in "₁₂₃₄₅"[:DEPTHS]]
     return markdown_table(head, [
         [str(r["step"]), f"{r['positions']:,}", f"{r['hours']:.2f}", str(r.get("loss", "—")),
-         f"{r['eval_positions']:,}", *(f"{r[f'alpha_{d}']:.3f}" for d in range(1, DEPTHS + 1))]
+         f"{r.get('vocab', FIRST_VOCAB):,}", f"{r['eval_positions']:,}",
+         *(f"{r[f'alpha_{d}']:.3f}" for d in range(1, DEPTHS + 1))]
         for r in rows
     ])  # fmt: skip
 
