@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +79,33 @@ class Deadline:
     def passed(self) -> bool:
         """Whether the budget is spent."""
         return self.end is not None and time.monotonic() >= self.end
+
+
+def build_once(
+    path: Path, build: Callable[[], None], *, poll_s: float = 1.0, stale_s: float = 900.0
+) -> bool:
+    """Make path with build() unless another process is making it: processes that share a work
+    dir (heads3 --rescore and rescore-ahead) claim a file by creating ``path.claim`` first, and
+    one that finds the claim taken waits for path instead. A claim older than stale_s (its
+    process died) is taken over. Whether this call built path."""
+    claim = path.with_name(path.name + ".claim")
+    while not path.is_file():
+        try:
+            os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            try:
+                stale = time.time() - claim.stat().st_mtime > stale_s
+            except FileNotFoundError:
+                continue  # released just now: look again
+            if stale:
+                claim.unlink(missing_ok=True)
+            else:
+                time.sleep(poll_s)
+            continue
+        try:
+            if not path.is_file():  # made between the look and the claim
+                build()
+                return True
+        finally:
+            claim.unlink(missing_ok=True)
+    return False

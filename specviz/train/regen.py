@@ -41,7 +41,14 @@ import torch
 from torch import Tensor
 
 from specviz.core.cache import forward_kwargs
-from specviz.train.common import Deadline, load_target, save_atomic, work_dir, write_json_atomic
+from specviz.train.common import (
+    Deadline,
+    build_once,
+    load_target,
+    save_atomic,
+    work_dir,
+    write_json_atomic,
+)
 from specviz.train.corpus import load_docs
 from specviz.train.prompts import training_prompts, workload_style_prompts
 from specviz.train.sources import source_prompts
@@ -337,12 +344,16 @@ def rescorer(
     layers = list(fused_layers(int(model.config.num_hidden_layers)))
 
     def rescore(index: int) -> None:
-        began = time.perf_counter()
-        feats = rescore_shard(read_ids(ids_dir / f"ids_{index:05d}.json.gz"), cfg, model, pad)
+        path = feats_dir / f"feats_{index:05d}.pt"
+
+        def build() -> None:
+            began = time.perf_counter()
+            feats = rescore_shard(read_ids(ids_dir / f"ids_{index:05d}.json.gz"), cfg, model, pad)
+            save_atomic({"index": index, "layers": layers, "seqs": feats}, path)
+            LOG.info("shard %d rescored for training in %.0f s", index, time.perf_counter() - began)
+
         feats_dir.mkdir(parents=True, exist_ok=True)
-        save_atomic({"index": index, "layers": layers, "seqs": feats},
-                    feats_dir / f"feats_{index:05d}.pt")  # fmt: skip
-        LOG.info("shard %d rescored for training in %.0f s", index, time.perf_counter() - began)
+        build_once(path, build)  # another process rebuilding it: wait for its file
 
     return rescore
 

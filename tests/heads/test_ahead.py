@@ -1,15 +1,19 @@
 """Rescoring ahead of a training run: the dry stream names the groups the run reads, in its
 order, from a fresh start and from a checkpoint's state; rescore_ahead rebuilds them in that
-order, skips what has features and stops when told."""
+order, skips what has features and stops when told; and two processes never build one shard."""
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from specviz.train.ahead import rescore_ahead, stream_state, upcoming
+from specviz.train.common import build_once
 from specviz.train.regen import RegenConfig, rescorer
 from specviz.train.regen_stream import RegenStream, StreamConfig
 from tests.conftest import EOS
@@ -78,3 +82,45 @@ def test_rescore_ahead_rebuilds_in_the_runs_order_and_stops(tmp_path: Path) -> N
     assert sorted(p.name for p in (tmp_path / "feats").iterdir()) == sorted(
         f"feats_{i:05d}.pt" for i in set(expected) | set(real.group)
     )
+
+
+def test_a_shard_is_built_once_by_processes_sharing_a_work_dir(tmp_path: Path) -> None:
+    """build_once: of two racing builders one builds and the other waits for its file; a
+    claim left by a dead process is taken over; a claim whose builder finishes is waited out."""
+    path, built = tmp_path / "feats_00001.pt", []
+
+    def build() -> None:
+        built.append(threading.get_ident())
+        time.sleep(0.2)
+        path.write_bytes(b"x")
+
+    results: list[bool] = []
+    racers = [threading.Thread(target=lambda: results.append(
+        build_once(path, build, poll_s=0.01))) for _ in range(2)]  # fmt: skip
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join()
+    assert sorted(results) == [False, True] and len(built) == 1
+    assert not (tmp_path / "feats_00001.pt.claim").exists()
+    assert build_once(path, build) is False and len(built) == 1  # there already
+
+    path.unlink()
+    claim = tmp_path / "feats_00001.pt.claim"
+    claim.touch()
+    os.utime(claim, (time.time() - 3600, time.time() - 3600))  # its process died an hour ago
+    assert build_once(path, build, poll_s=0.01, stale_s=60) is True and len(built) == 2
+
+    path.unlink()
+    claim.touch()  # another process is building it now
+
+    def finish() -> None:
+        time.sleep(0.1)
+        path.write_bytes(b"y")
+        claim.unlink()
+
+    other = threading.Thread(target=finish)
+    other.start()
+    assert build_once(path, build, poll_s=0.01) is False and len(built) == 2
+    other.join()
+    assert path.read_bytes() == b"y"
