@@ -8,8 +8,10 @@ The run's order is known ahead: a RegenStream draws its groups from its own gene
 group's draws depend only on its shards' sequence lengths (specviz.train.regen_stream). So a
 *dry* stream that reads only the token ids follows the same groups. Started from the stream state
 in the run's latest checkpoint (or from a fresh stream when the run has none yet), it names the
-shards the run will read next, in order; the first of them without features is rebuilt, and the
-order is read again from the checkpoint after each one, so the rebuilding keeps ahead of the run.
+shards the run will read next, in order; the first of them without features that no process is
+building (specviz.train.common.build_once: the run claims the shard it rebuilds itself) is
+rebuilt, and the order is read again from the checkpoint after each one, so the rebuilding keeps
+ahead of the run.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 import torch
 
+from specviz.train.common import claim_path
 from specviz.train.regen import read_ids
 from specviz.train.regen_stream import RegenStream, StreamConfig
 
@@ -77,23 +80,30 @@ def rescore_ahead(
     *,
     groups: int = 16,
     stop: Callable[[], bool] = lambda: False,
+    poll_s: float = 5.0,
 ) -> list[int]:
     """Rebuild, one at a time, the first shard without features among those the run reads in its
-    next `groups` groups (its order read again from ckpt each time), until none is missing or
-    stop() says so; the shards rebuilt, in order."""
+    next `groups` groups (its order read again from ckpt each time), passing over the shards
+    another process is building (the run itself, most often: it takes the first missing shard of
+    its group), until none is missing or stop() says so; the shards rebuilt, in order."""
     cfg = dataclasses.replace(cfg, rescore=rescore)
     done: list[int] = []
     while not stop():
         began = time.perf_counter()
         order = upcoming(cfg, stream_state(ckpt), groups)
-        missing = [i for i in order if not (cfg.feats_dir / f"feats_{i:05d}.pt").is_file()]
+        paths = {i: cfg.feats_dir / f"feats_{i:05d}.pt" for i in order}
+        missing = [i for i in order if not paths[i].is_file()]
         if not missing:
             LOG.info("the next %d groups' shards all have features", groups)
             break
-        LOG.info("order read in %.1f s; %d of %d shards ahead lack features",
-                 time.perf_counter() - began, len(missing), len(order))  # fmt: skip
-        rescore(missing[0])
-        done.append(missing[0])
+        free = [i for i in missing if not claim_path(paths[i]).exists()]  # none being built
+        LOG.info("order read in %.1f s; %d of %d shards ahead lack features, %d unclaimed",
+                 time.perf_counter() - began, len(missing), len(order), len(free))  # fmt: skip
+        if not free:
+            time.sleep(poll_s)
+            continue
+        rescore(free[0])
+        done.append(free[0])
     return done
 
 

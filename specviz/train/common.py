@@ -81,6 +81,11 @@ class Deadline:
         return self.end is not None and time.monotonic() >= self.end
 
 
+def claim_path(path: Path) -> Path:
+    """The file a process creates while it builds path (build_once)."""
+    return path.with_name(path.name + ".claim")
+
+
 def build_once(
     path: Path, build: Callable[[], None], *, poll_s: float = 1.0, stale_s: float = 900.0
 ) -> bool:
@@ -88,7 +93,7 @@ def build_once(
     dir (heads3 --rescore and rescore-ahead) claim a file by creating ``path.claim`` first, and
     one that finds the claim taken waits for path instead. A claim older than stale_s (its
     process died) is taken over. Whether this call built path."""
-    claim = path.with_name(path.name + ".claim")
+    claim = claim_path(path)
     while not path.is_file():
         try:
             os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY))

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from specviz.train.ahead import rescore_ahead, stream_state, upcoming
-from specviz.train.common import build_once
+from specviz.train.common import build_once, claim_path
 from specviz.train.regen import RegenConfig, rescorer
 from specviz.train.regen_stream import RegenStream, StreamConfig
 from tests.conftest import EOS
@@ -74,10 +74,20 @@ def test_rescore_ahead_rebuilds_in_the_runs_order_and_stops(tmp_path: Path) -> N
     assert stream_state(ckpt) is not None and stream_state(tmp_path / "none.pt") is None
     expected = upcoming(live, real.state_dict(), 2)
     calls.clear()
+    taken = claim_path(tmp_path / "feats" / f"feats_{expected[0]:05d}.pt")
+    taken.touch()  # the run is rebuilding the first one itself: passed over
     done = rescore_ahead(bare, ckpt, rescore, groups=2, stop=lambda: len(calls) >= 3)
-    assert done == calls == expected[:3]
+    assert done == calls == expected[1:4]
+    claims = [claim_path(tmp_path / "feats" / f"feats_{i:05d}.pt") for i in expected[4:]]
+    for claim in claims:
+        claim.touch()  # every shard left is being built elsewhere: it waits, building none
+    polls = iter(range(3))
+    stop = lambda: next(polls, None) is None  # noqa: E731
+    assert rescore_ahead(bare, ckpt, rescore, groups=2, stop=stop, poll_s=0.01) == []
+    for claim in [taken, *claims]:
+        claim.unlink()
     done = rescore_ahead(bare, ckpt, rescore, groups=2)
-    assert done == expected[3:]  # the rest, none twice
+    assert done == [expected[0], *expected[4:]]  # the rest, none twice
     assert rescore_ahead(bare, ckpt, rescore, groups=2) == []  # nothing missing ahead
     assert sorted(p.name for p in (tmp_path / "feats").iterdir()) == sorted(
         f"feats_{i:05d}.pt" for i in set(expected) | set(real.group)
