@@ -8,10 +8,11 @@ The run's order is known ahead: a RegenStream draws its groups from its own gene
 group's draws depend only on its shards' sequence lengths (specviz.train.regen_stream). So a
 *dry* stream that reads only the token ids follows the same groups. Started from the stream state
 in the run's latest checkpoint (or from a fresh stream when the run has none yet), it names the
-shards the run will read next, in order; the first of them without features that no process is
-building (specviz.train.common.build_once: the run claims the shard it rebuilds itself) is
-rebuilt, and the order is read again from the checkpoint after each one, so the rebuilding keeps
-ahead of the run.
+shards the run will read next, group by group. Of the first group with shards lacking features,
+the last one that no process is building is rebuilt (specviz.train.common.build_once: a process
+claims the shard it rebuilds); the run rebuilds what its group still lacks first to last, passing
+over claimed shards, so the two meet in the middle. The order is read again from the checkpoint
+after each shard, so the rebuilding keeps ahead of the run.
 """
 
 from __future__ import annotations
@@ -52,16 +53,26 @@ class _DryStream(RegenStream):
         return self.cfg.ids_dir / f"ids_{index:05d}.json.gz"
 
 
-def upcoming(cfg: StreamConfig, state: dict[str, Any] | None, groups: int) -> list[int]:
-    """The shards a stream in `state` (None: a fresh one) reads in its next `groups` groups, in
-    order, each shard once. With cfg.rescore set every shard with ids is ready, as for the run."""
+def upcoming(cfg: StreamConfig, state: dict[str, Any] | None, groups: int) -> list[list[int]]:
+    """The next `groups` groups a stream in `state` (None: a fresh one) reads, in order. With
+    cfg.rescore set every shard with ids is ready, as for the run."""
     dry = _DryStream(cfg)
     if state is not None:
         dry.load_state_dict(state)
-    order: list[int] = []
-    for _ in range(groups):
-        order += [i for i in dry.next_group() if i not in order]
-    return order
+    return [list(dry.next_group()) for _ in range(groups)]
+
+
+def pick(groups: list[list[int]], feats_dir: Path) -> int | None:
+    """The shard to rebuild next: the last one without features that no process is building, of
+    the first group that has one (the run rebuilds its group's shards first to last, so the two
+    meet in the middle); None when every shard ahead has features or is being built."""
+    for group in groups:
+        paths = [feats_dir / f"feats_{i:05d}.pt" for i in group]
+        free = [i for i, p in zip(group, paths, strict=True)
+                if not p.is_file() and not claim_path(p).exists()]  # fmt: skip
+        if free:
+            return free[-1]
+    return None
 
 
 def stream_state(ckpt: Path) -> dict[str, Any] | None:
@@ -82,28 +93,28 @@ def rescore_ahead(
     stop: Callable[[], bool] = lambda: False,
     poll_s: float = 5.0,
 ) -> list[int]:
-    """Rebuild, one at a time, the first shard without features among those the run reads in its
-    next `groups` groups (its order read again from ckpt each time), passing over the shards
-    another process is building (the run itself, most often: it takes the first missing shard of
-    its group), until none is missing or stop() says so; the shards rebuilt, in order."""
+    """Rebuild, one at a time, the shard `pick` names among those the run reads in its next
+    `groups` groups (its order read again from ckpt each time), until none is missing or stop()
+    says so; the shards rebuilt, in order."""
     cfg = dataclasses.replace(cfg, rescore=rescore)
     done: list[int] = []
     while not stop():
         began = time.perf_counter()
-        order = upcoming(cfg, stream_state(ckpt), groups)
-        paths = {i: cfg.feats_dir / f"feats_{i:05d}.pt" for i in order}
-        missing = [i for i in order if not paths[i].is_file()]
+        ahead = upcoming(cfg, stream_state(ckpt), groups)
+        missing = {
+            i for g in ahead for i in g if not (cfg.feats_dir / f"feats_{i:05d}.pt").is_file()
+        }
         if not missing:
             LOG.info("the next %d groups' shards all have features", groups)
             break
-        free = [i for i in missing if not claim_path(paths[i]).exists()]  # none being built
-        LOG.info("order read in %.1f s; %d of %d shards ahead lack features, %d unclaimed",
-                 time.perf_counter() - began, len(missing), len(order), len(free))  # fmt: skip
-        if not free:
+        index = pick(ahead, cfg.feats_dir)
+        LOG.info("order read in %.1f s; %d shards ahead lack features; next: %s",
+                 time.perf_counter() - began, len(missing), index)  # fmt: skip
+        if index is None:  # all of them being built elsewhere
             time.sleep(poll_s)
             continue
-        rescore(free[0])
-        done.append(free[0])
+        rescore(index)
+        done.append(index)
     return done
 
 

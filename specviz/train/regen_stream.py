@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from specviz.train.common import claim_path
 from specviz.train.regen import read_ids, shard_index
 from specviz.train.vocab import is_held_out
 
@@ -159,8 +160,18 @@ class RegenStream:
         self.plan, self.cursor = self._plan(), 0
 
     def _load(self, group: list[int]) -> None:
-        """Keep exactly the group's shards in memory."""
+        """Keep exactly the group's shards in memory (rebuilding missing features first)."""
+        if self.cfg.rescore is not None:
+            self._rebuild(group, self.cfg.rescore)
         self.loaded = {i: self.loaded.get(i) or load_shard(self.cfg, i) for i in group}
+
+    def _rebuild(self, group: list[int], rescore: Callable[[int], None]) -> None:
+        """Rebuild the group's missing features first to last, passing over those another
+        process is building (specviz.train.ahead) and waiting for them only when none is left."""
+        paths = {i: self.cfg.feats_dir / f"feats_{i:05d}.pt" for i in group}
+        while missing := [i for i in group if not paths[i].is_file()]:
+            free = [i for i in missing if not claim_path(paths[i]).exists()]
+            rescore((free or missing)[0])  # a claimed one: waits for its file
 
     def _plan(self) -> list[list[tuple[int, int]]]:
         """The group's batches (see the module docstring)."""

@@ -4,12 +4,14 @@ order, skips what has features and stops when told; and two processes never buil
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 import torch
 
 from specviz.train.ahead import rescore_ahead, stream_state, upcoming
@@ -32,21 +34,14 @@ def _groups_read(stream: RegenStream, groups: int) -> list[list[int]]:
     return out
 
 
-def _flat(groups: list[list[int]]) -> list[int]:
-    order: list[int] = []
-    for group in groups:
-        order += [i for i in group if i not in order]
-    return order
-
-
 def test_the_dry_stream_reads_the_runs_groups_fresh_and_from_a_state(tmp_path: Path) -> None:
     cfg = replace(write_shards(_model(), tmp_path, range(12)), group=3)
     real = RegenStream(cfg)
     first = _groups_read(real, 5)  # over an epoch's end: 11 training shards, 3 a group
-    assert upcoming(cfg, None, 5) == _flat(first)
+    assert upcoming(cfg, None, 5) == first
     state = real.state_dict()
     later = _groups_read(real, 4)
-    assert upcoming(cfg, state, 4) == _flat(later)
+    assert upcoming(cfg, state, 4) == later
     assert upcoming(cfg, state, 4) != upcoming(cfg, None, 4)  # the state matters
 
 
@@ -72,26 +67,60 @@ def test_rescore_ahead_rebuilds_in_the_runs_order_and_stops(tmp_path: Path) -> N
     ckpt = tmp_path / "ckpt.pt"
     torch.save({"stream": real.state_dict(), "head": {}}, ckpt)
     assert stream_state(ckpt) is not None and stream_state(tmp_path / "none.pt") is None
-    expected = upcoming(live, real.state_dict(), 2)
+    (a, b), (c, d) = upcoming(live, real.state_dict(), 2)
     calls.clear()
-    taken = claim_path(tmp_path / "feats" / f"feats_{expected[0]:05d}.pt")
-    taken.touch()  # the run is rebuilding the first one itself: passed over
+    taken = claim_path(tmp_path / "feats" / f"feats_{b:05d}.pt")
+    taken.touch()  # another process is building b: passed over
     done = rescore_ahead(bare, ckpt, rescore, groups=2, stop=lambda: len(calls) >= 3)
-    assert done == calls == expected[1:4]
-    claims = [claim_path(tmp_path / "feats" / f"feats_{i:05d}.pt") for i in expected[4:]]
-    for claim in claims:
-        claim.touch()  # every shard left is being built elsewhere: it waits, building none
+    assert done == calls == [a, d, c]  # each group from its last shard, the first group first
     polls = iter(range(3))
     stop = lambda: next(polls, None) is None  # noqa: E731
-    assert rescore_ahead(bare, ckpt, rescore, groups=2, stop=stop, poll_s=0.01) == []
-    for claim in [taken, *claims]:
-        claim.unlink()
-    done = rescore_ahead(bare, ckpt, rescore, groups=2)
-    assert done == [expected[0], *expected[4:]]  # the rest, none twice
+    assert rescore_ahead(bare, ckpt, rescore, groups=2, stop=stop, poll_s=0.01) == []  # waits
+    taken.unlink()
+    assert rescore_ahead(bare, ckpt, rescore, groups=2) == [b]
     assert rescore_ahead(bare, ckpt, rescore, groups=2) == []  # nothing missing ahead
     assert sorted(p.name for p in (tmp_path / "feats").iterdir()) == sorted(
-        f"feats_{i:05d}.pt" for i in set(expected) | set(real.group)
+        f"feats_{i:05d}.pt" for i in {a, b, c, d, *real.group}
     )
+
+
+def test_the_run_rebuilds_its_group_passing_over_shards_built_elsewhere(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A group's missing features are rebuilt first to last, but a shard another process has
+    claimed comes last, and then the run waits for that process's file instead of rebuilding."""
+    model = _model()
+    made = write_shards(model, tmp_path, range(8))  # features in tmp_path, copied as "built"
+    feats = tmp_path / "feats"
+    feats.mkdir()
+    rebuild = rescorer(model, EOS, tmp_path, feats, RegenConfig(topk=6))
+    calls: list[int] = []
+
+    def rescore(index: int) -> None:
+        calls.append(index)
+        rebuild(index)
+
+    cfg = replace(made, feats_dir=feats, rescore=rescore)
+    first, second = upcoming(cfg, None, 1)[0]
+    claim = claim_path(feats / f"feats_{first:05d}.pt")
+    claim.touch()
+
+    def other_process() -> None:
+        time.sleep(0.3)
+        (feats / f"feats_{first:05d}.pt").write_bytes(
+            (tmp_path / f"feats_{first:05d}.pt").read_bytes()
+        )
+        claim.unlink()
+
+    other = threading.Thread(target=other_process)
+    other.start()
+    with caplog.at_level(logging.INFO, logger="specviz.train.regen"):
+        RegenStream(cfg).next_batch()
+    other.join()
+    assert calls == [second, first]
+    built = [r.getMessage().split(" rescored")[0] for r in caplog.records
+             if "rescored" in r.getMessage()]  # fmt: skip
+    assert built == [f"shard {second}"]  # the other came from the other process
 
 
 def test_a_shard_is_built_once_by_processes_sharing_a_work_dir(tmp_path: Path) -> None:
