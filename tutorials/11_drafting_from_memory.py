@@ -143,9 +143,11 @@ for workload, rows in repeats.items():
 # carrying a **count**, the number of times its substring occurs. `SuffixTrie` in
 # `specviz/drafters/suffix_tree.py` builds it incrementally: appending a token extends each open
 # suffix of the text by one node, so an update costs at most `max_depth` node visits whatever
-# the trie holds. The drafter keeps such a trie over the current request, and a `SuffixMemory`
-# holds the same counts over earlier requests in a compact form (`SuffixStore`: flat arrays, a
-# path-compressed trie, a bounded number of bytes per token); both answer the same questions.
+# the trie holds. The drafter keeps the same counts over the current request in flat arrays
+# (`RequestTrie`, `specviz/drafters/suffix_request.py`: no Python object per node, so the garbage
+# collector has nothing to walk), and a `SuffixMemory` holds them over earlier requests in a compact
+# form (`SuffixStore`: flat arrays, a path-compressed trie, a bounded number of bytes per token);
+# all three answer the same questions.
 #
 # A toy memory of four earlier "agent traces", one word per token:
 
