@@ -136,7 +136,7 @@ def _eagle3_parsers(sub: Any) -> None:
     )
     ahead.add_argument("--batch", type=int, default=4096, help="heads3's --batch (sets its order)")
     ahead.add_argument("--out", default=None, help="heads3's --out (default: head-eagle3)")
-    ahead.add_argument("--groups", type=int, default=16, help="groups of 8 shards looked ahead")
+    ahead.add_argument("--groups", type=int, default=64, help="groups of 8 shards looked ahead")
     ahead.add_argument("--hours", type=_hours, default=None, help="stop after this long")
     ahead.add_argument("--ids", default=None, help=ids_help)
     ahead.add_argument("--feats", default=None, help="folder of the feats shards (default: regen)")

@@ -89,7 +89,7 @@ def rescore_ahead(
     ckpt: Path,
     rescore: Callable[[int], None],
     *,
-    groups: int = 16,
+    groups: int = 64,
     stop: Callable[[], bool] = lambda: False,
     poll_s: float = 5.0,
 ) -> list[int]:
