@@ -80,7 +80,7 @@ def test_the_report_shows_the_curve_the_rule_and_the_figure(tmp_path: Path) -> N
     text = "\n".join(heads_curve(saved, path))
     assert "| 4 | 4,000 | 4.00 | tv | 16,384 | 100 | 0.414 |" in text
     assert "| 5 | 5,000 | 5.00 | tv | 4,096 | 100 | 0.420 | 0.410 |" in text
-    assert "+0.012, still rising" in text and "eagle3-curve.png" in text
+    assert "+0.0120, still rising" in text and "eagle3-curve.png" in text
     assert "Trend: +0.016 of α₁ per doubling of positions, over the last doubling." in text
     figure = curve_figure(saved, path)
     assert figure == tmp_path / "eagle3-curve.png" and figure.read_bytes().startswith(b"\x89PNG")

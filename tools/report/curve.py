@@ -48,7 +48,7 @@ def heads_curve(saved: Saved, path: Path = CURVE) -> list[str]:
     else:
         points = ", ".join(f"{r['hours']:.2f} h: {r['alpha_1']:.3f}" for r in verdict.rows)
         state = "flat: the stop rule is met" if verdict.flat else "still rising"
-        rule = f"α₁ over three evaluations an hour apart ({points}): {verdict.gain:+.3f}, {state}"
+        rule = f"α₁ over three evaluations an hour apart ({points}): {verdict.gain:+.4f}, {state}"
     slope = per_doubling(rows)
     trend = (
         "fewer than three comparable evaluations over the last doubling of positions"
