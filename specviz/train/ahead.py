@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from specviz.train.common import claim_path
-from specviz.train.regen import read_ids
+from specviz.train.regen import feats_path, ids_path, read_ids
 from specviz.train.regen_stream import RegenStream, StreamConfig
 
 LOG = logging.getLogger(__name__)
@@ -39,7 +39,10 @@ class _DryStream(RegenStream):
     def _load(self, group: list[int]) -> None:
         """The group's sequences as their tokens alone."""
         self.loaded = {
-            i: [{"tokens": torch.tensor(t)} for t in read_ids(self._ids_path(i))["tokens"]]
+            i: [
+                {"tokens": torch.tensor(t)}
+                for t in read_ids(ids_path(self.cfg.ids_dir, i))["tokens"]
+            ]
             for i in group
         }
 
@@ -47,10 +50,6 @@ class _DryStream(RegenStream):
         """Draw the next group, as the run will; its shards."""
         self._next_group()
         return self.group
-
-    def _ids_path(self, index: int) -> Path:
-        """Shard index's ids file."""
-        return self.cfg.ids_dir / f"ids_{index:05d}.json.gz"
 
 
 def upcoming(cfg: StreamConfig, state: dict[str, Any] | None, groups: int) -> list[list[int]]:
@@ -62,14 +61,13 @@ def upcoming(cfg: StreamConfig, state: dict[str, Any] | None, groups: int) -> li
     return [list(dry.next_group()) for _ in range(groups)]
 
 
-def pick(groups: list[list[int]], feats_dir: Path) -> int | None:
-    """The shard to rebuild next: the last one without features that no process is building, of
-    the first group that has one (the run rebuilds its group's shards first to last, so the two
-    meet in the middle); None when every shard ahead has features or is being built."""
+def pick(groups: list[list[int]], missing: set[int], feats_dir: Path) -> int | None:
+    """The shard to rebuild next: the last one of `missing` (those without features) that no
+    process is building, of the first group that has one (the run rebuilds its group's shards
+    first to last, so the two meet in the middle); None when all of them are being built."""
     for group in groups:
-        paths = [feats_dir / f"feats_{i:05d}.pt" for i in group]
-        free = [i for i, p in zip(group, paths, strict=True)
-                if not p.is_file() and not claim_path(p).exists()]  # fmt: skip
+        free = [i for i in group
+                if i in missing and not claim_path(feats_path(feats_dir, i)).exists()]  # fmt: skip
         if free:
             return free[-1]
     return None
@@ -101,13 +99,11 @@ def rescore_ahead(
     while not stop():
         began = time.perf_counter()
         ahead = upcoming(cfg, stream_state(ckpt), groups)
-        missing = {
-            i for g in ahead for i in g if not (cfg.feats_dir / f"feats_{i:05d}.pt").is_file()
-        }
+        missing = {i for g in ahead for i in g if not feats_path(cfg.feats_dir, i).is_file()}
         if not missing:
             LOG.info("the next %d groups' shards all have features", groups)
             break
-        index = pick(ahead, cfg.feats_dir)
+        index = pick(ahead, missing, cfg.feats_dir)
         LOG.info("order read in %.1f s; %d shards ahead lack features; next: %s",
                  time.perf_counter() - began, len(missing), index)  # fmt: skip
         if index is None:  # all of them being built elsewhere

@@ -42,6 +42,7 @@ from specviz.heads.weights3 import save_head3
 from specviz.train.accept import KINDS, alpha, draft_index, position_loss, soft_labels
 from specviz.train.common import save_atomic
 from specviz.train.heldout import held_out_batches
+from specviz.train.regen import ids_path
 from specviz.train.regen_stream import RegenStream, StreamConfig, collate, ready_shards
 from specviz.train.unroll import unrolled
 
@@ -225,7 +226,7 @@ def run_heads3(
         vocab = warm[0].vocab.cpu()
     else:
         train, _ = ready_shards(stream_cfg)
-        paths = [stream_cfg.ids_dir / f"ids_{i:05d}.json.gz" for i in train]
+        paths = [ids_path(stream_cfg.ids_dir, i) for i in train]
         counts = answer_counts(paths, int(target.get_input_embeddings().weight.shape[0]))
         vocab = draft_vocab(counts, cfg.vocab, fill)
         LOG.info("draft vocabulary of %d from %d shards' answers", cfg.vocab, len(paths))

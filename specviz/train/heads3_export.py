@@ -66,12 +66,11 @@ def training_counts(ids_dir: Path, vocab_size: int) -> torch.Tensor:
 
 
 def vocab_coverage(
-    vocab: torch.Tensor, ids_dir: Path, vocab_size: int, counts: torch.Tensor | None = None
+    vocab: torch.Tensor, ids_dir: Path, vocab_size: int, counts: torch.Tensor
 ) -> dict[str, Any]:
     """The draft vocabulary's size and coverage of the answers in ids_dir's shards (counts:
-    training_counts(ids_dir, vocab_size), where the caller has them already)."""
+    training_counts(ids_dir, vocab_size))."""
     train, held = training_ids(ids_dir), training_ids(ids_dir, held_out=True)
-    counts = training_counts(ids_dir, vocab_size) if counts is None else counts
     out: dict[str, Any] = {
         "size": int(vocab.shape[0]),
         "ids": str(ids_dir),

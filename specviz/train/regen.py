@@ -277,6 +277,16 @@ def shard_index(path: Path) -> int:
     return int(path.name.split(".")[0].split("_")[1])
 
 
+def ids_path(ids_dir: Path, index: int) -> Path:
+    """Shard index's token ids in ids_dir."""
+    return ids_dir / f"ids_{index:05d}.json.gz"
+
+
+def feats_path(feats_dir: Path, index: int) -> Path:
+    """Shard index's features in feats_dir."""
+    return feats_dir / f"feats_{index:05d}.pt"
+
+
 def prompt_key(tokens: list[int], start: int) -> tuple[int, ...]:
     """A sequence's prompt: its token ids before the answer starts."""
     return tuple(tokens[:start])
@@ -286,7 +296,7 @@ def shard_prompts(ids_dir: Path, indices: list[int]) -> set[tuple[int, ...]]:
     """The prompts of the shards `indices` in ids_dir (their ids files only, no features)."""
     keys: set[tuple[int, ...]] = set()
     for index in indices:
-        ids = read_ids(ids_dir / f"ids_{index:05d}.json.gz")
+        ids = read_ids(ids_path(ids_dir, index))
         keys |= {prompt_key(t, s) for t, s in zip(ids["tokens"], ids["start"], strict=True)}
     return keys
 
@@ -344,11 +354,11 @@ def rescorer(
     layers = list(fused_layers(int(model.config.num_hidden_layers)))
 
     def rescore(index: int) -> None:
-        path = feats_dir / f"feats_{index:05d}.pt"
+        path = feats_path(feats_dir, index)
 
         def build() -> None:
             began = time.perf_counter()
-            feats = rescore_shard(read_ids(ids_dir / f"ids_{index:05d}.json.gz"), cfg, model, pad)
+            feats = rescore_shard(read_ids(ids_path(ids_dir, index)), cfg, model, pad)
             save_atomic({"index": index, "layers": layers, "seqs": feats}, path)
             LOG.info("shard %d rescored for training in %.0f s", index, time.perf_counter() - began)
 
@@ -363,11 +373,11 @@ def _file_entry(path: Path) -> Record:
     return {"file": path.name, "bytes": path.stat().st_size, "sha256": _sha256(path)}
 
 
-def _entry(ids_path: Path, feat_path: Path, ids: Record, seconds: float, made: str) -> Record:
+def _entry(ids_file: Path, feat_path: Path, ids: Record, seconds: float, made: str) -> Record:
     """A manifest row: files with sizes and sha256, counts, time."""
     answer = sum(len(t) - s for t, s in zip(ids["tokens"], ids["start"], strict=True))
     return {
-        "ids": _file_entry(ids_path), "feats": _file_entry(feat_path),
+        "ids": _file_entry(ids_file), "feats": _file_entry(feat_path),
         "sequences": len(ids["tokens"]), "positions": sum(len(t) - 1 for t in ids["tokens"]),
         "answer_tokens": answer, "temperature": ids["temperature"], "seconds": round(seconds, 2),
         "made": made,
@@ -402,24 +412,21 @@ def run_regen(
     manifest["layers"] = list(fused_layers(int(model.config.num_hidden_layers)))
     deadline = Deadline(seconds)
     for index in shards:
-        ids_path, feat_path = (
-            ids_dir / f"ids_{index:05d}.json.gz",
-            feats_dir / f"feats_{index:05d}.pt",
-        )
-        if feat_path.is_file() and ids_path.is_file():
+        ids_file, feat_path = ids_path(ids_dir, index), feats_path(feats_dir, index)
+        if feat_path.is_file() and ids_file.is_file():
             if str(index) not in manifest["shards"]:  # rebuilt by training (`rescorer`)
-                entry = _entry(ids_path, feat_path, read_ids(ids_path), 0.0, "rescored in training")
+                entry = _entry(ids_file, feat_path, read_ids(ids_file), 0.0, "rescored in training")
                 manifest["shards"][str(index)] = entry
                 write_json_atomic(manifest_path, manifest)
             continue
-        if ids_path.is_file() and not rescore:
+        if ids_file.is_file() and not rescore:
             continue
         if deadline.passed():
             LOG.info("time budget spent; stopping before shard %d", index)
             break
         began = time.perf_counter()
-        if ids_path.is_file():
-            ids = read_ids(ids_path)
+        if ids_file.is_file():
+            ids = read_ids(ids_file)
             feats, made = rescore_shard(ids, cfg, model, int(tokenizer.eos_token_id)), "rescored"
         else:
             pool = pool if pool is not None else prompt_pool(cfg)
@@ -432,9 +439,9 @@ def run_regen(
             made = "generated"
         save_atomic({"index": index, "layers": manifest["layers"], "seqs": feats}, feat_path)
         if made == "generated":
-            _write_ids(ids_path, ids)
+            _write_ids(ids_file, ids)
         took = time.perf_counter() - began
-        manifest["shards"][str(index)] = _entry(ids_path, feat_path, ids, took, made)
+        manifest["shards"][str(index)] = _entry(ids_file, feat_path, ids, took, made)
         write_json_atomic(manifest_path, manifest)
         row = manifest["shards"][str(index)]
         LOG.info(

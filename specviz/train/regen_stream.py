@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from specviz.train.common import claim_path
-from specviz.train.regen import read_ids, shard_index
+from specviz.train.regen import feats_path, ids_path, read_ids, shard_index
 from specviz.train.vocab import is_held_out
 
 Seq = dict[str, Any]
@@ -65,7 +65,7 @@ def ready_shards(cfg: StreamConfig) -> tuple[list[int], list[int]]:
 def load_shard(cfg: StreamConfig, index: int) -> list[Seq]:
     """Shard index's sequences: tokens (n,) long, start, hidden (n-1, 3D), top_ids/top_logp
     (its features rebuilt first where they are missing and cfg.rescore is set)."""
-    path = cfg.feats_dir / f"feats_{index:05d}.pt"
+    path = feats_path(cfg.feats_dir, index)
     if cfg.rescore is not None and not path.is_file():
         cfg.rescore(index)
     if not path.is_file():
@@ -74,7 +74,7 @@ def load_shard(cfg: StreamConfig, index: int) -> list[Seq]:
             "(python -m specviz.train regen), or pass --rescore to rebuild each as it is read"
         )
     feats = torch.load(path, weights_only=False)
-    ids = read_ids(cfg.ids_dir / f"ids_{index:05d}.json.gz")
+    ids = read_ids(ids_path(cfg.ids_dir, index))
     seqs = []
     for tokens, start, rec in zip(ids["tokens"], ids["start"], feats["seqs"], strict=True):
         if rec["hidden"].shape[0] != len(tokens) - 1:
@@ -168,7 +168,7 @@ class RegenStream:
     def _rebuild(self, group: list[int], rescore: Callable[[int], None]) -> None:
         """Rebuild the group's missing features first to last, passing over those another
         process is building (specviz.train.ahead) and waiting for them only when none is left."""
-        paths = {i: self.cfg.feats_dir / f"feats_{i:05d}.pt" for i in group}
+        paths = {i: feats_path(self.cfg.feats_dir, i) for i in group}
         while missing := [i for i in group if not paths[i].is_file()]:
             free = [i for i in missing if not claim_path(paths[i]).exists()]
             rescore((free or missing)[0])  # a claimed one: waits for its file
