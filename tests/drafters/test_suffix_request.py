@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import random
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -113,14 +114,24 @@ def test_bad_depths_and_token_ids_are_refused() -> None:
 
 
 def _tracked_after(build: Callable[[list[int]], object], tokens: list[int]) -> int:
-    """How many more objects the garbage collector tracks once build(tokens) is held."""
-    gc.collect()
-    before = len(gc.get_objects())
+    """How many objects the garbage collector tracks inside what build(tokens) returns: the
+    tracked objects reachable from it, as a collection walks them. Classes, modules,
+    functions and code are shared by everything and not walked into. Counting what is
+    reachable, not every object alive, keeps the measure free of whatever else the
+    process happens to allocate meanwhile (caches, the test runner's threads)."""
+    shared = (type, types.ModuleType, types.FunctionType, types.CodeType, types.BuiltinFunctionType)
     held = build(tokens)
-    gc.collect()
-    grown = len(gc.get_objects()) - before
-    del held
-    return grown
+    seen: set[int] = {id(held)}
+    stack: list[object] = [held]
+    count = 0
+    while stack:
+        obj = stack.pop()
+        count += gc.is_tracked(obj)
+        for ref in gc.get_referents(obj):
+            if id(ref) not in seen and not isinstance(ref, shared):
+                seen.add(id(ref))
+                stack.append(ref)
+    return count
 
 
 def test_the_trie_gives_the_garbage_collector_nothing_to_walk() -> None:
