@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -86,23 +87,49 @@ def claim_path(path: Path) -> Path:
     return path.with_name(path.name + ".claim")
 
 
+def _claim(claim: Path) -> bool:
+    """Create claim (exclusively), naming this host and process; whether it was free."""
+    try:
+        fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(f"{socket.gethostname()} {os.getpid()}")
+    return True
+
+
+def _abandoned(claim: Path, stale_s: float) -> bool:
+    """Whether claim's builder is gone: a process of this host that no longer runs (killed
+    before it could remove its claim), or a claim older than stale_s (another host's)."""
+    if time.time() - claim.stat().st_mtime > stale_s:
+        return True
+    host, _, pid = claim.read_text(encoding="utf-8").partition(" ")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False  # another host's, or still being written: only its age tells
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, another user's
+    return False
+
+
 def build_once(
     path: Path, build: Callable[[], None], *, poll_s: float = 1.0, stale_s: float = 900.0
 ) -> bool:
     """Make path with build() unless another process is making it: processes that share a work
     dir (heads3 --rescore and rescore-ahead) claim a file by creating ``path.claim`` first, and
-    one that finds the claim taken waits for path instead. A claim older than stale_s (its
-    process died) is taken over. Whether this call built path."""
+    one that finds the claim taken waits for path instead. A claim whose process died (same
+    host) or older than stale_s is taken over. Whether this call built path."""
     claim = claim_path(path)
     while not path.is_file():
-        try:
-            os.close(os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
+        if not _claim(claim):
             try:
-                stale = time.time() - claim.stat().st_mtime > stale_s
+                abandoned = _abandoned(claim, stale_s)
             except FileNotFoundError:
                 continue  # released just now: look again
-            if stale:
+            if abandoned:
                 claim.unlink(missing_ok=True)
             else:
                 time.sleep(poll_s)

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -125,7 +128,8 @@ def test_the_run_rebuilds_its_group_passing_over_shards_built_elsewhere(
 
 def test_a_shard_is_built_once_by_processes_sharing_a_work_dir(tmp_path: Path) -> None:
     """build_once: of two racing builders one builds and the other waits for its file; a
-    claim left by a dead process is taken over; a claim whose builder finishes is waited out."""
+    claim left by a dead process (an old one, or one naming a process of this host that no
+    longer runs) is taken over; a claim whose builder finishes is waited out."""
     path, built = tmp_path / "feats_00001.pt", []
 
     def build() -> None:
@@ -151,15 +155,41 @@ def test_a_shard_is_built_once_by_processes_sharing_a_work_dir(tmp_path: Path) -
     assert build_once(path, build, poll_s=0.01, stale_s=60) is True and len(built) == 2
 
     path.unlink()
-    claim.touch()  # another process is building it now
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    claim.write_text(f"{socket.gethostname()} {dead.stdout.strip()}")  # killed while building
+    taken: list[bool] = []  # in a thread: a claim never seen as dead would wait stale_s
+    taker = threading.Thread(
+        target=lambda: taken.append(build_once(path, build, poll_s=0.01)), daemon=True
+    )
+    taker.start()
+    taker.join(timeout=10)
+    assert taken == [True] and len(built) == 3  # at once, not after stale_s
+
+    path.unlink()
+    claim.write_text(f"{socket.gethostname()} {os.getpid()}")  # a live process builds it
 
     def finish() -> None:
         time.sleep(0.1)
-        path.write_bytes(b"y")
+        path.write_bytes(b"z")
         claim.unlink()
 
     other = threading.Thread(target=finish)
     other.start()
-    assert build_once(path, build, poll_s=0.01) is False and len(built) == 2
+    assert build_once(path, build, poll_s=0.01) is False and len(built) == 3
+    other.join()
+    assert path.read_bytes() == b"z"
+
+    path.unlink()
+    claim.touch()  # another process is building it now, and has not yet named itself
+
+    def finish_unnamed() -> None:
+        time.sleep(0.1)
+        path.write_bytes(b"y")
+        claim.unlink()
+
+    other = threading.Thread(target=finish_unnamed)
+    other.start()
+    assert build_once(path, build, poll_s=0.01) is False and len(built) == 3
     other.join()
     assert path.read_bytes() == b"y"
