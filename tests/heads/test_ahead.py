@@ -166,30 +166,23 @@ def test_a_shard_is_built_once_by_processes_sharing_a_work_dir(tmp_path: Path) -
     taker.join(timeout=10)
     assert taken == [True] and len(built) == 3  # at once, not after stale_s
 
+    def waited_out(content: bytes) -> None:
+        """Another process holds the claim and finishes path: build_once waits, builds nothing."""
+
+        def finish() -> None:
+            time.sleep(0.1)
+            path.write_bytes(content)
+            claim.unlink()
+
+        other = threading.Thread(target=finish)
+        other.start()
+        assert build_once(path, build, poll_s=0.01) is False and len(built) == 3
+        other.join()
+        assert path.read_bytes() == content
+
     path.unlink()
     claim.write_text(f"{socket.gethostname()} {os.getpid()}")  # a live process builds it
-
-    def finish() -> None:
-        time.sleep(0.1)
-        path.write_bytes(b"z")
-        claim.unlink()
-
-    other = threading.Thread(target=finish)
-    other.start()
-    assert build_once(path, build, poll_s=0.01) is False and len(built) == 3
-    other.join()
-    assert path.read_bytes() == b"z"
-
+    waited_out(b"z")
     path.unlink()
     claim.touch()  # another process is building it now, and has not yet named itself
-
-    def finish_unnamed() -> None:
-        time.sleep(0.1)
-        path.write_bytes(b"y")
-        claim.unlink()
-
-    other = threading.Thread(target=finish_unnamed)
-    other.start()
-    assert build_once(path, build, poll_s=0.01) is False and len(built) == 3
-    other.join()
-    assert path.read_bytes() == b"y"
+    waited_out(b"y")
