@@ -24,27 +24,41 @@ FIRST_ROWS = 17  # a suffix chain of 16 tokens (its default cap), or 16 tree nod
 
 
 class SparseRows:
-    """A (rows, V) buffer of zeros, filled at a few entries per round and cleared the same way."""
+    """A (rows, V) buffer of zeros, filled at a few entries per round and cleared the same way.
+
+    Entries are addressed in the buffer's flat view (row * V + column): one index tensor a
+    fill, which index_fill_ and index_copy_ take without the cost of 2-d advanced indexing.
+    """
 
     def __init__(self, vocab_size: int, device: torch.device) -> None:
         """An empty buffer of vocab_size columns on device; it grows to the rows asked for."""
         self.vocab_size, self.device = vocab_size, device
         self.buffer = torch.zeros(0, vocab_size, device=device)
-        self.rows = self.cols = torch.empty(0, dtype=torch.long, device=device)
+        self.flat = self.buffer.view(-1)
+        self.entries = torch.empty(0, dtype=torch.long, device=device)  # the last fill's
 
-    def fill(self, n: int, rows: list[int], cols: list[int], values: list[float]) -> Tensor:
-        """(n, V): zeros but values at (rows[i], cols[i]); a view valid until the next fill."""
+    def _rows(self, n: int, entries: list[int]) -> Tensor:
+        """Room for n rows with the last fill's entries cleared; the new entries (flat)."""
         if n > self.buffer.shape[0]:
             size = max(n, 2 * self.buffer.shape[0], FIRST_ROWS)
             self.buffer = torch.zeros(size, self.vocab_size, device=self.device)
+            self.flat = self.buffer.view(-1)
         else:
-            self.buffer[self.rows, self.cols] = 0.0  # the last fill's entries, nothing else
-        self.rows = torch.tensor(rows, dtype=torch.long, device=self.device)
-        self.cols = torch.tensor(cols, dtype=torch.long, device=self.device)
-        self.buffer[self.rows, self.cols] = torch.tensor(values, device=self.device)
+            self.flat.index_fill_(0, self.entries, 0.0)  # the last fill's entries, nothing else
+        self.entries = torch.tensor(entries, dtype=torch.long, device=self.device)
+        return self.entries
+
+    def fill(self, n: int, rows: list[int], cols: list[int], values: list[float]) -> Tensor:
+        """(n, V): zeros but values at (rows[i], cols[i]), each entry at most once; a view
+        valid until the next fill."""
+        v = self.vocab_size
+        entries = self._rows(n, [r * v + c for r, c in zip(rows, cols, strict=True)])
+        self.flat.index_copy_(0, entries, torch.tensor(values, device=self.device))
         return self.buffer[:n]
 
     def one_hot(self, tokens: list[int]) -> Tensor:
         """(k, V) one-hot rows at tokens (k,)."""
-        k = len(tokens)
-        return self.fill(k, list(range(k)), tokens, [1.0] * k)
+        v = self.vocab_size
+        entries = self._rows(len(tokens), [i * v + t for i, t in enumerate(tokens)])
+        self.flat.index_fill_(0, entries, 1.0)
+        return self.buffer[: len(tokens)]

@@ -128,7 +128,8 @@ class SuffixTries:
         """The best speculation after ids from the memory and the request's own trie."""
         self.catch_up(ids)
         bounds = Bounds(max_tokens=max_tokens, stop_ids=stop_ids, tree=tree, max_depth=max_depth)
-        found = self._speculate((self.memory.store, self.local), ids, bounds)  # own wins ties
+        own = self.local.followed()
+        found = self._speculate((self.memory.store, own), ids, bounds)  # own wins ties
         if self.explain:
             self.last = self._looked(ids, found, bounds)
         return found
@@ -152,7 +153,7 @@ class SuffixTries:
         speculates the same (it wins ties), else the memory."""
         if not found.tokens:
             return Looked(context=(), found=found, source="")
-        own = self._speculate((self.local,), ids, bounds)
+        own = self._speculate((self.local.followed(),), ids, bounds)
         context = tuple(ids[len(ids) - found.match_len :])
         return Looked(context=context, found=found, source="request" if own == found else "memory")
 

@@ -86,9 +86,8 @@ class RequestTrie:
     def find(self, pattern: Sequence[int]) -> RequestNode | None:
         """The node of pattern, or None when it does not occur. A pattern that ends the
         sequence (as a drafter's context does) is found without a walk."""
-        m = len(pattern)
-        if m < len(self._open) and list(pattern) == self._tail[len(self._tail) - m :]:
-            return RequestNode(self, self._open[m])
+        if self.ends_with(pattern):
+            return RequestNode(self, self._open[len(pattern)])
         node, child_of = ROOT, self._child
         for token in pattern:
             if not 0 <= token < TOKEN_LIMIT:
@@ -98,6 +97,15 @@ class RequestTrie:
                 return None
             node = found
         return RequestNode(self, node)
+
+    def ends_with(self, pattern: Sequence[int]) -> bool:
+        """Whether pattern (shorter than max_depth) is the sequence's last len(pattern) tokens."""
+        m = len(pattern)
+        return m < len(self._open) and list(pattern) == self._tail[len(self._tail) - m :]
+
+    def followed(self) -> Followed:
+        """This trie as a drafter reads it (Followed): the sequence's own end left out."""
+        return Followed(self)
 
     def children(self, node: int) -> list[tuple[int, int]]:
         """(token, child) of every child of node, in no particular order."""
@@ -118,6 +126,37 @@ class RequestTrie:
                 out[(*path, token)] = self.count[child]
                 stack.append(((*path, token), child))
         return out
+
+
+class Followed:
+    """A RequestTrie read for speculation: where a string occurs only as the sequence's own end,
+    nothing follows it, so it is not found.
+
+    A drafter matches the end of the sequence in the trie, and that end always matches itself:
+    each suffix of it up to max_depth - 1 tokens is found, counted once for its own occurrence.
+    Where that is its only occurrence it has no continuation, and every such match would grow an
+    empty speculation. Leaving them out changes no speculation (an empty one never wins), and
+    spares a round a dozen of those growths. Every other string is found as in the trie: a
+    string that occurs elsewhere too is found with the count and continuations it has there.
+    """
+
+    __slots__ = ("trie",)
+
+    def __init__(self, trie: RequestTrie) -> None:
+        """A view of trie (it follows the trie as it grows)."""
+        self.trie = trie
+
+    @property
+    def max_depth(self) -> int:
+        """The longest substring held."""
+        return self.trie.max_depth
+
+    def find(self, pattern: Sequence[int]) -> RequestNode | None:
+        """The node of pattern, or None when it does not occur or occurs only as the end."""
+        node = self.trie.find(pattern)
+        if node is None or node.count > 1 or not pattern:
+            return node
+        return None if self.trie.ends_with(pattern) else node
 
 
 class RequestNode:

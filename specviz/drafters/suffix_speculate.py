@@ -22,6 +22,8 @@ one's, or empty like it, and loses the tie. It is a prefix when it reaches no de
 stops at the same tokens; a tree of the same reach is taken in the same order (the order does
 not depend on the limit), so one of a smaller limit is the first nodes of the other. Reach: the
 levels below the match a speculation can fill, its depth or fewer where the trie ends.
+The other way round, a longer chain as frequent as a shorter one grown before it is that one's
+first tokens, as many as its reach allows (_cut): it is read off, not grown.
 
 Pure Python, no torch; tries are read through the small Trie and TrieNode protocols, which
 specviz.drafters.suffix_tree.SuffixTrie, specviz.drafters.suffix_store.SuffixStore and
@@ -93,13 +95,14 @@ at most 1, summed in float64."""
 
 
 class Grew(NamedTuple):
-    """A candidate grown: its match length, limit and reach, and whether it came up empty (a
-    named tuple, like Candidate: a round records dozens)."""
+    """A candidate grown: its match length, limit and reach, whether it came up empty, and
+    what it grew (a named tuple, like Candidate: a round records dozens)."""
 
     m: int
     limit: int
     reach: int
     empty: bool
+    grown: Grown
 
 
 class Matches:
@@ -194,10 +197,11 @@ def speculate(
         same = grown.setdefault((t, count), [])
         if same and any(_covers(before, m, limit, reach, tree) for before in same):
             continue
-        tokens, parents, probs = (best_tree if tree else best_path)(
+        cut = _same_tree(same, m, limit, reach) if tree else _cut(same, m, reach)
+        tokens, parents, probs = cut or (best_tree if tree else best_path)(
             found[t].node(m), limit, depth, min_prob, vocab_size, stop_ids
         )
-        same.append(Grew(m, limit, reach, not tokens))
+        same.append(Grew(m, limit, reach, not tokens, (tokens, parents, probs)))
         score = sum(probs)
         if tokens and _beats(score, (t, m), best_score, best_at):
             best, best_score, best_at = (
@@ -248,6 +252,43 @@ def _covers(before: Grew, m: int, limit: int, reach: int, tree: bool) -> bool:
     if tree:
         return before.reach == reach and before.limit >= limit
     return before.reach >= reach
+
+
+def _cut(same: Sequence[Grew], m: int, reach: int) -> Grown | None:
+    """The chain of a match of m tokens read off a shorter match's chain, as frequent (same
+    trie), grown before it; None when there is none.
+
+    Equal counts mean the same continuations, down to where the trie ends below the longer
+    match (its reach), so the longer match's chain is the shorter one's first tokens, at most
+    reach of them. The shorter one holds them all: it was grown first, so its reach is at least
+    this one's (candidates come by decreasing reach), and its chain stops short of its reach
+    only where the continuations stop it, as they stop this one.
+    """
+    for before in same:
+        if before.m < m:
+            tokens, _, probs = before.grown
+            k = min(len(tokens), reach)
+            return tokens[:k], tuple(range(-1, k - 1)), probs[:k]
+    return None
+
+
+def _same_tree(same: Sequence[Grew], m: int, limit: int, reach: int) -> Grown | None:
+    """The tree of a match of m tokens where a shorter match's tree, as frequent (same trie),
+    grown before it with the same limit, is it; None when there is none.
+
+    Below both matches the continuations are the same down to the longer one's reach (as for
+    _cut). A best-first tree of the same limit that took no node deeper than that reach is
+    taken in the same order from either: the nodes it passed over deeper down never came first.
+    """
+    for before in same:
+        if before.m < m and before.limit == limit:
+            tokens, parents, probs = before.grown
+            depths: list[int] = []
+            for parent in parents:
+                depths.append(depths[parent] + 1 if parent >= 0 else 1)
+            if not depths or max(depths) <= reach:
+                return before.grown
+    return None
 
 
 def _step_keeps(prob: float, total: int, min_prob: float) -> Callable[[int], bool]:

@@ -18,7 +18,7 @@ from specviz.drafters.suffix_speculate import speculate
 from specviz.drafters.suffix_store import SuffixStore
 from specviz.drafters.suffix_tree import SuffixTrie
 
-from .test_suffix_store import _trie_counts
+from .test_suffix_store import _oracle, _settings, _trie_counts
 
 
 def _grown(vocab: int, depth: int, seed: int) -> tuple[RequestTrie, SuffixTrie, list[int]]:
@@ -91,6 +91,50 @@ def test_speculations_beside_the_memory_are_those_of_the_reference(
             assert speculate([store, ours], context, **kw) == speculate(
                 [store, reference], context, **kw
             )
+
+
+@pytest.mark.parametrize(("vocab", "depth", "seed"), [(2, 6, 5), (4, 24, 6), (30, 24, 7)])
+def test_speculations_from_the_texts_own_end_are_the_exhaustive_reference(
+    vocab: int, depth: int, seed: int
+) -> None:
+    """As a drafter reads it (followed: a string found only as the text's own end is left
+    out), the trie gives the oracle's speculations after the text so far, beside a memory."""
+    rng = random.Random(seed)
+    store, memory = SuffixStore(max_depth=depth), SuffixTrie(max_depth=depth)
+    templates = [[rng.randrange(vocab) for _ in range(20)] for _ in range(3)]
+    for key in range(6):
+        seq = [t if rng.random() > 0.1 else rng.randrange(vocab) for t in rng.choice(templates)]
+        store.add(seq)
+        memory.append(key, seq)
+    ours, reference, text, left_out = (
+        RequestTrie(max_depth=depth),
+        SuffixTrie(max_depth=depth),
+        [],
+        0,
+    )
+    for _ in range(40):
+        source = rng.choice([*templates, text[-30:]])
+        chunk = source[: rng.randrange(1, 8)] + [rng.randrange(vocab)] * rng.randrange(0, 2)
+        ours.append(chunk)
+        reference.append(0, chunk)
+        text += chunk
+        left_out += ours.followed().find(text[-1:]) is None
+        for tree in (False, True):
+            kw = _settings(rng, vocab, tree)
+            assert speculate([ours.followed()], text, **kw) == _oracle([reference], text, **kw)
+            both = speculate([store, ours.followed()], text, **kw)
+            assert both == _oracle([memory, reference], text, **kw)
+    assert left_out  # the end was left out at times: the test reaches that case
+
+
+def test_followed_finds_what_the_trie_finds_but_the_texts_own_end() -> None:
+    trie = RequestTrie(max_depth=4)
+    trie.append([1, 2, 3, 1, 2])
+    view = trie.followed()
+    assert view.find([1, 2]) is not None and view.find([1, 2]).count == 2  # also at the start
+    assert view.find([3, 1, 2]) is None  # only as the end: nothing follows it
+    assert trie.find([3, 1, 2]) is not None and trie.find([3, 1, 2]).count == 1
+    assert view.find([2, 3]) is not None and view.find([9]) is None and view.max_depth == 4
 
 
 def test_an_append_visits_at_most_depth_nodes_per_token() -> None:

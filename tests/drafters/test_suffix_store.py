@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from specviz.drafters import suffix_speculate
 from specviz.drafters.suffix_memory import SuffixMemory
 from specviz.drafters.suffix_speculate import Speculation, speculate
 from specviz.drafters.suffix_store import SuffixStore
@@ -259,6 +260,32 @@ def test_equal_scores_go_to_the_longest_match_as_in_the_reference() -> None:
         for tree, factor, cap in ((False, 1.0, None), (False, 2.0, None), (True, 1.0, 4)):
             kw = dict(common, max_tokens=8, factor=factor, tree=tree, max_depth=cap)
             assert speculate([store], text[:k], **kw) == _oracle([reference], text[:k], **kw)
+
+
+def test_matches_as_frequent_as_one_grown_before_are_read_off_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A text seen once: every match occurs once, so one chain is grown and the others (the
+    longer matches, whose trie ends sooner) are its first tokens; the oracle agrees."""
+    text = list(range(100, 124))
+    store, reference = SuffixStore(), SuffixTrie()
+    store.add(text)
+    reference.append(0, text)
+    grown: list[int] = []
+    real = suffix_speculate.best_path
+
+    def counted(*args: Any) -> Any:
+        grown.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(suffix_speculate, "best_path", counted)
+    kw: dict[str, Any] = {"min_prob": 0.1, "vocab_size": 200, "stop_ids": (), "factor": 2.0}
+    kw |= {"tree": False, "max_depth": None}
+    for k in range(4, 20):
+        grown.clear()
+        found = speculate([store], text[:k], max_tokens=16, **kw)
+        assert found == _oracle([reference], text[:k], max_tokens=16, **kw)
+        assert len(grown) == 1, k
 
 
 # -- cost, eviction, bytes --------------------------------------------------------------------
