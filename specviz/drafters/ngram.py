@@ -46,11 +46,8 @@ class NgramDrafter:
             if token in stop_ids:
                 tokens = tokens[: i + 1]
                 break
-        return Draft(
-            tokens=torch.tensor(tokens, dtype=torch.long, device=self.device),
-            q_draft=self.q.one_hot(tokens),  # (k, V) one-hot rows
-            forward_calls=0,
-        )
+        chain, q_draft = self.q.chain(tokens)  # (k,) and (k, V) one-hot rows
+        return Draft(tokens=chain, q_draft=q_draft, forward_calls=0)
 
 
 def check_ngram_sizes(min_ngram: int, max_ngram: int) -> None:

@@ -37,28 +37,39 @@ class SparseRows:
         self.flat = self.buffer.view(-1)
         self.entries = torch.empty(0, dtype=torch.long, device=device)  # the last fill's
 
-    def _rows(self, n: int, entries: list[int]) -> Tensor:
-        """Room for n rows with the last fill's entries cleared; the new entries (flat)."""
+    def _clear(self, n: int) -> None:
+        """Room for n rows, with the last fill's entries (and nothing else) set back to 0."""
         if n > self.buffer.shape[0]:
             size = max(n, 2 * self.buffer.shape[0], FIRST_ROWS)
             self.buffer = torch.zeros(size, self.vocab_size, device=self.device)
             self.flat = self.buffer.view(-1)
         else:
-            self.flat.index_fill_(0, self.entries, 0.0)  # the last fill's entries, nothing else
-        self.entries = torch.tensor(entries, dtype=torch.long, device=self.device)
-        return self.entries
+            self.flat.index_fill_(0, self.entries, 0.0)
 
     def fill(self, n: int, rows: list[int], cols: list[int], values: list[float]) -> Tensor:
         """(n, V): zeros but values at (rows[i], cols[i]), each entry at most once; a view
         valid until the next fill."""
         v = self.vocab_size
-        entries = self._rows(n, [r * v + c for r, c in zip(rows, cols, strict=True)])
-        self.flat.index_copy_(0, entries, torch.tensor(values, device=self.device))
+        self._clear(n)
+        self.entries = torch.tensor(
+            [r * v + c for r, c in zip(rows, cols, strict=True)],
+            dtype=torch.long,
+            device=self.device,
+        )
+        self.flat.index_copy_(0, self.entries, torch.tensor(values, device=self.device))
         return self.buffer[:n]
+
+    def chain(self, tokens: list[int]) -> tuple[Tensor, Tensor]:
+        """tokens as a tensor (k,) and their one-hot rows (k, V), both from one tensor made
+        of the tokens and their entries (a round's torch calls are most of its cost)."""
+        k, v = len(tokens), self.vocab_size
+        entries = [i * v + t for i, t in enumerate(tokens)]
+        both = torch.tensor(tokens + entries, dtype=torch.long, device=self.device)
+        self._clear(k)
+        self.entries = both[k:]
+        self.flat.index_fill_(0, self.entries, 1.0)
+        return both[:k], self.buffer[:k]
 
     def one_hot(self, tokens: list[int]) -> Tensor:
         """(k, V) one-hot rows at tokens (k,)."""
-        v = self.vocab_size
-        entries = self._rows(len(tokens), [i * v + t for i, t in enumerate(tokens)])
-        self.flat.index_fill_(0, entries, 1.0)
-        return self.buffer[: len(tokens)]
+        return self.chain(tokens)[1]

@@ -225,8 +225,8 @@ class SuffixDrafter:
 
     def draft(self, found: Speculation) -> Draft:
         """A chain speculation as a Draft: tokens (k,) and one-hot q_draft (k, V)."""
-        tokens = torch.tensor(found.tokens, dtype=torch.long, device=self.device)
-        return Draft(tokens=tokens, q_draft=self.q.one_hot(list(found.tokens)), forward_calls=0)
+        tokens, q_draft = self.q.chain(list(found.tokens))
+        return Draft(tokens=tokens, q_draft=q_draft, forward_calls=0)
 
 
 class TreeSuffixDrafter:

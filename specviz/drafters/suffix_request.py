@@ -57,15 +57,17 @@ class RequestTrie:
 
     def append(self, tokens: Sequence[int]) -> None:
         """Extend the sequence by tokens (ValueError for a token id outside [0, 2**32))."""
-        if any(not 0 <= t < TOKEN_LIMIT for t in tokens):
+        if tokens and (min(tokens) < 0 or max(tokens) >= TOKEN_LIMIT):
             raise ValueError("token ids must be integers in [0, 2**32)")
         count, label, first, following = self.count, self.label, self.first, self.next
         child_of, depth, open_nodes = self._child, self.max_depth, self._open
+        get = child_of.get
         for token in tokens:
             grown = [ROOT]
+            put = grown.append
             for node in open_nodes:
                 key = node << 32 | token
-                child = child_of.get(key)
+                child = get(key)
                 if child is None:
                     child = child_of[key] = len(count)
                     count.append(0)
@@ -74,8 +76,9 @@ class RequestTrie:
                     first.append(NIL)
                     first[node] = child
                 count[child] += 1
-                if len(grown) < depth:
-                    grown.append(child)
+                put(child)
+            if len(grown) > depth:  # the longest open suffix has reached max_depth
+                grown.pop()
             count[ROOT] += 1
             self.visits += len(open_nodes)
             open_nodes = grown

@@ -282,7 +282,7 @@ def _same_tree(same: Sequence[Grew], m: int, limit: int, reach: int) -> Grown | 
     """
     for before in same:
         if before.m < m and before.limit == limit:
-            tokens, parents, probs = before.grown
+            parents = before.grown[1]
             depths: list[int] = []
             for parent in parents:
                 depths.append(depths[parent] + 1 if parent >= 0 else 1)
