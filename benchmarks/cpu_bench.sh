@@ -10,9 +10,9 @@
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code lean-target code-all
 #        json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers memory
-#        memory-WORKLOAD suffix-factors memory-lean memory-chat cross endpoint temperature dynamic replay
+#        memory-WORKLOAD suffix-factors memory-lean memory-chat memory-cost cross endpoint temperature dynamic replay
 #        tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose tables
-#        tree-tables (default: all, about 5.7 hours)
+#        tree-tables (default: all, about 6.4 hours)
 #        RESUME=1: skip each part whose OUTDIR/PART.json is already there (rerun the same command
 #        after an interruption; a part cut off writes no JSON and runs again)
 #
@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
-PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers memory suffix-factors memory-lean memory-chat cross endpoint temperature dynamic tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose replay tables tree-tables}"
+PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers memory suffix-factors memory-lean memory-chat memory-cost cross endpoint temperature dynamic tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose replay tables tree-tables}"
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
@@ -134,6 +134,19 @@ case " $PARTS " in *" memory-lean "*)
         --drafters suffix,suffix+model-trimmed,suffix+eagle3,ngram,ngram+model-trimmed,model-trimmed \
         --temperatures 0 --gammas 3 --suffix-gamma 16 --max-new-tokens 128 --reps 2 \
         --step-batch-sizes 1 --out "$OUT/memory-lean.json" --html "$OUT/memory-lean.html"
+  fi
+esac
+# 4b'''''''''. what a round of drafting from memory costs (c) where it is largest: the suffix
+#     chain on the lean target forward (the faster plain step) on every memory workload, in
+#     order, twice, with plain decoding on the same forward. About 40 minutes on 2 idle cores.
+case " $PARTS " in *" memory-cost "*)
+  if [[ -n "${RESUME:-}" && -f "$OUT/memory-cost.json" ]]; then
+    echo "part memory-cost: $OUT/memory-cost.json is already there (RESUME), skipped"
+  else
+    python -m specviz bench memory --raw --workloads agent-code,agent-tools,agent-sql,repeat,code \
+        --lean-target --drafters suffix --temperatures 0 --gammas 3 --suffix-gamma 16 \
+        --max-new-tokens 128 --reps 2 --no-hf --step-batch-sizes 1 \
+        --out "$OUT/memory-cost.json" --html "$OUT/memory-cost.html"
   fi
 esac
 # 4b''''''''. the same plan as memory-lean with each prompt through the target's chat template
@@ -259,6 +272,7 @@ done
 [[ -f "$OUT/suffix-factors.json" ]] && SWEEPS+=("$OUT/suffix-factors.json")
 [[ -f "$OUT/memory-lean.json" ]] && SWEEPS+=("$OUT/memory-lean.json")
 [[ -f "$OUT/memory-chat.json" ]] && SWEEPS+=("$OUT/memory-chat.json")
+[[ -f "$OUT/memory-cost.json" ]] && SWEEPS+=("$OUT/memory-cost.json")
 [[ -f "$OUT/cross.json" ]] && SWEEPS+=("$OUT/cross.json")
 [[ -f "$OUT/endpoint.json" ]] && SWEEPS+=("$OUT/endpoint.json")
 case " $PARTS " in *" tree-tables "*)

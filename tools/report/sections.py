@@ -28,6 +28,7 @@ MEMORY_FIGURE = "memory-steps.png"  # beside the saved results
 SUFFIX_FACTORS_PART = "suffix-factors"  # the suffix drafter at several factors, every workload
 LEAN_MEMORY_PART = "memory-lean"  # the chain drafters on the lean target forward, repeat and code
 CHAT_MEMORY_PART = "memory-chat"  # the same through the chat template, as `specviz generate` sends
+COST_MEMORY_PART = "memory-cost"  # the suffix chain on the lean forward, every workload: its c
 TREE_PARTS = ("tree-sweep", "tree-sweep-t1")
 
 
@@ -132,6 +133,12 @@ def memory_chat(saved: Saved) -> list[str]:
     """memory_lean's plan with each prompt through the target's chat template (the default of
     `specviz generate` and the app) instead of as raw text to continue, from one part."""
     return section_table(saved, CHAT_MEMORY_PART, "memory", "chat template", _memory_table)
+
+
+def memory_cost(saved: Saved) -> list[str]:
+    """The suffix chain on the lean target forward on every memory workload, from one part:
+    where its cost a round c is largest (the faster plain step); the memory table alone."""
+    return section_table(saved, COST_MEMORY_PART, "memory", "cost a round", _memory_table)
 
 
 def memory_figure(saved: Saved) -> Path | None:

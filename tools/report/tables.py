@@ -30,6 +30,7 @@ TABLES: dict[str, Callable[[Saved], list[str]]] = {
     "suffix-factors": sections.suffix_factors,
     "memory-lean": sections.memory_lean,
     "memory-chat": sections.memory_chat,
+    "memory-cost": sections.memory_cost,
     "drafters": studies.drafters,
     "dynamic": studies.dynamic,
     "transformers": studies.transformers,
