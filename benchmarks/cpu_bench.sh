@@ -10,9 +10,9 @@
 #
 # Usage: bash benchmarks/cpu_bench.sh [OUTDIR [PART ...]]   PART: code lean-target code-all
 #        json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers memory
-#        memory-WORKLOAD suffix-factors memory-lean memory-chat memory-cost cross endpoint temperature dynamic replay
+#        memory-WORKLOAD suffix-factors memory-lean memory-chat memory-cost memory-cost-tree cross endpoint temperature dynamic replay
 #        tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose tables
-#        tree-tables (default: all, about 6.4 hours)
+#        tree-tables (default: all, about 7.1 hours)
 #        RESUME=1: skip each part whose OUTDIR/PART.json is already there (rerun the same command
 #        after an interruption; a part cut off writes no JSON and runs again)
 #
@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-benchmarks/results}"
 shift || true
-PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers memory suffix-factors memory-lean memory-chat memory-cost cross endpoint temperature dynamic tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose replay tables tree-tables}"
+PARTS="${*:-code lean-target code-all json-prose repeat lookup hybrid hybrid-cap draft-size batch batch-sweep levers memory suffix-factors memory-lean memory-chat memory-cost memory-cost-tree cross endpoint temperature dynamic tree-sweep tree-sweep-t1 heads-code heads-t1 heads-json-prose replay tables tree-tables}"
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS=2 MKL_NUM_THREADS=2
 bench() {
@@ -149,6 +149,18 @@ case " $PARTS " in *" memory-cost "*)
         --out "$OUT/memory-cost.json" --html "$OUT/memory-cost.html"
   fi
 esac
+# 4b''''''''''. the same for the suffix tree, which verifies through transformers' forward only
+#     (plain decoding on it too). About 40 minutes on 2 idle cores.
+case " $PARTS " in *" memory-cost-tree "*)
+  if [[ -n "${RESUME:-}" && -f "$OUT/memory-cost-tree.json" ]]; then
+    echo "part memory-cost-tree: $OUT/memory-cost-tree.json is already there (RESUME), skipped"
+  else
+    python -m specviz bench memory --raw --workloads agent-code,agent-tools,agent-sql,repeat,code \
+        --drafters tree-suffix --temperatures 0 --gammas 3 --suffix-gamma 16 \
+        --max-new-tokens 128 --reps 2 --no-hf --step-batch-sizes 1 \
+        --out "$OUT/memory-cost-tree.json" --html "$OUT/memory-cost-tree.html"
+  fi
+esac
 # 4b''''''''. the same plan as memory-lean with each prompt through the target's chat template
 #     (the default of specviz generate and of the app; the parts above send raw text to
 #     continue). About 35 minutes on 2 idle cores.
@@ -273,6 +285,7 @@ done
 [[ -f "$OUT/memory-lean.json" ]] && SWEEPS+=("$OUT/memory-lean.json")
 [[ -f "$OUT/memory-chat.json" ]] && SWEEPS+=("$OUT/memory-chat.json")
 [[ -f "$OUT/memory-cost.json" ]] && SWEEPS+=("$OUT/memory-cost.json")
+[[ -f "$OUT/memory-cost-tree.json" ]] && SWEEPS+=("$OUT/memory-cost-tree.json")
 [[ -f "$OUT/cross.json" ]] && SWEEPS+=("$OUT/cross.json")
 [[ -f "$OUT/endpoint.json" ]] && SWEEPS+=("$OUT/endpoint.json")
 case " $PARTS " in *" tree-tables "*)

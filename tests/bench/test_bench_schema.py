@@ -73,7 +73,7 @@ def test_the_newest_parts_are_saved_in_the_current_schema() -> None:
     newest = {"tree-sweep", "tree-sweep-t1", "heads-code", "heads-t1", "heads-json-prose"}
     newest |= {"batch-sweep", "levers", "cross", "endpoint", "memory-agent-code"}
     newest |= {"memory-agent-tools", "memory-agent-sql", "memory-repeat", "memory-code"}
-    newest |= {"suffix-factors", "memory-lean", "memory-chat", "memory-cost"}
+    newest |= {"suffix-factors", "memory-lean", "memory-chat", "memory-cost", "memory-cost-tree"}
     assert {Path(p).stem for p in CURRENT} == newest
 
 

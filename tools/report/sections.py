@@ -29,6 +29,7 @@ SUFFIX_FACTORS_PART = "suffix-factors"  # the suffix drafter at several factors,
 LEAN_MEMORY_PART = "memory-lean"  # the chain drafters on the lean target forward, repeat and code
 CHAT_MEMORY_PART = "memory-chat"  # the same through the chat template, as `specviz generate` sends
 COST_MEMORY_PART = "memory-cost"  # the suffix chain on the lean forward, every workload: its c
+COST_TREE_MEMORY_PART = "memory-cost-tree"  # the suffix tree's, on transformers' forward
 TREE_PARTS = ("tree-sweep", "tree-sweep-t1")
 
 
@@ -139,6 +140,11 @@ def memory_cost(saved: Saved) -> list[str]:
     """The suffix chain on the lean target forward on every memory workload, from one part:
     where its cost a round c is largest (the faster plain step); the memory table alone."""
     return section_table(saved, COST_MEMORY_PART, "memory", "cost a round", _memory_table)
+
+
+def memory_cost_tree(saved: Saved) -> list[str]:
+    """memory_cost for the suffix tree, on transformers' forward (the trees verify through it)."""
+    return section_table(saved, COST_TREE_MEMORY_PART, "memory", "cost a round", _memory_table)
 
 
 def memory_figure(saved: Saved) -> Path | None:

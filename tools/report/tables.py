@@ -31,6 +31,7 @@ TABLES: dict[str, Callable[[Saved], list[str]]] = {
     "memory-lean": sections.memory_lean,
     "memory-chat": sections.memory_chat,
     "memory-cost": sections.memory_cost,
+    "memory-cost-tree": sections.memory_cost_tree,
     "drafters": studies.drafters,
     "dynamic": studies.dynamic,
     "transformers": studies.transformers,
