@@ -387,3 +387,27 @@ def test_bad_input_says_what_to_change() -> None:
     with pytest.raises(ValueError, match="token ids must be integers"):
         SuffixMemory().add([3, 1 << 32])
     assert len(store) == 0 and store.sequences() == ()
+
+
+def test_small_shallow_stores_grow_the_oracles_trees() -> None:
+    """Many small stores of a few tokens: shallow tries where a short match's tree is wide, so
+    a longer, as frequent match of a larger limit can take more nodes than it did."""
+    for seed in range(1200):
+        rng = random.Random(seed)
+        depth, vocab = rng.choice([4, 5, 6]), rng.choice([3, 4, 6])
+        store, reference = SuffixStore(max_depth=depth), SuffixTrie(max_depth=depth)
+        for key in range(rng.randrange(1, 6)):
+            seq = [rng.randrange(vocab) for _ in range(rng.randrange(2, 15))]
+            store.add(seq)
+            reference.append(key, seq)
+        context = [rng.randrange(vocab) for _ in range(rng.randrange(1, 6))]
+        kw: dict[str, Any] = {
+            "max_tokens": rng.choice([4, 8, 16]),
+            "factor": rng.choice([1.0, 2.0, 3.0]),
+            "min_prob": 0.0,
+            "vocab_size": vocab,
+            "stop_ids": (),
+            "tree": True,
+            "max_depth": None,
+        }
+        assert speculate([store], context, **kw) == _oracle([reference], context, **kw), seed
