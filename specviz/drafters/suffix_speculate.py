@@ -23,7 +23,9 @@ stops at the same tokens; a tree of the same reach is taken in the same order (t
 not depend on the limit), so one of a smaller limit is the first nodes of the other. Reach: the
 levels below the match a speculation can fill, its depth or fewer where the trie ends.
 The other way round, a longer chain as frequent as a shorter one grown before it is that one's
-first tokens, as many as its reach allows (_cut): it is read off, not grown.
+first tokens, as many as its reach allows (_cut): it is read off, not grown. A longer tree is the
+shorter one's tree when both have the same limit and that tree took no node below the longer
+match's reach (_same_tree).
 
 Pure Python, no torch; tries are read through the small Trie and TrieNode protocols, which
 specviz.drafters.suffix_tree.SuffixTrie, specviz.drafters.suffix_store.SuffixStore and
