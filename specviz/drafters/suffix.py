@@ -291,10 +291,11 @@ class TreeSuffixDrafter:
         values = [
             r / s if (s := sums[p]) > 0 else r for p, r in zip(found.parents, raw, strict=True)
         ]
+        tokens, q_draft = self.q.tree(list(found.tokens), rows, list(found.tokens), values)
         return TokenTree(
-            tokens=torch.tensor(found.tokens, dtype=torch.long),
+            tokens=tokens,  # (N,)
             parents=found.parents,
-            q_draft=self.q.fill(n + 1, rows, list(found.tokens), values),  # (N+1, V)
+            q_draft=q_draft,  # (N+1, V)
             sampled=(False,) * n,
             forward_calls=0,
         )

@@ -64,10 +64,11 @@ class TreeNgramDrafter:
                 rows.append(node + 1)
                 cols.append(token)
                 values.append(count / total)
+        chain, q_draft = self.q.tree(tokens, rows, cols, values)
         return TokenTree(
-            tokens=torch.tensor(tokens, dtype=torch.long),
+            tokens=chain,  # (N,)
             parents=tuple(parents),
-            q_draft=self.q.fill(len(tokens) + 1, rows, cols, values),  # (N+1, V) frequencies
+            q_draft=q_draft,  # (N+1, V) frequencies
             sampled=(False,) * len(tokens),
             forward_calls=0,
         )

@@ -33,8 +33,9 @@ class TokenTree:
         for i, parent in enumerate(self.parents):
             if not -1 <= parent < i:
                 raise ValueError(f"node {i}'s parent {parent} must come before it (or be -1)")
+        first: dict[int, int] = {}  # parent -> its first child
         for i, parent in enumerate(self.parents):
-            if self.sampled[i] != self.sampled[self.children(parent)[0]]:
+            if self.sampled[i] != self.sampled[first.setdefault(parent, i)]:
                 raise ValueError(f"node {i}'s siblings must share one law (sampled or not)")
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import torch
 
 from specviz.drafters.sparse_q import FIRST_ROWS, SparseRows
@@ -19,17 +20,39 @@ def dense(n: int, v: int, rows: list[int], cols: list[int], values: list[float])
     return q
 
 
-def test_each_fill_equals_a_fresh_tensor_across_growth_and_shrinking() -> None:
-    rng, v = random.Random(0), 50
-    buffer = SparseRows(v, torch.device("cpu"))
-    for _ in range(200):
+def buffers(v: int) -> list[SparseRows]:
+    """A buffer written through memoryviews (the CPU's way) and one written with torch's index
+    operations (the way elsewhere), both on the CPU."""
+    direct, indexed = SparseRows(v, torch.device("cpu")), SparseRows(v, torch.device("cpu"))
+    indexed.direct = False
+    return [direct, indexed]
+
+
+@pytest.mark.parametrize("way", [0, 1], ids=["memoryview", "index-ops"])
+def test_each_proposal_equals_fresh_tensors_across_growth_and_shrinking(way: int) -> None:
+    rng, v = random.Random(way), 50
+    buffer = buffers(v)[way]
+    for _ in range(300):
         n = rng.randint(1, 20)  # grows past its size and shrinks again
-        entries = {
-            (rng.randrange(n), rng.randrange(v)): rng.random() for _ in range(rng.randint(0, 30))
-        }
-        rows, cols = [r for r, _ in entries], [c for _, c in entries]
-        values = list(entries.values())
-        got = buffer.fill(n, rows, cols, values)
+        kind = rng.choice(["fill", "chain", "tree"])
+        if kind == "chain":
+            tokens = [rng.randrange(v) for _ in range(n)]
+            got_tokens, got = buffer.chain(tokens)
+            rows, cols, values = list(range(n)), tokens, [1.0] * n
+        else:
+            entries = {
+                (rng.randrange(n), rng.randrange(v)): rng.random()
+                for _ in range(rng.randint(0, 30))
+            }
+            rows, cols = [r for r, _ in entries], [c for _, c in entries]
+            values = list(entries.values())
+            tokens = [rng.randrange(v) for _ in range(n - 1)]
+            if kind == "fill":
+                got = buffer.fill(n, rows, cols, values)
+            else:
+                got_tokens, got = buffer.tree(tokens, rows, cols, values)
+        if kind != "fill":
+            assert torch.equal(got_tokens, torch.tensor(tokens, dtype=torch.long))
         assert torch.equal(got, dense(n, v, rows, cols, values))
         assert int((buffer.buffer != 0).sum()) == len(values)  # nothing of an earlier fill left
 
