@@ -48,8 +48,8 @@ class RequestTrie:
         self.first = array("i", [NIL])
         self.next = array("i", [NIL])
         self._child: dict[int, int] = {}  # parent * 2**32 + token -> child
-        self._open = [ROOT]  # _open[m]: the node of the sequence's last m tokens (m < max_depth)
-        self._tail: list[int] = []  # the sequence's last len(_open) - 1 tokens
+        self.open_nodes = [ROOT]  # [m]: the node of the sequence's last m tokens (m < max_depth)
+        self._tail: list[int] = []  # the sequence's last len(open_nodes) - 1 tokens
 
     def __len__(self) -> int:
         """Tokens appended."""
@@ -60,7 +60,7 @@ class RequestTrie:
         if tokens and (min(tokens) < 0 or max(tokens) >= TOKEN_LIMIT):
             raise ValueError("token ids must be integers in [0, 2**32)")
         count, label, first, following = self.count, self.label, self.first, self.next
-        child_of, depth, open_nodes = self._child, self.max_depth, self._open
+        child_of, depth, open_nodes = self._child, self.max_depth, self.open_nodes
         get = child_of.get
         for token in tokens:
             grown = [ROOT]
@@ -82,7 +82,7 @@ class RequestTrie:
             count[ROOT] += 1
             self.visits += len(open_nodes)
             open_nodes = grown
-        self._open = open_nodes
+        self.open_nodes = open_nodes
         tail = self._tail + list(tokens)
         self._tail = tail[len(tail) - (len(open_nodes) - 1) :]
 
@@ -90,7 +90,7 @@ class RequestTrie:
         """The node of pattern, or None when it does not occur. A pattern that ends the
         sequence (as a drafter's context does) is found without a walk."""
         if self.ends_with(pattern):
-            return RequestNode(self, self._open[len(pattern)])
+            return RequestNode(self, self.open_nodes[len(pattern)])
         node, child_of = ROOT, self._child
         for token in pattern:
             if not 0 <= token < TOKEN_LIMIT:
@@ -104,7 +104,7 @@ class RequestTrie:
     def ends_with(self, pattern: Sequence[int]) -> bool:
         """Whether pattern (shorter than max_depth) is the sequence's last len(pattern) tokens."""
         m = len(pattern)
-        return m < len(self._open) and list(pattern) == self._tail[len(self._tail) - m :]
+        return m < len(self.open_nodes) and list(pattern) == self._tail[len(self._tail) - m :]
 
     def followed(self) -> Followed:
         """This trie as a drafter reads it (Followed): the sequence's own end left out."""
@@ -176,6 +176,14 @@ class RequestNode:
     def count(self) -> int:
         """How many times the substring occurs."""
         return self.trie.count[self.node]
+
+    @property
+    def followed(self) -> int:
+        """How many of its occurrences a token follows: all but the one that ends the
+        sequence, if one does (one of the trie's open suffixes). Below max_depth that is its
+        children's counts summed; at max_depth the trie holds no children."""
+        node, trie = self.node, self.trie
+        return trie.count[node] - (node != ROOT and node in trie.open_nodes)
 
     def ranked(self, keep: Callable[[int], bool] | None = None) -> list[tuple[int, RequestNode]]:
         """Children by count, most frequent first (ties: smaller token first), up to the first

@@ -14,14 +14,20 @@ it cannot win. A speculation scores at most its number of levels: a chain's prob
 are at most 1, and the probabilities of a tree's nodes at one level sum to at most 1 (children's
 counts sum to at most their parent's). So a chain or a tree scores at most its reach (below);
 a tree's float sum may pass it by rounding, so its bound adds ROUNDING.
-Candidates are tried by decreasing bound. A candidate is also skipped when a longer match of
-the same trie with the same count was grown before it: equal counts mean the two matches end
-at the same places in the text, so they have the same continuations (down to where the trie
-ends below the longer one), and the shorter match's speculation is a prefix of the longer
-one's, or empty like it, and loses the tie. It is a prefix when it reaches no deeper: a chain
-stops at the same tokens; a tree of the same reach is taken in the same order (the order does
-not depend on the limit), so one of a smaller limit is the first nodes of the other. Reach: the
-levels below the match a speculation can fill, its depth or fewer where the trie ends.
+Candidates are tried by decreasing bound. Before one is grown, a second bound is checked: no
+level holds more probability than the share of the match's occurrences a token follows
+(TrieNode.followed over its count; at a level d, only occurrences followed by d tokens count),
+so a speculation scores at most its reach times that share (plus ROUNDING, for the float sums
+of probabilities below 1). A match in the request's own text always has one occurrence
+nothing follows, its own end: a string seen once before has a share of 1/2 there.
+A candidate is also skipped when a longer match of the same trie with the same count was grown
+before it: equal counts mean the two matches end at the same places in the text, so they have
+the same continuations (down to where the trie ends below the longer one), and the shorter
+match's speculation is a prefix of the longer one's, or empty like it, and loses the tie.
+It is a prefix when it reaches no deeper: a chain stops at the same tokens; a tree of the same
+reach is taken in the same order (the order does not depend on the limit), so one of a smaller
+limit is the first nodes of the other. Reach: the levels below the match a speculation can
+fill, its depth or fewer where the trie ends.
 The other way round, a longer chain as frequent as a shorter one grown before it is that one's
 first tokens, as many as its reach allows (_cut): it is read off, not grown. A longer tree is the
 shorter one's tree when both have the same limit and that tree took no node below the longer
@@ -47,6 +53,12 @@ class TrieNode(Protocol):
     @property
     def count(self) -> int:
         """How many times the string occurs."""
+        ...
+
+    @property
+    def followed(self) -> int:
+        """At least its one-token extensions' counts summed (how many of its occurrences a
+        token follows, where the trie holds them all), at most count."""
         ...
 
     def ranked(self, keep: Callable[[int], bool] | None = None) -> Iterable[tuple[int, TrieNode]]:
@@ -199,9 +211,13 @@ def speculate(
         same = grown.setdefault((t, count), [])
         if same and any(_covers(before, m, limit, reach, tree) for before in same):
             continue
+        node = found[t].node(m)
+        most = reach * node.followed / count + ROUNDING  # see the module's docstring
+        if most < best_score or (most == best_score and (t, m) < best_at):
+            continue
         cut = _same_tree(same, m, limit, reach) if tree else _cut(same, m, reach)
         tokens, parents, probs = cut or (best_tree if tree else best_path)(
-            found[t].node(m), limit, depth, min_prob, vocab_size, stop_ids
+            node, limit, depth, min_prob, vocab_size, stop_ids
         )
         same.append(Grew(m, limit, reach, not tokens, (tokens, parents, probs)))
         score = sum(probs)

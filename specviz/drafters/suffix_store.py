@@ -230,6 +230,12 @@ class Place:
         """The first depth tokens of node's string (depth <= node's depth), seen count times."""
         self.store, self.node, self.depth, self.count = store, node, depth, count
 
+    @property
+    def followed(self) -> int:
+        """At least its one-token extensions' counts summed: its count (no fewer is looked
+        for)."""
+        return self.count
+
     def ranked(self, keep: Callable[[int], bool] | None = None) -> Iterable[tuple[int, Place]]:
         """Its one-token extensions by count, most frequent first (ties: smaller token first),
         stopping before the first whose count keep rejects (keep must be monotone)."""

@@ -30,6 +30,11 @@ class Node:
         self.count = 0
         self.children: dict[int, Node] = {}
 
+    @property
+    def followed(self) -> int:
+        """How many of its occurrences a token follows (its children's counts summed)."""
+        return sum(child.count for child in self.children.values())
+
     def ranked(self, keep: Callable[[int], bool] | None = None) -> list[tuple[int, Node]]:
         """Children by count, most frequent first (ties: smaller token first), up to the first
         whose count keep rejects (keep must be monotone: true for a count, true above it)."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from specviz.drafters import suffix_speculate
 from specviz.drafters.suffix import SuffixConfig, SuffixTries
 from specviz.drafters.suffix_request import RequestTrie
 from specviz.drafters.suffix_speculate import speculate
@@ -37,6 +38,8 @@ def _grown(vocab: int, depth: int, seed: int) -> tuple[RequestTrie, SuffixTrie, 
             assert (mine and mine.count) == (theirs and theirs.count)
             if mine and theirs:
                 assert [t for t, _ in mine.ranked()] == [t for t, _ in theirs.ranked()]
+                if m < depth:  # below max_depth every follower is held: no fewer than ours
+                    assert mine.followed == theirs.followed  # count - 1: nothing follows the end
     return ours, reference, text
 
 
@@ -56,6 +59,7 @@ def test_counts_matches_and_rankings_are_those_of_the_reference(
             if node is None or ref is None:
                 continue
             assert node.count == ref.count
+            assert node.followed == ref.followed or m == depth  # (there: ref holds none)
             for keep in keeps:
                 assert [(t, c.count) for t, c in node.ranked(keep)] == [
                     (t, c.count) for t, c in ref.ranked(keep)
@@ -135,6 +139,37 @@ def test_followed_finds_what_the_trie_finds_but_the_texts_own_end() -> None:
     assert view.find([3, 1, 2]) is None  # only as the end: nothing follows it
     assert trie.find([3, 1, 2]) is not None and trie.find([3, 1, 2]).count == 1
     assert view.find([2, 3]) is not None and view.find([9]) is None and view.max_depth == 4
+
+
+@pytest.mark.parametrize("tree", [False, True])
+def test_a_text_repeating_itself_once_grows_one_speculation_a_round(
+    monkeypatch: pytest.MonkeyPatch, tree: bool
+) -> None:
+    """A text that repeats its own start: each match occurs twice, once as the text's own end,
+    which nothing follows, so no level of a speculation holds more than 1/2. The first grown,
+    of the longest reach, scores half of it, and the longer matches (reaching less, as the
+    trie ends below them) cannot pass it: they are not grown. The oracle agrees."""
+    start = list(range(100, 140))
+    grown: list[int] = []
+    name = "best_tree" if tree else "best_path"
+    real = getattr(suffix_speculate, name)
+
+    def counted(*args: Any) -> Any:
+        grown.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(suffix_speculate, name, counted)
+    kw: dict[str, Any] = {"min_prob": 0.1, "vocab_size": 200, "stop_ids": (), "factor": 2.0}
+    kw |= {"tree": tree, "max_depth": 16 if tree else None, "max_tokens": 16}
+    for k in range(8, 20):
+        text = [*start, 7, *start[:k]]
+        ours, reference = RequestTrie(), SuffixTrie()
+        ours.append(text)
+        reference.append(0, text)
+        grown.clear()
+        found = speculate([ours.followed()], text, **kw)
+        assert found == _oracle([reference], text, **kw)
+        assert found.score == 8.0 and len(grown) == 1, k  # 16 tokens of probability 1/2
 
 
 def test_an_append_visits_at_most_depth_nodes_per_token() -> None:
