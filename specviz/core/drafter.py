@@ -18,8 +18,8 @@ from specviz.core.events import DrafterRound
 class Draft:
     """Proposed tokens (k,) and the distributions q_draft (k, V) they came from; k <= gamma.
 
-    A deterministic drafter may hand out q_draft as a view of a buffer it rewrites at its next
-    proposal (specviz.drafters.sparse_q): read a Draft within its round, or copy it.
+    A deterministic drafter may hand out tokens and q_draft as views of buffers it rewrites at
+    its next proposal (specviz.drafters.sparse_q): read a Draft within its round, or copy it.
     """
 
     tokens: Tensor

@@ -18,7 +18,10 @@ from torch import Tensor
 
 @dataclass(frozen=True, kw_only=True)
 class TokenTree:
-    """A drafter's proposal: tokens (N,), parents, q_draft (N+1, V), sampled (per node)."""
+    """A drafter's proposal: tokens (N,), parents, q_draft (N+1, V), sampled (per node).
+
+    A deterministic drafter may hand out tokens and q_draft as views of buffers it rewrites at
+    its next proposal (specviz.drafters.sparse_q): read a tree within its round, or copy it."""
 
     tokens: Tensor
     parents: tuple[int, ...]
