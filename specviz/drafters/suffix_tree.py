@@ -32,7 +32,8 @@ class Node:
 
     @property
     def followed(self) -> int:
-        """How many of its occurrences a token follows (its children's counts summed)."""
+        """Its children's counts summed: how many of its occurrences a token follows (below
+        max_depth; at max_depth the trie holds no children)."""
         return sum(child.count for child in self.children.values())
 
     def ranked(self, keep: Callable[[int], bool] | None = None) -> list[tuple[int, Node]]:
