@@ -211,14 +211,16 @@ def speculate(
         same = grown.setdefault((t, count), [])
         if same and any(_covers(before, m, limit, reach, tree) for before in same):
             continue
-        node = found[t].node(m)
-        most = reach * node.followed / count + ROUNDING  # see the module's docstring
-        if most < best_score or (most == best_score and (t, m) < best_at):
-            continue
-        cut = _same_tree(same, m, limit, reach) if tree else _cut(same, m, reach)
-        tokens, parents, probs = cut or (best_tree if tree else best_path)(
-            node, limit, depth, min_prob, vocab_size, stop_ids
-        )
+        read = _same_tree(same, m, limit, reach) if tree else _cut(same, m, reach)
+        if read is None:  # to be grown, unless the share bound says it cannot win
+            node = found[t].node(m)
+            most = reach * node.followed / count + ROUNDING  # see the module's docstring
+            if most < best_score or (most == best_score and (t, m) < best_at):
+                continue
+            read = (best_tree if tree else best_path)(
+                node, limit, depth, min_prob, vocab_size, stop_ids
+            )
+        tokens, parents, probs = read
         same.append(Grew(m, limit, reach, not tokens, (tokens, parents, probs)))
         score = sum(probs)
         if tokens and _beats(score, (t, m), best_score, best_at):
