@@ -263,9 +263,12 @@ class SharedExitDrafter(ModelDrafter):
         )
 
     def target_cache(self, target: Any) -> CachedForward:
-        """The target's side of the shared cache (target must be the one drafted from)."""
+        """The target's side of the shared cache (target must be the one drafted from), empty:
+        the decoder asks for it as a request starts."""
         if target is not self.store.target:
             raise ValueError("this drafter shares the cache of another target model")
+        self.store.crop_full(0)
+        self.store.crop_exit(0)
         return self.store.target_view
 
 

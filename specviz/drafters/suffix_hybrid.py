@@ -68,13 +68,17 @@ class SuffixThenModelDrafter:
         self.min_score, self.model_gamma = min_score, model_gamma
         self.min_model_alpha, self.probe_every = min_model_alpha, probe_every
         self.device = model.device
-        self.last = "model"  # who drafted the last round: "suffix" or "model"
         self.share_key = share_key
-        shares = suffix.memory.shares
-        # the model's tokens kept and drafted: the memory's counts, else one each in advance
-        self.kept, self.drafted = shares.get(share_key, (1, 2)) if share_key else (1, 2)
+        self._start_request()
+
+    def _start_request(self) -> None:
+        """The counts a request starts from: the model's tokens kept and drafted (the memory's,
+        else one each in advance), no rounds held back, no model round pending."""
+        shares = self.suffix.memory.shares
+        self.kept, self.drafted = shares.get(self.share_key, (1, 2)) if self.share_key else (1, 2)
         self.held_back = 0  # rounds the model was kept from since it last drafted
         self._pending: tuple[int, int] | None = None  # a model round's (start, drafted)
+        self.last = "model"  # who drafted the last round: "suffix" or "model"
 
     @property
     def model_alpha(self) -> float:
@@ -89,7 +93,9 @@ class SuffixThenModelDrafter:
         return self.held_back % self.probe_every == 0
 
     def prefill(self, prefix: list[int]) -> None:
-        """Cache the prompt in the draft model and start the request's suffix trie."""
+        """Start a request: its counts (_start_request), the prompt cached in the draft model,
+        the request's suffix trie."""
+        self._start_request()
         self.model.prefill(prefix)
         self.suffix.prefill(prefix)
 

@@ -81,7 +81,9 @@ class TreeModelDrafter:
         self.device = model.device
 
     def prefill(self, prefix: list[int]) -> None:
-        """Cache the draft's keys/values for prefix."""
+        """Start a request: forget any earlier one, then cache the draft's keys/values for
+        prefix."""
+        self.cache.crop(0)
         if prefix:
             self.cache.forward(torch.tensor(prefix, device=self.device), keep=1)
 
