@@ -21,9 +21,9 @@ import time
 import tracemalloc
 from collections.abc import Callable
 
-from specviz.drafters.suffix_memory import SuffixMemory
-from specviz.drafters.suffix_speculate import speculate
-from specviz.drafters.suffix_tree import SuffixTrie
+from specviz.drafters.suffix.memory import SuffixMemory
+from specviz.drafters.suffix.request import RequestTrie
+from specviz.drafters.suffix.speculate import speculate
 
 Stream = Callable[[int, random.Random], list[list[int]]]
 
@@ -79,8 +79,8 @@ def round_time(memory: SuffixMemory, rng: random.Random, tree: bool, n: int) -> 
         request = rng.choice(held)
         end = rng.randrange(1, len(request))
         context = list(request[max(0, end - 200) : end])
-        local = SuffixTrie(max_depth=memory.max_depth)
-        local.append(0, context)
+        local = RequestTrie(max_depth=memory.max_depth)
+        local.append(context)
         start = time.process_time()
         for _ in range(10):
             speculate(

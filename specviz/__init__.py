@@ -47,7 +47,7 @@ if TYPE_CHECKING:
         DrafterOptions,
         build_drafter,
     )
-    from specviz.drafters.suffix_memory import SuffixMemory
+    from specviz.drafters.suffix.memory import SuffixMemory
     from specviz.fast.prefix import PrefixCache
     from specviz.jsonl import read_jsonl, write_jsonl
     from specviz.models.chat import prompt_ids
@@ -77,7 +77,7 @@ _WHERE = {
     "DrafterOptions": "specviz.drafters.registry",
     "DRAFTER_NAMES": "specviz.drafters.registry",
     "DEFAULT_CONFIG": "specviz.drafters.registry",
-    "SuffixMemory": "specviz.drafters.suffix_memory",
+    "SuffixMemory": "specviz.drafters.suffix.memory",
     "PrefixCache": "specviz.fast.prefix",
     "load_pair": "specviz.models.loading",
     "prompt_ids": "specviz.models.chat",

@@ -35,7 +35,7 @@ from specviz.drafters.registry import (
     build_drafter,
     drafter_spec,
 )
-from specviz.drafters.suffix_memory import SuffixMemory
+from specviz.drafters.suffix.memory import SuffixMemory
 from specviz.drafters.trimmed import load_head_tokens, ranking_path
 from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import POLICY_NAMES, make_policy
@@ -169,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--memory",
         metavar="FILE",
         help="suffix drafters: the memory of earlier requests, a JSON file read if it exists "
-        "and written after the decode (specviz.drafters.suffix_memory)",
+        "and written after the decode (specviz.drafters.suffix.memory)",
     )
     gen.add_argument(
         "--suffix-factor",

@@ -113,8 +113,8 @@ def oracle_rounds(
 
 def suffix_rounds(streams: Sequence[Stream], vocab: int, stop: set[int]) -> int:
     """Rounds the shipped suffix chain needs, one memory fed each finished request."""
-    from specviz.drafters.suffix import SuffixConfig, SuffixTries
-    from specviz.drafters.suffix_memory import SuffixMemory
+    from specviz.drafters.suffix.drafter import SuffixConfig, SuffixTries
+    from specviz.drafters.suffix.memory import SuffixMemory
 
     tries = SuffixTries(vocab, SuffixMemory(), SuffixConfig())
     total = 0

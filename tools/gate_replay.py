@@ -72,7 +72,7 @@ def replay(
     from specviz.core.config import SamplingConfig, SpeculationConfig
     from specviz.core.events import RoundSummary
     from specviz.drafters.registry import DrafterOptions, build_drafter
-    from specviz.drafters.suffix_memory import SuffixMemory
+    from specviz.drafters.suffix.memory import SuffixMemory
     from specviz.workloads import checked_prompt_ids
 
     alpha, carried = parse_gate(gate)

@@ -9,7 +9,7 @@
 # the memory fills?
 #
 # This notebook follows **SuffixDecoding** (Oliaro et al., arXiv 2411.04975) as implemented in
-# `specviz/drafters/suffix.py`: a counted suffix tree over earlier outputs and over the current
+# `specviz/drafters/suffix/`: a counted suffix tree over earlier outputs and over the current
 # request, the most frequent continuation of the longest matches, and a proposal length that
 # adapts to how long the match is. It runs on the bundled target (SmolLM2-135M-Instruct) and on
 # toy models, and every number is computed by the cell that prints it.
@@ -32,10 +32,10 @@ from specviz.core.acceptance import acceptance_prob, residual
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import SuffixLookup
 from specviz.drafters.registry import DrafterOptions, build_drafter
-from specviz.drafters.suffix import SuffixConfig, SuffixDrafter
-from specviz.drafters.suffix_memory import SuffixMemory
-from specviz.drafters.suffix_speculate import speculate
-from specviz.drafters.suffix_tree import SuffixTrie
+from specviz.drafters.suffix.drafter import SuffixConfig, SuffixDrafter
+from specviz.drafters.suffix.memory import SuffixMemory
+from specviz.drafters.suffix.speculate import speculate
+from specviz.drafters.suffix.store import SuffixStore
 from specviz.models.chat import prompt_ids
 from specviz.models.loading import load_pair
 from specviz.stats.suffix import FrequencyQ
@@ -140,14 +140,15 @@ for workload, rows in repeats.items():
 #
 # SuffixDecoding keeps every substring (up to a depth, 24 tokens by default) of the texts it
 # remembers in a **suffix trie**: a tree whose root-to-node paths are the substrings, each node
-# carrying a **count**, the number of times its substring occurs. `SuffixTrie` in
-# `specviz/drafters/suffix_tree.py` builds it incrementally: appending a token extends each open
-# suffix of the text by one node, so an update costs at most `max_depth` node visits whatever
-# the trie holds. The drafter keeps the same counts over the current request in flat arrays
-# (`RequestTrie`, `specviz/drafters/suffix_request.py`: no Python object per node, so the garbage
-# collector has nothing to walk), and a `SuffixMemory` holds them over earlier requests in a compact
-# form (`SuffixStore`: flat arrays, a path-compressed trie, a bounded number of bytes per token);
-# all three answer the same questions.
+# carrying a **count**, the number of times its substring occurs. It is built incrementally:
+# appending a token extends each open suffix of the text by one node, so an update costs at most
+# `max_depth` node visits whatever the trie holds. The plainest form, a Python object per node,
+# is the reference the tests check the others against (`tests/drafters/suffix_oracle.py`). The
+# drafter keeps the same counts over the current request in flat arrays (`RequestTrie`,
+# `specviz/drafters/suffix/request.py`: no Python object per node, so the garbage collector has
+# nothing to walk), and a `SuffixMemory` holds them over earlier requests in a compact form
+# (`SuffixStore`, `specviz/drafters/suffix/store.py`: flat arrays, a path-compressed trie, a
+# bounded number of bytes per token); all of them answer the same questions.
 #
 # A toy memory of four earlier "agent traces", one word per token:
 
@@ -172,11 +173,10 @@ def text_of(tokens):
     return " ".join(words[t] for t in tokens)
 
 
-trie = SuffixTrie()  # substrings of up to 24 tokens
-for key, text in enumerate(texts):
-    trie.append(key, ids_of(text))  # key names the sequence; append extends it token by token
-    trie.close(key)
-print(f"root count: {trie.root.count} tokens in {len(texts)} texts")
+trie = SuffixStore()  # substrings of up to 24 tokens
+for text in texts:
+    trie.add(ids_of(text))  # one more sequence, its substrings counted
+print(f"{len(trie)} tokens in {len(texts)} texts")
 for substring in ("then", "flight", "flights then"):
     node = trie.find(ids_of(substring))
     following = ", ".join(f"{words[t]} ({child.count})" for t, child in node.ranked())
@@ -206,7 +206,7 @@ for m, node in trie.matches(context):
 # takes nodes best-first by path probability, so a strong second choice becomes a sibling. The
 # **score** of a speculation is the sum of its path probabilities: were the frequencies the
 # target's law, it would be the expected number of accepted tokens. `speculate`
-# (`specviz/drafters/suffix_speculate.py`) grows a speculation from every match length of every
+# (`specviz/drafters/suffix/speculate.py`) grows a speculation from every match length of every
 # trie it is given and keeps the best-scoring one (skipping candidates that provably cannot
 # win).
 
@@ -510,7 +510,7 @@ plt.show()
 # either way; only the proposals' usefulness changes.
 #
 # Between the two, most requests mix copied stretches with new text. `suffix+model` and
-# `suffix+model-trimmed` (`specviz/drafters/suffix_hybrid.py`) use the suffix chain where its
+# `suffix+model-trimmed` (`specviz/drafters/suffix/hybrid.py`) use the suffix chain where its
 # score (the expected accepted tokens by memory's frequencies) reaches `suffix_min_score`
 # (1 by default), and let the draft model propose elsewhere (`-trimmed`: the draft model
 # scoring only its top-ranked tokens, cheaper per step) while it pays: once the target keeps

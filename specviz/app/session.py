@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 
 import gradio as gr
 
-from specviz.drafters.suffix_memory import SuffixMemory
+from specviz.drafters.suffix.memory import SuffixMemory
 from specviz.models.loading import ModelPair, load_pair, parse_dtype
 from specviz.tune.defaults import Defaults, shipped_defaults
 

@@ -32,7 +32,8 @@ class Drafter(Protocol):
     """What the verifier needs from any drafter (draft model, n-gram lookup, ...)."""
 
     def prefill(self, prefix: list[int]) -> None:
-        """Process a prompt prefix before the first round (may be a no-op)."""
+        """Start a request: forget any earlier one (a drafter serves request after request),
+        then process the prompt prefix before the first round (may be a no-op)."""
 
     def propose(
         self,

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from specviz.core.drafter import Drafter
     from specviz.drafters.cross_vocab import CrossTokenizers
     from specviz.drafters.model import ModelDrafter
-    from specviz.drafters.suffix_memory import SuffixMemory
+    from specviz.drafters.suffix.memory import SuffixMemory
     from specviz.tree.drafter import TreeDrafter
 
 
@@ -33,7 +33,7 @@ class DrafterOptions:
     nodes, levels, and children per node. heads: the folder with the drafting heads' weights
     (eagle.safetensors, eagle3.safetensors, medusa.safetensors) trained for this target; None:
     the shipped ones.
-    memory: the suffix drafters' memory of earlier requests (specviz.drafters.suffix_memory),
+    memory: the suffix drafters' memory of earlier requests (specviz.drafters.suffix.memory),
     which they read and feed; None: a private, fresh one per drafter. suffix_factor and
     suffix_min_prob bound their speculation (at most factor * match length tokens, each kept
     while its path's frequency is at least min_prob); suffix_min_score: the score a suffix

@@ -195,13 +195,13 @@ def _tree_ngram(
 
 def _suffix_config(o: DrafterOptions) -> Any:
     """The suffix drafters' speculation bounds from the options."""
-    from specviz.drafters.suffix import SuffixConfig
+    from specviz.drafters.suffix.drafter import SuffixConfig
 
     return SuffixConfig(factor=o.suffix_factor, min_prob=o.suffix_min_prob)
 
 
 def _suffix(target: Any, _draft: Any, _sampling: SamplingConfig, o: DrafterOptions) -> Drafter:
-    from specviz.drafters.suffix import SuffixDrafter
+    from specviz.drafters.suffix.drafter import SuffixDrafter
 
     return SuffixDrafter(
         vocab_size(target), memory=o.memory, config=_suffix_config(o), device=str(target.device),
@@ -212,7 +212,7 @@ def _suffix(target: Any, _draft: Any, _sampling: SamplingConfig, o: DrafterOptio
 def _tree_suffix(
     target: Any, _draft: Any, _sampling: SamplingConfig, o: DrafterOptions
 ) -> TreeDrafter:
-    from specviz.drafters.suffix import TreeSuffixDrafter
+    from specviz.drafters.suffix.drafter import TreeSuffixDrafter
 
     return TreeSuffixDrafter(
         vocab_size(target), nodes=o.tree_nodes, depth=o.tree_depth, memory=o.memory,
@@ -222,14 +222,14 @@ def _tree_suffix(
 
 def _suffix_then(fallback: Factory, name: str) -> Factory:
     """Suffix decoding where its match scores well, fallback's drafter (registered as name)
-    elsewhere: a draft model (specviz.drafters.suffix_hybrid) or a drafting head
+    elsewhere: a draft model (specviz.drafters.suffix.hybrid) or a drafting head
     (specviz.heads.drafters.SuffixThenHead, which shares the target's cache); the memory keeps
     the fallback's kept share under name from request to request."""
 
     def build(target: Any, draft: Any, sampling: SamplingConfig, o: DrafterOptions) -> Any:
         from specviz.drafters.model import ModelDrafter
-        from specviz.drafters.suffix import SuffixDrafter
-        from specviz.drafters.suffix_hybrid import SuffixThenModelDrafter
+        from specviz.drafters.suffix.drafter import SuffixDrafter
+        from specviz.drafters.suffix.hybrid import SuffixThenModelDrafter
         from specviz.heads.drafters import HeadDrafter, SuffixThenHead
 
         drafter = fallback(target, draft, sampling, o)

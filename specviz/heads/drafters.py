@@ -23,8 +23,8 @@ from specviz.core.sampling import logits_to_probs
 from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
-from specviz.drafters.suffix import SuffixDrafter
-from specviz.drafters.suffix_hybrid import SuffixThenModelDrafter
+from specviz.drafters.suffix.drafter import SuffixDrafter
+from specviz.drafters.suffix.hybrid import SuffixThenModelDrafter
 from specviz.drafters.tree_model import TreeModelDrafter, TreeShape
 from specviz.drafters.trimmed import spread
 from specviz.heads.cache import HeadCache, MedusaCache
@@ -149,7 +149,7 @@ class LookupThenHead(_HeadsTargetCache, LookupThenModelDrafter):
 
 class SuffixThenHead(_HeadsTargetCache, SuffixThenModelDrafter):
     """Suffix decoding where memory is sure of itself, else the head's chain while it pays
-    (specviz.drafters.suffix_hybrid's rule, the head in the draft model's place; it shares the
+    (specviz.drafters.suffix.hybrid's rule, the head in the draft model's place; it shares the
     target cache, so the rounds the suffix chain drafts leave it nothing to catch up)."""
 
     def __init__(

@@ -23,7 +23,7 @@ from specviz.core.policy import GammaPolicy
 from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.registry import REGISTRY, DrafterOptions, build_drafter
-from specviz.drafters.suffix_hybrid import SuffixThenModelDrafter
+from specviz.drafters.suffix.hybrid import SuffixThenModelDrafter
 from specviz.stats.laws import (
     EXACT_VARIANT,
     Law,

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import torch
 
 from specviz.core.drafter import Draft
-from specviz.drafters.suffix import SuffixDrafter, TreeSuffixDrafter
-from specviz.drafters.suffix_speculate import Speculation
+from specviz.drafters.suffix.drafter import SuffixDrafter, TreeSuffixDrafter
+from specviz.drafters.suffix.speculate import Speculation
 from specviz.tree.proposal import TokenTree
 
 

@@ -21,9 +21,9 @@ from specviz.core.events import (
     TreeProposed,
 )
 from specviz.drafters.registry import CROSS_TOKENIZER_DRAFTERS, DrafterOptions, build_drafter
-from specviz.drafters.suffix import SuffixConfig, SuffixDrafter
-from specviz.drafters.suffix_explain import CANDIDATES, continuations
-from specviz.drafters.suffix_memory import SuffixMemory
+from specviz.drafters.suffix.drafter import SuffixConfig, SuffixDrafter
+from specviz.drafters.suffix.explain import CANDIDATES, continuations
+from specviz.drafters.suffix.memory import SuffixMemory
 from specviz.jsonl import from_json, read_jsonl, to_json, write_jsonl
 
 from ..conftest import PairFactory

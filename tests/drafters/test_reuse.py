@@ -29,7 +29,7 @@ from specviz.drafters.registry import (
     DrafterOptions,
     build_drafter,
 )
-from specviz.drafters.suffix_memory import SuffixMemory
+from specviz.drafters.suffix.memory import SuffixMemory
 
 from ..conftest import VOCAB, PairFactory, save_pair
 from ..heads.helpers import save_random_heads

@@ -21,9 +21,9 @@ from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import SpeculativeDecoder
 from specviz.core.events import Proposed, RoundSummary, TreeProposed
 from specviz.drafters.registry import DrafterOptions, build_drafter
-from specviz.drafters.suffix import SuffixConfig, SuffixDrafter, TreeSuffixDrafter
-from specviz.drafters.suffix_hybrid import SuffixThenModelDrafter
-from specviz.drafters.suffix_memory import SuffixMemory
+from specviz.drafters.suffix.drafter import SuffixConfig, SuffixDrafter, TreeSuffixDrafter
+from specviz.drafters.suffix.hybrid import SuffixThenModelDrafter
+from specviz.drafters.suffix.memory import SuffixMemory
 from specviz.stats.laws import AnyDrafter
 from specviz.stats.mutants import MUTANTS, TREE_MUTANTS
 from specviz.stats.suffix import SUFFIX_MUTANTS, FrequencyQ, SampledSiblings, SuffixMutant

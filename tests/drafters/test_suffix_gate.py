@@ -16,8 +16,8 @@ from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import SpeculativeDecoder
 from specviz.core.events import RoundSummary
 from specviz.drafters.registry import DrafterOptions, build_drafter
-from specviz.drafters.suffix_hybrid import SHARE_WINDOW, SuffixThenModelDrafter
-from specviz.drafters.suffix_memory import SuffixMemory
+from specviz.drafters.suffix.hybrid import SHARE_WINDOW, SuffixThenModelDrafter
+from specviz.drafters.suffix.memory import SuffixMemory
 from specviz.stats.mutants import MUTANTS
 from specviz.stats.toy import random_pair
 

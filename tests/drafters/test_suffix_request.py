@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from specviz.drafters import suffix_speculate
-from specviz.drafters.suffix import SuffixConfig, SuffixTries
-from specviz.drafters.suffix_request import RequestTrie
-from specviz.drafters.suffix_speculate import speculate
-from specviz.drafters.suffix_store import SuffixStore
-from specviz.drafters.suffix_tree import SuffixTrie
+from specviz.drafters.suffix import speculate as suffix_speculate
+from specviz.drafters.suffix.drafter import SuffixConfig, SuffixTries
+from specviz.drafters.suffix.request import RequestTrie
+from specviz.drafters.suffix.speculate import speculate
+from specviz.drafters.suffix.store import SuffixStore
 
+from .suffix_oracle import SuffixTrie
 from .test_suffix_store import _oracle, _settings, _trie_counts
 
 

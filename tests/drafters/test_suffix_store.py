@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
-from specviz.drafters import suffix_speculate
-from specviz.drafters.suffix_memory import SuffixMemory
-from specviz.drafters.suffix_speculate import Speculation, speculate
-from specviz.drafters.suffix_store import SuffixStore
-from specviz.drafters.suffix_tree import Node, SuffixTrie
+from specviz.drafters.suffix import speculate as suffix_speculate
+from specviz.drafters.suffix.memory import SuffixMemory
+from specviz.drafters.suffix.speculate import Speculation, speculate
+from specviz.drafters.suffix.store import SuffixStore
+
+from .suffix_oracle import Node, SuffixTrie
 
 
 def _trie_counts(trie: SuffixTrie) -> dict[tuple[int, ...], int]:

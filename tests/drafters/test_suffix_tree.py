@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from specviz.drafters.suffix_memory import SuffixMemory
-from specviz.drafters.suffix_speculate import speculate
-from specviz.drafters.suffix_tree import SuffixTrie
+from specviz.drafters.suffix.memory import SuffixMemory
+from specviz.drafters.suffix.speculate import speculate
+
+from .suffix_oracle import SuffixTrie
 
 
 def _substring_counts(sequences: list[list[int]], depth: int) -> Counter[tuple[int, ...]]:

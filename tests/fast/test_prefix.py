@@ -18,7 +18,7 @@ from specviz.api import autoregressive_generate, speculative_generate
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.drafters.registry import DrafterOptions, build_drafter
-from specviz.drafters.suffix_memory import SuffixMemory
+from specviz.drafters.suffix.memory import SuffixMemory
 from specviz.fast.lean import lean_target_cache
 from specviz.fast.prefix import HeldCache, PrefixCache, common_prefix
 

@@ -77,8 +77,8 @@ def test_lookup_then_head_matches_plain_greedy(target: Any) -> None:
 
 
 def test_suffix_then_head_matches_plain_greedy_with_a_memory_of_other_text(target: Any) -> None:
-    from specviz.drafters.suffix import SuffixConfig, SuffixDrafter
-    from specviz.drafters.suffix_memory import SuffixMemory
+    from specviz.drafters.suffix.drafter import SuffixConfig, SuffixDrafter
+    from specviz.drafters.suffix.memory import SuffixMemory
     from specviz.heads.drafters import SuffixThenHead
 
     sampling = SamplingConfig(temperature=0.0)

@@ -268,8 +268,8 @@ SUFFIX_MEMORY = ([1, 2, 3, 4, 5, 6, 7], [4, 5, 2, 3, 1, 2], [5, 6, 1, 7, 2])
 def _suffix_then_head(target: Any, drafted_by: list[str]) -> Callable[[SamplingConfig], Any]:
     """sampling → a fresh suffix+eagle3 drafter (a fresh memory of SUFFIX_MEMORY); drafted_by
     gets who drafted each round that proposed something."""
-    from specviz.drafters.suffix import SuffixConfig, SuffixDrafter
-    from specviz.drafters.suffix_memory import SuffixMemory
+    from specviz.drafters.suffix.drafter import SuffixConfig, SuffixDrafter
+    from specviz.drafters.suffix.memory import SuffixMemory
     from specviz.heads.drafters import SuffixThenHead
 
     head = random_head("eagle3", target, seed=HEAD_SEED, head_tokens=HEAD_TOKENS)

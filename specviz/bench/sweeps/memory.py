@@ -41,7 +41,7 @@ from specviz.drafters.registry import (
     DrafterOptions,
     build_drafter,
 )
-from specviz.drafters.suffix_memory import SuffixMemory, replayed_size
+from specviz.drafters.suffix.memory import SuffixMemory, replayed_size
 from specviz.models.chat import prompt_ids as chat_prompt_ids
 from specviz.models.generate import generate
 from specviz.results.records import Record

@@ -1,7 +1,7 @@
 """Suffix decoding where memory is sure of itself, the draft model elsewhere while it pays.
 
 Each round the suffix drafter scores its best speculation (the sum of its tokens' path
-frequencies, specviz.drafters.suffix_speculate); at min_score or above its one-hot chain is
+frequencies, specviz.drafters.suffix.speculate); at min_score or above its one-hot chain is
 proposed, free, and below it the draft model drafts as usual, its q the law its tokens were
 drawn from. The draft model costs a forward a token, so it drafts only while it pays: its
 *kept share* is the fraction of the tokens it drafted that the target kept
@@ -30,7 +30,7 @@ import torch
 from specviz.core.drafter import Draft
 from specviz.core.events import SuffixLookup
 from specviz.drafters.model import ModelDrafter
-from specviz.drafters.suffix import SuffixDrafter
+from specviz.drafters.suffix.drafter import SuffixDrafter
 
 SHARE_WINDOW = 256  # drafted tokens counted before the counts halve
 

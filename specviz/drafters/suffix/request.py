@@ -1,9 +1,10 @@
 """The request's own counted suffix trie: one sequence growing at its end, in flat arrays.
 
-It holds what specviz.drafters.suffix_tree.SuffixTrie holds for one sequence (a node per
-substring of up to max_depth tokens, counted by occurrence) and gives the same matches and
-ranked continuations, so speculate() proposes the same drafts from either. A request's text
-only grows (a rollback starts a fresh trie: specviz.drafters.suffix.SuffixTries).
+It holds what the plain trie of the tests (tests/drafters/suffix_oracle.py) holds for one
+sequence (a node per substring of up to max_depth tokens, counted by occurrence) and gives the
+same matches and ranked continuations, so speculate() proposes the same drafts from either. A
+request's text only grows (a rollback starts a fresh trie:
+specviz.drafters.suffix.drafter.SuffixTries).
 
 Terms. A node is an integer id, an index into array.array columns: count (occurrences of its
 substring), label (the token by which it hangs from its parent), first (its first child) and
@@ -24,7 +25,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Sequence
 
-from specviz.drafters.suffix_tree import DEFAULT_DEPTH
+from specviz.drafters.suffix.nodes import DEFAULT_DEPTH
 
 NIL = -1
 ROOT = 0

@@ -1,9 +1,9 @@
 """Suffix decoding (SuffixDecoding, arXiv 2411.04975): draft from memory, no model.
 
-Two suffix tries propose: the request's own (specviz.drafters.suffix_request), over its prompt
+Two suffix tries propose: the request's own (specviz.drafters.suffix.request), over its prompt
 and the tokens committed so far (updated as they commit), and a SuffixMemory over earlier
-requests (a compact specviz.drafters.suffix_store), which the caller owns and may share
-between drafters, save and load; specviz.drafters.suffix_speculate reads both. Each round the
+requests (a compact specviz.drafters.suffix.store), which the caller owns and may share
+between drafters, save and load; specviz.drafters.suffix.speculate reads both. Each round the
 drafter matches the last tokens of the text in both, follows the most frequent continuations,
 and keeps the speculation with the best score; a match of m tokens allows at most factor * m
 draft tokens, and a token is kept while its path's frequency is at least min_prob.
@@ -22,7 +22,7 @@ stays exactly the target's at any temperature. q is written into a buffer each d
 Built with explain=True, a drafter says how it drafted each round: explain(round) is the
 SuffixLookup event (specviz.core.events) the decoders emit before the proposal, with the
 matched tokens, where they matched, their counted continuations and the speculation
-(specviz.drafters.suffix_explain).
+(specviz.drafters.suffix.explain).
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from specviz.core.drafter import Draft
 from specviz.core.events import SuffixLookup
 from specviz.drafters.options import SUFFIX_FACTOR
 from specviz.drafters.sparse_q import SparseRows
-from specviz.drafters.suffix_explain import Looked, lookup_event
-from specviz.drafters.suffix_memory import SuffixMemory
-from specviz.drafters.suffix_request import RequestTrie
-from specviz.drafters.suffix_speculate import Speculation, Trie, speculate
+from specviz.drafters.suffix.explain import Looked, lookup_event
+from specviz.drafters.suffix.memory import SuffixMemory
+from specviz.drafters.suffix.request import RequestTrie
+from specviz.drafters.suffix.speculate import Speculation, Trie, speculate
 from specviz.tree.proposal import TokenTree
 
 
@@ -85,7 +85,7 @@ class SuffixTries:
         explain: bool = False,
     ) -> None:
         """memory None: a private, fresh SuffixMemory; explain: keep each speculation for
-        lookup (specviz.drafters.suffix_explain)."""
+        lookup (specviz.drafters.suffix.explain)."""
         if vocab_size < 1:
             raise ValueError(f"vocab_size must be >= 1 (got {vocab_size})")
         self.vocab_size, self.config, self.explain = vocab_size, config, explain

@@ -34,8 +34,8 @@ shorter one's tree when both have the same limit and that tree took no node belo
 match's reach (_same_tree).
 
 Pure Python, no torch; tries are read through the small Trie and TrieNode protocols, which
-specviz.drafters.suffix_tree.SuffixTrie, specviz.drafters.suffix_store.SuffixStore and
-specviz.drafters.suffix_request.RequestTrie follow.
+specviz.drafters.suffix.store.SuffixStore, specviz.drafters.suffix.request.RequestTrie and the
+plain trie the tests check them against (tests/drafters/suffix_oracle.py) follow.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-"""A compact counted suffix trie over a queue of sequences: SuffixTrie's answers in flat arrays.
+"""A compact counted suffix trie over a queue of sequences, in flat arrays.
 
-It holds the same counts as specviz.drafters.suffix_tree.SuffixTrie (every substring of up to
-max_depth tokens of the sequences it holds, counted by occurrence) and gives the same
-matches, so speculate() proposes the same drafts from either. Sequences enter at the back
-(add) and leave from the front (evict), oldest first.
+It holds the same counts as the plain trie the tests check it against
+(tests/drafters/suffix_oracle.py: every substring of up to max_depth tokens of the sequences it
+holds, counted by occurrence) and gives the same matches, so speculate() proposes the same
+drafts from either. Sequences enter at the back (add) and leave from the front (evict), oldest
+first.
 
 Terms. A window is the up to max_depth tokens starting at one position of a sequence; a
 substring's count is the number of windows it begins. The trie is path compressed: a node
@@ -24,8 +25,7 @@ import sys
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from specviz.drafters.suffix_nodes import NIL, ROOT, NodeTable
-from specviz.drafters.suffix_tree import DEFAULT_DEPTH
+from specviz.drafters.suffix.nodes import DEFAULT_DEPTH, NIL, ROOT, NodeTable
 
 TOKEN_LIMIT = 1 << 32  # token ids are stored as unsigned 32-bit integers
 _MASK = TOKEN_LIMIT - 1  # positions are kept modulo 2**32

@@ -6,14 +6,14 @@ When a decode ends, the drafter gives it the request's output (and, with prompts
 prompt too: prompt and output as one sequence). It holds at most max_tokens tokens: adding a
 request past that budget forgets the oldest requests first, and a single request longer than
 the budget keeps only its last max_tokens tokens. Adding or forgetting n tokens costs at most
-n * max_depth trie node visits. The trie is a SuffixStore (specviz.drafters.suffix_store): flat
+n * max_depth trie node visits. The trie is a SuffixStore (specviz.drafters.suffix.store): flat
 arrays of a fixed number of slots per node, at most two nodes per token remembered, so its
 bytes grow in proportion to the tokens it holds (nbytes() reports them).
 
 It also carries what the suffix hybrids learn about their fallback drafter from request to
 request: shares[name] = (kept, drafted), the tokens of the drafter registered as name (a draft
 model or a head) that the target kept, and that it drafted, in the rounds where memory was too
-weak (specviz.drafters.suffix_hybrid). A new request's hybrid starts from them, so its gate
+weak (specviz.drafters.suffix.hybrid). A new request's hybrid starts from them, so its gate
 does not start blind each time.
 
 File format (JSON, UTF-8): {"format": "specviz-suffix-memory", "version": 1, "max_tokens": int,
@@ -31,8 +31,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from specviz.drafters.suffix_store import TOKEN_LIMIT, SuffixStore
-from specviz.drafters.suffix_tree import DEFAULT_DEPTH
+from specviz.drafters.suffix.nodes import DEFAULT_DEPTH
+from specviz.drafters.suffix.store import TOKEN_LIMIT, SuffixStore
 
 FORMAT = "specviz-suffix-memory"
 VERSION = 1

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from specviz.core.events import SuffixLookup
-from specviz.drafters.suffix_speculate import Speculation
+from specviz.drafters.suffix.speculate import Speculation
 
 CANDIDATES = 5  # the most frequent continuations a lookup lists
 

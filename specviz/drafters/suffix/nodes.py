@@ -23,6 +23,7 @@ from __future__ import annotations
 import sys
 from array import array
 
+DEFAULT_DEPTH = 24  # deepest substring stored (vLLM's default for suffix decoding)
 NIL = -1
 ROOT = 0
 _MIX = 0x9E3779B97F4A7C15  # Fibonacci hashing: the top bits of key * _MIX mod 2**64

@@ -8,16 +8,16 @@ visits per new token, whatever the trie holds; removing a sequence walks its suf
 
 This is the plain form, the one to read first and the reference the tests check the others
 against. The drafters use two flat forms that hold the same counts in arrays, with no object
-per node: specviz.drafters.suffix_store.SuffixStore for the memory of earlier requests and
-specviz.drafters.suffix_request.RequestTrie for a request's own text;
-specviz.drafters.suffix_speculate proposes tokens from any of them. Pure Python, no torch.
+per node: specviz.drafters.suffix.store.SuffixStore for the memory of earlier requests and
+specviz.drafters.suffix.request.RequestTrie for a request's own text;
+specviz.drafters.suffix.speculate proposes tokens from any of them. Pure Python, no torch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
 
-DEFAULT_DEPTH = 24  # deepest substring stored (vLLM's default for suffix decoding)
+from specviz.drafters.suffix.nodes import DEFAULT_DEPTH
 
 
 class Node:
