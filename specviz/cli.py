@@ -148,8 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument(
         "--heads",
         metavar="DIR",
-        help="head drafters (eagle, eagle3, medusa and their trees): the folder of "
-        "eagle.safetensors / eagle3.safetensors / medusa.safetensors trained for --target "
+        help="head drafters (eagle3, medusa and their trees): the folder of "
+        "eagle3.safetensors / medusa.safetensors trained for --target "
         "(default: the heads shipped for the bundled target)",
     )
     gen.add_argument("--ngram-max", type=int, default=3, help="longest n-gram to match (ngram)")
@@ -467,7 +467,7 @@ def check_tree_flags(args: argparse.Namespace) -> None:
     if tree and args.lean_target and args.drafter not in HEAD_DRAFTERS:
         raise ValueError(
             f"--drafter {args.drafter} verifies a tree through transformers' forward with a 4D "
-            "mask: drop --lean-target (the head trees take it: eagle-tree, medusa-tree, ...)"
+            "mask: drop --lean-target (the head trees take it: eagle3-tree, medusa-tree, ...)"
         )
 
 

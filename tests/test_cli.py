@@ -533,19 +533,15 @@ def test_verify_with_models_sends_its_prompt_through_the_chat_template(
 
 @pytest.fixture(scope="module")
 def heads_dir(pair: PairFactory, tmp_path_factory) -> Path:
-    """Random eagle, eagle3 and medusa (3 heads) weights for the tiny target of `folders`."""
+    """Random eagle3 and medusa (3 heads) weights for the tiny target of `folders`."""
     folder = tmp_path_factory.mktemp("heads")
     return save_random_heads(pair("llama")[0], folder, seed=4, head_tokens=torch.arange(2, VOCAB))
 
 
 HEAD_RUNS = [
-    ["--drafter", "eagle"],
     ["--drafter", "medusa", "--gamma", "3"],
-    ["--drafter", "ngram+eagle"],
-    ["--drafter", "eagle-tree", "--tree-depth", "3"],
-    ["--drafter", "eagle-tree-sampled", "--tree-depth", "3", "--tree-width", "2"],
     ["--drafter", "medusa-tree", "--tree-depth", "3", "--tree-nodes", "5"],
-    ["--drafter", "eagle", "--lean-target"],
+    ["--drafter", "medusa", "--lean-target"],
     ["--drafter", "medusa-tree", "--tree-depth", "3", "--lean-target"],  # a head tree takes it
     ["--drafter", "eagle3"],
     ["--drafter", "ngram+eagle3"],
@@ -574,7 +570,7 @@ def test_head_drafters_decode_as_plain_greedy_decoding(
 @pytest.mark.parametrize(
     ("drafter", "lean_target", "made"),
     [
-        *(("eagle", False, KVCache), ("eagle", True, None), ("medusa-tree", False, KVCache)),
+        *(("eagle3", False, KVCache), ("eagle3", True, None), ("medusa-tree", False, KVCache)),
         *(("medusa-tree", True, None), ("model", False, None), ("model", True, None)),
     ],
 )
@@ -592,10 +588,10 @@ def test_a_head_verifies_through_the_target_forward_plain_decoding_uses(
     ("extra", "message"),
     [
         (["--heads", "{heads}"], "--heads gives the drafting heads' weights: it applies to"),
-        (["--heads", "{heads}", "--plain", "--drafter", "eagle"], "it applies to --drafter"),
-        (["--heads", "/no/such/heads", "--drafter", "eagle"], "/no/such/heads: no such folder"),
+        (["--heads", "{heads}", "--plain", "--drafter", "eagle3"], "it applies to --drafter"),
+        (["--heads", "/no/such/heads", "--drafter", "eagle3"], "/no/such/heads: no such folder"),
         (["--heads", "{empty}", "--drafter", "medusa-tree"], "holds no medusa.safetensors"),
-        (["--drafter", "eagle-tree"], "the eagle-tree drafter reads the eagle head shipped"),
+        (["--drafter", "eagle3-tree"], "the eagle3-tree drafter reads the eagle3 head shipped"),
         (["--drafter", "tree-model", "--lean-target"], "drop --lean-target (the head trees"),
     ],
 )
@@ -613,9 +609,9 @@ def test_heads_trained_for_another_target_are_refused(folders, pair, tmp_path, c
     other = tiny_model("llama", seed=9, scale=3.0)  # same shapes, other weights
     save_random_heads(other, tmp_path, seed=4, head_tokens=torch.arange(2, VOCAB))
     argv = _generate(folders, "--prompt", "ab", "--heads", str(tmp_path), *GREEDY)
-    assert main([*argv, "--drafter", "eagle"]) == 2
+    assert main([*argv, "--drafter", "medusa"]) == 2
     err = capsys.readouterr().err
-    assert "the eagle drafter cannot draft for this target" in err
+    assert "the medusa drafter cannot draft for this target" in err
     assert "this head was trained on the features of" in err and "Traceback" not in err
     assert main([*argv, "--drafter", "eagle3-tree"]) == 2
     err = capsys.readouterr().err

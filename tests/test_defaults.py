@@ -77,7 +77,7 @@ def test_the_lean_default_only_where_the_drafter_takes_it() -> None:
     lean = DEFAULT_CONFIG.forward == "lean"
     assert _defaults("--drafter", "tree-model")["lean_target"] is False  # 4D mask: transformers'
     assert _defaults("--drafter", "early-exit-shared")["lean_target"] is False  # its own forward
-    assert _defaults("--drafter", "eagle-tree")["lean_target"] is lean
+    assert _defaults("--drafter", "eagle3-tree")["lean_target"] is lean
     assert _defaults("--no-lean-target")["lean_target"] is False
     assert _defaults("--batch", "4")["drafter"] == DEFAULT_CONFIG.batch_drafter
 

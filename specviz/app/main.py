@@ -52,7 +52,7 @@ class SpecVizApp:
         defaults: Defaults | None = None,
     ) -> None:
         """An app whose form starts at target, draft and dtype; heads: the folder of the drafting
-        heads' weights (eagle.safetensors, eagle3.safetensors, medusa.safetensors; None: the
+        heads' weights (eagle3.safetensors, medusa.safetensors; None: the
         shipped ones); results_dir: the folder of saved `specviz bench` results its Benchmark
         results tab lists (relative to the current folder; none listed when it does not exist);
         view: what shows a saved result there (the benchmark's, which `specviz app` passes; None:
@@ -157,7 +157,7 @@ def main(argv: Sequence[str] | None = None, view: results.Viewer | None = None) 
     parser.add_argument(
         "--heads",
         metavar="DIR",
-        help="the drafting heads' weights (eagle.safetensors, eagle3.safetensors, "
+        help="the drafting heads' weights (eagle3.safetensors, "
         "medusa.safetensors) trained for the target (default: the ones shipped for the "
         "bundled target)",
     )

@@ -174,15 +174,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         help="comma list of model, model-trimmed (head cut to 8,192 tokens), ngram, early-exit, "
         "early-exit-shared (the same layers drafting into the target's own KV cache), "
         "ngram+model, ngram+model-trimmed (n-gram lookup where the text repeats, else the "
-        "draft), eagle, medusa (drafting heads on the target's own features: --heads), "
-        "tree-model, tree-sampled, tree-ngram, eagle-tree, eagle-tree-sampled, medusa-tree "
+        "draft), eagle3, medusa (drafting heads on the target's own features: --heads), "
+        "tree-model, tree-sampled, tree-ngram, eagle3-tree, medusa-tree "
         "(token trees verified in one pass: --tree-nodes, --tree-depth, --tree-width; no "
         "transformers counterpart) (default: model; tree-model with --tree-sweep)",
     )  # fmt: skip
     b.add_argument(
         "--heads", metavar="DIR",
-        help="head drafters (eagle, eagle3, medusa and their trees): the folder of "
-        "eagle.safetensors / eagle3.safetensors / medusa.safetensors trained for --target "
+        help="head drafters (eagle3, medusa and their trees): the folder of "
+        "eagle3.safetensors / medusa.safetensors trained for --target "
         "(default: the heads shipped for the bundled target); they verify through the target "
         "forward plain decoding runs on",
     )  # fmt: skip

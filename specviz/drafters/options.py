@@ -31,7 +31,7 @@ class DrafterOptions:
     cached forward (the statistical suite's mutants; transformers' forward for a benchmark).
     tree_nodes, tree_depth and tree_width bound the tree drafters' trees: at most that many
     nodes, levels, and children per node. heads: the folder with the drafting heads' weights
-    (eagle.safetensors, eagle3.safetensors, medusa.safetensors) trained for this target; None:
+    (eagle3.safetensors, medusa.safetensors) trained for this target; None:
     the shipped ones.
     memory: the suffix drafters' memory of earlier requests (specviz.drafters.suffix.memory),
     which they read and feed; None: a private, fresh one per drafter. suffix_factor and

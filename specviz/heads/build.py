@@ -1,4 +1,4 @@
-"""Build the head drafters by name (the registry's factories for eagle*, eagle3*, medusa*)."""
+"""Build the head drafters by name (the registry's factories for eagle3* and medusa*)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,9 @@ from specviz.core.config import SamplingConfig
 from specviz.drafters.ngram import NgramDrafter
 from specviz.drafters.options import DrafterOptions
 from specviz.drafters.tree_model import TreeShape
-from specviz.heads.cache import EagleCache, HeadCache, MedusaCache
+from specviz.heads.cache import HeadCache, MedusaCache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter, LookupThenHead, MakeTargetCache
-from specviz.heads.eagle import EagleHead
 from specviz.heads.lean3 import LeanEagle3Cache
-from specviz.heads.medusa import MedusaHeads
 from specviz.heads.tap import (
     FeatureCache,
     FusedFeatureCache,
@@ -26,7 +24,7 @@ from specviz.heads.weights3 import load_head3
 
 
 def head_cache(kind: str, target: Any, folder: str | Path | None = None) -> HeadCache:
-    """The head of `kind` ('eagle', 'eagle3' or 'medusa') for target, as a cached forward.
+    """The head of `kind` ('eagle3' or 'medusa') for target, as a cached forward.
 
     folder: where {kind}.safetensors lies (None: the heads shipped for the bundled target).
     """
@@ -34,9 +32,6 @@ def head_cache(kind: str, target: Any, folder: str | Path | None = None) -> Head
     if kind == "eagle3":
         return LeanEagle3Cache(target, load_head3(target, path or head_path(kind)))
     module, head_tokens = load_head(kind, target, path)
-    if isinstance(module, EagleHead):
-        return EagleCache(target, module, head_tokens)
-    assert isinstance(module, MedusaHeads)
     return MedusaCache(target, module, head_tokens)
 
 

@@ -1,7 +1,7 @@
 """Drafting heads seen as a draft model's cached forward, so the draft-model drafters drive them.
 
 `ModelDrafter` (a chain) and `TreeModelDrafter` (a tree) call `forward(tokens, keep, positions,
-visible)` → logits (T, V), `crop` and `len` on a draft's cache. `EagleCache` and `MedusaCache`
+visible)` → logits (T, V), `crop` and `len` on a draft's cache. `Eagle3Cache` and `MedusaCache`
 answer those calls from the target's features (specviz.heads.tap) and a head:
 
 * a token at position i goes in with the target's real feature f_{i-1} when the target has
@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from specviz.heads.eagle import EagleHead
+from specviz.heads.eagle3 import Eagle3Head
 from specviz.heads.medusa import MedusaHeads
 from specviz.heads.tap import FeatureCache, Features
 
@@ -105,12 +105,19 @@ class HeadCache:
         return out
 
 
-class EagleCache(HeadCache):
-    """The EAGLE head's cached forward over token positions (see the module docstring)."""
+class Eagle3Cache(HeadCache):
+    """The EAGLE-3 head's cached forward over token positions, module by module.
 
-    def __init__(self, target: Any, head: EagleHead, head_tokens: Tensor) -> None:
+    The target's rows it reads are g (n, 3D) (a target cache recording the fused layers,
+    ``specviz.heads.tap.FusedFeatureCache``); a committed token goes in with u = fused(g) of
+    the position before, a drafted one with the head's own h there. Logits are -inf off the
+    draft vocabulary. The registered drafters run the same function on
+    ``specviz.heads.lean3.LeanEagle3Cache``, which costs less per step.
+    """
+
+    def __init__(self, target: Any, head: Eagle3Head) -> None:
         """Wrap head for target; an empty cache."""
-        super().__init__(target, head_tokens)
+        super().__init__(target, head.vocab, output_rows=False)
         self.head = head
         self.reset()
 
@@ -119,7 +126,7 @@ class EagleCache(HeadCache):
         s = self.head.shape
         self.keys = self.embed.new_zeros(1, s.kv_heads, 0, s.head_dim)  # (1, kv, S, hd)
         self.values = self.keys.clone()
-        self.outputs = self.embed.new_zeros(0, s.width)  # (S, D): f̂ at each entry
+        self.outputs = self.embed.new_zeros(0, s.width)  # (S, D): h at each entry
         self.positions: list[int] = []
         self.real = 0  # leading entries fed with the target's real features
         self.length = 0
@@ -133,17 +140,20 @@ class EagleCache(HeadCache):
 
     def _inputs(self, positions: list[int], visible: Tensor | None) -> tuple[Tensor, bool]:
         """The features (T, D) going in with each new token, and whether all are real."""
-        real = self.target_rows()
-        start, rows, all_real = self.length, [], True
+        real = self.target_rows()  # (n, 3D)
+        start, all_real = self.length, True
+        rows = self.embed.new_zeros(len(positions), self.head.shape.width)
+        known = [(r, pos - 1) for r, pos in enumerate(positions) if 0 < pos <= real.shape[0]]
+        if known:
+            at = torch.tensor([r for r, _ in known], device=self.device)
+            src = torch.tensor([p for _, p in known], device=self.device)
+            fused = self.head.fused(real.index_select(0, src).to(self.embed.dtype))
+            rows[at] = fused.to(rows.dtype)
         for r, pos in enumerate(positions):
-            if pos == 0:
-                rows.append(self.embed.new_zeros(self.head.shape.width))
-            elif pos - 1 < real.shape[0]:
-                rows.append(real[pos - 1])
-            else:
+            if pos > real.shape[0]:
                 all_real = False
-                rows.append(self.outputs[self._parent(r, pos, start, visible)])
-        return torch.stack(rows), all_real
+                rows[r] = self.outputs[self._parent(r, pos, start, visible)]
+        return rows, all_real
 
     def _parent(self, row: int, pos: int, start: int, visible: Tensor | None) -> int:
         """The earlier entry at position pos - 1 that new row `row` sees."""
@@ -183,6 +193,10 @@ class EagleCache(HeadCache):
             self.real = start + t
         self.length = start + t
         return self.logits(guessed[-keep:] if keep else guessed)
+
+    def logits(self, guessed: Tensor) -> Tensor:
+        """h (T, D) → logits (T, V), -inf off the draft vocabulary."""
+        return self.head.full_logits(guessed, self.vocab_size)
 
 
 class MedusaCache(HeadCache):

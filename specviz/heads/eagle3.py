@@ -21,14 +21,15 @@ Terms (D the target's width, V its vocabulary, V_d the draft vocabulary's size).
   (Li et al. 2025, "EAGLE-3: Scaling up Inference Acceleration of Large Language Models via
   Training-Time Test"; Zhao et al. 2025, "FR-Spec", for the vocabulary).
 
-`Eagle3Cache` is the head's cached forward module by module (as
-``specviz.heads.cache.EagleCache`` for the EAGLE head): its target cache records g_i. The
-registered drafters run the same function on ``specviz.heads.lean3.LeanEagle3Cache``, which
-costs less per step; tests/heads/test_lean3.py checks that the two agree.
+``specviz.heads.cache.Eagle3Cache`` is the head's cached forward module by module: its target
+cache records g_i. The registered drafters run the same function on
+``specviz.heads.lean3.LeanEagle3Cache``, which costs less per step; tests/heads/test_lean3.py
+checks that the two agree.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -36,10 +37,59 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from specviz.fast.attention import apply_rope
-from specviz.heads.cache import EagleCache
-from specviz.heads.eagle import EagleShape, Projected, rope
 
 FUSED = 3  # layers fused into g
+
+
+@dataclass(frozen=True, kw_only=True)
+class EagleShape:
+    """The head's sizes (the target's width, heads and MLP by default) and RoPE base."""
+
+    width: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    rope_theta: float
+    eps: float
+
+    @staticmethod
+    def of(config: Any) -> EagleShape:
+        """The shape matching a Llama-style target config."""
+        rope = getattr(config, "rope_parameters", None) or {}
+        theta = rope.get("rope_theta", getattr(config, "rope_theta", 10000.0))
+        heads = int(config.num_attention_heads)
+        return EagleShape(
+            width=int(config.hidden_size),
+            heads=heads,
+            kv_heads=int(getattr(config, "num_key_value_heads", heads)),
+            head_dim=int(getattr(config, "head_dim", config.hidden_size // heads)),
+            intermediate=int(config.intermediate_size),
+            rope_theta=float(theta),
+            eps=float(config.rms_norm_eps),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values, for a weights file's metadata."""
+        return asdict(self)
+
+
+def rope(positions: Tensor, head_dim: int, theta: float) -> tuple[Tensor, Tensor]:
+    """cos, sin (T, 1, hd) of the positions (T,) (Llama's default RoPE)."""
+    inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=positions.device) / head_dim)
+    angles = positions.float()[:, None] * inv[None]  # (T, hd/2)
+    angles = torch.cat([angles, angles], -1)
+    return angles.cos()[:, None], angles.sin()[:, None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Projected:
+    """A pass's fc output x (B, T, D), queries (B, H, T, hd), keys and values (B, kv, T, hd)."""
+
+    x: Tensor
+    q: Tensor
+    k: Tensor
+    v: Tensor
 
 
 def _rms(x: Tensor, weight: Tensor, eps: float) -> Tensor:
@@ -195,40 +245,3 @@ def fresh_head(target: Any, vocab: Tensor, generator: torch.Generator | None = N
     return Eagle3Head(
         EagleShape.of(target.config), vocab, out_rows=rows, out_norm=weight, generator=generator
     )
-
-
-class Eagle3Cache(EagleCache):
-    """The EAGLE-3 head's cached forward over token positions (EagleCache's rules).
-
-    The target's rows it reads are g (n, 3D) (a target cache recording the fused layers,
-    ``specviz.heads.tap.FusedFeatureCache``); a committed token goes in with u = fused(g) of
-    the position before, a drafted one with the head's own h there. Logits are -inf off the
-    draft vocabulary.
-    """
-
-    head: Eagle3Head  # type: ignore[assignment]
-
-    def __init__(self, target: Any, head: Eagle3Head) -> None:
-        """Wrap head for target; an empty cache."""
-        super().__init__(target, head, head.vocab)  # type: ignore[arg-type]
-
-    def _inputs(self, positions: list[int], visible: Tensor | None) -> tuple[Tensor, bool]:
-        """The features (T, D) going in with each new token, and whether all are real."""
-        real = self.target_rows()  # (n, 3D)
-        start, all_real = self.length, True
-        rows = self.embed.new_zeros(len(positions), self.head.shape.width)
-        known = [(r, pos - 1) for r, pos in enumerate(positions) if 0 < pos <= real.shape[0]]
-        if known:
-            at = torch.tensor([r for r, _ in known], device=self.device)
-            src = torch.tensor([p for _, p in known], device=self.device)
-            fused = self.head.fused(real.index_select(0, src).to(self.embed.dtype))
-            rows[at] = fused.to(rows.dtype)
-        for r, pos in enumerate(positions):
-            if pos > real.shape[0]:
-                all_real = False
-                rows[r] = self.outputs[self._parent(r, pos, start, visible)]
-        return rows, all_real
-
-    def logits(self, guessed: Tensor) -> Tensor:
-        """h (T, D) → logits (T, V), -inf off the draft vocabulary."""
-        return self.head.full_logits(guessed, self.vocab_size)

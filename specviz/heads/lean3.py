@@ -35,8 +35,7 @@ from torch import Tensor
 
 from specviz.fast.attention import apply_rope, causal_mask, grow
 from specviz.heads.cache import HeadCache
-from specviz.heads.eagle import rope
-from specviz.heads.eagle3 import FUSED, Eagle3Head
+from specviz.heads.eagle3 import FUSED, Eagle3Head, rope
 
 
 class Product:

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor, nn
 
 from specviz.drafters.registry import HEAD_KINDS
-from specviz.heads.eagle import EagleHead, EagleShape
+from specviz.heads.eagle3 import EagleShape
 from specviz.heads.medusa import MedusaHeads
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "heads"  # {kind}.safetensors
@@ -97,8 +97,8 @@ def head_problem(target: Any, path: Path) -> str | None:
     return None
 
 
-def load_head(kind: str, target: Any, path: Path | None = None) -> tuple[nn.Module, Tensor]:
-    """The head module (target's dtype and device, eval) and its head tokens (S,)."""
+def load_head(kind: str, target: Any, path: Path | None = None) -> tuple[MedusaHeads, Tensor]:
+    """The Medusa heads (target's dtype and device, eval) and their head tokens (S,)."""
     from safetensors.torch import load_file
 
     path = path or head_path(kind)
@@ -110,11 +110,8 @@ def load_head(kind: str, target: Any, path: Path | None = None) -> tuple[nn.Modu
         )
     tensors = load_file(str(path))
     head_tokens = tensors.pop("head_tokens").long()
-    if kind == "eagle":
-        module: nn.Module = EagleHead(EagleShape.of(target.config))
-    else:
-        k = sum(1 for name in tensors if name.endswith(".weight"))
-        module = MedusaHeads(int(target.config.hidden_size), k)
+    k = sum(1 for name in tensors if name.endswith(".weight"))
+    module = MedusaHeads(int(target.config.hidden_size), k)
     module.load_state_dict({k: v.float() for k, v in tensors.items()})
     weight = target.get_output_embeddings().weight
     return module.to(device=weight.device, dtype=weight.dtype).eval(), head_tokens

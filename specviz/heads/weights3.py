@@ -14,8 +14,7 @@ from typing import Any
 
 import torch
 
-from specviz.heads.eagle import EagleShape
-from specviz.heads.eagle3 import Eagle3Head
+from specviz.heads.eagle3 import Eagle3Head, EagleShape
 from specviz.heads.weights import fingerprint, model_label
 
 FORMAT = 1

@@ -21,8 +21,8 @@ from specviz.drafters.registry import (
     DRAFTER_NAMES,
     EXIT_DRAFTERS,
     HYBRID_DRAFTERS,
-    TREE_DRAFTERS,
 )
+from specviz.drafters.registry import TREE_DRAFTERS as REGISTERED_TREES
 from specviz.gamma.policies import POLICY_NAMES
 from specviz.tree.verify import EXACT_TREE, TYPICAL, TreeRule
 
@@ -64,6 +64,14 @@ class BenchSetting:
         return fields
 
 
+# Drafters no longer in the registry that saved results still name: the EAGLE-1 head's (its
+# chain "eagle" needs no entry: an unknown name reads as a plain chain). They read as the kind
+# they were, so those results keep their labels.
+RETIRED_TREE_DRAFTERS = ("eagle-tree", "eagle-tree-sampled")
+RETIRED_HYBRID_DRAFTERS = ("ngram+eagle",)
+TREE_DRAFTERS = (*REGISTERED_TREES, *RETIRED_TREE_DRAFTERS)
+_HYBRIDS = (*HYBRID_DRAFTERS, *RETIRED_HYBRID_DRAFTERS)
+
 # gamma policies of the bench: the first three are specviz.gamma.policies; "confidence" drafts up to
 # gamma tokens but stops after one whose draft top probability is below CONFIDENCE (the same
 # rule and default as transformers' assistant_confidence_threshold).
@@ -89,7 +97,7 @@ def _drafter_label(setting: Mapping[str, Any]) -> str:
         return f"{drafter} k={setting['exit_layer']}"
     if drafter in CHAIN_MODEL_DRAFTERS and setting["draft_name"] != "bundled":
         return f"{drafter} ({Path(str(setting['draft_name'])).name})"
-    if drafter in HYBRID_DRAFTERS and setting["model_gamma"] is not None:
+    if drafter in _HYBRIDS and setting["model_gamma"] is not None:
         return f"{drafter} (model ≤ {setting['model_gamma']})"
     return drafter
 

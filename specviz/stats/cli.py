@@ -116,7 +116,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     ver.add_argument(
         "--heads",
         metavar="DIR",
-        help="drafting-head drafters: the folder with eagle.safetensors / eagle3.safetensors / "
+        help="drafting-head drafters: the folder with eagle3.safetensors / "
         "medusa.safetensors trained for --target (default: the heads shipped for the bundled "
         "target)",
     )

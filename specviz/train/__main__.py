@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="only generate: skip shards whose ids exist without features (heads3 --rescore "
         "rebuilds those it reads)",
     )
-    heads = sub.add_parser("heads", help="train the EAGLE head or the Medusa heads (resumable)")
+    heads = sub.add_parser("heads", help="train the Medusa heads (resumable)")
     heads.add_argument("which", choices=FEATURE_HEADS)
     heads.add_argument("--hours", type=_hours, default=None, help="stop after this long")
     heads.add_argument("--steps", type=int, default=1_000_000, help="stop at this step")

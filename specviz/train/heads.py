@@ -1,20 +1,14 @@
-"""Step ``heads``: train an EAGLE-style head or Medusa heads on the cached target features.
+"""Step ``heads``: train the Medusa heads on the cached target features.
 
 Reads the shards of step ``features`` (shards with index % 20 == 1 are held out for
 validation), keeps the target frozen (its embeddings and output head rows for the head tokens
 are only read) and trains the new parameters with AdamW, checkpointing every few minutes, so
-that a stopped run resumes where it stopped. Losses, per position i:
+that a stopped run resumes where it stopped. The loss: for each head k, the cross entropy of
+its guess at x_{i+1+k} against p_target(x_{i+1+k}) (the target's own distribution there, from
+f_{i+k}), per position i.
 
-* EAGLE: smooth L1 between f̂_i and the target's feature f_i, plus `token_weight` × the cross
-  entropy of q(x_{i+1}) from f̂_i against p_target(x_{i+1}) from f_i (over the head tokens),
-  at each drafting depth d = 1..`unroll` (specviz.train.unroll: f̂_i as the d-th draft of a
-  chain, from the head's own earlier predictions), weighted `depth_decay` ** (d - 1); the real
-  input features carry uniform noise of ±`noise` (as in the EAGLE paper).
-* Medusa: for each head k, the cross entropy of its guess at x_{i+1+k} against
-  p_target(x_{i+1+k}) (the target's own distribution there, from f_{i+k}).
-
-Validation reports α₁ = Σ_x min(p, q) at T = 1 for the first drafted token (EAGLE) or for each
-head's guess given the true features, and the greedy agreement argmax q = argmax p.
+Validation reports α = Σ_x min(p, q) at T = 1 for each head's guess given the true features,
+and the greedy agreement argmax q = argmax p.
 """
 
 from __future__ import annotations
@@ -27,15 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from specviz.heads.eagle import EagleHead, EagleShape
 from specviz.heads.medusa import MedusaHeads
 from specviz.heads.weights import bundled_head_tokens, save_head
 from specviz.train.common import Deadline, load_target, save_atomic, work_dir, write_json_atomic
 from specviz.train.features import feature_dir
-from specviz.train.unroll import unrolled
 
 LOG = logging.getLogger("specviz.train.heads")
 Seq = dict[str, Any]
@@ -45,17 +36,13 @@ Seq = dict[str, Any]
 class HeadConfig:
     """Knobs of the head training."""
 
-    which: str = "eagle"  # or "medusa"
+    which: str = "medusa"  # the head kind trained (its folder and weights file)
     medusa_heads: int = 4
     lr: float = 1e-3
     warmup: int = 50
     total_steps: int = 2000
     batch_positions: int = 2048
     max_len: int = 448
-    token_weight: float = 0.5
-    noise: float = 0.2
-    unroll: int = 3  # EAGLE: drafting depths trained at once (specviz.train.unroll)
-    depth_decay: float = 0.8  # weight of depth d: depth_decay ** (d - 1)
     val_every: int = 50
     refresh_every: int = 50  # steps between looks for new feature shards
     ckpt_every_s: float = 300.0
@@ -133,50 +120,16 @@ class Trainer:
         self.embed = target.get_input_embeddings().weight.detach()  # (V, D)
         out = target.get_output_embeddings().weight.detach()
         self.rows = out.index_select(0, self.head_tokens).contiguous()  # (S, D)
-        self.shape = EagleShape.of(target.config)
         torch.manual_seed(cfg.seed)  # parameter init only; data order has its own generator
-        if cfg.which == "eagle":
-            self.module: torch.nn.Module = EagleHead(self.shape)
-        else:
-            self.module = MedusaHeads(self.shape.width, cfg.medusa_heads)
+        self.module = MedusaHeads(int(target.config.hidden_size), cfg.medusa_heads)
 
     def p_target(self, feats: Tensor, logz: Tensor) -> Tensor:
         """p_target over the head tokens (…, S) from features (…, D) (mass off S left out)."""
         return torch.exp(feats @ self.rows.T - logz[..., None])
 
-    def losses(self, batch: dict[str, Tensor], gen: torch.Generator | None) -> dict[str, Tensor]:
-        """Mean loss (with grad) and, without grad, α₁ and greedy agreement per guess."""
-        if self.cfg.which == "eagle":
-            return self._eagle(batch, gen)
-        return self._medusa(batch)
-
-    def _eagle(self, batch: dict[str, Tensor], gen: torch.Generator | None) -> dict[str, Tensor]:
-        tokens, feats, mask = batch["tokens"], batch["features"], batch["mask"]
-        first = torch.cat([torch.zeros_like(feats[:, :1]), feats[:, :-1]], 1)  # f_{i-1}
-        if gen is not None and self.cfg.noise:
-            first = first + (torch.rand(first.shape, generator=gen) * 2 - 1) * self.cfg.noise
-        assert isinstance(self.module, EagleHead)
-        outs = unrolled(self.module, self.embed[tokens], first, self.cfg.unroll)
-        with torch.no_grad():
-            p = self.p_target(feats, batch["logz"])  # (B, L, S)
-        total, weights, out = torch.zeros(()), 0.0, {}
-        for d, guessed in enumerate(outs, start=1):  # pass d: valid from position d - 1 on
-            m = mask.clone()
-            m[:, : d - 1] = False
-            mf = m.float()
-            reg = F.smooth_l1_loss(guessed, feats, reduction="none").mean(-1)  # (B, L)
-            q_log = torch.log_softmax(guessed @ self.rows.T, -1)  # (B, L, S)
-            ce = -(p * q_log).sum(-1)
-            weight = self.cfg.depth_decay ** (d - 1)
-            total = total + weight * ((reg + self.cfg.token_weight * ce) * mf).sum() / mf.sum()
-            weights += weight
-            for name, value in self._quality(p, q_log.detach(), mf).items():
-                out[f"{name}_{d}"] = value
-        return {"loss": total / weights, **out}
-
-    def _medusa(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+    def losses(self, batch: dict[str, Tensor]) -> dict[str, Tensor]:
+        """Mean loss (with grad) and, without grad, α and greedy agreement per head."""
         feats, mask = batch["features"], batch["mask"]
-        assert isinstance(self.module, MedusaHeads)
         with torch.no_grad():
             p = self.p_target(feats, batch["logz"])  # (B, L, S): x_{i+1} from f_i
         guessed = self.module(feats)  # (B, L, K, D)
@@ -212,7 +165,7 @@ def validate(trainer: Trainer, val: list[Seq], cfg: HeadConfig) -> dict[str, flo
     sums: dict[str, float] = {}
     chunks = [val[i : i + 8] for i in range(0, min(len(val), 48), 8)]
     for chunk in chunks:
-        for name, value in trainer.losses(collate(chunk, cfg.max_len), None).items():
+        for name, value in trainer.losses(collate(chunk, cfg.max_len)).items():
             sums[name] = sums.get(name, 0.0) + float(value) / len(chunks)
     trainer.module.train()
     return {f"val_{k}": round(v, 4) for k, v in sums.items()}
@@ -246,7 +199,7 @@ def run_heads(cfg: HeadConfig, max_steps: int, seconds: float | None, threads: i
         if state["step"] % cfg.refresh_every == 0 and pool.refresh():
             LOG.info("now %d train / %d validation sequences", len(pool.train), len(pool.val))
         batch = collate(pick(pool.train, cfg.batch_positions, cfg.max_len, gen), cfg.max_len)
-        out = trainer.losses(batch, gen)
+        out = trainer.losses(batch)
         optimizer.zero_grad(set_to_none=True)
         out["loss"].backward()  # type: ignore[no-untyped-call]
         torch.nn.utils.clip_grad_norm_(trainer.module.parameters(), 1.0)

@@ -26,8 +26,7 @@ from typing import Any
 
 import torch
 
-from specviz.heads.eagle import EagleShape
-from specviz.heads.eagle3 import Eagle3Head
+from specviz.heads.eagle3 import Eagle3Head, EagleShape
 from specviz.heads.weights import ASSETS, model_label
 from specviz.heads.weights3 import save_head3
 from specviz.train.common import load_target, write_json_atomic

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from specviz.heads.build import head_cache
-from specviz.heads.cache import EagleCache, HeadCache, MedusaCache
+from specviz.heads.cache import Eagle3Cache, HeadCache, MedusaCache
 from specviz.heads.lean3 import LeanEagle3Cache
 from specviz.heads.tap import FeatureCache, FusedFeatureCache, feature_cache, fused_feature_cache
 from specviz.heads.weights import head_path
@@ -62,7 +62,7 @@ def drafted_laws(head: HeadCache, feats: Tensor, tokens: Tensor, start: int, dep
                     logits = head.logits(head.heads.one(j, feats[i - 1])[None])[0]
                     out[row, j - 1] = torch.softmax(logits.float(), -1)
         return out
-    assert isinstance(head, (EagleCache, LeanEagle3Cache))
+    assert isinstance(head, (Eagle3Cache, LeanEagle3Cache))
     head.reset()
     real = FeatureRows(feats)
     head.features = real  # type: ignore[assignment]

@@ -1,4 +1,4 @@
-"""Training-time drafting for EAGLE-style heads: every depth of a chain in a few parallel passes.
+"""Training-time drafting for the EAGLE-3 head: every depth of a chain in a few parallel passes.
 
 At depth d a drafted chain rooted at position r = i - d + 1 has its token at r fed with the
 target's real feature and every later one with the head's own prediction. Pass d computes,
@@ -17,11 +17,11 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from specviz.heads.eagle import EagleShape, Projected
+from specviz.heads.eagle3 import EagleShape, Projected
 
 
 class Unrollable(Protocol):
-    """A head with EagleHead's two halves (EagleHead, specviz.heads.eagle3.Eagle3Head)."""
+    """A head with project and finish halves (specviz.heads.eagle3.Eagle3Head)."""
 
     shape: EagleShape
 

@@ -55,7 +55,6 @@ from specviz.drafters.registry import (
     DrafterOptions,
 )
 from specviz.drafters.trimmed import save_ranking
-from specviz.heads.eagle import EagleHead, EagleShape
 from specviz.heads.eagle3 import fresh_head
 from specviz.heads.medusa import MedusaHeads
 from specviz.heads.weights import save_head
@@ -113,14 +112,9 @@ HEAD_TOKENS = torch.arange(2, VOCAB)
 
 
 def save_heads(target_dir: str, folder: Path, medusa_heads: int = 4) -> str:
-    """An EAGLE head and an EAGLE-3 head at their initial weights (drawn under a forked RNG)
-    and Medusa heads at theirs, saved for the target in target_dir as the app loads it
-    (float32)."""
+    """An EAGLE-3 head at its initial weights (drawn from a seeded generator) and Medusa heads
+    at theirs, saved for the target in target_dir as the app loads it (float32)."""
     target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        eagle = EagleHead(EagleShape.of(target.config))
-    save_head(eagle, "eagle", HEAD_TOKENS, target, {}, folder)
     eagle3 = fresh_head(target, HEAD_TOKENS, torch.Generator().manual_seed(0))
     save_head3(eagle3, target, 0, folder)
     medusa = MedusaHeads(int(target.config.hidden_size), medusa_heads)

@@ -66,7 +66,7 @@ def app(model_dirs: tuple[str, str]) -> SpecVizApp:
         ({"prompts": " \n \n"}, "a batch needs 2 to 8 prompts, one per line (got none)"),
         ({"prompts": "only one"}, "(got 1): add lines, or use Generate for a single prompt"),
         ({"prompts": "x\n" * (MAX_ROWS + 1)}, "at most 8 prompts, one per line (got 9)"),
-        ({"drafter": "eagle"}, "batch drafter must be one of model, model-trimmed, ngram"),
+        ({"drafter": "eagle3"}, "batch drafter must be one of model, model-trimmed, ngram"),
         ({"gamma": 0}, "γ (draft tokens per round) must be between 1 and 16 (got 0)"),
         ({"temperature": -1}, "temperature must be between 0 and 2 (got -1)"),
         ({"max_new": 2.5}, "max new tokens must be a whole number (got 2.5)"),

@@ -11,6 +11,5 @@ from ..heads.helpers import save_random_heads as save_heads
 
 
 def save_random_heads(target: Any, folder: Path, seed: int, head_tokens: torch.Tensor) -> Path:
-    """Write a random EAGLE head, a random EAGLE-3 head and random Medusa heads (3) for target
-    into folder."""
+    """Write a random EAGLE-3 head and random Medusa heads (3) for target into folder."""
     return save_heads(target, folder, seed, head_tokens)

@@ -40,10 +40,11 @@ from specviz.drafters.registry import (
 from specviz.fast.lean import LeanLlama
 from specviz.gamma.policies import HeuristicGamma
 from specviz.heads import weights
-from specviz.heads.eagle import EagleHead, EagleShape
+from specviz.heads.eagle3 import fresh_head
 from specviz.heads.medusa import MedusaHeads
 from specviz.heads.tap import FeatureCache, FeatureLean
 from specviz.heads.weights import save_head
+from specviz.heads.weights3 import save_head3
 from specviz.models.loading import ModelPair
 from specviz.results.setting import BenchSetting
 from specviz.workloads import Request
@@ -57,36 +58,21 @@ PROMPT = "the cat sat on the mat, the cat sat on the"
 
 @pytest.fixture(scope="module")
 def heads_dir(pair: PairFactory, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Random eagle and medusa (3 heads) weights for the tiny llama target."""
+    """Random eagle3 and medusa (3 heads) weights for the tiny llama target."""
     folder = tmp_path_factory.mktemp("heads")
     return save_random_heads(pair("llama")[0], folder, seed=4, head_tokens=torch.arange(2, VOCAB))
 
 
 @pytest.fixture(scope="module")
-def fitted_dir(pair: PairFactory, tokenizer: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Heads that are right some of the time on PROMPT's greedy decode: an EAGLE head whose fc
-    is the least-squares map [embed(x_i); f_(i-1)] → f_i over the first 20 output positions
-    (its layer an identity, as initialised), and Medusa heads at their initial zero blocks
-    (each guesses the last token again)."""
+def fitted_dir(pair: PairFactory, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Heads that are right some of the time on PROMPT's greedy decode: a fresh EAGLE-3 head
+    (it reads the target's output rows off the target's high layer, as initialised), and
+    Medusa heads at their initial zero blocks (each guesses the last token again)."""
     target = pair("llama")[0]
-    prompt = encode(tokenizer, PROMPT)
-    plain = autoregressive_generate(target, tokenizer, prompt, sampling=GREEDY,
-                                    max_new_tokens=40, stop=())  # fmt: skip
-    ids = torch.tensor(prompt + list(plain.tokens))
-    forward = FeatureCache(target)
-    forward.forward(ids)
-    features, embeds = forward.features.rows, target.get_input_embeddings().weight[ids]
-    ones = torch.ones(len(ids) - 1, 1, dtype=features.dtype)
-    inputs = torch.cat([embeds[1:], features[:-1], ones], 1).detach()  # (n - 1, 2D + 1)
-    cut = len(prompt) + 20
-    fit = torch.linalg.lstsq(inputs[:cut], features[1 : cut + 1]).solution  # (2D + 1, D)
-    eagle = EagleHead(EagleShape.of(target.config))
-    with torch.no_grad():
-        eagle.fc.weight.copy_(fit[:-1].T)
-        eagle.fc.bias.copy_(fit[-1])
     folder = tmp_path_factory.mktemp("fitted-heads")
     head_tokens = torch.arange(2, VOCAB)
-    save_head(eagle, "eagle", head_tokens, target, {}, folder)
+    generator = torch.Generator().manual_seed(0)
+    save_head3(fresh_head(target, head_tokens, generator), target, 0, folder)
     save_head(MedusaHeads(int(target.config.hidden_size), 3), "medusa", head_tokens, target, {},
               folder)  # fmt: skip
     return folder
@@ -139,7 +125,7 @@ def test_a_head_run_keeps_the_target_s_greedy_tokens_on_either_forward(
     request = Request(
         id="c-1", category="code", prompt="the cat the", max_new_tokens=10, temperature=0.0
     )
-    for setting in (_setting("eagle"), _setting("medusa-tree")):
+    for setting in (_setting("eagle3"), _setting("medusa-tree")):
         records = [
             run_request(
                 target,
@@ -189,7 +175,7 @@ def test_the_bench_runs_every_head_drafter_without_a_confidence_policy(
         pair,
         tokenizer,
         "--drafters",
-        "eagle-tree",
+        "eagle3-tree",
         "--heads",
         str(heads_dir),
         "--tree-depth",
@@ -202,21 +188,21 @@ def test_the_bench_runs_every_head_drafter_without_a_confidence_policy(
 def test_the_tree_sweep_compares_a_head_tree_with_the_head_s_chain(
     pair: PairFactory, tokenizer: Any, heads_dir: Path, tmp_path: Path
 ) -> None:
-    extra = ["--tree-sweep", "1,3", "--drafters", "eagle-tree", "--heads", str(heads_dir)]
+    extra = ["--tree-sweep", "1,3", "--drafters", "eagle3-tree", "--heads", str(heads_dir)]
     result = _bench(tmp_path, pair, tokenizer, *extra, "--tree-depth", "2", "--tree-width", "2")
     ran = {(r["setting"]["drafter"], r["setting"]["tree_nodes"]) for r in result["records"]}
-    assert ran == {("eagle", None), ("eagle-tree", 3)}
+    assert ran == {("eagle3", None), ("eagle3-tree", 3)}
 
 
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--drafters", "model", "--heads", "."], "it applies to --drafters eagle, medusa"),
+        (["--drafters", "model", "--heads", "."], "it applies to --drafters medusa, eagle3"),
         (["--drafters", "model,medusa", "--heads", "/no/such"], "/no/such: no such folder"),
-        (["--drafters", "eagle-tree"], "the eagle-tree drafter reads the eagle head shipped"),
-        (["--drafters", "tree-model,eagle-tree", "--lean-target"], "tree-model verify their"),
+        (["--drafters", "eagle3-tree"], "the eagle3-tree drafter reads the eagle3 head shipped"),
+        (["--drafters", "tree-model,eagle3-tree", "--lean-target"], "tree-model verify their"),
         (
-            ["--tree-sweep", "--drafters", "eagle-tree", "--heads", "{heads}", "--lean-target"],
+            ["--tree-sweep", "--drafters", "eagle3-tree", "--heads", "{heads}", "--lean-target"],
             "--tree-sweep runs the target on transformers' forward: drop --lean-target",
         ),
     ],
@@ -237,7 +223,7 @@ def test_head_flags_the_bench_cannot_run_are_refused_before_any_model_loads(
 
 
 @pytest.mark.parametrize("policy", ["fixed", "heuristic"])
-@pytest.mark.parametrize("drafter", ["eagle", "medusa", "ngram+eagle"])
+@pytest.mark.parametrize("drafter", ["eagle3", "medusa", "ngram+eagle3"])
 def test_the_replay_makes_the_rounds_of_a_real_greedy_head_decode(
     pair: PairFactory, tokenizer: Any, fitted_dir: Path, drafter: str, policy: str
 ) -> None:
@@ -274,7 +260,7 @@ def test_the_replay_makes_the_rounds_of_a_real_greedy_head_decode(
     fields = ("gamma", "proposed", "accepted", "emitted")
     made = [[getattr(r, f) for f in fields] for r in real.rounds]
     assert [[getattr(r, f) for f in fields] for r in replay(look, gammas(), COSTS).rounds] == made
-    if drafter != "ngram+eagle":  # lookup may copy from the prompt; a head needs features
+    if drafter != "ngram+eagle3":  # lookup may copy from the prompt; a head needs features
         assert made[0][1] == 0
 
 
@@ -283,7 +269,7 @@ def test_a_head_is_timed_on_its_own_forward_and_needs_its_target(
 ) -> None:
     target = pair("llama")[0]
     drafter = build_drafter(
-        "eagle",
+        "eagle3",
         target=target,
         sampling=GREEDY,
         options=DrafterOptions(heads=str(heads_dir), make_cache=KVCache),
@@ -327,7 +313,7 @@ def test_a_head_tree_takes_no_target_forward_of_the_callers(
 ) -> None:
     target = pair("llama")[0]
     options = DrafterOptions(heads=str(heads_dir), tree_depth=3)
-    drafter = build_drafter("eagle-tree", target=target, sampling=GREEDY, options=options)
+    drafter = build_drafter("eagle3-tree", target=target, sampling=GREEDY, options=options)
     speculation = SpeculationConfig(gamma=3, max_new_tokens=4)
     with pytest.raises(ValueError, match="verifies through its own forward of the target"):
         speculative_generate(target, drafter, tokenizer, "ab", sampling=GREEDY,
@@ -351,10 +337,10 @@ def test_the_replay_command_tables_the_heads(
     work = tmp_path / "w.jsonl"
     row = {"id": "c-1", "category": "code", "prompt": PROMPT, "max_new_tokens": 40}
     work.write_text(json.dumps(row | {"temperature": 0.0}))
-    argv = ["--workloads", str(work), "--drafters", "eagle,medusa,ngram+eagle"]
+    argv = ["--workloads", str(work), "--drafters", "eagle3,medusa,ngram+eagle3"]
     assert main(["bench", "replay", *argv, "--gammas", "1,2", "--heads", str(fitted_dir)]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {work}")]
-    for name in ("eagle", "medusa", "ngram+eagle"):
+    for name in ("eagle3", "medusa", "ngram+eagle3"):
         assert (
             sum(f"| {work}, {name}, T = 0" in row for row in rows) == 5
         )  # 2 γ, 2 policies, oracle

@@ -7,9 +7,8 @@ from typing import Any
 
 import torch
 
-from specviz.heads.cache import EagleCache, HeadCache, MedusaCache
-from specviz.heads.eagle import EagleHead, EagleShape
-from specviz.heads.eagle3 import Eagle3Head
+from specviz.heads.cache import HeadCache, MedusaCache
+from specviz.heads.eagle3 import Eagle3Head, EagleShape
 from specviz.heads.lean3 import LeanEagle3Cache
 from specviz.heads.medusa import MedusaHeads
 from specviz.heads.weights import KINDS, save_head
@@ -25,10 +24,8 @@ def random_module(kind: str, target: Any, seed: int, head_tokens: torch.Tensor) 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         shape = EagleShape.of(target.config)
-        if kind == "eagle":
-            module: torch.nn.Module = EagleHead(shape)
-        elif kind == "eagle3":
-            module = Eagle3Head(shape, head_tokens)
+        if kind == "eagle3":
+            module: torch.nn.Module = Eagle3Head(shape, head_tokens)
         else:
             module = MedusaHeads(int(target.config.hidden_size), 3)
         with torch.no_grad():
@@ -43,8 +40,6 @@ def random_module(kind: str, target: Any, seed: int, head_tokens: torch.Tensor) 
 def random_head(kind: str, target: Any, seed: int, head_tokens: torch.Tensor) -> HeadCache:
     """A random head of `kind` (random_module) as the cached forward its drafters use."""
     module = random_module(kind, target, seed, head_tokens)
-    if isinstance(module, EagleHead):
-        return EagleCache(target, module, head_tokens)
     if isinstance(module, Eagle3Head):
         return LeanEagle3Cache(target, module)
     assert isinstance(module, MedusaHeads)

@@ -32,7 +32,7 @@ def _plain(target: Any, n: int) -> list[int]:
     return [e.token for e in events if isinstance(e, Sampled)]
 
 
-@pytest.mark.parametrize("kind", ["eagle", "eagle3", "medusa"])
+@pytest.mark.parametrize("kind", ["eagle3", "medusa"])
 @pytest.mark.parametrize("forward", ["transformers", "lean"])
 @pytest.mark.parametrize("tree", [None, "topk", "sampled"])
 def test_greedy_heads_match_plain_greedy(
@@ -66,7 +66,11 @@ def test_lookup_then_head_matches_plain_greedy(target: Any) -> None:
     from specviz.heads.drafters import LookupThenHead
 
     sampling = SamplingConfig(temperature=0.0)
-    head = HeadDrafter(random_head("eagle", target, seed=11, head_tokens=HEAD_TOKENS), sampling)
+    head = HeadDrafter(
+        random_head("eagle3", target, seed=11, head_tokens=HEAD_TOKENS),
+        sampling,
+        make_target_cache=target_forward("eagle3", lean=True),
+    )
     drafter = LookupThenHead(head, NgramDrafter(VOCAB, min_ngram=2), model_gamma=None)
     decoder = SpeculativeDecoder(
         target, drafter, PROMPT, sampling=sampling,

@@ -12,8 +12,9 @@ from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import SpeculativeDecoder, autoregressive_events
 from specviz.core.events import Accepted, Sampled
 from specviz.drafters.tree_model import TreeShape
+from specviz.heads.cache import Eagle3Cache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
-from specviz.heads.eagle3 import Eagle3Cache, Eagle3Head, fresh_head
+from specviz.heads.eagle3 import Eagle3Head, fresh_head
 from specviz.heads.tap import FusedFeatureCache
 from specviz.train.heads_eval import FeatureRows
 from specviz.train.unroll import unrolled

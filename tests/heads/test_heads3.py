@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from specviz.heads.eagle import EagleShape
+from specviz.heads.eagle3 import EagleShape
 from specviz.train.accept import alpha, draft_index, position_loss, soft_labels
 from specviz.train.heads3 import Heads3Config, Heads3Trainer, curve_row, run_heads3
 from specviz.train.regen import RegenConfig, _write_ids, rescorer, score_batch
@@ -277,8 +277,6 @@ def test_export_ships_a_checkpoints_head_with_its_summary(
     assert load_head3(model, out / "eagle3.safetensors").vocab.tolist() == [3]
     with pytest.raises(ValueError, match="give at most the 2 tokens it trained on"):
         heads3_export.run_heads3_export(run, ids, threads=1, out=out, vocab=3)
-    with pytest.raises(SystemExit, match="apply to heads-export eagle3"):
-        main(["heads-export", "eagle", "--from-checkpoint", str(run)])
     with pytest.raises(SystemExit, match="apply to heads-export eagle3"):
         main(["heads-export", "medusa", "--vocab", "8"])
     with pytest.raises(SystemExit, match="--vocab must be >= 1"):

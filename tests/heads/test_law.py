@@ -1,4 +1,4 @@
-"""Each drafted token's q is the law it was drawn from: EAGLE and Medusa, chains and sampled trees.
+"""Each drafted token's q is the law it was drawn from: EAGLE-3, Medusa, chains, sampled trees.
 
 Setup: a tiny Llama target (float64), random heads scoring a subset S of the vocabulary (q must
 be exactly 0 off S), one fixed context. The drafter is driven as a decoder drives it: its
@@ -28,22 +28,27 @@ from torch import Tensor
 
 from specviz.core.config import SamplingConfig
 from specviz.drafters.tree_model import TreeShape
+from specviz.heads.build import target_forward
+from specviz.heads.cache import HeadCache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
+from specviz.heads.eagle3 import Eagle3Head
+from specviz.heads.lean3 import LeanEagle3Cache
 from specviz.stats.laws import Law
 from specviz.stats.testing import chi2_power, goodness_of_fit, pool
 from tests.conftest import VOCAB, tiny_model
-from tests.heads.helpers import random_head
+from tests.heads.helpers import random_head, random_module
 
 ALPHA = 0.01
 SHIFT = 0.05  # TV of the negative control's perturbation
-N_CHAIN, N_TREE = 5000, 1500  # proposals per case (a tree draws SHAPE.width children a node)
+N_CHAIN, N_TREE = 9000, 1500  # proposals per case (a tree draws SHAPE.width children a node)
 PROMPT = [5, 6, 7, 8, 5, 6]
 NEXT = 9  # the token the target's first pass committed
 HEAD_TOKENS = torch.arange(1, 17)  # S: q = 0 on token 0 and on 17..32
 SAMPLING = SamplingConfig(temperature=0.8, top_p=0.97)  # a warped q
 GAMMA = 2
 SHAPE = TreeShape(nodes=9, depth=2, width=3)
-CASES = [("eagle", False), ("medusa", False), ("eagle", True), ("medusa", True)]
+LM_SCALE = 1.5
+CASES = [("eagle3", False), ("medusa", False), ("eagle3", True), ("medusa", True)]
 
 
 @pytest.fixture(scope="module")
@@ -51,13 +56,29 @@ def target() -> Any:
     return tiny_model("llama", seed=5, scale=3.0)
 
 
+def _head(kind: str, target: Any) -> HeadCache:
+    """A random head of kind. EAGLE-3's output matrix is scaled by LM_SCALE, so that its q is
+    about as peaked as the target's (scale 3): the second token's law given the likeliest first
+    then gets enough draws for the control's power."""
+    if kind != "eagle3":
+        return random_head(kind, target, seed=11, head_tokens=HEAD_TOKENS)
+    module = random_module(kind, target, seed=11, head_tokens=HEAD_TOKENS)
+    assert isinstance(module, Eagle3Head)
+    with torch.no_grad():
+        module.lm.mul_(LM_SCALE)
+    return LeanEagle3Cache(target, module)
+
+
 def _ready(kind: str, tree: bool, target: Any) -> tuple[Any, list[int]]:
     """A head drafter whose target cache has scored the prompt, and the committed ids."""
-    cache = random_head(kind, target, seed=11, head_tokens=HEAD_TOKENS)
+    cache = _head(kind, target)
+    forward = target_forward(kind, lean=True)
     if tree:
-        drafter: Any = HeadTreeDrafter(cache, SAMPLING, shape=SHAPE, sampled=True)
+        drafter: Any = HeadTreeDrafter(
+            cache, SAMPLING, shape=SHAPE, sampled=True, make_target_cache=forward
+        )
     else:
-        drafter = HeadDrafter(cache, SAMPLING)
+        drafter = HeadDrafter(cache, SAMPLING, make_target_cache=forward)
     drafter.target_cache(target).forward(torch.tensor(PROMPT))  # the decoder's first pass
     return drafter, [*PROMPT, NEXT]
 
@@ -141,7 +162,7 @@ def test_q_rows_are_laws_on_the_head_tokens(target: Any, kind: str, tree: bool) 
         assert set(proposal.tokens.tolist()) <= set(HEAD_TOKENS.tolist())
 
 
-@pytest.mark.parametrize("kind", ["eagle", "medusa"])
+@pytest.mark.parametrize("kind", ["eagle3", "medusa"])
 def test_chain_tokens_follow_their_q(target: Any, kind: str) -> None:
     """First token ~ q_draft[0]; second ~ q_draft[1] given the first (EAGLE feeds the first
     token back; Medusa's second guess ignores it, so its row is one law for every first)."""
@@ -149,7 +170,7 @@ def test_chain_tokens_follow_their_q(target: Any, kind: str) -> None:
     drafts = _proposals(drafter, ids, tree=False, n=N_CHAIN)
     firsts = [int(d.tokens[0]) for d in drafts]
     _check_law(firsts, [d.q_draft[0] for d in drafts], f"{kind}: first token")
-    if kind == "eagle":
+    if kind == "eagle3":
         common = Counter(firsts).most_common(1)[0][0]
         drafts = [d for d in drafts if int(d.tokens[0]) == common]
     _check_law(
@@ -157,7 +178,7 @@ def test_chain_tokens_follow_their_q(target: Any, kind: str) -> None:
     )
 
 
-@pytest.mark.parametrize("kind", ["eagle", "medusa"])
+@pytest.mark.parametrize("kind", ["eagle3", "medusa"])
 def test_sampled_tree_children_follow_their_parents_q(target: Any, kind: str) -> None:
     """The root's children ~ q_draft[0] (width i.i.d. draws a tree); a depth-1 node's children
     ~ its row (EAGLE: given the node's token; Medusa: one law at depth 2 for every parent)."""
@@ -171,7 +192,7 @@ def test_sampled_tree_children_follow_their_parents_q(target: Any, kind: str) ->
         f"{kind} tree: root children",
     )
     kids = [(tree, i) for tree in trees for i, p in enumerate(tree.parents) if p >= 0]
-    if kind == "eagle":
+    if kind == "eagle3":
         parent = [int(tree.tokens[tree.parents[i]]) for tree, i in kids]
         common = Counter(parent).most_common(1)[0][0]
         kids = [kid for kid, token in zip(kids, parent, strict=True) if token == common]

@@ -17,8 +17,9 @@ from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.drafters.registry import DrafterOptions, build_drafter, drafters_where
 from specviz.drafters.tree_model import TreeShape
+from specviz.heads.cache import Eagle3Cache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
-from specviz.heads.eagle3 import Eagle3Cache, Eagle3Head
+from specviz.heads.eagle3 import Eagle3Head
 from specviz.heads.lean3 import LeanEagle3Cache
 from specviz.heads.tap import FusedFeatureCache, FusedFeatureLean
 from specviz.heads.weights3 import save_head3

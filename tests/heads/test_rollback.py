@@ -6,7 +6,7 @@ each round (each RoundSummary event) the test checks
 
 (a) the target's cache holds len(ids) - 1 positions, whose features equal a fresh pass over the
     committed ids and whose next logits (feeding the last token) equal the fresh pass's;
-(b) EAGLE and EAGLE-3: the head's cache holds real entries only (fed with the target's
+(b) EAGLE-3: the head's cache holds real entries only (fed with the target's
     features), as many as the committed tokens before the round, with keys, values and outputs
     equal to those of a fresh cache of the head fed that prefix with real features;
 (c) Medusa: the committed count is the committed tokens before the round, and nothing past it.
@@ -27,10 +27,10 @@ from specviz.core.decoding import SpeculativeDecoder
 from specviz.core.events import Bonus, RoundSummary
 from specviz.drafters.tree_model import TreeShape
 from specviz.heads.build import target_forward
-from specviz.heads.cache import EagleCache, MedusaCache
+from specviz.heads.cache import MedusaCache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
 from specviz.heads.lean3 import LeanEagle3Cache
-from specviz.heads.tap import FeatureCache, FusedFeatureCache
+from specviz.heads.tap import FusedFeatureCache
 from specviz.train.regen import fused_layers
 from specviz.tree.decoding import TreeDecoder
 from tests.conftest import tiny_model
@@ -46,10 +46,7 @@ HEAD_SEED = 2  # random heads whose top-k trees reach depth 3 within these seeds
 NEW_TOKENS = 40
 TOL = 1e-9
 CASES = [  # (kind, tree: None for a chain, else sampled?)
-    ("eagle", None),
     ("medusa", None),
-    ("eagle", False),
-    ("eagle", True),
     ("medusa", False),
     ("eagle3", None),
     ("eagle3", False),
@@ -103,32 +100,21 @@ def _check_target_cache(decoder: Any, target: Any) -> None:
 @torch.no_grad()
 def _check_head(decoder: Any, target: Any, before: int, drafted: bool) -> None:
     """(b) and (c): the head's cache holds the `before` tokens committed before the round (its
-    entries fed with real features), and for EAGLE the entries of a fresh pass over them."""
+    entries fed with real features), and for EAGLE-3 the entries of a fresh pass over them."""
     head, n = decoder.drafter.head, len(decoder.ids) - 1
     held = before if drafted else len(head)  # a round that drafted nothing fed nothing
     if isinstance(head, MedusaCache):
         assert head.committed == len(head) == held <= n
         return
-    if isinstance(head, LeanEagle3Cache):
-        assert head.real == len(head) == held <= n
-        assert head.positions == list(range(held))
-        fresh3 = LeanEagle3Cache(target, head.head)
-        fresh3.attach(target, FusedFeatureCache).forward(torch.tensor(decoder.ids[:-1]))
-        if held:
-            fresh3.forward(torch.tensor(decoder.ids[:held]))
-        for got, want in ((head.keys, fresh3.keys), (head.values, fresh3.values)):
-            torch.testing.assert_close(got[:, :held], want[:, :held], rtol=TOL, atol=TOL)
-        torch.testing.assert_close(head.outputs, fresh3.outputs, rtol=TOL, atol=TOL)
-        return
-    assert isinstance(head, EagleCache)
+    assert isinstance(head, LeanEagle3Cache)
     assert head.real == len(head) == held <= n
     assert head.positions == list(range(held))
-    fresh = EagleCache(target, head.head, head.head_tokens)
-    fresh.attach(target, FeatureCache).forward(torch.tensor(decoder.ids[:-1]))
+    fresh = LeanEagle3Cache(target, head.head)
+    fresh.attach(target, FusedFeatureCache).forward(torch.tensor(decoder.ids[:-1]))
     if held:
         fresh.forward(torch.tensor(decoder.ids[:held]))
-    torch.testing.assert_close(head.keys, fresh.keys, rtol=TOL, atol=TOL)
-    torch.testing.assert_close(head.values, fresh.values, rtol=TOL, atol=TOL)
+    for got, want in ((head.keys, fresh.keys), (head.values, fresh.values)):
+        torch.testing.assert_close(got[:, :held], want[:, :held], rtol=TOL, atol=TOL)
     torch.testing.assert_close(head.outputs, fresh.outputs, rtol=TOL, atol=TOL)
 
 

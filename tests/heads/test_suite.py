@@ -2,8 +2,8 @@
 
 A tiny Llama target (float64) over V = 8 tokens, so the exact law of the first K = 3 tokens
 (8^3 cells) is enumerated, and random heads drafting only among tokens 1..7 (q = 0 on token 0).
-EAGLE, EAGLE-3 and Medusa, as chains and as trees (EAGLE and EAGLE-3 top-k and sampled, Medusa
-top-k), verifying through specviz.fast.lean's target forward, and two head trees through
+EAGLE-3 and Medusa, as chains and as trees (EAGLE-3 top-k and sampled, Medusa top-k),
+verifying through specviz.fast.lean's target forward, and two head trees through
 transformers' forward too (the same tree, a different forward of the target). A head drafts
 nothing in the first round (no features yet), so each setting writes gamma + 2 tokens: its
 second round drafts the whole gamma (or depth), and the K tokens under test are the first
@@ -34,7 +34,7 @@ from specviz.core.decoding import SpeculativeDecoder
 from specviz.core.events import RoundSummary
 from specviz.drafters.tree_model import TreeShape
 from specviz.heads.build import target_forward
-from specviz.heads.cache import EagleCache, MedusaCache
+from specviz.heads.cache import MedusaCache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
 from specviz.heads.lean3 import LeanEagle3Cache
 from specviz.stats.laws import EXACT_VARIANT, Law, Variant, exact_law
@@ -56,13 +56,13 @@ DEPTH = 2
 SHAPE = TreeShape(nodes=6, depth=DEPTH, width=2)
 T1 = SamplingConfig(temperature=1.0)
 WARPED = SamplingConfig(temperature=0.8, top_k=4)
-KINDS = ("eagle", "eagle3", "medusa")
+KINDS = ("eagle3", "medusa")
 # the head drafters, verifying through specviz.fast.lean's target forward; TRANSFORMERS marks
 # the same drafter verifying through transformers' forward (a KVCache recording the features)
 TRANSFORMERS = " on transformers"
 DRAFTERS = (
-    "eagle", "medusa", "eagle-tree", "eagle-tree-sampled", "medusa-tree", "eagle3",
-    "eagle3-tree", "eagle3-tree-sampled", "eagle-tree" + TRANSFORMERS, "eagle3-tree" + TRANSFORMERS,
+    "medusa", "medusa-tree", "eagle3", "eagle3-tree", "eagle3-tree-sampled",
+    "medusa-tree" + TRANSFORMERS, "eagle3-tree" + TRANSFORMERS,
 )  # fmt: skip
 
 
@@ -89,27 +89,25 @@ SETTINGS = {
 }
 # (drafter, setting) where the real sampler must pass
 EXACT_RUNS = [
-    ("eagle", "gamma=2 T=1"),
     ("medusa", "gamma=2 T=0.8 top_k=4"),
-    ("eagle-tree", "tree T=1"),
-    ("eagle-tree-sampled", "tree T=0.8 top_k=4"),
     ("medusa-tree", "tree T=1"),
+    ("eagle3", "gamma=2 T=1"),
     ("eagle3", "gamma=2 T=0.8 top_k=4"),
     ("eagle3-tree", "tree T=1"),
     ("eagle3-tree-sampled", "tree T=0.8 top_k=4"),
-    ("eagle-tree" + TRANSFORMERS, "tree T=1"),
+    ("medusa-tree" + TRANSFORMERS, "tree T=1"),
     ("eagle3-tree" + TRANSFORMERS, "tree T=0.8 top_k=4"),
 ]
 # each applicable mutant: the drafter, the setting where it shows, and the samples it takes
 CAUGHT_IN = {
     "residual_is_p": ("medusa", "gamma=2 T=1", 200),
     "bonus_from_q": ("medusa", "gamma=1 T=1", 150),
-    "target_unwarped": ("eagle", "gamma=2 T=0.8 top_k=4", 150),
-    "accept_all": ("eagle", "gamma=2 T=1", 150),
-    "tree_typical": ("eagle-tree", "tree T=1", 150),
-    "tree_residual_not_updated": ("eagle-tree-sampled", "tree T=1", 150),
+    "target_unwarped": ("eagle3", "gamma=2 T=0.8 top_k=4", 150),
+    "accept_all": ("eagle3", "gamma=2 T=1", 150),
+    "tree_typical": ("eagle3-tree", "tree T=1", 150),
+    "tree_residual_not_updated": ("eagle3-tree-sampled", "tree T=1", 300),
     "tree_same_uniform": ("medusa-tree", "tree T=1", 200),
-    "tree_rejected_keys_kept": ("eagle-tree-sampled", "tree T=1 k=4", 200),
+    "tree_rejected_keys_kept": ("eagle3-tree-sampled", "tree T=1 k=4", 200),
 }
 SLOW = "same_uniform"  # caught at n = 2000 only (test_same_uniform_is_rejected_in_a_large_run)
 
@@ -129,8 +127,6 @@ def _makers(target: Any) -> dict[str, Callable[[SamplingConfig], Any]]:
 
     def fresh(kind: str) -> Any:
         head = heads[kind]
-        if isinstance(head, EagleCache):
-            return EagleCache(target, head.head, HEAD_TOKENS)
         if isinstance(head, LeanEagle3Cache):
             return LeanEagle3Cache(target, head.head)
         assert isinstance(head, MedusaCache)

@@ -23,7 +23,7 @@ def folders(pair: PairFactory, tokenizer: Any, tmp_path_factory: Any) -> tuple[P
 
 @pytest.fixture(scope="module")
 def heads(pair: PairFactory, tmp_path_factory: Any) -> Path:
-    """Random eagle and medusa heads (3 Medusa heads) for the saved target."""
+    """Random eagle3 and medusa heads (3 Medusa heads) for the saved target."""
     folder = tmp_path_factory.mktemp("verify-heads")
     return save_random_heads(pair("llama")[0], folder, seed=3, head_tokens=torch.arange(1, VOCAB))
 
@@ -59,7 +59,7 @@ def test_verify_rejects_a_mutant_with_a_drafting_head(
 ) -> None:
     """Negative control for the heads: every draft accepted is rejected."""
     argv = [*_models(folders), "--prompt", "ab", "--settings", "quick", "--n", "50"]
-    argv += ["--drafter", "eagle", "--heads", str(heads), "--mutant", "accept_all"]
+    argv += ["--drafter", "eagle3", "--heads", str(heads), "--mutant", "accept_all"]
     assert main(argv) == 1
     assert "REJECT" in capsys.readouterr().out
 
@@ -76,7 +76,7 @@ def test_the_toy_pair_refuses_drafters_it_cannot_run(capsys: Any) -> None:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--drafter", "eagle", "--mutant", "unprocessed_q"], "which --drafter eagle does not"),
+        (["--drafter", "eagle3", "--mutant", "unprocessed_q"], "which --drafter eagle3 does not"),
         (["--drafter", "medusa", "--mutant", "cache_one_too_few"], "--drafter medusa does not"),
         (["--drafter", "model"], "--heads gives the weights of the drafting-head drafters"),
         (["--drafter", "medusa-tree", "--tree-depth", "4"], "pass --tree-depth 3 or less"),
@@ -94,7 +94,7 @@ def test_verify_says_where_head_weights_are_missing(
     folders: tuple[Path, Path], tmp_path: Path, capsys: Any
 ) -> None:
     argv = [*_models(folders), "--prompt", "ab", "--settings", "quick", "--n", "20"]
-    assert main([*argv, "--drafter", "eagle", "--heads", str(tmp_path)]) == 2
-    assert f"no head weights at {tmp_path / 'eagle.safetensors'}" in capsys.readouterr().err
-    assert main([*argv, "--drafter", "eagle", "--heads", str(tmp_path / "none")]) == 2
+    assert main([*argv, "--drafter", "medusa", "--heads", str(tmp_path)]) == 2
+    assert f"no head weights at {tmp_path / 'medusa.safetensors'}" in capsys.readouterr().err
+    assert main([*argv, "--drafter", "medusa", "--heads", str(tmp_path / "none")]) == 2
     assert "no such folder" in capsys.readouterr().err

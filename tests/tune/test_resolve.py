@@ -93,7 +93,7 @@ def test_a_corrupt_profile_is_ignored_with_a_message(tmp_path: Path) -> None:
         (None, True),  # plain decoding
         ("model", True),
         ("ngram+model-trimmed", True),
-        ("eagle-tree", True),  # a head's tree verifies through its own lean-capable forward
+        ("eagle3-tree", True),  # a head's tree verifies through its own lean-capable forward
         ("tree-model", False),  # transformers' 4D mask
         ("early-exit-shared", False),  # its own forward of the target
     ],

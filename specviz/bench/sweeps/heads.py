@@ -1,4 +1,4 @@
-"""`specviz bench heads`: the drafting heads (eagle, medusa and their trees, trained on the
+"""`specviz bench heads`: the drafting heads (eagle3, medusa and their trees, trained on the
 target's own features) against the other drafters, and what a drafter would keep along one
 target decode: the input of a replay (specviz.bench.sweeps.replay).
 
@@ -21,7 +21,7 @@ drafting, in law, and the same draws serve every policy (common random numbers).
 verdicts are certain: the draft's greedy token equals the target's or it does not.
 
 A drafting head's q depends on more than the tokens before it: the first token of a round
-reads the target's real feature, and each later one the head's own guess at it (EAGLE) or the
+reads the target's real feature, and each later one the head's own hidden state (EAGLE-3) or the
 same last real feature through a head further ahead (Medusa). So a round starting at output
 position i is drafted as the real loop drafts it, with the target's features of every
 committed token but the last and the head fed the target's own tokens after that: q_j^(i)(y)
@@ -352,7 +352,7 @@ def heads_table(load: Loader) -> list[str]:
     return markdown_table(header, body)
 
 
-HEADS_DRAFTERS = "model,ngram+model-trimmed,eagle,ngram+eagle,eagle-tree,medusa"
+HEADS_DRAFTERS = "model,ngram+model-trimmed,eagle3,ngram+eagle3,eagle3-tree,medusa"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,13 +10,13 @@ What it leaves out: the loop's own overhead and the machine's timing noise and d
 the point; the confidence threshold, which decides while drafting on tokens that may leave the
 target's path; and stop tokens (a draft model that would stop after proposing one is replayed
 as drafting on). A draft model, n-gram lookup and their hybrid are read off one step per
-position of the path; a drafting head (eagle, medusa) off rounds drafted at each start
+position of the path; a drafting head (eagle3, medusa) off rounds drafted at each start
 position, its target passes timed on the forward it verifies through (transformers', or
 specviz.fast.lean's with --lean-target, its plain steps priced on the same).
 
     specviz bench replay --workloads code,json --drafters model,model-trimmed
     specviz bench replay --workloads code,prose --temperature 1 --samples 2 --draws 4
-    specviz bench replay --workloads code --drafters eagle,medusa --heads DIR
+    specviz bench replay --workloads code --drafters eagle3,medusa --heads DIR
 
 Its section, printed: per workload and drafter, each fixed γ's and each policy's mean speedup
 (min–max) and its ratio to the best fixed γ's mean, and the oracle (the best γ per run).
@@ -207,7 +207,7 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--heads", metavar="DIR",
-        help="eagle, medusa: the folder of their weights, trained for the bundled target "
+        help="eagle3, medusa: the folder of their weights, trained for the bundled target "
         "(default: the shipped ones)",
     )  # fmt: skip
 
