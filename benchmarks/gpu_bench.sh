@@ -89,7 +89,7 @@ part() {  # part NAME SECONDS_IT_NEEDS_AT_LEAST ARGS...: run one bench, within B
 if [[ -n "${FULL:-}" ]]; then
   for dtype in bfloat16 float32; do
     part "full-$dtype" 0 --dtype "$dtype" --workloads code,json,repeat,prose --limit 10 \
-        --gammas 1,2,3,4,6,8 --drafters model,model-trimmed,ngram --reps 3 \
+        --gammas 1,2,3,4,6,8 --drafters model,model:trimmed,ngram --reps 3 \
         --step-batch-sizes 1,2,4,8,16,32,64,128
   done
 else
@@ -97,10 +97,10 @@ else
   #    and plain decode step time against batch size up to 128 (where does it stop being
   #    bandwidth-bound?)
   part code 120 --dtype bfloat16 --workloads code --limit 4 --temperatures 0 \
-      --drafters model-trimmed --gammas 1,2,3,4,6,8 --reps 2 --step-batch-sizes 1,2,4,8,16,32,64,128
+      --drafters model:trimmed --gammas 1,2,3,4,6,8 --reps 2 --step-batch-sizes 1,2,4,8,16,32,64,128
   # 2. code at T = 1, the gammas around the optimum
   part code-t1 90 --dtype bfloat16 --workloads code --limit 4 --temperatures 1 \
-      --drafters model-trimmed --gammas 2,3,4 --reps 2 --step-batch-sizes 1
+      --drafters model:trimmed --gammas 2,3,4 --reps 2 --step-batch-sizes 1
   # 3. repeat/edit: n-gram lookup against transformers' prompt_lookup_num_tokens
   part repeat 60 --dtype bfloat16 --workloads repeat --limit 4 --temperatures 0 --drafters ngram \
       --gammas 4,8 --reps 2 --step-batch-sizes 1
@@ -109,7 +109,7 @@ else
       --drafters model --gammas 3 --reps 2 --step-batch-sizes 1
   # 5. float32 against bfloat16 at the same gamma
   part code-fp32 45 --dtype float32 --workloads code --limit 4 --temperatures 0 \
-      --drafters model-trimmed --gammas 3 --reps 2 --step-batch-sizes 1,8,64
+      --drafters model:trimmed --gammas 3 --reps 2 --step-batch-sizes 1,8,64
   # 6. tree speculation, the node-budget sweep at depth 4, width 4: the draft model's chain at
   #    gamma = 4 (N = 1, as many draft calls a round) against trees of up to 4, 8, 16 and 32
   #    nodes (the draft's top-k children), paired with plain decoding and transformers' assisted
@@ -117,17 +117,17 @@ else
   #    is where a GPU differs most from a CPU
   TREE=(--tree-sweep 1,4,8,16,32 --tree-depth 4 --tree-width 4 --reps 2 --step-batch-sizes 1)
   part tree-sweep 90 --dtype bfloat16 --workloads code --limit 6 --temperatures 0 \
-      --drafters tree-model "${TREE[@]}"
+      --drafters tree(model) "${TREE[@]}"
   # 7. the same at T = 1, with children sampled from the draft too (SpecInfer style)
   part tree-sweep-t1 90 --dtype bfloat16 --workloads code --limit 4 --temperatures 1 \
-      --drafters tree-model,tree-sampled "${TREE[@]}"
+      --drafters tree(model),tree(model):sampled "${TREE[@]}"
   # 8. the batch sweep: 64 code requests (the 24 prompts, cycled) decoded in groups of B = 1..64
   #    rows, plainly and with the trimmed draft at gamma = 1..4, on the same requests and seeds,
   #    through transformers' forward (specviz.batch): where speculation stops paying as more
   #    requests share a pass, beside the speedup predicted from the batched passes timed at each
   #    B (on a GPU the passes stay weight-bound far longer than on a CPU). About 10 minutes.
   part batch-sweep 420 --dtype bfloat16 --workloads code --temperatures 0 \
-      --drafters model-trimmed --gammas 1,2,3,4 --batch-sizes 1,2,4,8,16,32,64 \
+      --drafters model:trimmed --gammas 1,2,3,4 --batch-sizes 1,2,4,8,16,32,64 \
       --batch-requests 64 --batch-new-tokens 48 --reps 1 --step-batch-sizes 1 "${BATCH_SMALL[@]}"
   # 9. the levers: the target in fp32, bf16 and int8 (torchao, which has CUDA kernels for both
   #    int8 modes), the draft alone, and speculation with each target and with an int8 draft,

@@ -40,13 +40,9 @@ if TYPE_CHECKING:
         TreeProposed,
         TreeVerified,
     )
-    from specviz.drafters.registry import (
-        BATCH_DRAFTERS,
-        DEFAULT_CONFIG,
-        DRAFTER_NAMES,
-        DrafterOptions,
-        build_drafter,
-    )
+    from specviz.drafters.names import BATCH_DRAFTERS, DEFAULT_CONFIG, DRAFTER_NAMES
+    from specviz.drafters.options import DrafterOptions
+    from specviz.drafters.registry import build_drafter
     from specviz.drafters.suffix.memory import SuffixMemory
     from specviz.fast.prefix import PrefixCache
     from specviz.jsonl import read_jsonl, write_jsonl

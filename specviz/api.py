@@ -34,7 +34,8 @@ from specviz.tree.verify import EXACT_TREE, TreeRule
 
 @dataclass(frozen=True, kw_only=True)
 class GenerationResult:
-    """Everything one decode produced: new tokens, their text, every event, and totals."""
+    """Everything one decode produced: new tokens (a stop token that ended it among them), their
+    text (without that stop token), every event, and totals."""
 
     prompt_ids: tuple[int, ...]
     tokens: tuple[int, ...]
@@ -87,10 +88,11 @@ def collect(events: Iterable[Event], prompt_ids: list[int], tokenizer: Any) -> G
     log = tuple(events)
     tokens = tuple(e.token for e in log if isinstance(e, EMITTING))
     finished = next(e for e in log if isinstance(e, Finished))
+    written = tokens[:-1] if finished.reason == "eos" else tokens  # a stop token is no text
     return GenerationResult(
         prompt_ids=tuple(prompt_ids),
         tokens=tokens,
-        text=tokenizer.decode(list(tokens)) if tokenizer is not None else "",
+        text=tokenizer.decode(list(written)) if tokenizer is not None else "",
         events=log,
         finish_reason=finished.reason,
         seconds=finished.seconds,

@@ -14,11 +14,12 @@ import pytest
 import torch
 
 from specviz.api import autoregressive_generate
-from specviz.cli import build_parser, drafter_options, main
+from specviz.cli import build_parser, main
+from specviz.cli.defaults import drafter_options
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig
 from specviz.core.events import Accepted, Prefill
-from specviz.heads import weights
+from specviz.heads import lookup
 from specviz.jsonl import read_jsonl
 from specviz.runtime import DEFAULT_THREADS, set_threads
 from specviz.tune.profile import Choice
@@ -167,15 +168,15 @@ def test_verify_rejects_bad_arguments(capsys) -> None:
     "extra",
     [
         ["--drafter", "ngram", "--ngram-max", "2"],
-        ["--drafter", "model-trimmed"],
-        ["--drafter", "ngram+model-trimmed", "--gamma", "3"],
+        ["--drafter", "model:trimmed"],
+        ["--drafter", "ngram+model:trimmed", "--gamma", "3"],
         ["--gamma-policy", "heuristic", "--confidence", "0.3"],
         ["--lean-target"],
         ["--lean-target", "--plain"],
         ["--drafter", "ngram+model", "--gamma", "6", "--model-gamma", "2"],
-        ["--drafter", "tree-model", "--tree-nodes", "8", "--tree-depth", "3"],
-        ["--drafter", "tree-sampled", "--tree-width", "2"],
-        ["--drafter", "tree-ngram", "--tree-depth", "2"],
+        ["--drafter", "tree(model)", "--tree-nodes", "8", "--tree-depth", "3"],
+        ["--drafter", "tree(model):sampled", "--tree-width", "2"],
+        ["--drafter", "tree(ngram)", "--tree-depth", "2"],
     ],
 )
 def test_generate_with_other_drafters_and_policies(folders, pair, tokenizer, capsys, extra) -> None:
@@ -196,7 +197,7 @@ def test_generate_with_other_drafters_and_policies(folders, pair, tokenizer, cap
 
 def test_the_typical_tree_rule_is_labelled_lossy(folders, capsys) -> None:
     argv = ["generate", "--target", str(folders[0]), "--draft", str(folders[1]), "--prompt", "ab"]
-    argv += ["--drafter", "tree-model", "--max-new-tokens", "8", "--dtype", "float64"]
+    argv += ["--drafter", "tree(model)", "--max-new-tokens", "8", "--dtype", "float64"]
     assert main([*argv, "--tree-rule", "typical"]) == 0
     assert "LOSSY: typical acceptance" in capsys.readouterr().out
     assert main([*argv, "--tree-rule", "typical", "--json"]) == 0
@@ -209,9 +210,9 @@ def test_the_typical_tree_rule_is_labelled_lossy(folders, capsys) -> None:
     ("extra", "message"),
     [
         (["--tree-rule", "typical"], "--tree-rule applies to tree drafters"),
-        (["--drafter", "tree-model", "--gamma-policy", "heuristic"], "not --gamma-policy"),
-        (["--drafter", "tree-ngram", "--lean-target"], "drop --lean-target"),
-        (["--drafter", "tree-model", "--tree-nodes", "0"], "tree_nodes must be an integer >= 1"),
+        (["--drafter", "tree(model)", "--gamma-policy", "heuristic"], "not --gamma-policy"),
+        (["--drafter", "tree(ngram)", "--lean-target"], "drop --lean-target"),
+        (["--drafter", "tree(model)", "--tree-nodes", "0"], "tree_nodes must be an integer >= 1"),
     ],
 )
 def test_tree_flags_that_do_not_fit_exit_2(folders, capsys, extra, message) -> None:
@@ -223,20 +224,20 @@ def test_tree_flags_that_do_not_fit_exit_2(folders, capsys, extra, message) -> N
 def test_trimmed_drafter_without_a_ranking_exits_2(folders, capsys) -> None:
     target_dir = str(folders[0])  # a folder with a model but no token ranking
     argv = ["generate", "--target", target_dir, "--draft", target_dir, "--prompt", "ab"]
-    assert main([*argv, "--drafter", "model-trimmed"]) == 2
+    assert main([*argv, "--drafter", "model:trimmed"]) == 2
     assert "needs token_ranking.safetensors in the draft folder" in capsys.readouterr().err
 
 
 def test_lean_target_with_the_shared_early_exit_exits_2(folders, capsys) -> None:
     argv = ["generate", "--target", str(folders[0]), "--draft", str(folders[1]), "--prompt", "ab"]
-    assert main([*argv, "--drafter", "early-exit-shared", "--lean-target"]) == 2
-    assert "--lean-target does not apply to --drafter early-exit-shared" in capsys.readouterr().err
+    assert main([*argv, "--drafter", "early-exit:shared", "--lean-target"]) == 2
+    assert "--lean-target does not apply to --drafter early-exit:shared" in capsys.readouterr().err
 
 
 def test_model_gamma_needs_a_lookup_then_model_drafter(folders, capsys) -> None:
     argv = ["generate", "--target", str(folders[0]), "--draft", str(folders[1]), "--prompt", "ab"]
     assert main([*argv, "--drafter", "model", "--model-gamma", "2"]) == 2  # the model alone
-    assert "use --drafter ngram+..." in capsys.readouterr().err
+    assert "use --drafter ngram+FAMILY" in capsys.readouterr().err
     assert main([*argv, "--drafter", "ngram+model", "--model-gamma", "0"]) == 2
     assert "--model-gamma must be >= 1" in capsys.readouterr().err
 
@@ -488,7 +489,7 @@ def test_help_gives_every_option_a_text_and_shows_its_default(command: str) -> N
 @pytest.mark.parametrize(
     ("command", "shown"),
     [
-        ("generate", ["(default: 4)", "(default: 64)", "(default: bundled)", "where set, else 1)"]),
+        ("generate", ["(default: 3", "(default: 64)", "(default: bundled)", "where set, else 1)"]),
         ("verify", ["(default: 1500)", "(default: full)", "(default: bundled)"]),
         ("bench", ["(default: 1,2,4,8,16)", "(default: 4)", "(default: bundled)"]),
     ],
@@ -540,14 +541,14 @@ def heads_dir(pair: PairFactory, tmp_path_factory) -> Path:
 
 HEAD_RUNS = [
     ["--drafter", "medusa", "--gamma", "3"],
-    ["--drafter", "medusa-tree", "--tree-depth", "3", "--tree-nodes", "5"],
+    ["--drafter", "tree(medusa)", "--tree-depth", "3", "--tree-nodes", "5"],
     ["--drafter", "medusa", "--lean-target"],
-    ["--drafter", "medusa-tree", "--tree-depth", "3", "--lean-target"],  # a head tree takes it
-    ["--drafter", "eagle3"],
-    ["--drafter", "ngram+eagle3"],
-    ["--drafter", "eagle3-tree", "--tree-depth", "3"],
-    ["--drafter", "eagle3", "--lean-target"],
-    ["--drafter", "eagle3-tree", "--tree-depth", "3", "--lean-target"],
+    ["--drafter", "tree(medusa)", "--tree-depth", "3", "--lean-target"],  # a head tree takes it
+    ["--drafter", "eagle"],
+    ["--drafter", "ngram+eagle"],
+    ["--drafter", "tree(eagle)", "--tree-depth", "3"],
+    ["--drafter", "eagle", "--lean-target"],
+    ["--drafter", "tree(eagle)", "--tree-depth", "3", "--lean-target"],
 ]
 
 
@@ -570,8 +571,8 @@ def test_head_drafters_decode_as_plain_greedy_decoding(
 @pytest.mark.parametrize(
     ("drafter", "lean_target", "made"),
     [
-        *(("eagle3", False, KVCache), ("eagle3", True, None), ("medusa-tree", False, KVCache)),
-        *(("medusa-tree", True, None), ("model", False, None), ("model", True, None)),
+        *(("eagle", False, KVCache), ("eagle", True, None), ("tree(medusa)", False, KVCache)),
+        *(("tree(medusa)", True, None), ("model", False, None), ("model", True, None)),
     ],
 )
 def test_a_head_verifies_through_the_target_forward_plain_decoding_uses(
@@ -588,17 +589,17 @@ def test_a_head_verifies_through_the_target_forward_plain_decoding_uses(
     ("extra", "message"),
     [
         (["--heads", "{heads}"], "--heads gives the drafting heads' weights: it applies to"),
-        (["--heads", "{heads}", "--plain", "--drafter", "eagle3"], "it applies to --drafter"),
-        (["--heads", "/no/such/heads", "--drafter", "eagle3"], "/no/such/heads: no such folder"),
-        (["--heads", "{empty}", "--drafter", "medusa-tree"], "holds no medusa.safetensors"),
-        (["--drafter", "eagle3-tree"], "the eagle3-tree drafter reads the eagle3 head shipped"),
-        (["--drafter", "tree-model", "--lean-target"], "drop --lean-target (the head trees"),
+        (["--heads", "{heads}", "--plain", "--drafter", "eagle"], "it applies to --drafter"),
+        (["--heads", "/no/such/heads", "--drafter", "eagle"], "/no/such/heads: no such folder"),
+        (["--heads", "{empty}", "--drafter", "tree(medusa)"], "holds no medusa.safetensors"),
+        (["--drafter", "tree(eagle)"], "the tree(eagle) drafter reads the eagle3 head shipped"),
+        (["--drafter", "tree(model)", "--lean-target"], "drop --lean-target (the head trees"),
     ],
 )
 def test_head_flags_that_do_not_fit_exit_2_before_any_model_loads(
     heads_dir, tmp_path, capsys, monkeypatch, extra: list[str], message: str
 ) -> None:
-    monkeypatch.setattr(weights, "ASSETS", tmp_path / "none")  # no shipped heads
+    monkeypatch.setattr(lookup, "ASSETS", tmp_path / "none")  # no shipped heads
     given = [a.format(heads=heads_dir, empty=tmp_path) for a in extra]
     assert main(["generate", "--target", "/no/such/model", "--prompt", "ab", *given]) == 2
     err = capsys.readouterr().err
@@ -613,7 +614,7 @@ def test_heads_trained_for_another_target_are_refused(folders, pair, tmp_path, c
     err = capsys.readouterr().err
     assert "the medusa drafter cannot draft for this target" in err
     assert "this head was trained on the features of" in err and "Traceback" not in err
-    assert main([*argv, "--drafter", "eagle3-tree"]) == 2
+    assert main([*argv, "--drafter", "tree(eagle)"]) == 2
     err = capsys.readouterr().err
-    assert "the eagle3 drafters cannot draft for this target" in err
+    assert "the eagle drafters cannot draft for this target" in err
     assert "this EAGLE-3 head was trained on the features of" in err and "Traceback" not in err

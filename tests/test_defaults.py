@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from specviz.app.views.form import PRESETS
-from specviz.cli import apply_defaults, build_parser, main
-from specviz.drafters.registry import DEFAULT_CONFIG, REGISTRY, WORKLOAD_CONFIGS
+from specviz.cli import build_parser, main
+from specviz.cli.defaults import apply_defaults
+from specviz.drafters.names import DEFAULT_CONFIG, REGISTRY, WORKLOAD_CONFIGS
 from specviz.tune.profile import Choice, profiles_dir
 from tools.report.headline import Pick
 from tools.report.saved import RESULTS_DIR, Saved
@@ -75,9 +76,9 @@ def test_generate_with_no_flags_runs_the_default_which_is_the_apps_first_preset(
 
 def test_the_lean_default_only_where_the_drafter_takes_it() -> None:
     lean = DEFAULT_CONFIG.forward == "lean"
-    assert _defaults("--drafter", "tree-model")["lean_target"] is False  # 4D mask: transformers'
-    assert _defaults("--drafter", "early-exit-shared")["lean_target"] is False  # its own forward
-    assert _defaults("--drafter", "eagle3-tree")["lean_target"] is lean
+    assert _defaults("--drafter", "tree(model)")["lean_target"] is False  # 4D mask: transformers'
+    assert _defaults("--drafter", "early-exit:shared")["lean_target"] is False  # its own forward
+    assert _defaults("--drafter", "tree(eagle)")["lean_target"] is lean
     assert _defaults("--no-lean-target")["lean_target"] is False
     assert _defaults("--batch", "4")["drafter"] == DEFAULT_CONFIG.batch_drafter
 
@@ -116,7 +117,9 @@ def test_a_tuned_profile_chooses_the_forward_where_no_flag_does(
     assert _defaults()["lean_target"] is False and _defaults()["no_pack"] is True
     assert f"defaults from the tuned profile {path}" in capsys.readouterr().err
     assert (_defaults("--plain")["lean_target"], _defaults("--plain")["no_pack"]) == (True, False)
-    assert _defaults("--plain", "--drafter", "tree-model")["lean_target"] is True  # plain: takes it
+    assert (
+        _defaults("--plain", "--drafter", "tree(model)")["lean_target"] is True
+    )  # plain: takes it
     assert _defaults("--lean-target")["no_pack"] is False  # a forward flag: the profile steps back
     assert _defaults("--no-pack")["lean_target"] is False
     assert _defaults("--dtype", "bfloat16")["no_pack"] is False  # no profile for that pair

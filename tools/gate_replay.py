@@ -1,6 +1,6 @@
 """The suffix hybrid's gate replayed: target passes and draft-model forwards, without timing.
 
-`suffix+model-trimmed` lets the draft model draft the rounds where memory is weak only while the
+`suffix+model:trimmed` lets the draft model draft the rounds where memory is weak only while the
 target keeps at least `model_min_alpha` of its tokens. This tool replays workloads under several
 gates and counts what each costs, with no clock (the counts do not depend on the machine):
 
@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-DRAFTER = "suffix+model-trimmed"
+DRAFTER = "suffix+model:trimmed"
 SUFFIX_GAMMA, MODEL_GAMMA, MAX_NEW = 16, 3, 128
 GATES = ("0.3/request", "0.3", "0.2", "0")  # threshold, "/request": counted per request
 
@@ -71,7 +71,8 @@ def replay(
     from specviz.api import speculative_generate
     from specviz.core.config import SamplingConfig, SpeculationConfig
     from specviz.core.events import RoundSummary
-    from specviz.drafters.registry import DrafterOptions, build_drafter
+    from specviz.drafters.options import DrafterOptions
+    from specviz.drafters.registry import build_drafter
     from specviz.drafters.suffix.memory import SuffixMemory
     from specviz.workloads import checked_prompt_ids
 

@@ -223,13 +223,13 @@ print("residual:", residual(p0, mismatched).tolist(), "(all mass on the target's
 # Inference with Lossless Speculative Decoding Algorithms for Heterogeneous Vocabularies",
 # ICML 2025):
 #
-# - **Token-level intersection** (`--drafter cross-tli`): the draft's distribution is
+# - **Token-level intersection** (`--drafter cross`): the draft's distribution is
 #   restricted to the tokens both tokenizers write as the same string and **renormalised**;
 #   the draft samples from that law, and the verifier is told exactly that law, mapped onto
 #   the target's ids (0 on every target token the draft cannot write). The acceptance rule
 #   holds for *any* $q$, so the output is still exactly $p$. What the draft cannot say, the
 #   residual supplies.
-# - **String-level** (`--drafter cross-text`): the draft writes text greedily, the text is
+# - **String-level** (`--drafter cross:text`): the draft writes text greedily, the text is
 #   re-encoded with the target's tokenizer, and only the target tokens that can no longer
 #   change are proposed. The target then verifies its own tokens.
 #
@@ -291,12 +291,12 @@ for text in ["for item in ite", "for item in items:"]:
 
 # %% [markdown]
 # Proposing " it" after the first text would propose a token the target's tokenizer would not
-# write once the draft finishes the word: `cross-text` proposes only the prefix of target
+# write once the draft finishes the word: `cross:text` proposes only the prefix of target
 # tokens that stays the same whatever the draft writes next (`specviz.drafters.cross_text`), so
 # greedy output is token-identical to the target's own greedy decoding. At $T > 0$ it stays
 # exact too: nothing is sampled, so each proposal is a function of the committed text and its
 # $q$ is one-hot, the law it came from, and the rule keeps it with probability $p(x)$, as for
-# n-gram lookup. `cross-tli`, which tells the verifier the draft's whole law, usually keeps more.
+# n-gram lookup. `cross`, which tells the verifier the draft's whole law, usually keeps more.
 #
 # One caution the derivation makes plain: $p$ and $q$ must be the distributions the tokens are
 # *actually* drawn from. The decoder warps the target's and the draft's logits with the same

@@ -43,7 +43,7 @@ from specviz.gamma import theory
 from specviz.gamma.policies import TheoryGamma
 from specviz.models.loading import load_pair
 from specviz.results.records import request_metrics
-from specviz.timing import step_times
+from specviz.tune.timing import step_times
 from specviz.workloads import load_requests
 
 # One thread: the timings below compare forward passes with each other, and a second thread on

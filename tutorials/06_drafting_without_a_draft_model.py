@@ -32,7 +32,8 @@ from specviz.core.policy import FixedGamma
 from specviz.core.sampling import logits_to_probs
 from specviz.drafters.early_exit import ADAPTERS, build_early_exit
 from specviz.drafters.ngram import lookup
-from specviz.drafters.registry import DrafterOptions, build_drafter
+from specviz.drafters.options import DrafterOptions
+from specviz.drafters.registry import build_drafter
 from specviz.gamma import theory
 from specviz.gamma.policies import HeuristicGamma, TheoryGamma
 from specviz.models.loading import BUNDLED, load_model, load_pair
@@ -352,7 +353,7 @@ def count_positions(share):
 
 def self_speculate(share):
     """12 greedy tokens by self-speculation at best_k, with or without a shared cache."""
-    name = "early-exit-shared" if share else "early-exit"
+    name = "early-exit:shared" if share else "early-exit"
     options = DrafterOptions(exit_layer=best_k)
     drafter = build_drafter(name, target=target, sampling=greedy, options=options)
     speculation = SpeculationConfig(gamma=exit_stats[best_k]["gamma"], max_new_tokens=12)
@@ -381,7 +382,7 @@ for share in (False, True):
 # bandwidth-bound device a forward pass costs about what reading its weights costs, whatever
 # the number of tokens: a verification pass that still runs the first $k$ layers for one
 # position (the round's last draft) reads their weights all the same, so it costs nearly a full
-# pass. The benchmark (`--drafter early-exit-shared`, `benchmarks/RESULTS.md`) measures
+# pass. The benchmark (`--drafter early-exit:shared`, `benchmarks/RESULTS.md`) measures
 # exactly that on this CPU. Sharing pays in full only where the skipped layers are
 # compute-bound (long prompts, large batches) or where the verifier can skip them altogether.
 

@@ -31,7 +31,8 @@ from specviz.api import autoregressive_generate, speculative_generate, stop_ids
 from specviz.core.acceptance import acceptance_prob, residual
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import SuffixLookup
-from specviz.drafters.registry import DrafterOptions, build_drafter
+from specviz.drafters.options import DrafterOptions
+from specviz.drafters.registry import build_drafter
 from specviz.drafters.suffix.drafter import SuffixConfig, SuffixDrafter
 from specviz.drafters.suffix.memory import SuffixMemory
 from specviz.drafters.suffix.speculate import speculate
@@ -202,7 +203,7 @@ for m, node in trie.matches(context):
 # From a match the drafter follows the **most frequent continuation**. The probability of a
 # child is its count over its parent's count, and along a path they multiply: the **path
 # probability** of a node is the frequency, in memory, with which the match continues exactly
-# that way. A **chain** follows the likeliest child at every step; a **tree** (`tree-suffix`)
+# that way. A **chain** follows the likeliest child at every step; a **tree** (`tree(suffix)`)
 # takes nodes best-first by path probability, so a strong second choice becomes a sibling. The
 # **score** of a speculation is the sum of its path probabilities: were the frequencies the
 # target's law, it would be the expected number of accepted tokens. `speculate`
@@ -492,7 +493,7 @@ plt.show()
 #
 # ```
 # specviz bench memory --workloads agent-tools,agent-code \
-#     --drafters suffix,tree-suffix,suffix+model-trimmed
+#     --drafters suffix,tree(suffix),suffix+model:trimmed
 # ```
 #
 # The study's results on the agent workloads, and how to reproduce them, are on the page
@@ -510,7 +511,7 @@ plt.show()
 # either way; only the proposals' usefulness changes.
 #
 # Between the two, most requests mix copied stretches with new text. `suffix+model` and
-# `suffix+model-trimmed` (`specviz/drafters/suffix/hybrid.py`) use the suffix chain where its
+# `suffix+model:trimmed` (`specviz/drafters/suffix/hybrid.py`) use the suffix chain where its
 # score (the expected accepted tokens by memory's frequencies) reaches `suffix_min_score`
 # (1 by default), and let the draft model propose elsewhere (`-trimmed`: the draft model
 # scoring only its top-ranked tokens, cheaper per step) while it pays: once the target keeps
@@ -623,7 +624,7 @@ print(f"notebook ran in {time.perf_counter() - t_start:.1f} s")
 # %% [markdown]
 # ### Exercise 4
 #
-# Run the hybrid `suffix+model-trimmed` on the same steps with a fresh memory and the bundled
+# Run the hybrid `suffix+model:trimmed` on the same steps with a fresh memory and the bundled
 # draft (`load_model(BUNDLED, role="draft", pack=True)` from `specviz.models.loading`, and
 # `DrafterOptions(memory=..., model_gamma=3)`). In how many rounds of each step did the draft
 # model draft, and how do tokens per target pass compare with the suffix drafter alone?
@@ -638,7 +639,7 @@ print(f"notebook ran in {time.perf_counter() - t_start:.1f} s")
 # options = DrafterOptions(memory=SuffixMemory(), model_gamma=3)
 # for request, r in zip(steps, rows):
 #     drafter = build_drafter(
-#         "suffix+model-trimmed", target=target, draft=draft, sampling=greedy, options=options
+#         "suffix+model:trimmed", target=target, draft=draft, sampling=greedy, options=options
 #     )
 #     run = speculative_generate(
 #         target, drafter, tokenizer, prompt_ids(tokenizer, request.prompt), sampling=greedy,

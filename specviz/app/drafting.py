@@ -8,9 +8,10 @@ from typing import Any
 from specviz.app.views.form import Settings
 from specviz.core.drafter import Drafter
 from specviz.drafters.early_exit import adapter_path
-from specviz.drafters.registry import CROSS_TOKENIZER_DRAFTERS, HEAD_DRAFTERS, build_drafter
+from specviz.drafters.names import CROSS_TOKENIZER_DRAFTERS, HEAD_DRAFTERS
+from specviz.drafters.registry import build_drafter
 from specviz.drafters.suffix.memory import SuffixMemory
-from specviz.heads.lookup import head_forward
+from specviz.heads.build import head_forward
 from specviz.models.loading import CROSS_DRAFTER, ModelPair
 from specviz.tree.drafter import TreeDrafter
 from specviz.tree.verify import EXACT_TREE, TYPICAL, TreeRule

@@ -18,9 +18,9 @@ from specviz.batch.cache import BatchKVCache
 from specviz.core.config import SamplingConfig
 from specviz.core.drafter import Draft, Drafter
 from specviz.core.sampling import logits_to_probs, sample
+from specviz.drafters.names import BATCH_DRAFTERS
 from specviz.drafters.ngram import NgramDrafter
 from specviz.drafters.options import DrafterOptions
-from specviz.drafters.registry import BATCH_DRAFTERS
 from specviz.drafters.trimmed import load_head_tokens, spread, trim_head
 
 
@@ -180,5 +180,5 @@ def build_batch_drafter(
         raise ValueError(f"drafter {name!r} needs a draft model: pass draft=...")
     if options.min_confidence:
         raise ValueError("a batched draft model drafts its full gamma: drop min_confidence")
-    head = load_head_tokens(draft) if name == "model-trimmed" else None
+    head = load_head_tokens(draft) if name == "model:trimmed" else None
     return BatchModelDrafter(draft, sampling, vocab, rows, head_tokens=head)

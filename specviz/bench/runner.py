@@ -12,20 +12,20 @@ from specviz.core.cache import CachedForward, KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.drafter import Drafter
 from specviz.core.policy import GammaPolicy
-from specviz.drafters.registry import (
+from specviz.drafters.names import (
     EXIT_DRAFTERS,
     HEAD_DRAFTERS,
     HYBRID_DRAFTERS,
     SHARED_CACHE_DRAFTERS,
     TREE_DRAFTERS,
-    DrafterOptions,
-    build_drafter,
 )
+from specviz.drafters.options import DrafterOptions
+from specviz.drafters.registry import build_drafter
 from specviz.drafters.shared_exit import SharedExit
 from specviz.fast.lean import lean_target_cache
 from specviz.fast.prefix import PrefixCache
 from specviz.gamma.policies import CostModel, make_policy
-from specviz.heads.lookup import head_forward
+from specviz.heads.build import head_forward
 from specviz.models.chat import prompt_ids as chat_prompt_ids
 from specviz.models.generate import generate
 from specviz.results.records import Record, request_metrics
@@ -68,7 +68,7 @@ def has_hf_counterpart(setting: BenchSetting) -> bool:
     """transformers has no early-exit, lookup-then-model, drafting-head or tree drafter and no
     theory-driven gamma.
 
-    For model-trimmed the comparison is transformers with the same draft and its full head.
+    For model:trimmed the comparison is transformers with the same draft and its full head.
     """
     no_counterpart = (*EXIT_DRAFTERS, *HYBRID_DRAFTERS, *HEAD_DRAFTERS, *TREE_DRAFTERS)
     return setting.drafter not in no_counterpart and setting.policy != "theory"
@@ -112,7 +112,7 @@ Caches = Callable[[BenchSetting | None, list[int]], Any]  # (run, prompt ids) ->
 def plain_cache(setting: BenchSetting, lean_target: bool) -> Callable[[Any], CachedForward]:
     """The cached forward plain decoding runs on, to be compared with `setting`'s run.
 
-    early-exit-shared verifies through specviz.drafters.shared_exit's own forward of the target,
+    early-exit:shared verifies through specviz.drafters.shared_exit's own forward of the target,
     which costs less per pass than transformers' here, so its plain baseline runs on that
     forward too (all layers, nothing shared); every other setting's target uses transformers'
     forward, or with lean_target specviz.fast.lean's (where it applies), the same as its
@@ -120,7 +120,7 @@ def plain_cache(setting: BenchSetting, lean_target: bool) -> Callable[[Any], Cac
     the target's features), built on the same one: transformers', or specviz.fast.lean's with
     lean_target (specviz.bench.heads.head_forward).
     """
-    if setting.drafter == "early-exit-shared":
+    if setting.drafter == "early-exit:shared":
         return lambda target: SharedExit(target, setting.exit_layer).target_view
     return lean_target_cache if lean_target else KVCache
 

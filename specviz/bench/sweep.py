@@ -19,11 +19,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, TypeVar
 
-from specviz.drafters.registry import HEAD_DRAFTERS, HYBRID_DRAFTERS, TREE_DRAFTERS, DrafterOptions
+from specviz.drafters.names import HEAD_DRAFTERS, HYBRID_DRAFTERS, TREE_DRAFTERS, drafter_spec
+from specviz.drafters.options import DrafterOptions
 from specviz.heads.lookup import check_heads
 from specviz.models.loading import check_device
 from specviz.results.records import Record
-from specviz.results.setting import DRAFTERS, POLICIES, TREE_RULES
+from specviz.results.setting import POLICIES, TREE_RULES
 from specviz.workloads import Request
 
 Progress = Callable[[int, int, str], None]  # (done, total, label)
@@ -164,8 +165,8 @@ def refuse(why: str, clashes: Iterable[tuple[str, bool]]) -> None:
 
 
 def drafter_names(args: argparse.Namespace) -> list[str]:
-    """--drafters as a list (default: model, or tree-model under --tree-sweep)."""
-    given = args.drafters or ("tree-model" if args.tree_sweep else "model")
+    """--drafters as a list (default: model, or tree(model) under --tree-sweep)."""
+    given = args.drafters or ("tree(model)" if args.tree_sweep else "model")
     return [d.strip() for d in given.split(",") if d.strip()]
 
 
@@ -173,10 +174,10 @@ def check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """Check the flags every local study reads, before any model work; the drafter and policy
     names. ValueError, saying what to change, for a value the run cannot take."""
     drafters = drafter_names(args)
-    if not drafters or any(d not in DRAFTERS for d in drafters):
-        raise ValueError(
-            f"--drafters must list some of {', '.join(map(repr, DRAFTERS))} (got {args.drafters!r})"
-        )
+    if not drafters:
+        raise ValueError("--drafters must list some drafters (`specviz drafters` lists them)")
+    for name in drafters:
+        drafter_spec(name)  # a one-line ValueError naming the close ones
     for flag, values in (("--gammas", args.gammas), ("--exit-layer", args.exit_layer)):
         if not values or min(values) < 1:
             raise ValueError(f"{flag} must be integers >= 1 (got {values})")
@@ -252,7 +253,7 @@ def add_tree_arguments(b: argparse.ArgumentParser) -> None:
         metavar="N,...",
         help="run the node-budget sweep instead of the other settings: at depth --tree-depth, "
         "the chain (N = 1: the chain drafter at gamma = depth, as many draft calls a round) "
-        "and each tree drafter of --drafters (default then: tree-model) at each node budget N; "
+        "and each tree drafter of --drafters (default then: tree(model)) at each node budget N; "
         "reports tokens a target pass, r(N) (a pass over N tree tokens against a 1-token step), "
         "the speedup over plain decoding, the chain and transformers' assisted generation, and "
         "where the tree pays (without a value: N = "

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from transformers import AutoTokenizer
 
 from specviz.core.cache import CachedForward
 from specviz.fast.prefix import common_prefix, reusable_prefix
@@ -266,8 +267,6 @@ def tokenizer_of(model: Any, given: Any, role: str) -> Any:
         return given
     source = str(getattr(model, "name_or_path", "") or "")
     if source:
-        from transformers import AutoTokenizer
-
         with contextlib.suppress(OSError, ValueError):
             return AutoTokenizer.from_pretrained(source, local_files_only=True)
     where = f" (none found at {source!r})" if source and Path(source).exists() else ""

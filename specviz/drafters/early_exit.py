@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
 from torch import Tensor, nn
 
 ADAPTERS = (
@@ -77,8 +79,6 @@ def adapter_path(k: int) -> Path:
 
 def adapter_width(path: str | Path) -> int | None:
     """The hidden size an adapter file was trained for (None: not an adapter's weights)."""
-    from safetensors import safe_open
-
     with safe_open(str(path), framework="pt") as f:
         if "proj.weight" not in f.keys():  # noqa: SIM118 (safe_open has no __contains__)
             return None
@@ -89,8 +89,6 @@ def adapter_width(path: str | Path) -> int | None:
 def load_adapter(path: str | Path, target: Any) -> Adapter:
     """An Adapter for target's width with weights from a safetensors file (early_exit_train);
     a clear ValueError when the file is for another width."""
-    from safetensors.torch import load_file
-
     width, trained = int(target.config.hidden_size), adapter_width(path)
     if trained != width:
         raise ValueError(

@@ -15,10 +15,12 @@ bounds the copies).
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import Any, cast
 
 import torch
 
-from specviz.core.drafter import Draft
+from specviz.core.cache import CachedForward
+from specviz.core.drafter import Draft, SharesTargetCache
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
 
@@ -63,3 +65,13 @@ class LookupThenModelDrafter:
     def rollback(self, committed: int) -> None:
         """Forget the draft model's positions past committed (lookup keeps no state)."""
         self.model.rollback(committed)
+
+
+class LookupThenShared(LookupThenModelDrafter):
+    """Lookup first, else a drafter that shares the target's cache (a drafting head, the shared
+    early exit): the decoder verifies through that drafter's target cache, which then sees every
+    verified position, those of lookup rounds too."""
+
+    def target_cache(self, target: Any) -> CachedForward:
+        """The wrapped drafter's target cache."""
+        return cast(SharesTargetCache, self.model).target_cache(target)

@@ -6,15 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from specviz.core.config import SamplingConfig
-
 if TYPE_CHECKING:
     from specviz.core.cache import CachedForward
-    from specviz.core.drafter import Drafter
     from specviz.drafters.cross_vocab import CrossTokenizers
     from specviz.drafters.model import ModelDrafter
     from specviz.drafters.suffix.memory import SuffixMemory
-    from specviz.tree.drafter import TreeDrafter
 
 
 # At most SUFFIX_FACTOR × (match length) suffix tokens a round: the fastest of 1, 2 and 4 on every
@@ -43,7 +39,7 @@ class DrafterOptions:
     A tree drafter drafts through specviz.fast.lean's
     forward where it applies, or transformers' (a KVCache) when make_cache is given.
     tokenizer and draft_tokenizer: the target's and the draft's tokenizers, read by the
-    cross-tokenizer drafters (cross-text, cross-tli); None: the tokenizer saved beside each
+    cross-tokenizer drafters (cross:text, cross); None: the tokenizer saved beside each
     model (the folder it was loaded from). Given both, the other draft-model drafters refuse
     two different tokenizers.
     explain: the suffix and cross-tokenizer drafters say how they drafted each round (what
@@ -125,9 +121,6 @@ class DefaultConfig:
     threads: int | None = None
 
 
-Factory = Callable[[Any, Any, SamplingConfig, DrafterOptions], "Drafter | TreeDrafter"]
-
-
 @dataclass(frozen=True, kw_only=True)
 class DrafterSpec:
     """A registered drafter: its factory(target, draft, sampling, options) and how to show it."""
@@ -136,7 +129,6 @@ class DrafterSpec:
     label: str  # the app's menu label
     description: str  # one line, for --help and the docs
     uses_draft_model: bool  # False: drafts without a separate draft model
-    build: Factory
     tree: bool = False  # True: proposes token trees (specviz.tree), verified in one pass
     chain: str | None = None  # a tree drafter's chain counterpart: its proposer, one child a node
     head: str | None = None  # the drafting-head kind whose weights it reads (specviz.heads)

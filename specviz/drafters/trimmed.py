@@ -4,7 +4,7 @@ A small draft's output head is most of its cost: the bundled draft's 49,152 x 16
 7.9 M of its 9.1 M parameters. Restricting it to the tokens that carry most of the target's
 probability (ranked once from the teacher's distributions, shipped as TOKEN_RANKING next to the
 weights) makes a draft step much cheaper (benchmarks/RESULTS.md, section Draft size: c of
-model against model-trimmed). Sampling stays exact: q is the distribution the token was actually
+model against model:trimmed). Sampling stays exact: q is the distribution the token was actually
 drawn from, zero outside S, and the verifier needs nothing else.
 """
 
@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from specviz.fast.packed import PackedLinear, is_packed
 
 TOKEN_RANKING = "token_ranking.safetensors"  # every token id, most target probability first
-HEAD_SIZE = 8192  # tokens kept by the "model-trimmed" drafter
+HEAD_SIZE = 8192  # tokens kept by the "model:trimmed" drafter
 
 
 def ranking_path(draft: Any) -> Path:
@@ -41,7 +42,6 @@ def load_head_tokens(draft: Any, size: int | None = None) -> Tensor:
             "the bundled draft ships one (`python -m specviz.train export` writes it), or use "
             "the 'model' drafter"
         )
-    from safetensors.torch import load_file
 
     ranking = load_file(str(path))["ranking"].long()  # (V,)
     size = min(HEAD_SIZE, ranking.shape[0]) if size is None else size
@@ -52,8 +52,6 @@ def load_head_tokens(draft: Any, size: int | None = None) -> Tensor:
 
 def save_ranking(ranking: Tensor, folder: str | Path) -> Path:
     """Write a ranking (V,) of token ids into folder/TOKEN_RANKING."""
-    from safetensors.torch import save_file
-
     path = Path(folder) / TOKEN_RANKING
     save_file({"ranking": ranking.to(torch.int32).contiguous()}, str(path))
     return path

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from specviz.checks import vocab_size
+from specviz.core.cache import CachedForward, KVCache
 from specviz.core.config import SamplingConfig
 from specviz.drafters.ngram import NgramDrafter
 from specviz.drafters.options import DrafterOptions
@@ -13,13 +15,14 @@ from specviz.drafters.tree_model import TreeShape
 from specviz.heads.cache import HeadCache, MedusaCache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter, LookupThenHead, MakeTargetCache
 from specviz.heads.lean3 import LeanEagle3Cache
+from specviz.heads.lookup import head_path
 from specviz.heads.tap import (
     FeatureCache,
     FusedFeatureCache,
     feature_cache,
     fused_feature_cache,
 )
-from specviz.heads.weights import head_path, load_head
+from specviz.heads.weights import load_head
 from specviz.heads.weights3 import load_head3
 
 
@@ -104,3 +107,10 @@ def build_registered(
         device=str(target.device),
     )
     return LookupThenHead(drafter, ngram, options.model_gamma)
+
+
+def head_forward(lean_target: bool) -> Callable[[Any], CachedForward] | None:
+    """DrafterOptions.make_cache for a head drafter: None (its target forward is then
+    specviz.fast.lean's where it applies, as --lean-target's) with lean_target, else a KVCache
+    (transformers' forward, as plain decoding's without --lean-target)."""
+    return None if lean_target else KVCache

@@ -15,23 +15,23 @@ lean forward's own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from specviz.drafters.registry import HEAD_DRAFTERS, HEAD_KIND
-
-if TYPE_CHECKING:
-    from specviz.core.cache import CachedForward
+from specviz.drafters.names import HEAD_DRAFTERS, drafter_spec
 
 TRAIN = "python -m specviz.train features, then heads"
+ASSETS = Path(__file__).resolve().parent.parent / "assets" / "heads"  # {kind}.safetensors
+
+
+def head_path(kind: str) -> Path:
+    """The shipped weights of one head kind."""
+    return ASSETS / f"{kind}.safetensors"
 
 
 def weights_path(kind: str, heads: str | Path | None) -> Path:
     """Where the weights of a head kind lie: heads/{kind}.safetensors, or the shipped file."""
     if heads is None:
-        from specviz.heads.weights import head_path
-
         return head_path(kind)
     return Path(heads) / f"{kind}.safetensors"
 
@@ -41,7 +41,7 @@ def heads_problem(drafter: str, heads: str | Path | None) -> str | None:
 
     heads: the folder given (None: the shipped weights).
     """
-    kind = HEAD_KIND.get(drafter)
+    kind = drafter_spec(drafter).head
     if kind is None:
         return None
     path = weights_path(kind, heads)
@@ -67,24 +67,13 @@ def check_heads(drafters: Iterable[str], heads: str | None, flag: str = "--draft
 
     flag: how the command line names its drafter choice (--drafter, --drafters).
     """
-    used = [d for d in drafters if d in HEAD_KIND]
+    used = [d for d in drafters if d in HEAD_DRAFTERS]
     if heads is not None and not used:
         raise ValueError(
-            f"--heads gives the drafting heads' weights: it applies to {flag} "
-            f"{', '.join(HEAD_DRAFTERS)}"
+            f"--heads gives the drafting heads' weights: it applies to {flag} eagle, medusa "
+            "and the drafters made of them"
         )
     for drafter in used:
         problem = heads_problem(drafter, heads)
         if problem is not None:
             raise ValueError(problem)
-
-
-def head_forward(lean_target: bool) -> Callable[[Any], CachedForward] | None:
-    """DrafterOptions.make_cache for a head drafter: None (its target forward is then
-    specviz.fast.lean's where it applies, as --lean-target's) with lean_target, else a KVCache
-    (transformers' forward, as plain decoding's without --lean-target)."""
-    if lean_target:
-        return None
-    from specviz.core.cache import KVCache
-
-    return KVCache

@@ -14,14 +14,13 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from specviz.drafters.registry import HEAD_KINDS
 from specviz.heads.eagle3 import EagleShape
+from specviz.heads.lookup import head_path
 from specviz.heads.medusa import MedusaHeads
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets" / "heads"  # {kind}.safetensors
 RANKING = Path(__file__).resolve().parent.parent / "assets" / "draft" / "token_ranking.safetensors"
 HEAD_TOKENS = 8192  # output-head rows the heads score (q = 0 elsewhere)
-KINDS = HEAD_KINDS  # the head kinds the registry names
+KINDS = ("eagle3", "medusa")  # the head kinds: {kind}.safetensors each
 FORMAT = 1
 
 
@@ -42,11 +41,6 @@ def model_label(model: Any) -> str:
     """The model's hub id, or the folder's name for a model loaded from a local path."""
     name = str(getattr(model.config, "_name_or_path", ""))
     return Path(name).name if Path(name).is_absolute() else name
-
-
-def head_path(kind: str) -> Path:
-    """The shipped weights of one head kind."""
-    return ASSETS / f"{kind}.safetensors"
 
 
 def save_head(

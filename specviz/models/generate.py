@@ -7,12 +7,18 @@ the two tokenizers differ) or prompt lookup, on the same request as specviz's ow
 from __future__ import annotations
 
 import copy
-from collections.abc import Collection
+import logging
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 
 from specviz.core.decoding import clock
+
+# transformers' logger that warns, as its assisted generation calls the assistant's generate()
+# with a generation_config and arguments together, of a deprecation no caller can act on
+GENERATION_LOG = "transformers.generation.utils"
 
 
 @torch.no_grad()
@@ -48,10 +54,23 @@ def generate(
         assistant.generation_config = copy.deepcopy(saved)
         assistant.generation_config.update(**(schedule or {}))
     try:
-        start = clock(model.device)
-        out = model.generate(batch, attention_mask=torch.ones_like(batch), **kwargs)
-        seconds = clock(model.device) - start
+        with quiet(GENERATION_LOG):
+            start = clock(model.device)
+            out = model.generate(batch, attention_mask=torch.ones_like(batch), **kwargs)
+            seconds = clock(model.device) - start
     finally:
         if assistant is not None:
             assistant.generation_config = saved
     return seconds, [int(t) for t in out[0, len(ids) :]]
+
+
+@contextmanager
+def quiet(name: str) -> Iterator[None]:
+    """Within the block, the logger called name passes on errors only (its level restored)."""
+    log = logging.getLogger(name)
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)

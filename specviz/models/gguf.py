@@ -23,6 +23,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+import transformers
+from gguf import GGUFReader
+from safetensors.torch import save_file
+from transformers import AutoConfig, AutoTokenizer
+from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint as _load_gguf
+
 GGUF_SPECIALS = {  # tokenizer attribute -> the GGUF metadata key of its id
     "bos_token": "tokenizer.ggml.bos_token_id",
     "eos_token": "tokenizer.ggml.eos_token_id",
@@ -47,8 +54,6 @@ def _quiet(_message: str) -> None:
 def gguf_vocabulary(gguf: Path) -> tuple[list[str], dict[str, int]]:
     """The GGUF's token strings in id order, in the tokenizer's spelling (user-defined tokens'
     spaces written "▁"), and its special tokens' ids by tokenizer attribute."""
-    from gguf import GGUFReader
-
     fields = GGUFReader(str(gguf)).fields
     field = fields["tokenizer.ggml.tokens"]
     tokens = [bytes(field.parts[i]).decode("utf-8") for i in field.data]
@@ -69,8 +74,6 @@ def gguf_vocabulary(gguf: Path) -> tuple[list[str], dict[str, int]]:
 def match_gguf_tokenizer(tokenizer: Any, tokens: list[str], specials: dict[str, int]) -> None:
     """Check ``tokenizer`` has the GGUF's vocabulary (tokens: in id order, as gguf_vocabulary
     reads them), then give it the GGUF's special tokens; GGUFConversionError when it differs."""
-    import transformers
-
     vocab = tokenizer.get_vocab()
     if vocab != {token: i for i, token in enumerate(tokens)}:
         raise GGUFConversionError(
@@ -89,13 +92,6 @@ def convert_gguf(gguf: Path, out: Path, *, model_id: str, step: Progress = _quie
     model_id: the model's name on the hub, recorded as the config's name_or_path. step gets
     the part it is at ('reading the tokenizer', ...) as it goes.
     """
-    step("importing transformers")
-    import torch
-    import transformers
-    from safetensors.torch import save_file
-    from transformers import AutoConfig, AutoTokenizer
-    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint as _load_gguf
-
     auto_model: Any = transformers.AutoModelForCausalLM
     generation_config: Any = transformers.GenerationConfig
     load_gguf_checkpoint: Any = _load_gguf

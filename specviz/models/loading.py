@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from specviz.drafters.registry import CROSS_TOKENIZER_DRAFTERS
+from specviz.drafters.names import CROSS_TOKENIZER_DRAFTERS
 from specviz.fast.packed import pack_linears
 from specviz.models.gemma import GEMMA
 
@@ -36,7 +36,7 @@ class ModelLoadError(ValueError):
     """A model or tokenizer could not be loaded; the message says what to do."""
 
 
-CROSS_DRAFTER = "cross-tli"  # what load_pair picks for a draft with a tokenizer of its own
+CROSS_DRAFTER = "cross"  # what load_pair picks for a draft with a tokenizer of its own
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -34,6 +34,8 @@ Versions (1 and 2 carry no "schema" key and are told apart by their records):
    suffix_factor (the memory study's --suffix-factors) only where it was set; absent, the
    suffix drafters ran at the registry's default of their day (factor 1 before the
    suffix-factors part measured 2 faster).
+6. "schema": 6. Drafters are named by family (model:trimmed, ngram+eagle, tree(model), ...):
+   older files' names are renamed as they are read (specviz.results.names).
 
 migrate() brings any of them to the current version and checks the result. What an older
 file did not record stays unknown: 0.0 and [] in a record's decode-phase split, and no cpu,
@@ -56,10 +58,11 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from specviz.models.loading import BUNDLED
+from specviz.results.names import renamed
 from specviz.results.records import DEFAULT_PRICE_PER_HOUR, RequestMetrics
 from specviz.results.setting import BenchSetting, drafter_label
 
-SCHEMA = 5  # what `specviz bench` writes now
+SCHEMA = 6  # what `specviz bench` writes now
 OPTIONAL_SETTINGS = {"suffix_factor"}  # only where set (BenchSetting.saved)
 RECORD_KEYS: tuple[str, ...] = ("request_id", "category", "setting", "repetition", "metrics")
 RECORD_KEYS += ("hf_latency", "hf_tokens", "hf_identical")
@@ -229,7 +232,13 @@ def _split_memory_rows(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-STEPS: tuple[Callable[[dict[str, Any]], dict[str, Any]], ...] = (_to_2, _to_3, _to_4, _to_5)
+def _to_6(data: dict[str, Any]) -> dict[str, Any]:
+    """Drafters by their names now (specviz.results.names)."""
+    out: dict[str, Any] = renamed(data)
+    return out | {"schema": 6}
+
+
+STEPS: tuple[Callable[[dict[str, Any]], dict[str, Any]], ...] = (_to_2, _to_3, _to_4, _to_5, _to_6)
 
 
 def _last_draft(command: str) -> str:

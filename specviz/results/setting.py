@@ -16,14 +16,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from specviz.drafters.registry import (
+from specviz.drafters.names import (
+    ALL_DRAFTERS,
     CHAIN_MODEL_DRAFTERS,
-    DRAFTER_NAMES,
     EXIT_DRAFTERS,
     HYBRID_DRAFTERS,
 )
-from specviz.drafters.registry import TREE_DRAFTERS as REGISTERED_TREES
+from specviz.drafters.names import TREE_DRAFTERS as REGISTERED_TREES
 from specviz.gamma.policies import POLICY_NAMES
+from specviz.results.names import RENAMED
 from specviz.tree.verify import EXACT_TREE, TYPICAL, TreeRule
 
 
@@ -64,11 +65,11 @@ class BenchSetting:
         return fields
 
 
-# Drafters no longer in the registry that saved results still name: the EAGLE-1 head's (its
-# chain "eagle" needs no entry: an unknown name reads as a plain chain). They read as the kind
-# they were, so those results keep their labels.
-RETIRED_TREE_DRAFTERS = ("eagle-tree", "eagle-tree-sampled")
-RETIRED_HYBRID_DRAFTERS = ("ngram+eagle",)
+# Drafters no longer in the registry that saved results still name, as specviz.results.names
+# renames them: the EAGLE-1 head's (its chain needs no entry: an unknown name reads as a plain
+# chain). They read as the kind they were, so those results keep their labels.
+RETIRED_TREE_DRAFTERS = (RENAMED["eagle-tree"], RENAMED["eagle-tree-sampled"])
+RETIRED_HYBRID_DRAFTERS = (RENAMED["ngram+eagle"],)
 TREE_DRAFTERS = (*REGISTERED_TREES, *RETIRED_TREE_DRAFTERS)
 _HYBRIDS = (*HYBRID_DRAFTERS, *RETIRED_HYBRID_DRAFTERS)
 
@@ -76,7 +77,7 @@ _HYBRIDS = (*HYBRID_DRAFTERS, *RETIRED_HYBRID_DRAFTERS)
 # gamma tokens but stops after one whose draft top probability is below CONFIDENCE (the same
 # rule and default as transformers' assistant_confidence_threshold).
 POLICIES = (*POLICY_NAMES, "confidence")
-DRAFTERS = DRAFTER_NAMES
+DRAFTERS = ALL_DRAFTERS  # the listed ones; `in` takes any drafter's name
 CONFIDENCE = 0.4
 
 

@@ -34,12 +34,9 @@ from specviz.api import autoregressive_generate, speculative_generate, stop_ids
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.drafters.cross_vocab import cross_tokenizers
-from specviz.drafters.registry import (
-    CROSS_TOKENIZER_DRAFTERS,
-    DRAFTER_NAMES,
-    DrafterOptions,
-    build_drafter,
-)
+from specviz.drafters.names import CROSS_TOKENIZER_DRAFTERS, DRAFTER_NAMES
+from specviz.drafters.options import DrafterOptions
+from specviz.drafters.registry import build_drafter
 from specviz.fast.prefix import common_prefix
 from specviz.models.chat import prompt_ids
 from specviz.models.generate import generate

@@ -22,7 +22,9 @@ from specviz.core.drafter import Drafter, SharesTargetCache
 from specviz.core.policy import GammaPolicy
 from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.model import ModelDrafter
-from specviz.drafters.registry import REGISTRY, DrafterOptions, build_drafter
+from specviz.drafters.names import REGISTRY
+from specviz.drafters.options import DrafterOptions
+from specviz.drafters.registry import build_drafter
 from specviz.drafters.suffix.hybrid import SuffixThenModelDrafter
 from specviz.stats.laws import (
     EXACT_VARIANT,

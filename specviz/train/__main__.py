@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from specviz.drafters.registry import HEAD_KINDS
+from specviz.drafters.names import HEAD_KINDS
 from specviz.train.common import setup_logging
 
 # the heads trained on the target's last features by `heads` (EAGLE-3 trains with heads3)
@@ -319,7 +319,7 @@ def _run_heads_export(args: argparse.Namespace) -> dict[str, Any]:
         from specviz.train.heads_export import run_heads_export
 
         return run_heads_export(args.which)
-    from specviz.heads.weights import ASSETS
+    from specviz.heads.lookup import ASSETS
     from specviz.train.common import work_dir
     from specviz.train.heads3_export import run_heads3_export
 

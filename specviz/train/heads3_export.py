@@ -27,7 +27,8 @@ from typing import Any
 import torch
 
 from specviz.heads.eagle3 import Eagle3Head, EagleShape
-from specviz.heads.weights import ASSETS, model_label
+from specviz.heads.lookup import ASSETS
+from specviz.heads.weights import model_label
 from specviz.heads.weights3 import save_head3
 from specviz.train.common import load_target, write_json_atomic
 from specviz.train.heads_eval import eval_path

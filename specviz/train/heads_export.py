@@ -14,7 +14,7 @@ from typing import Any
 
 from safetensors.torch import load_file
 
-from specviz.heads.weights import ASSETS
+from specviz.heads.lookup import ASSETS
 from specviz.train.common import write_json_atomic
 from specviz.train.features import feature_dir
 from specviz.train.heads import head_dir

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specviz.drafters.registry import DEFAULT_CONFIG, drafter_spec
+from specviz.drafters.names import DEFAULT_CONFIG, drafter_spec
 from specviz.tune.profile import (
     FORWARDS,
     Profile,
@@ -126,7 +126,7 @@ def foreign(profile: Profile, pair: str) -> str | None:
 
 def lean_applies(drafter: str | None) -> bool:
     """Whether a decode with drafter (None: plain decoding) takes the lean target forward: not
-    a tree verified through transformers' forward with a 4D mask, nor early-exit-shared, which
+    a tree verified through transformers' forward with a 4D mask, nor early-exit:shared, which
     verifies through its own forward of the target (a drafting head's tree takes it). A
     batched decode (specviz.batch) never does."""
     if drafter is None:

@@ -27,12 +27,13 @@ from specviz.core.config import SamplingConfig
 from specviz.core.decoding import clock
 from specviz.core.drafter import Drafter
 from specviz.drafters.hybrid import LookupThenModelDrafter
-from specviz.drafters.registry import DEFAULT_CONFIG, DrafterOptions, build_drafter, drafter_spec
+from specviz.drafters.names import DEFAULT_CONFIG, drafter_spec
+from specviz.drafters.options import DrafterOptions
+from specviz.drafters.registry import build_drafter
 from specviz.drafters.trimmed import ranking_path
 from specviz.fast.lean import lean_problem, lean_target_cache
 from specviz.fast.packed import pack_linears, packing_problem
 from specviz.models.loading import ModelLoadError, ModelPair, load_pair, parse_dtype, resolve
-from specviz.timing import PASS_PROMPT
 from specviz.tune.profile import (
     FORWARDS,
     RATIO_TOKENS,
@@ -43,6 +44,7 @@ from specviz.tune.profile import (
     pair_id,
     this_machine,
 )
+from specviz.tune.timing import PASS_PROMPT
 
 WARMUP = 1  # untimed rounds of every width first
 REPEATS, QUICK_REPEATS = 9, 3  # timed rounds per path and thread count: a full run, --quick

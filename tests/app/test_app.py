@@ -44,7 +44,7 @@ from specviz.bench.summary import gamma_curves, policies_vs_best_fixed, summariz
 from specviz.cli import main as specviz_main
 from specviz.drafters import early_exit
 from specviz.drafters.model import ModelDrafter
-from specviz.drafters.registry import (
+from specviz.drafters.names import (
     CROSS_TOKENIZER_DRAFTERS,
     DRAFTER_NAMES,
     EXIT_DRAFTERS,
@@ -52,8 +52,8 @@ from specviz.drafters.registry import (
     REGISTRY,
     TREE_DRAFTERS,
     UNCONFIDENT_DRAFTERS,
-    DrafterOptions,
 )
+from specviz.drafters.options import DrafterOptions
 from specviz.drafters.trimmed import save_ranking
 from specviz.heads.eagle3 import fresh_head
 from specviz.heads.medusa import MedusaHeads
@@ -216,15 +216,15 @@ def test_settings_refuse_bad_values_with_the_allowed_range(
         Settings.parse(form(("t", "d"), **values))
 
 
-READ_BY = {"exit_layer": "early-exit", "tree_nodes": "tree-ngram", "tree_depth": "tree-model"}
-READ_BY |= {"tree_width": "tree-sampled", "tree_rule": "tree-ngram"}
+READ_BY = {"exit_layer": "early-exit", "tree_nodes": "tree(ngram)", "tree_depth": "tree(model)"}
+READ_BY |= {"tree_width": "tree(model):sampled", "tree_rule": "tree(ngram)"}
 
 
 @pytest.mark.parametrize(
     ("drafter", "ignored"),
     [
-        ("tree-model", {"gamma": 0, "policy": "random", "confidence": 7}),
-        ("tree-ngram", {"tree_width": 0}),
+        ("tree(model)", {"gamma": 0, "policy": "random", "confidence": 7}),
+        ("tree(ngram)", {"tree_width": 0}),
         ("model", {"tree_nodes": 0, "tree_depth": "x", "tree_rule": "typical"}),
         ("ngram", {"exit_layer": 0, "confidence": -1}),
     ],
@@ -280,7 +280,7 @@ def test_menu_lists_every_registered_drafter_by_its_registry_label(app: SpecVizA
     [menu] = [b for b in app.build().blocks.values() if isinstance(b, gr.Dropdown)
               and b.elem_id == "sv-drafter"]  # fmt: skip
     assert [tuple(choice) for choice in menu.choices] == expected
-    assert menu.value == DEFAULTS["drafter"] == "ngram+model-trimmed"
+    assert menu.value == DEFAULTS["drafter"] == "ngram+model:trimmed"
     assert menu.choices[0][1] == "model"  # the classic draft model: the menu's first entry
     assert settings(("t", "d")).draft == "d"
     assert [settings(("t", "d"), drafter=name).draft for name in ("ngram", *EXIT_DRAFTERS)] == [
@@ -351,7 +351,7 @@ def test_early_exit_drafts_with_the_targets_own_layers(
     app: SpecVizApp, model_dirs: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dirs = (model_dirs[0], "/ignored/for/early-exit")
-    for drafter in ("early-exit", "early-exit-shared"):
+    for drafter in ("early-exit", "early-exit:shared"):
         run = list(app.decode.generate(settings(dirs, drafter=drafter, max_new=8)))[-1][0]
         assert run.done and run.settings["drafter"] == drafter
         assert run.settings["exit_layer"] == 1 and sum(r.draft_forward_calls for r in run.rounds)
@@ -610,8 +610,8 @@ CACHE_MUTANT = next(m for m in MUTANTS if m.make_cache is not None)
 REFUSED = {  # (drafter, mutant): the drafter has no such piece to swap
     ("ngram", DRAFTER_MUTANT.name): "drafts without a model",
     ("suffix", DRAFTER_MUTANT.name): "drafts without a model",
-    ("early-exit-shared", DRAFTER_MUTANT.name): "builds a drafter of its own",
-    ("early-exit-shared", CACHE_MUTANT.name): "shares with the target",
+    ("early-exit:shared", DRAFTER_MUTANT.name): "builds a drafter of its own",
+    ("early-exit:shared", CACHE_MUTANT.name): "shares with the target",
 }
 REFUSED |= {  # a drafting head: its own drafter, verifying through its own forward of the target
     (head, mutant.name): why
@@ -689,11 +689,11 @@ def test_benchmark_tab_shows_a_saved_result_and_refuses_bad_files(
 def test_trimmed_head_drafter_in_the_app(
     app: SpecVizApp, model_dirs: tuple[str, str], ranked_dirs: tuple[str, str]
 ) -> None:
-    status = list(app.decode.generate(settings(model_dirs, drafter="model-trimmed")))[-1][2]
+    status = list(app.decode.generate(settings(model_dirs, drafter="model:trimmed")))[-1][2]
     assert "needs token_ranking.safetensors in the draft folder" in unescape(status)
-    outs = list(app.decode.generate(settings(ranked_dirs, drafter="model-trimmed", temperature=0)))
+    outs = list(app.decode.generate(settings(ranked_dirs, drafter="model:trimmed", temperature=0)))
     run = outs[-1][0]
-    assert "finished" in outs[-1][2] and run.settings["drafter"] == "model-trimmed"
+    assert "finished" in outs[-1][2] and run.settings["drafter"] == "model:trimmed"
     plain = list(app.decode.generate(settings(model_dirs, temperature=0)))[-1][0]
     assert [c.token for c in run.cells() if c.emitted] == [
         c.token for c in plain.cells() if c.emitted
@@ -703,7 +703,7 @@ def test_trimmed_head_drafter_in_the_app(
 def test_lookup_then_model_drafter_in_the_app_and_its_lab(
     app: SpecVizApp, model_dirs: tuple[str, str], ranked_dirs: tuple[str, str]
 ) -> None:
-    prompt, hybrid = "abc abc abc abc abc", "ngram+model-trimmed"  # its model: a trimmed head
+    prompt, hybrid = "abc abc abc abc abc", "ngram+model:trimmed"  # its model: a trimmed head
     outs = list(
         app.decode.generate(settings(ranked_dirs, drafter=hybrid, prompt=prompt, temperature=0))
     )
@@ -750,7 +750,7 @@ def test_defaults_are_the_benchmarks_fastest_exact_setting_for_code(app: SpecViz
     assert {k: DEFAULTS[k] for k in keys} == {k: best[k] for k in keys}
     assert best["model_gamma"] is None and (DEFAULTS["top_k"], DEFAULTS["top_p"]) == (0, 1.0)
     widgets = {b.elem_id: b for b in app.build().blocks.values() if getattr(b, "elem_id", None)}
-    assert widgets["sv-drafter"].value == "ngram+model-trimmed"
+    assert widgets["sv-drafter"].value == "ngram+model:trimmed"
     assert (widgets["sv-gamma"].value, widgets["sv-temperature"].value) == (3, 0.0)
     assert widgets["sv-workload"].value == "code" and "def " in widgets["sv-prompt"].value
 
@@ -780,7 +780,7 @@ def test_the_form_shows_only_the_fields_the_drafter_reads(app: SpecVizApp, draft
         "confidence": not tree and drafter not in UNCONFIDENT_DRAFTERS,
         "gamma": not tree, "policy": not tree,  # a tree's depth replaces γ
         "tree_nodes": tree, "tree_depth": tree,
-        "tree_width": tree and drafter not in ("tree-ngram", "tree-suffix"),  # lookups: no width
+        "tree_width": tree and drafter not in ("tree(ngram)", "tree(suffix)"),  # lookups: no width
         "tree_rule": tree,
     }  # fmt: skip
     assert REGISTRY[drafter].label in note and REGISTRY[drafter].description in note

@@ -26,7 +26,7 @@ from specviz.app.tabs.batch import (
 )
 from specviz.app.views.batch import BatchRun, batch_html, row_tokens
 from specviz.core.events import RoundSummary
-from specviz.drafters.registry import BATCH_DRAFTERS
+from specviz.drafters.names import BATCH_DRAFTERS
 
 from .test_app import free_port, model_dirs, ranked_dirs, served, settings
 from .test_app_browser import ROOT, browser, open_app
@@ -66,7 +66,7 @@ def app(model_dirs: tuple[str, str]) -> SpecVizApp:
         ({"prompts": " \n \n"}, "a batch needs 2 to 8 prompts, one per line (got none)"),
         ({"prompts": "only one"}, "(got 1): add lines, or use Generate for a single prompt"),
         ({"prompts": "x\n" * (MAX_ROWS + 1)}, "at most 8 prompts, one per line (got 9)"),
-        ({"drafter": "eagle3"}, "batch drafter must be one of model, model-trimmed, ngram"),
+        ({"drafter": "eagle"}, "batch drafter must be one of model, model:trimmed, ngram"),
         ({"gamma": 0}, "γ (draft tokens per round) must be between 1 and 16 (got 0)"),
         ({"temperature": -1}, "temperature must be between 0 and 2 (got -1)"),
         ({"max_new": 2.5}, "max new tokens must be a whole number (got 2.5)"),
@@ -89,7 +89,7 @@ def test_errors_from_the_models_show_in_the_tab(
     long = "x" * 100  # the tiny models hold 96 positions
     status = outputs(app, model_dirs, prompts=f"ab\n{long}")[-1][0]
     assert "sv-status-error" in status and "prompt 1:" in unescape(status)
-    status = outputs(app, model_dirs, drafter="model-trimmed")[-1][0]  # no token ranking here
+    status = outputs(app, model_dirs, drafter="model:trimmed")[-1][0]  # no token ranking here
     assert "token_ranking.safetensors" in unescape(status) and "'model' drafter" in unescape(status)
     status = outputs(app, (model_dirs[0], str(tmp_path)))[-1][0]
     assert "sv-status-error" in status and "no config.json" in unescape(status)
@@ -142,9 +142,9 @@ def test_every_batched_drafter_runs_in_the_tab_greedy_as_plain(
 def test_the_tab_defaults_to_the_trimmed_draft_where_the_pair_has_a_ranking(
     model_dirs: tuple[str, str], ranked_dirs: tuple[str, str]
 ) -> None:
-    assert default_drafter(ranked_dirs[1]) == "model-trimmed" == default_drafter("bundled")
+    assert default_drafter(ranked_dirs[1]) == "model:trimmed" == default_drafter("bundled")
     assert default_drafter(model_dirs[1]) == "model" == default_drafter("org/hub-id")
-    for dirs, expected in ((ranked_dirs, "model-trimmed"), (model_dirs, "model")):
+    for dirs, expected in ((ranked_dirs, "model:trimmed"), (model_dirs, "model")):
         blocks = SpecVizApp(*dirs).build().blocks.values()
         [menu] = [b for b in blocks if getattr(b, "elem_id", None) == "sv-batch-drafter"]
         assert menu.value == expected and [c[1] for c in menu.choices] == list(BATCH_DRAFTERS)

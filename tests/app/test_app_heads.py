@@ -13,8 +13,8 @@ from specviz.app.main import SpecVizApp
 from specviz.app.tabs.lab import MODELS, lab_pair
 from specviz.app.views.form import drafter_choices
 from specviz.core.drafter import SharesTargetCache
-from specviz.drafters.registry import HEAD_DRAFTERS, REGISTRY, UNCONFIDENT_DRAFTERS, WIDE_DRAFTERS
-from specviz.heads import weights
+from specviz.drafters.names import HEAD_DRAFTERS, REGISTRY, UNCONFIDENT_DRAFTERS, WIDE_DRAFTERS
+from specviz.heads import lookup
 from specviz.heads.tap import FeatureCache, FeatureLean
 from specviz.stats.lab import REAL
 from specviz.tune.defaults import Defaults
@@ -35,7 +35,7 @@ def test_the_menu_offers_every_head_drafter_without_a_draft_model() -> None:
     offered = {name for _label, name in drafter_choices()}
     assert set(HEAD_DRAFTERS) <= offered
     assert all(settings(("t", "d"), drafter=name).draft is None for name in HEAD_DRAFTERS)
-    assert {"eagle3", "medusa", "ngram+eagle3"} <= set(UNCONFIDENT_DRAFTERS)  # no stop on their q
+    assert {"eagle", "medusa", "ngram+eagle"} <= set(UNCONFIDENT_DRAFTERS)  # no stop on their q
     assert {n for n in HEAD_DRAFTERS if REGISTRY[n].tree} <= set(WIDE_DRAFTERS)
 
 
@@ -50,7 +50,7 @@ def test_a_head_verifies_on_the_forward_the_apps_plain_decoding_uses(
     ):
         app = SpecVizApp(*model_dirs, heads=heads_dir, defaults=defaults)
         assert app.session.defaults.lean is lean and app.session.pairs.pack
-        s = settings(model_dirs, drafter="eagle3", temperature=0)
+        s = settings(model_dirs, drafter="eagle", temperature=0)
         pair = app.session.pair(s)
         drafter = make_drafter(s, pair, heads_dir, lean=lean)
         assert isinstance(drafter, SharesTargetCache)
@@ -60,7 +60,7 @@ def test_a_head_verifies_on_the_forward_the_apps_plain_decoding_uses(
         assert "identical ✓" in outs[-1]  # T = 0: the same text on the same forward
 
 
-@pytest.mark.parametrize("drafter", ["medusa", "medusa-tree"])
+@pytest.mark.parametrize("drafter", ["medusa", "tree(medusa)"])
 def test_a_head_without_weights_says_so_in_the_note_and_the_status(
     model_dirs: tuple[str, str], tmp_path: Path, drafter: str
 ) -> None:
@@ -80,11 +80,11 @@ def test_a_head_without_weights_says_so_in_the_note_and_the_status(
 def test_the_shipped_heads_missing_are_named_under_the_menu(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(weights, "ASSETS", tmp_path)
-    *_fields, note = SpecVizApp().form.drafter_fields("eagle3-tree")
-    assert "the eagle3-tree drafter reads the eagle3 head shipped" in note and "--heads" in note
+    monkeypatch.setattr(lookup, "ASSETS", tmp_path)
+    *_fields, note = SpecVizApp().form.drafter_fields("tree(eagle)")
+    assert "the tree(eagle) drafter reads the eagle3 head shipped" in note and "--heads" in note
     (tmp_path / "eagle3.safetensors").write_bytes(b"")
-    *_fields, note = SpecVizApp().form.drafter_fields("eagle3-tree")
+    *_fields, note = SpecVizApp().form.drafter_fields("tree(eagle)")
     assert "No weights" not in note and "eagle3.safetensors" in note
 
 
@@ -102,9 +102,9 @@ def test_heads_trained_for_another_target_are_refused_in_the_status(
 
 def test_the_toy_pair_grows_a_head_trees_kind_of_tree_with_its_draft_model() -> None:
     kinds = {}
-    for drafter in ("eagle3-tree", "medusa-tree", "eagle3", "ngram+eagle3"):
+    for drafter in ("tree(eagle)", "tree(medusa)", "eagle", "ngram+eagle"):
         kinds[drafter] = lab_pair(settings(("t", "d"), drafter=drafter), None).drafter
     assert kinds == {
-        "eagle3-tree": "tree-model", "medusa-tree": "tree-model", "eagle3": "model",
-        "ngram+eagle3": "model",
+        "tree(eagle)": "tree(model)", "tree(medusa)": "tree(model)", "eagle": "model",
+        "ngram+eagle": "model",
     }  # fmt: skip

@@ -17,9 +17,9 @@ def test_a_draft_with_its_own_tokenizer_drafts_through_a_cross_tokenizer_drafter
     two = ModelPair(target=None, draft=None, tokenizer=char(), draft_tokenizer=char_bpe())
     assert for_pair(s, two).drafter == CROSS_DRAFTER
     picked = ModelPair(target=None, draft=None, tokenizer=char(), draft_tokenizer=char_bpe(),
-                       drafter="cross-text")  # fmt: skip
-    assert for_pair(s, picked).drafter == "cross-text"  # the one load_pair was asked for
-    asked = settings(DIRS, drafter="cross-text")
+                       drafter="cross:text")  # fmt: skip
+    assert for_pair(s, picked).drafter == "cross:text"  # the one load_pair was asked for
+    asked = settings(DIRS, drafter="cross:text")
     assert for_pair(asked, two) == asked  # the form's cross-tokenizer drafter is kept
 
 

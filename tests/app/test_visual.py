@@ -162,7 +162,7 @@ def test_summary_agrees_with_a_real_generation(pair: PairFactory, tokenizer) -> 
     assert s["alpha"] == pytest.approx(result.acceptance_rate)
     assert s["target_calls"] == result.target_calls
     cells = views.cells_from_events(result.events, lambda t: tokenizer.decode([t]))
-    assert views.emitted_text(cells) == result.text
+    assert views.emitted_text(cells) == tokenizer.decode(list(result.tokens))  # stop token too
 
 
 def test_plots_are_figures_with_data_and_placeholders_when_empty() -> None:

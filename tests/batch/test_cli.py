@@ -73,7 +73,7 @@ def test_plain_batch_and_the_text_report(folders, tmp_path, capsys) -> None:
     ("extra", "message"),
     [
         (["--batch", "0"], "--batch must be between 1 and"),
-        (["--batch", "2", "--drafter", "eagle3"], "has no batched form: use one of model"),
+        (["--batch", "2", "--drafter", "eagle"], "has no batched form: use one of model"),
         (["--batch", "2", "--lean-target"], "--lean-target does not apply to a batched decode"),
         (["--batch", "2", "--gamma-policy", "theory"], "--gamma-policy does not apply"),
         (["--batch", "2", "--preset", "json"], "--preset does not apply to a batched decode"),

@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-from specviz.bench import cli as bench_cli
 from specviz.bench.report import figures, load_result_view, render, resummarized
 from specviz.bench.sweep import plain as as_data
 from specviz.bench.sweep import unplain
 from specviz.bench.sweeps.batch import BatchPlan, _stops_from, render_batch, sweep_requests
+from specviz.cli import bench as bench_cli
 from specviz.cli import main
 from specviz.gamma.theory import expected_tokens_per_round, pass_speedup, token_bound_from
 from specviz.results.records import cost_per_1k_tokens
 from specviz.results.saved import saved_results
 from specviz.results.schema import SCHEMA, migrate, validate
-from specviz.timing import TARGET
+from specviz.tune.timing import TARGET
 from specviz.workloads import Request
 from tools.report.headline import batch_part
 from tools.report.saved import RESULTS_DIR, Saved
@@ -188,8 +188,8 @@ def test_at_t_1_each_request_writes_the_same_tokens_at_every_batch_size(
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--batch-sizes", "1,2", "--drafters", "eagle3"], "from model, model-trimmed, ngram"),
-        (["--batch-sizes", "1,2", "--drafters", "tree-model"], "tree-model has no batched"),
+        (["--batch-sizes", "1,2", "--drafters", "eagle"], "from model, model:trimmed, ngram"),
+        (["--batch-sizes", "1,2", "--drafters", "tree(model)"], "tree(model) has no batched"),
         (["--batch-sizes", "0,2"], r"two or more batch sizes >= 1"),
         (["--batch-sizes", "1"], "the plain decode step timing is --step-batch-sizes"),
         (["--batch-sizes", "2,2"], "names a batch size twice"),

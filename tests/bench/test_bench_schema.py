@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from specviz.bench.cli import run_profile, saved_result
 from specviz.bench.report import load_result_view, render, resummarized
 from specviz.cli import main
+from specviz.cli.bench import run_profile, saved_result
+from specviz.results.names import rename, renamed
 from specviz.results.records import Record
 from specviz.results.saved import saved_results
 from specviz.results.schema import SCHEMA, batch_steps, flat_meta, migrate, validate, version
@@ -62,11 +63,30 @@ def test_every_saved_result_migrates_to_the_current_shape(path: str) -> None:
 
 
 @pytest.mark.parametrize("path", CURRENT, ids=[Path(p).stem for p in CURRENT])
-def test_a_result_saved_in_the_current_schema_loads_as_it_is(path: str) -> None:
+def test_a_result_saved_in_schema_5_loads_with_its_drafters_renamed(path: str) -> None:
+    """The saved results predate names by family: reading one renames its drafters (and the
+    commands that ran them), and changes nothing else."""
     raw = _raw(path)
-    assert raw["schema"] == SCHEMA
-    validate(raw)
-    assert migrate(raw) == raw
+    assert raw["schema"] == 5 == SCHEMA - 1
+    now = migrate(raw)
+    validate(now)
+    assert now == renamed(raw) | {"schema": SCHEMA}
+    assert migrate(now) == now
+
+
+def test_old_drafter_names_are_renamed_where_they_stand_alone() -> None:
+    assert (
+        rename("ngram+model-trimmed γ=3, model-trimmed") == "ngram+model:trimmed γ=3, model:trimmed"
+    )
+    assert rename("--drafters eagle3,eagle3-tree,cross-tli") == "--drafters eagle,tree(eagle),cross"
+    assert rename("eagle") == "eagle-1 (retired)" and rename("eagle3") == "eagle"
+    assert rename("early-exit-shared k=1") == "early-exit:shared k=1"
+    assert rename("suffix-factors memory-cost-tree") == "suffix-factors memory-cost-tree"
+    data = {"setting": {"drafter": "tree-model"}, "meta": {"drafter_note": "tree-model"}}
+    assert renamed(data) == {
+        "setting": {"drafter": "tree(model)"},
+        "meta": {"drafter_note": "tree-model"},
+    }
 
 
 def test_the_newest_parts_are_saved_in_the_current_schema() -> None:
@@ -82,7 +102,7 @@ def test_memory_rows_saved_without_the_decode_split_take_it_from_their_records()
     old = copy.deepcopy(raw)
     for row in old["memory"]["rows"]:
         del row["prefill_seconds"], row["plain_decode_seconds"]
-    assert migrate(old) == raw  # each row's split is its own record's, not another's
+    assert migrate(old) == migrate(raw)  # each row's split is its own record's, not another's
     pairs = {(r["prefill_seconds"], r["plain_decode_seconds"]) for r in raw["memory"]["rows"]}
     assert len(pairs) == len(raw["records"])  # one record a row: every row's split differs
     old["records"] = old["records"][1:]  # negative control: a row without its record

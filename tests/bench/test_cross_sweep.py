@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from specviz.bench.cli import study_argv
 from specviz.bench.sweeps.cross import DEFAULT_CROSS, cross_plan, render_cross
 from specviz.cli import build_parser, main
+from specviz.cli.bench import study_argv
 from specviz.results.schema import validate
 
 from ..drafters.cross_pairs import char, char_bpe, tiny_llama
@@ -23,17 +23,17 @@ def _args(*argv: str) -> Any:
 
 def test_the_plan_runs_the_cross_drafters_at_each_gamma() -> None:
     plan = cross_plan(_args("--cross", "--gammas", "2,4"), ["fixed"])
-    assert plan is not None and plan.drafters == ("cross-text", "cross-tli")
-    assert plan.gammas == (2, 4) and DEFAULT_CROSS == "cross-text,cross-tli"
+    assert plan is not None and plan.drafters == ("cross", "cross:text")
+    assert plan.gammas == (2, 4) and DEFAULT_CROSS == "cross,cross:text"
     assert cross_plan(_args("--gammas", "2"), ["fixed"]) is None  # the subcommand sets --cross
-    only = cross_plan(_args("--cross", "cross-text"), ["fixed"])
-    assert only is not None and only.drafters == ("cross-text",)
+    only = cross_plan(_args("--cross", "cross:text"), ["fixed"])
+    assert only is not None and only.drafters == ("cross:text",)
 
 
 @pytest.mark.parametrize(
     ("argv", "policies", "message"),
     [
-        (["--cross", "model"], ["fixed"], r"--cross must list some of cross-text,cross-tli"),
+        (["--cross", "model"], ["fixed"], r"--cross must list some of cross,cross:text"),
         (["--cross", "--drafters", "model"], ["fixed"], r"drop --drafters"),
         (["--cross"], ["fixed", "heuristic"], r"drop --policies"),
         (["--cross", "--draft", "a", "--draft", "b"], ["fixed"], r"drop --draft twice"),
@@ -84,13 +84,13 @@ def test_a_tiny_pair_saves_a_row_per_run_and_renders_its_table(
     assert len(section["baselines"]) == 2 * 2 and len(result["records"]) == 16
     assert all(r["identical"] for r in section["runs"])  # T = 0: the target's own tokens
     assert all(r["speedup_assisted"] is not None for r in section["runs"])
-    assert {r["drafter"] for r in section["runs"]} == {"cross-text", "cross-tli"}
+    assert {r["drafter"] for r in section["runs"]} == {"cross:text", "cross"}
     plan = section["plan"]
     assert plan["shared_tokens"] > 0 and not plan["same_tokenizer"]
     assert plan["command"] == result["meta"]["command"]  # the command line that ran it
     table = render_cross(section)
     assert "| drafter | γ | T | runs | α | tokens / pass | c | × plain |" in table
-    assert table.count("| cross-") == 4 and "| 4/4 |" in table  # (drafter, γ) rows, 4 runs each
+    assert table.count("| cross") == 4 and "| 4/4 |" in table  # (drafter, γ) rows, 4 runs each
     assert table in printed
     assert main(["bench", "markdown", str(out)]) == 0
     assert table in capsys.readouterr().out

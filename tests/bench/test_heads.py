@@ -29,17 +29,12 @@ from specviz.core.cache import KVCache
 from specviz.core.config import SpeculationConfig
 from specviz.core.drafter import Drafter, SharesTargetCache
 from specviz.core.policy import FixedGamma
-from specviz.drafters.registry import (
-    DRAFTER_NAMES,
-    HEAD_DRAFTERS,
-    HEAD_KIND,
-    TREE_DRAFTERS,
-    DrafterOptions,
-    build_drafter,
-)
+from specviz.drafters.names import DRAFTER_NAMES, HEAD_DRAFTERS, HEAD_KIND, TREE_DRAFTERS
+from specviz.drafters.options import DrafterOptions
+from specviz.drafters.registry import build_drafter
 from specviz.fast.lean import LeanLlama
 from specviz.gamma.policies import HeuristicGamma
-from specviz.heads import weights
+from specviz.heads import lookup
 from specviz.heads.eagle3 import fresh_head
 from specviz.heads.medusa import MedusaHeads
 from specviz.heads.tap import FeatureCache, FeatureLean
@@ -87,7 +82,8 @@ def _setting(drafter: str, gamma: int = 3) -> BenchSetting:
 
 def test_every_registered_head_drafter_is_known_with_the_weights_it_reads() -> None:
     heads = {n for n in DRAFTER_NAMES if "eagle" in n or "medusa" in n}
-    assert set(HEAD_DRAFTERS) == heads and all(HEAD_KIND[n] in n for n in heads)
+    assert set(HEAD_DRAFTERS) == heads
+    assert all(HEAD_KIND[n] == ("medusa" if "medusa" in n else "eagle3") for n in heads)
 
 
 @pytest.mark.parametrize("drafter", HEAD_DRAFTERS)
@@ -125,7 +121,7 @@ def test_a_head_run_keeps_the_target_s_greedy_tokens_on_either_forward(
     request = Request(
         id="c-1", category="code", prompt="the cat the", max_new_tokens=10, temperature=0.0
     )
-    for setting in (_setting("eagle3"), _setting("medusa-tree")):
+    for setting in (_setting("eagle"), _setting("tree(medusa)")):
         records = [
             run_request(
                 target,
@@ -175,7 +171,7 @@ def test_the_bench_runs_every_head_drafter_without_a_confidence_policy(
         pair,
         tokenizer,
         "--drafters",
-        "eagle3-tree",
+        "tree(eagle)",
         "--heads",
         str(heads_dir),
         "--tree-depth",
@@ -188,21 +184,21 @@ def test_the_bench_runs_every_head_drafter_without_a_confidence_policy(
 def test_the_tree_sweep_compares_a_head_tree_with_the_head_s_chain(
     pair: PairFactory, tokenizer: Any, heads_dir: Path, tmp_path: Path
 ) -> None:
-    extra = ["--tree-sweep", "1,3", "--drafters", "eagle3-tree", "--heads", str(heads_dir)]
+    extra = ["--tree-sweep", "1,3", "--drafters", "tree(eagle)", "--heads", str(heads_dir)]
     result = _bench(tmp_path, pair, tokenizer, *extra, "--tree-depth", "2", "--tree-width", "2")
     ran = {(r["setting"]["drafter"], r["setting"]["tree_nodes"]) for r in result["records"]}
-    assert ran == {("eagle3", None), ("eagle3-tree", 3)}
+    assert ran == {("eagle", None), ("tree(eagle)", 3)}
 
 
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--drafters", "model", "--heads", "."], "it applies to --drafters medusa, eagle3"),
+        (["--drafters", "model", "--heads", "."], "it applies to --drafters eagle, medusa"),
         (["--drafters", "model,medusa", "--heads", "/no/such"], "/no/such: no such folder"),
-        (["--drafters", "eagle3-tree"], "the eagle3-tree drafter reads the eagle3 head shipped"),
-        (["--drafters", "tree-model,eagle3-tree", "--lean-target"], "tree-model verify their"),
+        (["--drafters", "tree(eagle)"], "the tree(eagle) drafter reads the eagle3 head shipped"),
+        (["--drafters", "tree(model),tree(eagle)", "--lean-target"], "tree(model) verify their"),
         (
-            ["--tree-sweep", "--drafters", "eagle3-tree", "--heads", "{heads}", "--lean-target"],
+            ["--tree-sweep", "--drafters", "tree(eagle)", "--heads", "{heads}", "--lean-target"],
             "--tree-sweep runs the target on transformers' forward: drop --lean-target",
         ),
     ],
@@ -215,7 +211,7 @@ def test_head_flags_the_bench_cannot_run_are_refused_before_any_model_loads(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setattr(weights, "ASSETS", tmp_path)  # no shipped heads
+    monkeypatch.setattr(lookup, "ASSETS", tmp_path)  # no shipped heads
     given = [flag.format(heads=heads_dir) for flag in flags]
     assert main(["bench", "--target", "/no/such/model", *given]) == 2
     err = capsys.readouterr().err
@@ -223,7 +219,7 @@ def test_head_flags_the_bench_cannot_run_are_refused_before_any_model_loads(
 
 
 @pytest.mark.parametrize("policy", ["fixed", "heuristic"])
-@pytest.mark.parametrize("drafter", ["eagle3", "medusa", "ngram+eagle3"])
+@pytest.mark.parametrize("drafter", ["eagle", "medusa", "ngram+eagle"])
 def test_the_replay_makes_the_rounds_of_a_real_greedy_head_decode(
     pair: PairFactory, tokenizer: Any, fitted_dir: Path, drafter: str, policy: str
 ) -> None:
@@ -260,7 +256,7 @@ def test_the_replay_makes_the_rounds_of_a_real_greedy_head_decode(
     fields = ("gamma", "proposed", "accepted", "emitted")
     made = [[getattr(r, f) for f in fields] for r in real.rounds]
     assert [[getattr(r, f) for f in fields] for r in replay(look, gammas(), COSTS).rounds] == made
-    if drafter != "ngram+eagle3":  # lookup may copy from the prompt; a head needs features
+    if drafter != "ngram+eagle":  # lookup may copy from the prompt; a head needs features
         assert made[0][1] == 0
 
 
@@ -269,7 +265,7 @@ def test_a_head_is_timed_on_its_own_forward_and_needs_its_target(
 ) -> None:
     target = pair("llama")[0]
     drafter = build_drafter(
-        "eagle3",
+        "eagle",
         target=target,
         sampling=GREEDY,
         options=DrafterOptions(heads=str(heads_dir), make_cache=KVCache),
@@ -313,7 +309,7 @@ def test_a_head_tree_takes_no_target_forward_of_the_callers(
 ) -> None:
     target = pair("llama")[0]
     options = DrafterOptions(heads=str(heads_dir), tree_depth=3)
-    drafter = build_drafter("eagle3-tree", target=target, sampling=GREEDY, options=options)
+    drafter = build_drafter("tree(eagle)", target=target, sampling=GREEDY, options=options)
     speculation = SpeculationConfig(gamma=3, max_new_tokens=4)
     with pytest.raises(ValueError, match="verifies through its own forward of the target"):
         speculative_generate(target, drafter, tokenizer, "ab", sampling=GREEDY,
@@ -337,10 +333,10 @@ def test_the_replay_command_tables_the_heads(
     work = tmp_path / "w.jsonl"
     row = {"id": "c-1", "category": "code", "prompt": PROMPT, "max_new_tokens": 40}
     work.write_text(json.dumps(row | {"temperature": 0.0}))
-    argv = ["--workloads", str(work), "--drafters", "eagle3,medusa,ngram+eagle3"]
+    argv = ["--workloads", str(work), "--drafters", "eagle,medusa,ngram+eagle"]
     assert main(["bench", "replay", *argv, "--gammas", "1,2", "--heads", str(fitted_dir)]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {work}")]
-    for name in ("eagle3", "medusa", "ngram+eagle3"):
+    for name in ("eagle", "medusa", "ngram+eagle"):
         assert (
             sum(f"| {work}, {name}, T = 0" in row for row in rows) == 5
         )  # 2 γ, 2 policies, oracle

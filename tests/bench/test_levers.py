@@ -170,8 +170,8 @@ def test_a_broken_levers_section_is_refused(swept: tuple[Path, dict[str, Any], s
         (["--levers", "--batch-sizes", "1,2"], "drop --batch-sizes"),
         (["--levers", "--dtype", "float64"], "drop --dtype"),
         (["--levers", "--lean-target"], "drop --lean-target"),
-        (["--levers", "spec@fp32/int8-weight", "--drafters", "model-trimmed"], "--drafters model"),
-        (["--levers", "--drafters", "ngram"], "model, model-trimmed"),
+        (["--levers", "spec@fp32/int8-weight", "--drafters", "model:trimmed"], "--drafters model"),
+        (["--levers", "--drafters", "ngram"], "model, model:trimmed"),
     ],
 )
 def test_what_the_sweep_cannot_run_is_refused_before_any_model_loads(

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from specviz.bench.passes import passes_table
 from specviz.cli import main
 from specviz.core.cache import KVCache
 from specviz.fast.lean import lean_target_cache
-from specviz.passes import passes_table
-from specviz.timing import binary_tree, causal_pass_seconds, tree_verify_seconds
+from specviz.tune.timing import binary_tree, causal_pass_seconds, tree_verify_seconds
 
 from ..conftest import PairFactory
 

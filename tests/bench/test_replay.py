@@ -246,8 +246,8 @@ def test_measured_costs_and_the_comparison_table(pair: PairFactory, tokenizer) -
         (["--gammas", "0,2"], "--gammas and --start-gamma must be >= 1"),
         (["--workloads", "poems"], "--workloads: no workload file"),
         (
-            ["--drafters", "early-exit-shared"],
-            "--drafters: replay supports model, model-trimmed, ngram",
+            ["--drafters", "early-exit:shared"],
+            "--drafters: replay supports model, model:trimmed, ngram",
         ),
         (["--policies", "fixed"], "--policies: heuristic and/or theory"),
         (["--temperature", "-1"], "--temperature: temperature must be a finite number >= 0"),

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from specviz.bench.cli import command, study_argv, study_of, subcommands
 from specviz.bench.sweep import DEFAULT_NODES
 from specviz.bench.sweeps import studies
 from specviz.bench.sweeps.batch import STEP_BATCH_SIZES
 from specviz.cli import build_parser, main
+from specviz.cli.bench import command, study_argv, study_of, subcommands
 from specviz.quant.levers import DEFAULT_LEVERS
 
 

@@ -282,3 +282,27 @@ def test_the_target_scores_the_prompt_in_its_first_pass(pair: PairFactory, token
         assert calls[0] == len(plain.tokens) == plain.target_calls == 20
     finally:
         hook.remove()
+
+
+@pytest.mark.parametrize("speculative", [False, True])
+def test_the_stop_token_that_ends_a_decode_is_no_text(
+    pair: PairFactory, tokenizer, speculative: bool
+) -> None:
+    """The stop token stays among the tokens (the model wrote it) but not in the text."""
+    target, draft = pair("llama")
+    greedy = SamplingConfig(temperature=0)
+    free = autoregressive_generate(target, tokenizer, "ab", sampling=greedy, stop=())
+    stop = free.tokens[3]  # the fourth token greedy decoding writes ends the decode below
+    if speculative:
+        spec = SpeculationConfig(gamma=3, max_new_tokens=64)
+        run = speculative_generate(
+            target, draft, tokenizer, "ab", sampling=greedy, speculation=spec, stop={stop}
+        )
+    else:
+        run = autoregressive_generate(target, tokenizer, "ab", sampling=greedy, stop={stop})
+    first = free.tokens.index(stop)
+    assert run.finish_reason == "eos" and run.tokens == free.tokens[: first + 1]
+    assert run.text == tokenizer.decode(list(free.tokens[:first]))
+    assert free.finish_reason == "max_new_tokens" and free.text == tokenizer.decode(
+        list(free.tokens)
+    )

@@ -15,12 +15,9 @@ from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.drafters.cross_text import CrossTextDrafter
 from specviz.drafters.cross_tli import CrossTLIDrafter
 from specviz.drafters.cross_vocab import SyncedCache, cross_tokenizers
-from specviz.drafters.registry import (
-    CROSS_TOKENIZER_DRAFTERS,
-    REGISTRY,
-    DrafterOptions,
-    build_drafter,
-)
+from specviz.drafters.names import CROSS_TOKENIZER_DRAFTERS, REGISTRY
+from specviz.drafters.options import DrafterOptions
+from specviz.drafters.registry import build_drafter
 from specviz.models.loading import ModelLoadError, load_pair
 
 from .cross_pairs import (
@@ -192,7 +189,7 @@ def test_a_tokenizer_that_does_not_give_back_its_text_is_refused() -> None:
     target, draft = tiny_llama(len(char()), 1), tiny_llama(len(lowercasing()), 2)
     with pytest.raises(ValueError, match=r"draft tokenizer does not give back its own text"):
         build_drafter(
-            "cross-tli",
+            "cross",
             target=target,
             draft=draft,
             sampling=GREEDY,
@@ -202,10 +199,10 @@ def test_a_tokenizer_that_does_not_give_back_its_text_is_refused() -> None:
 
 def test_other_drafters_refuse_another_tokenizer_and_name_the_cross_drafters() -> None:
     target, draft, tt, _dt = models("char", "char_bpe")
-    with pytest.raises(ValueError, match=r"different vocabularies .*\(cross-text, cross-tli\)"):
+    with pytest.raises(ValueError, match=r"different vocabularies .*\(cross, cross:text\)"):
         build_drafter("model", target=target, draft=draft, sampling=GREEDY)
     same_size = tiny_llama(len(tt), 2)
-    with pytest.raises(ValueError, match=r"tokenizers differ.*\(cross-text, cross-tli\)"):
+    with pytest.raises(ValueError, match=r"tokenizers differ.*\(cross, cross:text\)"):
         build_drafter(
             "model",
             target=target,
@@ -218,7 +215,7 @@ def test_other_drafters_refuse_another_tokenizer_and_name_the_cross_drafters() -
 def test_a_model_without_a_saved_tokenizer_needs_one_in_the_options() -> None:
     target, draft, _tt, _dt = models("char", "char_bpe")
     with pytest.raises(ValueError, match=r"pass DrafterOptions\(tokenizer=\.\.\.\)"):
-        build_drafter("cross-tli", target=target, draft=draft, sampling=GREEDY)
+        build_drafter("cross", target=target, draft=draft, sampling=GREEDY)
 
 
 def _save(root: Path, target_name: str, draft_name: str) -> tuple[str, str]:
@@ -233,11 +230,11 @@ def test_load_pair_picks_the_cross_drafter_for_two_tokenizers(tmp_path: Path) ->
     folders = _save(tmp_path, "char", "char_bpe")
     said: list[str] = []
     pair = load_pair(*folders, progress=said.append, pack=False)
-    assert pair.drafter == "cross-tli" and not pair.same_tokenizer
-    assert any("drafting with cross-tli" in m for m in said)
-    with pytest.raises(ModelLoadError, match=r"tokenizers differ.*\(cross-text, cross-tli\)"):
+    assert pair.drafter == "cross" and not pair.same_tokenizer
+    assert any("drafting with cross" in m for m in said)
+    with pytest.raises(ModelLoadError, match=r"tokenizers differ.*\(cross, cross:text\)"):
         load_pair(*folders, drafter="model", pack=False)
-    built = build_drafter("cross-text", target=pair.target, draft=pair.draft, sampling=GREEDY)
+    built = build_drafter("cross:text", target=pair.target, draft=pair.draft, sampling=GREEDY)
     assert isinstance(built, CrossTextDrafter)  # the tokenizers saved beside the models
 
 
@@ -262,7 +259,7 @@ def test_generate_and_verify_run_a_pair_of_two_tokenizers(
     assert main([*verify, "--settings", "quick", "--n", "20", "--drafter", drafter]) == 0
     assert "0 of" in capsys.readouterr().out
     assert main([*verify, "--drafter", "model", "--n", "20"]) == 2
-    assert "(cross-text, cross-tli)" in capsys.readouterr().err
+    assert "(cross, cross:text)" in capsys.readouterr().err
 
 
 def models_of(target_dir: str) -> tuple[Any, Any, Any, Any]:
@@ -285,7 +282,7 @@ def test_generate_without_a_drafter_picks_a_cross_drafter_for_two_tokenizers(
     argv += ["--temperature", "0", "--max-new-tokens", "12", "--dtype", "float64", "--json"]
     assert main(argv) == 0
     out, err = capsys.readouterr()
-    assert "drafting with cross-tli (choose one of cross-text, cross-tli" in err
+    assert "drafting with cross (choose one of cross, cross:text" in err
     assert "no token ranking" not in err  # not the same-tokenizer default's fallback
     target, _draft, tt, _dt = models_of(target_dir)
     plain = autoregressive_generate(target, tt, "the cat", sampling=GREEDY, max_new_tokens=12)

@@ -20,7 +20,9 @@ from specviz.core.events import (
     SuffixLookup,
     TreeProposed,
 )
-from specviz.drafters.registry import CROSS_TOKENIZER_DRAFTERS, DrafterOptions, build_drafter
+from specviz.drafters.names import CROSS_TOKENIZER_DRAFTERS
+from specviz.drafters.options import DrafterOptions
+from specviz.drafters.registry import build_drafter
 from specviz.drafters.suffix.drafter import SuffixConfig, SuffixDrafter
 from specviz.drafters.suffix.explain import CANDIDATES, continuations
 from specviz.drafters.suffix.memory import SuffixMemory
@@ -30,7 +32,7 @@ from ..conftest import PairFactory
 from .cross_pairs import TOKENIZERS, tiny_llama
 
 GREEDY = SamplingConfig(temperature=0)
-SUFFIX_DRAFTERS = ("suffix", "tree-suffix", "suffix+model")
+SUFFIX_DRAFTERS = ("suffix", "tree(suffix)", "suffix+model")
 TIMINGS = ("seconds", "draft_seconds", "target_seconds")
 
 
@@ -201,6 +203,6 @@ def test_cross_drafters_translate_in_the_open(drafter: str) -> None:
         texts = tuple(dt.decode([t]) for t in translation.draft_tokens)
         assert translation.draft_texts == texts
         words = [t for t in translation.target_tokens if t != tt.eos_token_id]
-        if drafter == "cross-text" and words:  # the text, in the target's tokens
+        if drafter == "cross:text" and words:  # the text, in the target's tokens
             assert tt.decode(words) == translation.text
     assert sum(len(t.draft_tokens) for t in shown) > 0

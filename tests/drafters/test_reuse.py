@@ -22,13 +22,9 @@ from transformers import AutoModelForCausalLM
 
 from specviz.api import autoregressive_generate, speculative_generate
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.drafters.registry import (
-    CROSS_TOKENIZER_DRAFTERS,
-    DRAFTER_NAMES,
-    REGISTRY,
-    DrafterOptions,
-    build_drafter,
-)
+from specviz.drafters.names import CROSS_TOKENIZER_DRAFTERS, DRAFTER_NAMES, REGISTRY
+from specviz.drafters.options import DrafterOptions
+from specviz.drafters.registry import build_drafter
 from specviz.drafters.suffix.memory import SuffixMemory
 
 from ..conftest import VOCAB, PairFactory, save_pair

@@ -15,7 +15,8 @@ import torch
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import SpeculativeDecoder
 from specviz.core.events import RoundSummary
-from specviz.drafters.registry import DrafterOptions, build_drafter
+from specviz.drafters.options import DrafterOptions
+from specviz.drafters.registry import build_drafter
 from specviz.drafters.suffix.hybrid import SHARE_WINDOW, SuffixThenModelDrafter
 from specviz.drafters.suffix.memory import SuffixMemory
 from specviz.stats.mutants import MUTANTS

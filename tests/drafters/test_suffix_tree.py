@@ -149,14 +149,14 @@ def test_memory_save_and_load_round_trip(tmp_path: Path) -> None:
     memory = SuffixMemory(max_tokens=50, max_depth=5, prompts=True)
     for seq in ([1, 2, 3], [4, 1, 2, 3, 5], [7]):
         memory.add(seq)
-    memory.shares["model-trimmed"] = (3, 8)
+    memory.shares["model:trimmed"] = (3, 8)
     path = tmp_path / "memory.json"
     memory.save(path)
     loaded = SuffixMemory.load(path)
     assert loaded.requests == memory.requests
     assert (loaded.max_tokens, loaded.max_depth, loaded.prompts) == (50, 5, True)
     assert loaded.store.counts() == memory.store.counts()
-    assert loaded.shares == {"model-trimmed": (3, 8)}
+    assert loaded.shares == {"model:trimmed": (3, 8)}
     assert json.loads(path.read_text())["format"] == "specviz-suffix-memory"
 
 

@@ -15,7 +15,9 @@ from torch import Tensor
 from specviz.api import autoregressive_generate, speculative_generate
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.drafters.registry import DrafterOptions, build_drafter, drafters_where
+from specviz.drafters.names import drafters_where
+from specviz.drafters.options import DrafterOptions
+from specviz.drafters.registry import build_drafter
 from specviz.drafters.tree_model import TreeShape
 from specviz.heads.cache import Eagle3Cache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter

@@ -1,4 +1,4 @@
-"""The equivalence suite for drafting across tokenizers: cross-tli (and cross-text) keep the
+"""The equivalence suite for drafting across tokenizers: cross (and cross:text) keep the
 target's law; each cross-tokenizer mutant (specviz.stats.cross) is rejected with power.
 
 Pair: a character-level target (33 tokens, so the exact law of 3 tokens is enumerated) and a

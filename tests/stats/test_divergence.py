@@ -80,7 +80,7 @@ def test_a_decode_that_ended_first_is_no_tie(target: Any, tokenizer: Any) -> Non
 def test_the_identity_check_names_a_tie_and_passes_it() -> None:
     from specviz.stats.identity import IdentityRow, row_line
 
-    fields = dict(prompt="p", drafter="cross-text", tokens=9, accepted=3, proposed=5)
+    fields = dict(prompt="p", drafter="cross:text", tokens=9, accepted=3, proposed=5)
     same = IdentityRow(plain=True, generate=True, diverges=None, **fields)  # type: ignore[arg-type]
     tie = IdentityRow(plain=False, generate=True, diverges=4, gap=2e-5, **fields)  # type: ignore[arg-type]
     wrong = IdentityRow(plain=False, generate=False, diverges=4, gap=0.5, **fields)  # type: ignore[arg-type]

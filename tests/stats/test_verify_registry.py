@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from specviz.cli import main
-from specviz.drafters.registry import DRAFTER_NAMES
-from specviz.stats.cli import HEAD_DRAFTERS
+from specviz.cli.verify import HEAD_DRAFTERS
+from specviz.drafters.names import DRAFTER_NAMES
 
 from ..conftest import VOCAB, PairFactory, save_pair
 from ..heads.helpers import save_random_heads
@@ -59,7 +59,7 @@ def test_verify_rejects_a_mutant_with_a_drafting_head(
 ) -> None:
     """Negative control for the heads: every draft accepted is rejected."""
     argv = [*_models(folders), "--prompt", "ab", "--settings", "quick", "--n", "50"]
-    argv += ["--drafter", "eagle3", "--heads", str(heads), "--mutant", "accept_all"]
+    argv += ["--drafter", "eagle", "--heads", str(heads), "--mutant", "accept_all"]
     assert main(argv) == 1
     assert "REJECT" in capsys.readouterr().out
 
@@ -76,10 +76,10 @@ def test_the_toy_pair_refuses_drafters_it_cannot_run(capsys: Any) -> None:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--drafter", "eagle3", "--mutant", "unprocessed_q"], "which --drafter eagle3 does not"),
+        (["--drafter", "eagle", "--mutant", "unprocessed_q"], "which --drafter eagle does not"),
         (["--drafter", "medusa", "--mutant", "cache_one_too_few"], "--drafter medusa does not"),
         (["--drafter", "model"], "--heads gives the weights of the drafting-head drafters"),
-        (["--drafter", "medusa-tree", "--tree-depth", "4"], "pass --tree-depth 3 or less"),
+        (["--drafter", "tree(medusa)", "--tree-depth", "4"], "pass --tree-depth 3 or less"),
     ],
 )
 def test_verify_refuses_what_a_drafting_head_cannot_take(

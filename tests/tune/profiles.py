@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from specviz.drafters.registry import DEFAULT_CONFIG
+from specviz.drafters.names import DEFAULT_CONFIG
 from specviz.tune.profile import (
     FORWARDS,
     Choice,

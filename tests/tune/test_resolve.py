@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specviz.drafters.registry import DEFAULT_CONFIG
+from specviz.drafters.names import DEFAULT_CONFIG
 from specviz.tune.defaults import SHIPPED, lean_applies, resolve_defaults, shipped_defaults
 from specviz.tune.profile import Choice, profile_path, save_profile
 
@@ -92,10 +92,10 @@ def test_a_corrupt_profile_is_ignored_with_a_message(tmp_path: Path) -> None:
     [
         (None, True),  # plain decoding
         ("model", True),
-        ("ngram+model-trimmed", True),
-        ("eagle3-tree", True),  # a head's tree verifies through its own lean-capable forward
-        ("tree-model", False),  # transformers' 4D mask
-        ("early-exit-shared", False),  # its own forward of the target
+        ("ngram+model:trimmed", True),
+        ("tree(eagle)", True),  # a head's tree verifies through its own lean-capable forward
+        ("tree(model)", False),  # transformers' 4D mask
+        ("early-exit:shared", False),  # its own forward of the target
     ],
 )
 def test_the_lean_forward_applies_where_the_decode_takes_it(

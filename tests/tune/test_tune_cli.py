@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from specviz.cli import main
-from specviz.drafters.registry import DEFAULT_CONFIG
+from specviz.drafters.names import DEFAULT_CONFIG
 from specviz.tune.defaults import resolve_defaults
 from specviz.tune.measure import QUICK_REPEATS, widths
 from specviz.tune.profile import FORWARDS, RATIO_TOKENS, load_profile, profile_path
@@ -58,7 +58,7 @@ def test_tune_quick_writes_a_profile_of_every_path_and_thread_count(
     shown = capsys.readouterr().out
     assert f"wrote {out}" in shown and "plain decoding: the " in shown
     assert (
-        "r(1)" in shown and "r(8)" in shown and "speculation (ngram+model-trimmed, γ = 3)" in shown
+        "r(1)" in shown and "r(8)" in shown and "speculation (ngram+model:trimmed, γ = 3)" in shown
     )
     rows = [line for line in shown.splitlines() if line.split()[:1] in ([f] for f in FORWARDS)]
     assert len(rows) == len(measured)

@@ -35,7 +35,7 @@ def _by_drafter(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def draft_size(saved: Saved) -> list[str]:
     """Draft model against early exits, and the α each would need to match the trimmed draft."""
     rows = _by_drafter(saved.rows("draft-size"))
-    trimmed = rows["model-trimmed"]
+    trimmed = rows["model:trimmed"]
     a, c = trimmed["alpha"]["median"], trimmed["cost_ratio"]["median"]
     goal = speedup_bound(a, optimal_gamma(a, c), c)
     header = ["drafter", "best γ", "c", "α", f"α needed for {times(goal)}", "r", "speedup"]

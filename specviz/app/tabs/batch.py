@@ -28,7 +28,7 @@ from specviz.batch.api import batch_prompts, speculative_stream_batch
 from specviz.batch.drafters import build_batch_drafter
 from specviz.checks import check_pair, check_prompt
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.drafters.registry import BATCH_DRAFTERS, REGISTRY
+from specviz.drafters.names import BATCH_DRAFTERS, REGISTRY
 from specviz.drafters.trimmed import ranking_path
 from specviz.models.chat import prompt_format, prompt_ids
 from specviz.models.loading import ModelPair
@@ -57,7 +57,7 @@ REDRAW_SECONDS = 0.25  # while a batch decodes, its rows are redrawn at most thi
 
 
 def default_drafter(draft: str) -> str:
-    """'model-trimmed' when the draft folder holds a token ranking (the bundled one does),
+    """'model:trimmed' when the draft folder holds a token ranking (the bundled one does),
     else 'model'; a hub id, unknown until loaded, gets 'model'."""
     try:
         folder = Path(draft).expanduser()
@@ -65,7 +65,7 @@ def default_drafter(draft: str) -> str:
             from specviz.models import bundled
 
             folder = bundled.bundled_draft_dir()
-        return "model-trimmed" if ranking_path(folder).is_file() else "model"
+        return "model:trimmed" if ranking_path(folder).is_file() else "model"
     except Exception:  # a folder that cannot be read: the drafter that needs no ranking
         return "model"
 

@@ -25,7 +25,7 @@ from specviz.app.tabs.decode_panels import MAIN, RACE, DecodePanels
 from specviz.app.views.form import FIELDS, Settings, as_int, settings_from
 from specviz.app.wiring import NO_API, callback, form_only, outputs
 from specviz.core.cache import CachedForward, KVCache
-from specviz.drafters.registry import HEAD_DRAFTERS
+from specviz.drafters.names import HEAD_DRAFTERS
 from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import CostModel, make_policy
 from specviz.jsonl import write_jsonl

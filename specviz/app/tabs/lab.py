@@ -20,7 +20,7 @@ from specviz.app.views.form import FIELDS, Settings, as_float, as_int, fields_of
 from specviz.app.views.lab import LabView
 from specviz.app.views.page import LAB_INTRO, MUTANT_NOTE
 from specviz.app.wiring import NO_API, callback, outputs
-from specviz.drafters.registry import HEAD_DRAFTERS, REGISTRY
+from specviz.drafters.names import HEAD_DRAFTERS, REGISTRY
 from specviz.gamma.policies import make_policy
 from specviz.models.chat import prompt_format, prompt_ids
 from specviz.models.loading import ModelPair
@@ -31,7 +31,7 @@ from specviz.stats.mutants import MUTANTS
 log = logging.getLogger("specviz.app")
 # the toy pair's tree drafter in a head tree's place: the same kind of children, from its draft
 TOY_TREES = {
-    name: "tree-sampled" if name.endswith("-sampled") else "tree-model"
+    name: "tree(model):sampled" if name.endswith("-sampled") else "tree(model)"
     for name in HEAD_DRAFTERS
     if REGISTRY[name].tree
 }

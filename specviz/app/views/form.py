@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.drafters.registry import (
+from specviz.drafters.names import (
     DEFAULT_CONFIG,
     DRAFTER_NAMES,
     EXIT_DRAFTERS,
@@ -22,9 +22,8 @@ from specviz.drafters.registry import (
     UNCONFIDENT_DRAFTERS,
     WIDE_DRAFTERS,
     WORKLOAD_CONFIGS,
-    DefaultConfig,
-    DrafterOptions,
 )
+from specviz.drafters.options import DefaultConfig, DrafterOptions
 from specviz.gamma.policies import POLICY_NAMES
 from specviz.heads.lookup import heads_problem, weights_path
 from specviz.workloads import WORKLOADS, load_requests

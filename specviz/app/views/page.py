@@ -15,7 +15,7 @@ BATCH_INTRO = """Decode a few requests **together**, as a server does: every rou
 its own γ tokens, one target pass scores all rows, and each row keeps its own number of them.
 Row r draws from its own generator, seeded seed + r: it writes the very tokens Generate writes
 for that prompt with seed seed + r and the same drafter, γ and temperature (top-k and top-p
-off, fixed γ). *model-trimmed* drafts over the draft's top-ranked tokens only (the bundled
+off, fixed γ). *model:trimmed* drafts over the draft's top-ranked tokens only (the bundled
 draft ships that ranking); *ngram* looks each row's next tokens up in its own text. A row's
 "finished at" is that request's latency. The model pair is the form's (Model pair, left)."""
 MUTANT_NOTE = """Warping mutants (`unprocessed_q`, `target_unwarped`) only differ from the real

@@ -6,7 +6,7 @@ batched drafter at each fixed gamma, on the same requests and seeds (specviz.bat
 row (T, drafter, B, gamma) pairs every repetition's speculative run with that repetition's
 plain run at the same B: throughput (all tokens over wall seconds), the mean per-request tokens
 per second and latency, the cost per 1k tokens, the speedup (plain over speculative seconds per
-token), alpha, and the speedup predicted from batched passes timed at each B (specviz.timing;
+token), alpha, and the speedup predicted from batched passes timed at each B (specviz.tune.timing;
 specviz.gamma.theory.pass_speedup). r = t_verify / t_plain is near 1 while the target is
 weight-bound and climbs toward gamma + 1 as B (gamma + 1) tokens fill the device: token-bound
 from the first B where (r - 1) / gamma >= TOKEN_BOUND. rebatch recomputes every number.
@@ -24,12 +24,12 @@ from specviz.api import stop_ids
 from specviz.batch.sweep import Setting, run_batch_sweep
 from specviz.bench.sweep import Context, Outcome, grouped, ints, plain, with_flags
 from specviz.console import say
-from specviz.drafters.registry import BATCH_DRAFTERS, REGISTRY
+from specviz.drafters.names import BATCH_DRAFTERS, REGISTRY
 from specviz.drafters.trimmed import load_head_tokens, trim_head
 from specviz.gamma.theory import TOKEN_BOUND, pass_speedup, token_bound_from
 from specviz.results.records import cost_per_1k_tokens, spread
 from specviz.results.table import column_table, markdown_table, spread_cell
-from specviz.timing import TARGET, batch_pass_timings
+from specviz.tune.timing import TARGET, batch_pass_timings
 from specviz.workloads import Request, checked_prompt_ids
 
 STEP_BATCH_SIZES = "1,2,4,8,16"  # the sizes `specviz bench batch` sweeps by default
@@ -281,7 +281,7 @@ def render_batch(section: dict[str, Any]) -> str:
 
 
 def drafting_models(draft: Any, drafters: Sequence[str]) -> dict[str, Any]:
-    """The model each batched drafter drafts with (model-trimmed: its trimmed head); n-gram
+    """The model each batched drafter drafts with (model:trimmed: its trimmed head); n-gram
     lookup has none (its lookups are priced at 0)."""
     return {name: trim_head(draft, load_head_tokens(draft)) if REGISTRY[name].trims_head else draft
             for name in drafters if REGISTRY[name].uses_draft_model}  # fmt: skip
@@ -336,7 +336,7 @@ class Batch:
             help="run the batch sweep instead of the other settings, e.g. 1,2,4,8,16,32: "
             "--batch-requests requests decoded in consecutive groups of B rows for each B, "
             "plainly and speculatively (each drafter of --drafters with a batched form: model, "
-            "model-trimmed, ngram; each of --gammas) on the same requests and seeds, through "
+            "model:trimmed, ngram; each of --gammas) on the same requests and seeds, through "
             "transformers' forward; reports throughput, per-request latency, cost per 1k "
             "tokens, the speedup, alpha, the best gamma per B, and the speedup predicted from "
             "timed batched passes (the plain decode step timing is --step-batch-sizes)",

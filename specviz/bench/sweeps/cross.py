@@ -35,7 +35,9 @@ from specviz.bench.sweep import Context, Outcome, by_temperature, grouped, with_
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.drafters.cross_vocab import CrossTokenizers, cross_tokenizers
-from specviz.drafters.registry import CROSS_TOKENIZER_DRAFTERS, DrafterOptions, build_drafter
+from specviz.drafters.names import CROSS_TOKENIZER_DRAFTERS
+from specviz.drafters.options import DrafterOptions
+from specviz.drafters.registry import build_drafter
 from specviz.fast.lean import lean_target_cache
 from specviz.models.generate import generate
 from specviz.results.records import Record, request_metrics

@@ -32,7 +32,7 @@ from specviz.bench.sweep import Context, Outcome, refuse, rotated, with_flags
 from specviz.console import say
 from specviz.core.config import SamplingConfig
 from specviz.core.events import Rejected
-from specviz.drafters.registry import CHAIN_MODEL_DRAFTERS
+from specviz.drafters.names import CHAIN_MODEL_DRAFTERS
 from specviz.drafters.trimmed import load_head_tokens
 from specviz.models.chat import prompt_format
 from specviz.models.loading import BUNDLED, check_tokenizers, load_tokenizer, resolve
@@ -75,9 +75,9 @@ class LeverPlan:
         if isinstance(self.gamma, bool) or not isinstance(self.gamma, int) or self.gamma < 1:
             raise ValueError(f"gamma must be an integer >= 1 (got {self.gamma!r})")
         int8_draft = [lv.name for lv in self.levers if lv.speculative and lv.draft in INT8]
-        if self.drafter == "model-trimmed" and int8_draft:
+        if self.drafter == "model:trimmed" and int8_draft:
             raise ValueError(
-                f"{', '.join(int8_draft)}: model-trimmed slices the draft's output head, which "
+                f"{', '.join(int8_draft)}: model:trimmed slices the draft's output head, which "
                 "torchao's int8 weights do not support; give --drafters model, or drop those "
                 "levers"
             )
@@ -93,7 +93,7 @@ def load_models(plan: LeverPlan, target: str, draft: str, **loading: Any) -> tup
     tokenizer = load_tokenizer(target, role="target", progress=say)
     if "draft" in {role for role, _ in plan.models()}:
         check_tokenizers(tokenizer, load_tokenizer(draft, role="draft", progress=say))
-        if plan.drafter == "model-trimmed":
+        if plan.drafter == "model:trimmed":
             load_head_tokens(resolve(draft, "draft", say))  # its token ranking, before weights
     models: Models = {}
     for role, precision in plan.models():
@@ -316,7 +316,7 @@ class Levers:
             "target (greedy agreement, first divergence, mean total variation along the "
             f"target's own samples). Each lever is {GRAMMAR}. Alone, --levers runs "
             f"{DEFAULT_LEVERS}. Speculation uses the first of --drafters (model or "
-            "model-trimmed) at the first of --gammas; int8 needs torchao",
+            "model:trimmed) at the first of --gammas; int8 needs torchao",
         )  # fmt: skip
 
     def asked(self, args: argparse.Namespace) -> bool:

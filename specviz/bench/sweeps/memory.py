@@ -33,14 +33,9 @@ from specviz.bench.runner import Caches, record, run_caches
 from specviz.bench.sweep import Context, Outcome, by_temperature, grouped, rotated, with_flags
 from specviz.bench.sweep import floats as float_list
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.drafters.registry import (
-    HYBRID_DRAFTERS,
-    MEMORY_DRAFTERS,
-    MODEL_DRAFTERS,
-    TREE_DRAFTERS,
-    DrafterOptions,
-    build_drafter,
-)
+from specviz.drafters.names import HYBRID_DRAFTERS, MEMORY_DRAFTERS, MODEL_DRAFTERS, TREE_DRAFTERS
+from specviz.drafters.options import DrafterOptions
+from specviz.drafters.registry import build_drafter
 from specviz.drafters.suffix.memory import SuffixMemory, replayed_size
 from specviz.models.chat import prompt_ids as chat_prompt_ids
 from specviz.models.generate import generate
@@ -50,7 +45,7 @@ from specviz.results.table import markdown_table
 from specviz.stats.identity import TIE_TOLERANCE, Divergence, divergence
 from specviz.workloads import AGENT_WORKLOADS, Request
 
-DEFAULT_DRAFTERS = "suffix,tree-suffix,ngram,tree-ngram,model-trimmed,suffix+model-trimmed"
+DEFAULT_DRAFTERS = "suffix,tree(suffix),ngram,tree(ngram),model:trimmed,suffix+model:trimmed"
 DEFAULT_WORKLOADS = ",".join(AGENT_WORKLOADS)
 Curves = dict[str, list[tuple[int, float]]]  # per curve, (step, speedup) in step order
 

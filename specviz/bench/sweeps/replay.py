@@ -10,18 +10,18 @@ What it leaves out: the loop's own overhead and the machine's timing noise and d
 the point; the confidence threshold, which decides while drafting on tokens that may leave the
 target's path; and stop tokens (a draft model that would stop after proposing one is replayed
 as drafting on). A draft model, n-gram lookup and their hybrid are read off one step per
-position of the path; a drafting head (eagle3, medusa) off rounds drafted at each start
+position of the path; a drafting head (eagle, medusa) off rounds drafted at each start
 position, its target passes timed on the forward it verifies through (transformers', or
 specviz.fast.lean's with --lean-target, its plain steps priced on the same).
 
-    specviz bench replay --workloads code,json --drafters model,model-trimmed
+    specviz bench replay --workloads code,json --drafters model,model:trimmed
     specviz bench replay --workloads code,prose --temperature 1 --samples 2 --draws 4
-    specviz bench replay --workloads code --drafters eagle3,medusa --heads DIR
+    specviz bench replay --workloads code --drafters eagle,medusa --heads DIR
 
 Its section, printed: per workload and drafter, each fixed γ's and each policy's mean speedup
 (min–max) and its ratio to the best fixed γ's mean, and the oracle (the best γ per run).
 `specviz bench passes` prints r (a pass of γ + 1 tokens over a 1-token step, what the
-Leviathan bound assumes to be 1) on both forwards of the same target (specviz.timing).
+Leviathan bound assumes to be 1) on both forwards of the same target (specviz.tune.timing).
 """
 
 from __future__ import annotations
@@ -43,18 +43,19 @@ from specviz.core.drafter import Drafter, SharesTargetCache
 from specviz.core.events import RoundSummary
 from specviz.core.policy import FixedGamma, GammaPolicy
 from specviz.drafters.hybrid import LookupThenModelDrafter
-from specviz.drafters.registry import (
+from specviz.drafters.names import (
     CROSS_TOKENIZER_DRAFTERS,
     DRAFTER_NAMES,
     HEAD_DRAFTERS,
     MEMORY_DRAFTERS,
     TREE_DRAFTERS,
-    DrafterOptions,
-    build_drafter,
 )
+from specviz.drafters.options import DrafterOptions
+from specviz.drafters.registry import build_drafter
 from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import CostModel, make_policy
-from specviz.heads.lookup import check_heads, head_forward
+from specviz.heads.build import head_forward
+from specviz.heads.lookup import check_heads
 from specviz.models.loading import load_pair
 from specviz.workloads import Request, load_requests
 
@@ -190,7 +191,7 @@ def report(label: str, speedups: dict[str, list[float]], gammas: Sequence[int]) 
 def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the replay's flags (on a parser of its own)."""
     parser.add_argument("--workloads", default="code,json")  # repeat: with --drafters ngram
-    parser.add_argument("--drafters", default="model,model-trimmed")
+    parser.add_argument("--drafters", default="model,model:trimmed")
     parser.add_argument("--gammas", default="1,2,3,4,5,6")
     parser.add_argument("--policies", default="heuristic,theory")
     parser.add_argument("--start-gamma", type=int, default=4)
@@ -207,7 +208,7 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--heads", metavar="DIR",
-        help="eagle3, medusa: the folder of their weights, trained for the bundled target "
+        help="eagle, medusa: the folder of their weights, trained for the bundled target "
         "(default: the shipped ones)",
     )  # fmt: skip
 
@@ -322,7 +323,7 @@ class Replay:
 # tree's rounds are not a lookahead's prefixes), the suffix drafters, which draft from a memory
 # of earlier requests that one replayed path does not hold, and the cross-tokenizer drafters,
 # which the replay does not hand tokenizers; the heads read the target's features
-UNREPLAYED = {"early-exit-shared", *TREE_DRAFTERS, *MEMORY_DRAFTERS, *CROSS_TOKENIZER_DRAFTERS}
+UNREPLAYED = {"early-exit:shared", *TREE_DRAFTERS, *MEMORY_DRAFTERS, *CROSS_TOKENIZER_DRAFTERS}
 DRAFTERS = tuple(n for n in DRAFTER_NAMES if n not in UNREPLAYED)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from specviz.bench.runner import run_all
 from specviz.bench.sweep import Context, Outcome, by_temperature, ints
-from specviz.drafters.registry import (
+from specviz.drafters.names import (
     EXIT_DRAFTERS,
     HYBRID_DRAFTERS,
     MODEL_DRAFTERS,

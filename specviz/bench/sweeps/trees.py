@@ -2,14 +2,14 @@
 each against plain decoding (the tree options every study reads: specviz.bench.sweep).
 
 Every setting makes the same draft calls a round: the chain (N = 1) is the chain drafter at
-gamma = D (CHAIN_OF: the draft model for tree-model and tree-sampled, n-gram lookup for
-tree-ngram, the head's chain for the head trees), each tree (N > 1) grows D levels of at most N
+gamma = D (CHAIN_OF: the draft model for tree(model) and tree(model):sampled, n-gram lookup for
+tree(ngram), the head's chain for the head trees), each tree (N > 1) grows D levels of at most N
 nodes, and every draft model runs through the same forward, so a round's draft work differs
 only by the tree. The target runs on transformers' forward (the head trees' own forward of it
 too). Per request and repetition, one plain decode and, where transformers has the chain's
 counterpart, one assisted generation at gamma = D are shared by every setting, whose runs
 follow in an order that rotates each repetition. r(N): a target pass over the fresh token and N
-tree nodes (the chain: its D drafts, causal) against a plain 1-token step (specviz.timing).
+tree nodes (the chain: its D drafts, causal) against a plain 1-token step (specviz.tune.timing).
 
 Each row (workload, T, tree drafter, N): tokens a target pass emits (the mean a round), r(N),
 the speedup over plain decoding paired run by run, over the chain in the same repetitions (vs
@@ -46,18 +46,18 @@ from specviz.bench.sweep import (
 from specviz.console import say
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig
-from specviz.drafters.registry import CHAIN_OF, MODEL_DRAFTERS, TREE_DRAFTERS
+from specviz.drafters.names import CHAIN_OF, MODEL_DRAFTERS, TREE_DRAFTERS
 from specviz.gamma.policies import CostModel
 from specviz.models.chat import prompt_ids as chat_prompt_ids
 from specviz.results.records import Record, RequestMetrics, spread
 from specviz.results.setting import LOSSY, TREE_RULES, BenchSetting, tree_label
 from specviz.results.table import column_table, number_cell, spread_cell
-from specviz.timing import tree_pass_timings
 from specviz.tree.proposal import top_k_capacity
+from specviz.tune.timing import tree_pass_timings
 from specviz.workloads import Request
 
 NODES_HINT = "e.g. 1,4,8,16,32: 1 (the chain) first, then tree node budgets, increasing"
-PASS_REPEATS = 15  # timed passes of each tree shape, after a warm-up (specviz.timing)
+PASS_REPEATS = 15  # timed passes of each tree shape, after a warm-up (specviz.tune.timing)
 Pair = tuple[str, int]  # (request id, repetition)
 Runs = dict[Pair, RequestMetrics]
 

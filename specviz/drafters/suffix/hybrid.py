@@ -24,10 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import replace
+from typing import Any, cast
 
 import torch
 
-from specviz.core.drafter import Draft
+from specviz.core.cache import CachedForward
+from specviz.core.drafter import Draft, SharesTargetCache
 from specviz.core.events import SuffixLookup
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.suffix.drafter import SuffixDrafter
@@ -143,3 +145,13 @@ class SuffixThenModelDrafter:
         if found is None:
             return None
         return replace(found, drafted_by=self.last, min_score=self.min_score)
+
+
+class SuffixThenShared(SuffixThenModelDrafter):
+    """Suffix decoding first, else a drafter that shares the target's cache (a drafting head,
+    the shared early exit): the decoder verifies through that drafter's target cache, so the
+    rounds the suffix chain drafts leave it nothing to catch up."""
+
+    def target_cache(self, target: Any) -> CachedForward:
+        """The wrapped drafter's target cache."""
+        return cast(SharesTargetCache, self.model).target_cache(target)

@@ -12,20 +12,17 @@ from specviz.checks import vocab_size
 from specviz.console import progress_bar, say
 from specviz.core.config import SamplingConfig
 from specviz.drafters.cross_vocab import cross_tokenizers
-from specviz.drafters.registry import (
+from specviz.drafters.names import (
     CHAIN_DRAFTERS,
     CROSS_TOKENIZER_DRAFTERS,
-    DRAFTER_NAMES,
-    EXIT_DRAFTERS,
     HEAD_DRAFTERS,
-    REGISTRY,
-    SHARED_CACHE_DRAFTERS,
     TREE_DRAFTERS,
-    TRIMMED_DRAFTERS,
-    DrafterOptions,
-    build_drafter,
     drafter_spec,
 )
+from specviz.drafters.options import DrafterOptions
+from specviz.drafters.registry import build_drafter
+from specviz.heads.build import head_cache
+from specviz.heads.cache import MedusaCache
 from specviz.models.chat import PromptFormat, prompt_format, prompt_ids
 from specviz.models.loading import BUNDLED, MODEL_SPEC_HELP, load_pair
 from specviz.runtime import HelpFormatter, add_threads_argument, utf8_text
@@ -35,17 +32,29 @@ from specviz.stats.report import table, to_json
 from specviz.stats.suite import Setting, default_settings, run_suite, tree_settings
 from specviz.stats.toy import REPEATING_PROMPT, random_pair
 
-TOY_UNSUPPORTED = {  # drafters that need a real transformer, and what the toy pair lacks
-    **{name: "no output head to trim" for name in TRIMMED_DRAFTERS},
-    **{name: "no layers to exit from" for name in EXIT_DRAFTERS},
-    **{name: "no hidden states for a drafting head" for name in HEAD_DRAFTERS},
-    **{name: "no tokenizers to translate between" for name in CROSS_TOKENIZER_DRAFTERS},
-}
-# a drafter sharing the target's cache, and the one to swap mutants into instead
-SHARES_TARGET_CACHE = {
-    name: "early-exit" if REGISTRY[name].reads_exit_layer else "model"
-    for name in SHARED_CACHE_DRAFTERS
-}
+
+def toy_unsupported(name: str) -> str | None:
+    """What the toy pair lacks that the drafter called name needs (None: it runs on it)."""
+    spec = drafter_spec(name)
+    for lacks, needs in (
+        ("no output head to trim", spec.trims_head),
+        ("no layers to exit from", spec.reads_exit_layer),
+        ("no hidden states for a drafting head", spec.head is not None),
+        ("no tokenizers to translate between", spec.cross_tokenizer),
+    ):
+        if needs:
+            return lacks
+    return None
+
+
+def mutant_stand_in(name: str) -> str | None:
+    """For a drafter sharing the target's cache, the one to swap mutants into instead."""
+    spec = drafter_spec(name)
+    if not spec.shares_target_cache:
+        return None
+    return "early-exit" if spec.reads_exit_layer else "model"
+
+
 QUICK = ("gamma=1 T=1", "gamma=4 T=1", "gamma=4 T=0.5", "gamma=2 T=0.7 top_p=0.8")
 TREE_QUICK = ("tree T=1", "tree T=0.7 top_p=0.8")
 TREE_FLAGS = ("tree_nodes", "tree_depth", "tree_width")  # DrafterOptions fields, as flags
@@ -96,9 +105,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     ver.add_argument(
         "--drafter",
-        choices=DRAFTER_NAMES,
+        metavar="NAME",
         default="model",
-        help="the registered drafter to verify",
+        help="the drafter to verify (`specviz drafters` lists them)",
     )
     ver.add_argument(
         "--exit-layer",
@@ -188,7 +197,7 @@ def _check_mutant(variant: Variant, drafter: str, tree: bool) -> None:
 
 def _check_swaps(variant: Variant, drafter: str) -> None:
     """ValueError when the mutant swaps the draft model's drafter or cache and drafter shares
-    the target's cache (early-exit-shared, the drafting heads): it has neither to swap; or
+    the target's cache (early-exit:shared, the drafting heads): it has neither to swap; or
     when it swaps the draft model's drafter and drafter translates between tokenizers (it
     builds a drafter of its own: its bugs are specviz.stats.cross's)."""
     if variant.drafter_cls is not EXACT_VARIANT.drafter_cls and drafter in CROSS_TOKENIZER_DRAFTERS:
@@ -198,11 +207,11 @@ def _check_swaps(variant: Variant, drafter: str) -> None:
             "with --drafter model"
         )
     swaps = variant.drafter_cls is not EXACT_VARIANT.drafter_cls or variant.make_cache is not None
-    if swaps and drafter in SHARES_TARGET_CACHE:
+    if swaps and mutant_stand_in(drafter) is not None:
         raise ValueError(
             f"mutant {variant.name} swaps the draft model's drafter or cache, which --drafter "
             f"{drafter} does not use (it drafts through the target's own cache): verify it "
-            f"with --drafter {SHARES_TARGET_CACHE[drafter]}"
+            f"with --drafter {mutant_stand_in(drafter)}"
         )
 
 
@@ -220,9 +229,6 @@ def _check_heads(folder: str, drafter: str) -> None:
 def _medusa_depth(options: DrafterOptions, target: object, *, given: bool) -> DrafterOptions:
     """options with a tree no deeper than the Medusa heads reach (ValueError if --tree-depth
     asks for more); the default depth is cut to the number of heads."""
-    from specviz.heads.build import head_cache
-    from specviz.heads.cache import MedusaCache
-
     cache = head_cache("medusa", target, options.heads)
     assert isinstance(cache, MedusaCache)
     reach = cache.heads.k
@@ -249,10 +255,11 @@ def run_verify(args: argparse.Namespace) -> int:
             "only (the toy pair has no models, tokenizer or prompt): add --pair models, or drop "
             f"{'it' if len(given) == 1 else 'them'}"
         )
-    if args.pair == "toy" and args.drafter in TOY_UNSUPPORTED:
+    args.drafter = drafter_spec(args.drafter).name  # a one-line error names the near ones
+    lacks = toy_unsupported(args.drafter)
+    if args.pair == "toy" and lacks is not None:
         raise ValueError(
-            f"the toy pair has {TOY_UNSUPPORTED[args.drafter]}: use --pair models for "
-            f"--drafter {args.drafter}"
+            f"the toy pair has {lacks}: use --pair models for --drafter {args.drafter}"
         )
     tree = drafter_spec(args.drafter).tree
     shape = _check_tree_flags(args, tree)
@@ -295,7 +302,7 @@ def run_verify(args: argparse.Namespace) -> int:
         prompt = DEFAULT_PROMPT if args.prompt is None else utf8_text(args.prompt, "--prompt")
         context = prompt_ids(pair.tokenizer, prompt, raw=args.raw)
         fmt = prompt_format(pair.tokenizer, raw=args.raw)
-    if args.drafter == "medusa-tree":
+    if args.drafter == "tree(medusa)":
         options = _medusa_depth(options, target, given=args.tree_depth is not None)
 
     def make_drafter(sampling: SamplingConfig) -> AnyDrafter:

@@ -13,12 +13,15 @@ import json
 import time
 from typing import Any
 
+from specviz.api import stop_ids
 from specviz.batch.api import BatchResult, split
 from specviz.batch.decoding import BatchSpeculativeDecoder, batch_autoregressive_events
 from specviz.batch.drafters import build_batch_drafter
+from specviz.cli.defaults import drafter_options
+from specviz.cli.report import summary
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import Event
-from specviz.drafters.registry import BATCH_DRAFTERS
+from specviz.drafters.names import BATCH_DRAFTERS
 from specviz.jsonl import write_jsonl
 
 MAX_ROWS = 256  # a sanity bound on --batch, far above what a CPU or one GPU gains from
@@ -30,9 +33,7 @@ def add_batch_argument(parser: argparse.ArgumentParser) -> None:
         "--batch",
         type=int,
         metavar="N",
-        help="decode the prompts of --prompt-file (one per line; a JSON string line may hold "
-        f"newlines) N at a time, each row accepting its own drafts ({', '.join(BATCH_DRAFTERS)} "
-        "or --plain)",
+        help=f"the --prompt-file's lines, N rows at a time (drafters: {', '.join(BATCH_DRAFTERS)})",
     )
 
 
@@ -90,9 +91,6 @@ def run_batches(
     speculation: SpeculationConfig,
 ) -> BatchResult:
     """Decode the prompts args.batch at a time; rows numbered over the whole file."""
-    from specviz.api import stop_ids
-    from specviz.cli import drafter_options
-
     stops, events, start = stop_ids(pair.target, pair.tokenizer), [], time.perf_counter()
     for first in range(0, len(prompts), args.batch):
         chunk = prompts[first : first + args.batch]
@@ -136,8 +134,6 @@ def renumbered(event: Event, first: int) -> Event:
 
 def report(args: argparse.Namespace, result: BatchResult, fmt: Any) -> None:
     """Write the events if asked; print every request's text and counts, then the totals."""
-    from specviz.cli import summary
-
     if args.events:
         write_jsonl(result.events, args.events)
     rate = result.new_tokens / result.seconds if result.seconds else float("nan")

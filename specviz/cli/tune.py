@@ -68,6 +68,13 @@ def run_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+LEGEND = (
+    "step ms: one plain decode step (a 1-token target pass); r(k): a target pass scoring k + 1 "
+    "tokens, in steps (verifying k drafts);",
+    "c: one draft-model step, in steps; round ms: γ draft steps and the pass verifying them.",
+)
+
+
 def render(profile: Profile) -> list[str]:
     """The profile as a table of what was measured (a row per path and thread count, the
     chosen ones marked) and the lines naming what was chosen and what was skipped."""
@@ -94,6 +101,7 @@ def render(profile: Profile) -> list[str]:
         "  ".join(cell.ljust(w) for cell, w in zip(r, width, strict=True)).rstrip() for r in rows
     ]
     lines.insert(1, "  ".join("-" * w for w in width))
+    lines += LEGEND
     kind = "quick run" if profile.quick else "full run"
     lines.insert(0, f"{profile.machine.id}, {profile.pair} ({kind}, {profile.repeats} rounds each)")
     lines += [f"skipped {f}: {why}" for f, why in profile.skipped.items()]

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import transformers
 
+from specviz.bench.passes import passes_command
 from specviz.bench.report import figures, html_report, render, resummarized
 from specviz.bench.report import load_result_view as load_result_view  # specviz app's view
 from specviz.bench.summary import gamma_curves, policies_vs_best_fixed, summarize
@@ -30,19 +31,18 @@ from specviz.bench.sweeps.batch import STEP_BATCH_SIZES
 from specviz.bench.sweeps.endpoint import endpoint_meta
 from specviz.bench.sweeps.speedup import summary_line
 from specviz.console import progress_bar, say
-from specviz.drafters.registry import HEAD_DRAFTERS
+from specviz.drafters.names import HEAD_DRAFTERS
 from specviz.drafters.trimmed import load_head_tokens
 from specviz.fast.lean import lean_problem
 from specviz.fast.packed import is_packed
 from specviz.models.chat import prompt_format
 from specviz.models.loading import BUNDLED, DTYPES, MODEL_SPEC_HELP, load_pair, parse_dtype, resolve
-from specviz.passes import passes_command
 from specviz.results.records import DEFAULT_PRICE_PER_HOUR, Record
 from specviz.results.schema import SCHEMA, batch_steps, read_result, validate
 from specviz.runtime import HelpFormatter, add_threads_argument, cpu_name, gpu_meta
 from specviz.stats.identity import identity_command
-from specviz.timing import step_times
 from specviz.tune.defaults import resolve_defaults
+from specviz.tune.timing import step_times
 from specviz.workloads import AGENT_WORKLOADS, WORKLOADS, Request, load_requests
 
 PROMPT_FORMATS = {"chat": "through the chat template", "raw": "as raw text"}  # meta's wording
@@ -171,17 +171,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
                    help="comma list, e.g. 0,1 (default: each prompt's own)")  # fmt: skip
     b.add_argument(
         "--drafters", default=None,
-        help="comma list of model, model-trimmed (head cut to 8,192 tokens), ngram, early-exit, "
-        "early-exit-shared (the same layers drafting into the target's own KV cache), "
-        "ngram+model, ngram+model-trimmed (n-gram lookup where the text repeats, else the "
-        "draft), eagle3, medusa (drafting heads on the target's own features: --heads), "
-        "tree-model, tree-sampled, tree-ngram, eagle3-tree, medusa-tree "
+        help="comma list of model, model:trimmed (head cut to 8,192 tokens), ngram, early-exit, "
+        "early-exit:shared (the same layers drafting into the target's own KV cache), "
+        "ngram+model, ngram+model:trimmed (n-gram lookup where the text repeats, else the "
+        "draft), eagle, medusa (drafting heads on the target's own features: --heads), "
+        "tree(model), tree(model):sampled, tree(ngram), tree(eagle), tree(medusa) "
         "(token trees verified in one pass: --tree-nodes, --tree-depth, --tree-width; no "
-        "transformers counterpart) (default: model; tree-model with --tree-sweep)",
+        "transformers counterpart) (default: model; tree(model) with --tree-sweep)",
     )  # fmt: skip
     b.add_argument(
         "--heads", metavar="DIR",
-        help="head drafters (eagle3, medusa and their trees): the folder of "
+        help="head drafters (eagle, medusa and their trees): the folder of "
         "eagle3.safetensors / medusa.safetensors trained for --target "
         "(default: the heads shipped for the bundled target); they verify through the target "
         "forward plain decoding runs on",
@@ -216,7 +216,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     for study in shared[1:]:
         study.add_arguments(b)
     b.add_argument("--out", default="bench.json", help="JSON results")
-    b.add_argument("--html", default="bench.html", help="self-contained plotly report")
+    b.add_argument(
+        "--html", default=None, help="self-contained plotly report (default: beside --out, .html)"
+    )
 
 
 def study_of(args: argparse.Namespace) -> Sweep:
@@ -291,7 +293,7 @@ def run_bench(args: argparse.Namespace) -> int:
         packed, forward = not args.no_pack, LEVERS_FORWARD
         drafts[(args.draft or [BUNDLED])[0]] = {  # no plain step timing in a levers run
             "draft_forward": LEVERS_DRAFT_FORWARD, "batch_step_seconds": []}  # fmt: skip
-    if study.per_draft and any(d.endswith("model-trimmed") for d in drafters):  # ranking first
+    if study.per_draft and any(d.endswith("model:trimmed") for d in drafters):  # ranking first
         for draft_spec in args.draft or [BUNDLED]:
             load_head_tokens(resolve(draft_spec, "draft", say))
     for draft_spec in (args.draft or [BUNDLED]) if study.per_draft else []:
@@ -343,14 +345,15 @@ def _write(
     """Write the result's JSON and HTML report (figures of its records), print the study's
     section and where they are."""
     Path(args.out).write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    html = Path(args.html) if args.html else Path(args.out).with_suffix(".html")
     report = figures(
         records, payload["gamma_curves"], batch_steps(payload), sweep=payload["batch_sweep"],
         levers=payload["levers"], endpoint=payload["endpoint"], price_per_hour=args.price_per_hour,
     )  # fmt: skip
-    Path(args.html).write_text(html_report(report, title), encoding="utf-8")
+    html.write_text(html_report(report, title), encoding="utf-8")
     if study.key is not None and payload[study.key] is not None:
         print(study.render(payload[study.key], args.price_per_hour))
-    print(f"{said}wrote {args.out} and {args.html}")
+    print(f"{said}wrote {args.out} and {html}")
     return 0
 
 

@@ -5,8 +5,8 @@ against a 1-token step (r), on transformers' forward and specviz.fast.lean's whe
 root) and N drafted nodes in one pass, then the compaction that keeps the prefix and one path.
 r(N) is its time over a 1-token step's on the same forward, the two timed interleaved, on
 transformers' forward, specviz.fast.lean's, and specviz.fast.lean's recording the fused layers
-an EAGLE-3 head reads (what `eagle3-tree --lean-target` verifies through). The timings are
-specviz.timing's.
+an EAGLE-3 head reads (what `tree(eagle) --lean-target` verifies through). The timings are
+specviz.tune.timing's.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ import torch
 
 from specviz.core.cache import CachedForward, KVCache
 from specviz.fast.lean import lean_problem, lean_target_cache
+from specviz.heads.tap import FusedFeatureLean
 from specviz.models.loading import load_pair
-from specviz.timing import PASS_PROMPT, causal_pass_seconds, tree_verify_seconds
+from specviz.tune.timing import PASS_PROMPT, causal_pass_seconds, tree_verify_seconds
 
 WARMUP = 3  # untimed passes of each width before any is counted
 
@@ -78,8 +79,6 @@ def passes_table(results: dict[str, dict[int, float]]) -> list[str]:
 
 def tree_table(target: Any, prompt_ids: list[int], nodes: int, repeats: int) -> list[str]:
     """Markdown rows: per forward, a 1-token step, a tree verification of `nodes`, and r."""
-    from specviz.heads.tap import FusedFeatureLean
-
     forwards: dict[str, Callable[[Any], Any]] = {"transformers": KVCache}
     if lean_problem(target, wide=True) is None:
         forwards["specviz.fast.lean"] = lean_target_cache
