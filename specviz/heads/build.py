@@ -12,15 +12,14 @@ from specviz.drafters.options import DrafterOptions
 from specviz.drafters.tree_model import TreeShape
 from specviz.heads.cache import HeadCache, MedusaCache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter, LookupThenHead, MakeTargetCache
-from specviz.heads.lean3 import LeanEagle3Cache
+from specviz.heads.eagle_lean import LeanEagle3Cache
 from specviz.heads.tap import (
     FeatureCache,
     FusedFeatureCache,
     feature_cache,
     fused_feature_cache,
 )
-from specviz.heads.weights import head_path, load_head
-from specviz.heads.weights3 import load_head3
+from specviz.heads.weights import head_path, load_eagle, load_head
 
 
 def head_cache(kind: str, target: Any, folder: str | Path | None = None) -> HeadCache:
@@ -30,7 +29,7 @@ def head_cache(kind: str, target: Any, folder: str | Path | None = None) -> Head
     """
     path = None if folder is None else Path(folder) / f"{kind}.safetensors"
     if kind == "eagle3":
-        return LeanEagle3Cache(target, load_head3(target, path or head_path(kind)))
+        return LeanEagle3Cache(target, load_eagle(target, path or head_path(kind)))
     module, head_tokens = load_head(kind, target, path)
     return MedusaCache(target, module, head_tokens)
 

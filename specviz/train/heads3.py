@@ -15,7 +15,7 @@ AdamW, linear warm-up then cosine decay to 10 %, gradient clipping; resumed with
 the learning rate warms up again to the new cosine (``extend_schedule``). Every `ckpt_every_s`
 seconds and at the end a checkpoint (head, optimizer, progress, the stream's state, RNG) is written
 atomically to ``ckpt.pt``; a run started again resumes from it. At the end the head's weights also
-go to ``eagle3.safetensors`` (``specviz.heads.weights3``, for drafting). Every `eval_every` steps
+go to ``eagle3.safetensors`` (``specviz.heads.weights``, for drafting). Every `eval_every` steps
 (and at least every `eval_hours`) the held-out set is scored (``specviz.train.heldout``: the
 held-out shards' sequences whose prompts no training shard holds): α_d = mean over answer positions
 of Σ_x min(p, q_d), q_d the head's d-th chained draft, d = 1..depth, one JSON line appended to
@@ -37,8 +37,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from specviz.heads.eagle3 import Eagle3Head, fresh_head
-from specviz.heads.weights3 import save_head3
+from specviz.heads.eagle import Eagle3Head, fresh_head
+from specviz.heads.weights import save_eagle
 from specviz.train.accept import KINDS, alpha, draft_index, position_loss, soft_labels
 from specviz.train.common import save_atomic
 from specviz.train.heldout import held_out_batches
@@ -291,7 +291,7 @@ def run_heads3(
         held = held or held_out_batches(stream_cfg, cfg.eval_sequences, cfg.max_len)
         _curve(out_dir, trainer, held, state, active_loss(cfg, state["step"] - 1), value)
     _checkpoint(ckpt_path, trainer, optimizer, stream, state, cfg)
-    save_head3(trainer.head, target, state["step"], out_dir)
+    save_eagle(trainer.head, target, state["step"], out_dir)
     return dict(state)
 
 

@@ -6,7 +6,7 @@ minutes: point ``--from-checkpoint`` at a copy of the folder; nothing is written
 Writes into the package (specviz/assets/heads):
 
 * ``eagle3.safetensors``: the head in bf16 with the target's fingerprint
-  (``specviz.heads.weights3.save_head3``);
+  (``specviz.heads.weights.save_eagle``);
 * ``eagle3.json``: parameters, bytes, the training step, positions trained (every weighted
   position, and the answer positions among them), hours, the training config, the held-out
   curve rows up to that step (α_d: the chance that the d-th drafted token is kept at T = 1,
@@ -26,9 +26,8 @@ from typing import Any
 
 import torch
 
-from specviz.heads.eagle3 import Eagle3Head, EagleShape
-from specviz.heads.weights import ASSETS, model_label
-from specviz.heads.weights3 import save_head3
+from specviz.heads.eagle import Eagle3Head, EagleShape
+from specviz.heads.weights import ASSETS, model_label, save_eagle
 from specviz.train.common import load_target, write_json_atomic
 from specviz.train.heads_eval import eval_path
 from specviz.train.vocab import answer_counts, coverage, training_ids, trim_head
@@ -103,7 +102,7 @@ def run_heads3_export(
         head = trim_head(head, counts, vocab)
     state = ckpt["state"]
     step = int(state["step"])
-    weights = save_head3(head, target, step, out)
+    weights = save_eagle(head, target, step, out)
     summary: dict[str, Any] = {
         "parameters": sum(p.numel() for p in head.parameters()),
         "weights_bytes": weights.stat().st_size,
@@ -134,16 +133,16 @@ def warm_start(folder: Path, target: Any) -> tuple[Eagle3Head, dict[str, Any], R
     them), its training progress (step, positions, hours) and its held-out rows: what a heads3
     run without a checkpoint starts from when given --init. The optimizer's moments are not
     exported: the run warms its learning rate up again over the config's warm-up steps."""
-    from specviz.heads.weights3 import NAME, load_head3
+    from specviz.heads.weights import EAGLE_FILE, load_eagle
 
     summary_path = folder / "eagle3.json"
-    if not summary_path.is_file() or not (folder / NAME).is_file():
+    if not summary_path.is_file() or not (folder / EAGLE_FILE).is_file():
         raise ValueError(
-            f"no exported EAGLE-3 head in {folder}: give --init a folder holding {NAME} and "
+            f"no exported EAGLE-3 head in {folder}: give --init a folder holding {EAGLE_FILE} and "
             "eagle3.json (python -m specviz.train heads-export eagle3 --out FOLDER writes them)"
         )
     summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    head = load_head3(target, folder / NAME).float().train()
+    head = load_eagle(target, folder / EAGLE_FILE).float().train()
     step = int(summary["steps"])
     state: dict[str, Any] = {
         "step": step, "positions": int(summary["trained_positions"]),

@@ -12,7 +12,7 @@ For a machine with a GPU: ``python -m specviz.train heads-all --device cuda --mi
    out/head/ckpt.pt, until `steps` or the time left.
 4. Evaluation: held-out α_1..α_depth every `eval_every` steps and at the end, in
    out/head/curve.jsonl.
-5. Export: out/head/eagle3.safetensors (``specviz.heads.weights3``), for drafting.
+5. Export: out/head/eagle3.safetensors (``specviz.heads.weights``), for drafting.
 
 The time budget covers all of it: data generation stops at `data_share` of the minutes, and
 training takes what is left (evaluation and export included). The returned summary holds the

@@ -27,7 +27,7 @@ from torch import Tensor
 
 from specviz.heads.build import head_cache
 from specviz.heads.cache import Eagle3Cache, HeadCache, MedusaCache
-from specviz.heads.lean3 import LeanEagle3Cache
+from specviz.heads.eagle_lean import LeanEagle3Cache
 from specviz.heads.tap import FeatureCache, FusedFeatureCache, feature_cache, fused_feature_cache
 from specviz.heads.weights import head_path
 from specviz.train.common import load_target, work_dir, write_json_atomic

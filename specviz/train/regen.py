@@ -41,6 +41,7 @@ import torch
 from torch import Tensor
 
 from specviz.core.cache import forward_kwargs
+from specviz.heads.eagle import fused_layers
 from specviz.train.common import (
     Deadline,
     build_once,
@@ -72,22 +73,6 @@ class RegenConfig:
     greedy_every: int = 3  # shards with index % greedy_every == 1 answer greedily, others at T = 1
     val_every: int = 40
     val_shard: int = 7
-
-
-def fused_layers(num_layers: int) -> tuple[int, int, int]:
-    """The hidden-state indices EAGLE-3 fuses: a low, a middle and a high layer's output.
-
-    Index i is the output of decoder layer i (index 0 is the embeddings), as in the
-    ``hidden_states`` tuple of a transformers model: (2, L // 2, L - 3) for L >= 4 layers;
-    a shallower stack (2 or 3 layers, as small test models have) fuses (1, L // 2, L - 1).
-    Never the embeddings, nor the last layer's output (transformers hands that one over after
-    the final norm).
-    """
-    if num_layers < 2:
-        raise ValueError(f"a target with {num_layers} layers is too shallow for fused features")
-    if num_layers < 4:
-        return 1, num_layers // 2, num_layers - 1
-    return 2, num_layers // 2, num_layers - 3
 
 
 def regen_dir() -> Path:

@@ -17,11 +17,11 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from specviz.heads.eagle3 import EagleShape, Projected
+from specviz.heads.eagle import EagleShape, Projected
 
 
 class Unrollable(Protocol):
-    """A head with project and finish halves (specviz.heads.eagle3.Eagle3Head)."""
+    """A head with project and finish halves (specviz.heads.eagle.Eagle3Head)."""
 
     shape: EagleShape
 

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from specviz.heads.eagle3 import Eagle3Head, EagleShape
+from specviz.heads.eagle import Eagle3Head, EagleShape
 from specviz.train.regen import read_ids, shard_index
 
 LOG = logging.getLogger("specviz.train.vocab")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from specviz.heads.eagle3 import EagleShape
+from specviz.heads.eagle import EagleShape
 from specviz.train.accept import alpha, draft_index, position_loss, soft_labels
 from specviz.train.heads3 import Heads3Config, Heads3Trainer, curve_row, run_heads3
 from specviz.train.regen import RegenConfig, _write_ids, rescorer, score_batch
@@ -72,7 +72,7 @@ def test_a_curve_row_carries_the_progress_the_callers_keys_and_rounded_alphas() 
 
 
 def test_a_head_cut_to_its_likeliest_tokens_keeps_their_rows_and_the_rest() -> None:
-    from specviz.heads.eagle3 import fresh_head
+    from specviz.heads.eagle import fresh_head
 
     head = fresh_head(_model(), torch.tensor([5, 3, 8]), torch.Generator().manual_seed(0))
     counts = torch.zeros(VOCAB, dtype=torch.long)
@@ -225,8 +225,8 @@ def test_the_training_cli_parses_the_eagle3_steps() -> None:
 def test_export_ships_a_checkpoints_head_with_its_summary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from specviz.heads.eagle3 import fresh_head
-    from specviz.heads.weights3 import load_head3
+    from specviz.heads.eagle import fresh_head
+    from specviz.heads.weights import load_eagle
     from specviz.train import heads3_export
     from specviz.train.__main__ import main
 
@@ -267,14 +267,14 @@ def test_export_ships_a_checkpoints_head_with_its_summary(
     assert trained_steps("eagle3", str(out)) == {"steps": 12}
     vocab = summary["draft_vocab"]  # answers 3 3 3 5 | 5 5 | 3 6; held out 1 1 5 6
     assert (vocab["size"], vocab["coverage"], vocab["held_out_coverage"]) == (2, 0.875, 0.25)
-    loaded = load_head3(model, out / "eagle3.safetensors")
+    loaded = load_eagle(model, out / "eagle3.safetensors")
     for name, value in head.state_dict().items():
         expected = value if name == "vocab" else value.to(torch.bfloat16).to(value.dtype)
         torch.testing.assert_close(loaded.state_dict()[name], expected, rtol=0, atol=0)
     cut = heads3_export.run_heads3_export(run, ids, threads=1, out=out, vocab=1)
     vocab = cut["draft_vocab"]  # 3 is the likelier answer token (4 of 8 against 5's 3)
     assert (vocab["size"], vocab["trained_size"], vocab["coverage"]) == (1, 2, 0.5)
-    assert load_head3(model, out / "eagle3.safetensors").vocab.tolist() == [3]
+    assert load_eagle(model, out / "eagle3.safetensors").vocab.tolist() == [3]
     with pytest.raises(ValueError, match="give at most the 2 tokens it trained on"):
         heads3_export.run_heads3_export(run, ids, threads=1, out=out, vocab=3)
     with pytest.raises(SystemExit, match="apply to heads-export eagle3"):

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 import torch
 
-from specviz.heads.eagle3 import Eagle3Head, fresh_head
-from specviz.heads.lean3 import LeanEagle3Cache
+from specviz.heads.eagle import Eagle3Head, fresh_head
+from specviz.heads.eagle_lean import LeanEagle3Cache
 from specviz.train.heads_eval import drafted_laws, target_pass
 from specviz.train.unroll import unrolled
 from tests.conftest import VOCAB, tiny_model

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from specviz.heads.eagle import fused_layers
 from specviz.train.regen import (
     RegenConfig,
     _write_ids,
     answer_batch,
-    fused_layers,
     read_ids,
     score_batch,
     shard_temperature,

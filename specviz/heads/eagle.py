@@ -3,7 +3,7 @@
 Terms (D the target's width, V its vocabulary, V_d the draft vocabulary's size).
 
 * g_i (3D,): the target's hidden states at position i of a low, a middle and a high layer
-  (``specviz.train.regen.fused_layers``), concatenated: the residual stream, before any norm.
+  (``fused_layers``), concatenated: the residual stream, before any norm.
 * u_i (D,): the *fused feature* of a committed position, ``fuse`` (Linear 3D → D, no bias)
   applied to g_i after each of its three D-blocks is RMS-normalised on its own (the residual
   stream carries a few activations orders of magnitude above the rest; a norm per layer keeps
@@ -23,8 +23,8 @@ Terms (D the target's width, V its vocabulary, V_d the draft vocabulary's size).
 
 ``specviz.heads.cache.Eagle3Cache`` is the head's cached forward module by module: its target
 cache records g_i. The registered drafters run the same function on
-``specviz.heads.lean3.LeanEagle3Cache``, which costs less per step; tests/heads/test_lean3.py
-checks that the two agree.
+``specviz.heads.eagle_lean.LeanEagle3Cache``, which costs less per step;
+tests/heads/test_eagle_lean.py checks that the two agree.
 """
 
 from __future__ import annotations
@@ -39,6 +39,22 @@ from torch import Tensor, nn
 from specviz.fast.attention import apply_rope
 
 FUSED = 3  # layers fused into g
+
+
+def fused_layers(num_layers: int) -> tuple[int, int, int]:
+    """The hidden-state indices EAGLE-3 fuses: a low, a middle and a high layer's output.
+
+    Index i is the output of decoder layer i (index 0 is the embeddings), as in the
+    ``hidden_states`` tuple of a transformers model: (2, L // 2, L - 3) for L >= 4 layers;
+    a shallower stack (2 or 3 layers, as small test models have) fuses (1, L // 2, L - 1).
+    Never the embeddings, nor the last layer's output (transformers hands that one over after
+    the final norm).
+    """
+    if num_layers < 2:
+        raise ValueError(f"a target with {num_layers} layers is too shallow for fused features")
+    if num_layers < 4:
+        return 1, num_layers // 2, num_layers - 1
+    return 2, num_layers // 2, num_layers - 3
 
 
 @dataclass(frozen=True, kw_only=True)

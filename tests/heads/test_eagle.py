@@ -14,7 +14,7 @@ from specviz.core.events import Accepted, Sampled
 from specviz.drafters.tree_model import TreeShape
 from specviz.heads.cache import Eagle3Cache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
-from specviz.heads.eagle3 import Eagle3Head, fresh_head
+from specviz.heads.eagle import Eagle3Head, fresh_head
 from specviz.heads.tap import FusedFeatureCache
 from specviz.train.heads_eval import FeatureRows
 from specviz.train.unroll import unrolled
@@ -132,11 +132,11 @@ def test_greedy_eagle3_matches_plain_greedy(target: Any, tree: str | None) -> No
 
 def test_saved_head_loads_back_and_drafts_exactly(target: Any, tmp_path: Any) -> None:
     from specviz.heads.build import build_head_drafter
-    from specviz.heads.weights3 import load_head3, save_head3
+    from specviz.heads.weights import load_eagle, save_eagle
 
     cache = random_head3(target, seed=12, vocab=torch.arange(2, VOCAB))
-    path = save_head3(cache.head, target, 7, tmp_path)
-    loaded = load_head3(target, path)
+    path = save_eagle(cache.head, target, 7, tmp_path)
+    loaded = load_eagle(target, path)
     for name, value in cache.head.state_dict().items():
         expected = value if name == "vocab" else value.to(torch.bfloat16).to(value.dtype)
         torch.testing.assert_close(loaded.state_dict()[name], expected, rtol=0, atol=0)
@@ -150,4 +150,4 @@ def test_saved_head_loads_back_and_drafts_exactly(target: Any, tmp_path: Any) ->
     assert decoder.ids[len(PROMPT) :] == _plain(target, 16)
     other = tiny_model("llama", seed=6, scale=3.0, num_hidden_layers=6)
     with pytest.raises(ValueError, match="fingerprint"):
-        load_head3(other, path)
+        load_eagle(other, path)

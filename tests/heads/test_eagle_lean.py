@@ -19,10 +19,10 @@ from specviz.drafters.registry import DrafterOptions, build_drafter, drafters_wh
 from specviz.drafters.tree_model import TreeShape
 from specviz.heads.cache import Eagle3Cache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
-from specviz.heads.eagle3 import Eagle3Head
-from specviz.heads.lean3 import LeanEagle3Cache
+from specviz.heads.eagle import Eagle3Head
+from specviz.heads.eagle_lean import LeanEagle3Cache
 from specviz.heads.tap import FusedFeatureCache, FusedFeatureLean
-from specviz.heads.weights3 import save_head3
+from specviz.heads.weights import save_eagle
 from tests.conftest import VOCAB, char_tokenizer, tiny_model
 from tests.heads.helpers import random_module
 
@@ -141,7 +141,7 @@ def test_drafted_q_is_zero_off_the_draft_vocabulary(target: Any) -> None:
 def heads(target: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random EAGLE-3 head over tokens 2..V-1 saved for target (bf16 on disk)."""
     folder = tmp_path_factory.mktemp("eagle3")
-    save_head3(_head(target, seed=7, vocab=torch.arange(2, VOCAB)), target, 0, folder)
+    save_eagle(_head(target, seed=7, vocab=torch.arange(2, VOCAB)), target, 0, folder)
     return folder
 
 

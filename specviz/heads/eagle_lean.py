@@ -1,9 +1,9 @@
 """The EAGLE-3 head's drafting forward in few calls: folded norms, fused products, fixed buffers.
 
-`Eagle3Cache` (specviz.heads.eagle3) runs the head as it trains, module by module. A drafting
+`Eagle3Cache` (specviz.heads.eagle) runs the head as it trains, module by module. A drafting
 step feeds one token through one decoder layer and the output matrix over the draft vocabulary,
 so per-call overhead and the output matrix make most of its cost. `LeanEagle3Cache` computes the
-same function (tests/heads/test_lean3.py compares the two) with less of both:
+same function (tests/heads/test_eagle_lean.py compares the two) with less of both:
 
 * every RMSNorm's weight is folded into the product after it (norm(x) ⊙ w Wᵀ = norm(x) (W
   diag w)ᵀ), so a norm is one call without a weight;
@@ -33,9 +33,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from specviz.core.cache import fed_positions
 from specviz.fast.attention import apply_rope, causal_mask, grow
-from specviz.heads.cache import HeadCache
-from specviz.heads.eagle3 import FUSED, Eagle3Head, rope
+from specviz.heads.cache import HeadCache, parent_entry
+from specviz.heads.eagle import FUSED, Eagle3Head, rope
 
 
 class Product:
@@ -170,7 +171,7 @@ class LeanEagle3Cache(HeadCache):
             rows[at] = self._fused(real.index_select(0, src))
         drafted = [r for r, p in enumerate(positions) if p > n]
         for r in drafted:
-            rows[r] = self.hidden[self._parent(r, positions[r], visible)]
+            rows[r] = self.hidden[parent_entry(self.positions, r, positions[r], start, visible)]
         return rows, not drafted
 
     def _fused(self, g: Tensor) -> Tensor:
@@ -178,18 +179,6 @@ class LeanEagle3Cache(HeadCache):
         t = g.shape[0]
         blocks = _norm(g.to(self.dtype).view(t, FUSED, -1), self.head.shape.eps)
         return self.weights.fuse(blocks.view(t, -1))
-
-    def _parent(self, row: int, pos: int, visible: Tensor | None) -> int:
-        """The earlier entry at position pos - 1 that new row `row` sees."""
-        start = self.length
-        if visible is None:  # a chain: the entry just before, fed by an earlier call
-            seen = [start - 1] if row == 0 and start > 0 else []
-        else:  # a tree node: its ancestors come last among the columns it sees
-            seen = visible[row, :start].nonzero()[:, 0].flip(0).tolist()
-        for c in seen:
-            if self.positions[c] == pos - 1:
-                return int(c)
-        raise ValueError(f"the head needs its output at position {pos - 1} before {pos}")
 
     @torch.no_grad()
     def forward(
@@ -203,13 +192,11 @@ class LeanEagle3Cache(HeadCache):
         last, over `draft_vocab`. positions (T,) and visible (T, S + T) bool: a tree's."""
         start, t = self.length, int(input_ids.shape[0])
         end = start + t
-        pos = list(range(start, end)) if positions is None else positions.tolist()
+        fed = fed_positions(start, input_ids, positions)  # (T,)
+        pos = fed.tolist()
         features, all_real = self._features(pos, visible)
         self._reserve(max(end, max(pos) + 1), held=start)
-        if positions is None:
-            rotation = self.cos[start:end], self.sin[start:end]  # (T, 1, hd) each
-        else:
-            rotation = self.cos[positions], self.sin[positions]
+        rotation = self.cos[fed], self.sin[fed]  # (T, 1, hd) each
         h = self._layer(input_ids, features, rotation, start, visible)  # (T, D)
         self.hidden[start:end] = h
         self.positions += pos
