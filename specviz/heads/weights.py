@@ -106,7 +106,7 @@ def load_head(kind: str, target: Any, path: Path | None = None) -> tuple[MedusaH
     if problem is not None:
         raise ValueError(
             f"the {kind} drafter cannot draft for this target: {problem}. Train one for it "
-            "(python -m specviz.train features, then heads), or use another drafter"
+            "(python -m specviz.train data features, then heads medusa), or use another drafter"
         )
     tensors = load_file(str(path))
     head_tokens = tensors.pop("head_tokens").long()
@@ -144,8 +144,8 @@ def load_eagle(target: Any, path: Path) -> Eagle3Head:
     """The head at path, in target's dtype and on its device (eval); refuses another target."""
     if not path.is_file():
         raise ValueError(
-            f"no EAGLE-3 head weights at {path}: train one (python -m specviz.train heads3), "
-            "export it (python -m specviz.train heads-export eagle3), or use another drafter"
+            f"no EAGLE-3 head weights at {path}: train one (python -m specviz.train heads train), "
+            "export it (python -m specviz.train heads export eagle3), or use another drafter"
         )
     with safe_open(str(path), "pt") as handle:
         meta = handle.metadata() or {}
@@ -154,7 +154,7 @@ def load_eagle(target: Any, path: Path) -> Eagle3Head:
             f"the eagle3 drafters cannot draft for this target: this EAGLE-3 head was trained "
             f"on the features of {meta.get('target') or 'another model'} (fingerprint "
             f"{meta.get('fingerprint')}); this target's is {fingerprint(target)}. Train one for "
-            "it (python -m specviz.train heads-all), or use another drafter"
+            "it (python -m specviz.train heads all), or use another drafter"
         )
     tensors = load_file(str(path))
     vocab = tensors["vocab"].long()

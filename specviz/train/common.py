@@ -18,6 +18,11 @@ from specviz.models.bundled import cache_dir, ensure_bundled_target
 LOG = logging.getLogger("specviz.train")
 
 
+def hours(value: str) -> float:
+    """A duration in hours (a command-line value) in seconds."""
+    return float(value) * 3600.0
+
+
 def work_dir() -> Path:
     """Root of all training state: ``cache_dir()/train`` (override with SPECVIZ_TRAIN_DIR)."""
     override = os.environ.get("SPECVIZ_TRAIN_DIR")
@@ -119,7 +124,7 @@ def build_once(
     path: Path, build: Callable[[], None], *, poll_s: float = 1.0, stale_s: float = 900.0
 ) -> bool:
     """Make path with build() unless another process is making it: processes that share a work
-    dir (heads3 --rescore and rescore-ahead) claim a file by creating ``path.claim`` first, and
+    dir (heads train --rescore and heads ahead) claim a file by creating ``path.claim`` first, and
     one that finds the claim taken waits for path instead. A claim whose process died (same
     host) or older than stale_s is taken over. Whether this call built path."""
     claim = claim_path(path)

@@ -16,8 +16,8 @@ from specviz.heads.cache import Eagle3Cache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
 from specviz.heads.eagle import Eagle3Head, fresh_head
 from specviz.heads.tap import FusedFeatureCache
-from specviz.train.heads_eval import FeatureRows
-from specviz.train.unroll import unrolled
+from specviz.train.heads.evaluate import FeatureRows
+from specviz.train.heads.unroll import unrolled
 from tests.conftest import VOCAB, tiny_model
 
 VOCAB_D = torch.tensor([3, 5, 6, 7, 8, 9, 10, 11, 12, 20, 21, 0])  # q = 0 on every other token
