@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from specviz.models.bundled import cache_dir, ensure_bundled_target
 
@@ -45,8 +46,6 @@ def setup_logging(name: str) -> None:
 
 def load_target(threads: int | None = None) -> tuple[Any, Any]:
     """Load the bundled target (fp32, eval mode) and its tokenizer."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     if threads:
         torch.set_num_threads(threads)
     folder = ensure_bundled_target(lambda m: LOG.info("%s", m))
@@ -57,8 +56,6 @@ def load_target(threads: int | None = None) -> tuple[Any, Any]:
 
 def load_tokenizer() -> Any:
     """The target's tokenizer."""
-    from transformers import AutoTokenizer
-
     return AutoTokenizer.from_pretrained(ensure_bundled_target(lambda m: LOG.info("%s", m)))
 
 

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from specviz.heads.eagle import EagleShape
-from specviz.train.data.regen import RegenConfig, _write_ids, rescorer, score_batch
+from specviz.train.data.regen import RegenConfig, rescorer, score_batch
+from specviz.train.data.shards import _write_ids
 from specviz.train.data.stream import (
     RegenStream,
     StreamConfig,

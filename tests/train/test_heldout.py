@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from specviz.train.data.heldout import held_out_batches, held_out_sequences
-from specviz.train.data.regen import _write_ids, read_ids
+from specviz.train.data.shards import _write_ids, read_ids
 from specviz.train.data.stream import RegenStream, collate
 from specviz.train.heads.eagle import EagleTrainer
 from specviz.train.heads.score import score_exported

@@ -9,14 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from specviz.train.data.regen import (
-    RegenConfig,
-    prompt_key,
-    read_ids,
-    rescorer,
-    run_regen,
-    shard_prompts,
-)
+from specviz.train.data.regen import RegenConfig, rescorer, run_regen
+from specviz.train.data.shards import prompt_key, read_ids, shard_prompts
 from specviz.train.heads.eagle import EagleConfig
 from specviz.train.heads.pipeline import PipelineConfig, run_pipeline
 from tests.conftest import char_tokenizer, tiny_model

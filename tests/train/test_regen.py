@@ -9,14 +9,8 @@ import pytest
 import torch
 
 from specviz.heads.eagle import fused_layers
-from specviz.train.data.regen import (
-    RegenConfig,
-    _write_ids,
-    answer_batch,
-    read_ids,
-    score_batch,
-    shard_temperature,
-)
+from specviz.train.data.regen import RegenConfig, answer_batch, score_batch, shard_temperature
+from specviz.train.data.shards import _write_ids, read_ids
 from specviz.train.data.sources import debian_packages, man_page
 from tests.conftest import EOS, tiny_model
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from specviz.train.data.regen import prompt_key, shard_prompts
+from specviz.train.data.shards import prompt_key, shard_prompts
 from specviz.train.data.stream import Seq, StreamConfig, collate, load_shard, ready_shards
 
 Batch = dict[str, Tensor]

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from specviz.train.common import claim_path
-from specviz.train.data.regen import feats_path, ids_path, read_ids, shard_index
+from specviz.train.data.shards import feats_path, ids_path, read_ids, shard_index
 
 Seq = dict[str, Any]
 

@@ -20,6 +20,7 @@ from torch.nn import functional as F
 
 from specviz.console import say
 from specviz.drafters.early_exit import Adapter, decoder_stack
+from specviz.models.loading import BUNDLED, load_model, load_tokenizer
 
 
 def text_windows(tokenizer: Any, length: int, limit_files: int = 400) -> Iterator[list[int]]:
@@ -77,8 +78,6 @@ def fit_adapter(
 
 def main(argv: list[str] | None = None) -> int:
     """Command line: train and save an adapter for the bundled (or given) target."""
-    from specviz.models.loading import BUNDLED, load_model, load_tokenizer
-
     parser = argparse.ArgumentParser(prog="python -m specviz.train.draft.early_exit")
     parser.add_argument("--target", default=BUNDLED)
     parser.add_argument("--exit-layer", type=int, default=8)

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 from specviz.drafters.trimmed import load_head_tokens, ranking_path, trim_head
 from specviz.train.common import load_target, save_atomic, work_dir, write_json_atomic
 from specviz.train.data.teacher import chat_ids, sample_batch
+from specviz.train.draft.student import student_dir
 
 LOG = logging.getLogger("specviz.train.draft.evaluate")
 HELD_OUT_CODE = (
@@ -162,9 +164,6 @@ def timings(
 
 def load_draft(folder: str | None) -> Any:
     """A draft from an HF folder, or from the student checkpoint when ``folder`` is None."""
-    from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
-
-    from specviz.train.draft.student import student_dir
 
     if folder is not None:
         loaded: Any = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)

@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import AutoTokenizer, GenerationConfig
 
 from specviz.drafters.trimmed import save_ranking
 from specviz.models.bundled import bundled_draft_dir, ensure_bundled_target
 from specviz.train.common import work_dir, write_json_atomic
+from specviz.train.data.teacher import shard_dir
 from specviz.train.draft.evaluate import load_draft
 from specviz.train.draft.student import student_dir
 
@@ -22,8 +24,6 @@ LOG = logging.getLogger("specviz.train.draft.export")
 
 def teacher_stats() -> dict[str, Any]:
     """Shard count and teacher positions by kind (reads every shard; a few seconds)."""
-    from specviz.train.data.teacher import shard_dir
-
     kinds: dict[str, int] = {}
     shards = sorted(shard_dir().glob("shard_*.pt"))
     for path in shards:
@@ -40,8 +40,6 @@ def token_ranking() -> torch.Tensor:
     order. This is the ranking the trimmed-head drafter keeps the start of
     (specviz.drafters.trimmed).
     """
-    from specviz.train.data.teacher import shard_dir
-
     mass = torch.zeros(VOCAB, dtype=torch.float64)
     for path in sorted(shard_dir().glob("shard_*.pt")):
         if int(path.stem.split("_")[1]) % 20 == 1:
@@ -54,8 +52,6 @@ def token_ranking() -> torch.Tensor:
 
 def run_export(out: str | None) -> dict[str, Any]:
     """Save the checkpoint's draft (bf16 safetensors + tokenizer) into ``out``; return a summary."""
-    from transformers import AutoTokenizer, GenerationConfig
-
     folder = Path(out) if out else bundled_draft_dir()
     folder.mkdir(parents=True, exist_ok=True)
     draft = load_draft(None).to(torch.bfloat16)

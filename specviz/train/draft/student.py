@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import LlamaConfig, LlamaForCausalLM
 
 from specviz.train.common import Deadline, load_target, save_atomic, work_dir, write_json_atomic
 from specviz.train.data.teacher import shard_dir
@@ -53,8 +54,6 @@ def student_dir() -> Path:
 
 def make_student(cfg: StudentConfig, target_config: Any) -> Any:
     """A fresh LlamaForCausalLM draft sharing the target's vocabulary and special tokens."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     config = LlamaConfig(
         vocab_size=target_config.vocab_size,
         hidden_size=cfg.hidden,
@@ -209,8 +208,6 @@ def learning_rate(cfg: StudentConfig, step: int) -> float:
 
 def _load_or_init(cfg: StudentConfig) -> tuple[Any, torch.optim.Optimizer, dict[str, Any]]:
     """Resume model/optimizer/state from ``ckpt.pt`` if present, else initialise them."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     path = student_dir() / "ckpt.pt"
     if path.exists():
         ckpt = torch.load(path, weights_only=False)

@@ -26,9 +26,11 @@ from typing import Any
 
 import torch
 
-from specviz.train.common import claim_path
-from specviz.train.data.regen import feats_path, ids_path, read_ids
+from specviz.train.common import Deadline, claim_path, load_target
+from specviz.train.data.regen import rescorer
+from specviz.train.data.shards import feats_path, ids_path, read_ids
 from specviz.train.data.stream import RegenStream, StreamConfig
+from specviz.train.heads.eagle import EagleConfig
 
 LOG = logging.getLogger(__name__)
 
@@ -126,10 +128,6 @@ def run_rescore_ahead(
 ) -> list[int]:
     """The heads ahead step: rebuild the features heads train (batch_positions, its run_dir) reads
     next, for at most `seconds`; the shards rebuilt."""
-    from specviz.train.common import Deadline, load_target
-    from specviz.train.data.regen import rescorer
-    from specviz.train.heads.eagle import EagleConfig
-
     target, tokenizer = load_target(threads)
     cfg = EagleConfig(batch_positions=batch_positions).stream(feats, ids)
     rescore = rescorer(target, int(tokenizer.eos_token_id), ids, feats)

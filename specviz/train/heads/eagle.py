@@ -41,10 +41,12 @@ from specviz.heads.eagle import Eagle3Head, fresh_head
 from specviz.heads.weights import save_eagle
 from specviz.train.common import save_atomic
 from specviz.train.data.heldout import held_out_batches
-from specviz.train.data.regen import ids_path
+from specviz.train.data.shards import ids_path
 from specviz.train.data.stream import RegenStream, StreamConfig, collate, ready_shards
 from specviz.train.heads.accept import KINDS, alpha, draft_index, position_loss, soft_labels
+from specviz.train.heads.export import warm_start
 from specviz.train.heads.unroll import unrolled
+from specviz.train.heads.vocab import answer_counts, draft_vocab
 
 LOG = logging.getLogger("specviz.train.heads.eagle")
 Batch = dict[str, Tensor]
@@ -214,9 +216,6 @@ def run_eagle(
     (``specviz.train.heads.vocab.draft_vocab``, unseen tokens in fill's order). Returns the
     progress.
     """
-    from specviz.train.heads.export import warm_start
-    from specviz.train.heads.vocab import answer_counts, draft_vocab
-
     out_dir.mkdir(parents=True, exist_ok=True)
     ckpt_path = out_dir / "ckpt.pt"
     ckpt = torch.load(ckpt_path, weights_only=False) if ckpt_path.is_file() else None

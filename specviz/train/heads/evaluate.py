@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
 from torch import Tensor
 
 from specviz.heads.build import head_cache
@@ -166,8 +167,6 @@ def eval_path(kind: str) -> Path:
 def trained_steps(kind: str, folder: str | None) -> dict[str, int]:
     """{"steps": N}: the training steps recorded in the weights' file, where it records them
     (the EAGLE-3 head's), so that an export attaches only its own evaluation."""
-    from safetensors import safe_open
-
     path = Path(folder) / f"{kind}.safetensors" if folder else head_path(kind)
     with safe_open(str(path), "pt") as handle:
         meta = handle.metadata() or {}

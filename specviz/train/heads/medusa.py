@@ -13,6 +13,7 @@ and the greedy agreement argmax q = argmax p.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import time
@@ -77,8 +78,6 @@ class ShardPool:
 
     def digest(self) -> str:
         """A short hash of the loaded shards' names and contents' sizes."""
-        import hashlib
-
         sizes = [f"{n}:{(feature_dir() / n).stat().st_size}" for n in sorted(self.names)]
         return hashlib.sha256("\n".join(sizes).encode()).hexdigest()[:16]
 

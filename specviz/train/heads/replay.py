@@ -39,6 +39,7 @@ from torch import Tensor
 
 from specviz.train.data.stream import Seq, StreamConfig, collate, load_shard, ready_shards
 from specviz.train.heads.accept import alpha
+from specviz.train.heads.eagle import EagleConfig, EagleTrainer, run_eagle
 
 LOG = logging.getLogger("specviz.train.heads.replay")
 Batch = dict[str, Tensor]
@@ -162,8 +163,6 @@ def run_replay(
     without (the control); the collection runs once, before the first of out's steps, and a
     run started again resumes; rescore rebuilds a shard's missing features (heads train --rescore).
     Returns the progress (specviz.train.heads.eagle.run_eagle's)."""
-    from specviz.train.heads.eagle import EagleConfig, EagleTrainer, run_eagle
-
     out.mkdir(parents=True, exist_ok=True)
     if not (out / "ckpt.pt").is_file():
         shutil.copyfile(source / "ckpt.pt", out / "ckpt.pt")

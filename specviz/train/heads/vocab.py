@@ -21,10 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors.torch import load_file
 from torch import Tensor
+from transformers import AutoConfig
 
 from specviz.heads.eagle import Eagle3Head, EagleShape
-from specviz.train.data.regen import read_ids, shard_index
+from specviz.heads.weights import RANKING
+from specviz.models.bundled import ensure_bundled_target
+from specviz.train.common import write_json_atomic
+from specviz.train.data.shards import read_ids, shard_index
 from specviz.train.data.stream import is_held_out
 
 LOG = logging.getLogger("specviz.train.heads.vocab")
@@ -141,11 +146,6 @@ def run_heads_vocab(
     ids_dir: Path, out: Path, sizes: tuple[int, ...], reps: int, threads: int
 ) -> dict[str, Any]:
     """Count the bundled target's answer tokens in ids_dir; write the rows and ranking to out."""
-    from transformers import AutoConfig
-
-    from specviz.heads.weights import RANKING
-    from specviz.models.bundled import ensure_bundled_target
-    from specviz.train.common import write_json_atomic
 
     torch.set_num_threads(threads)
     config = AutoConfig.from_pretrained(ensure_bundled_target(lambda m: LOG.info("%s", m)))
@@ -176,6 +176,4 @@ def ranking(path: Path) -> Tensor | None:
     """A token ranking (V,) of the target's vocabulary (``ranking`` in path), or None."""
     if not path.is_file():
         return None
-    from safetensors.torch import load_file
-
     return load_file(str(path))["ranking"].long()
