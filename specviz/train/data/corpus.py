@@ -1,4 +1,4 @@
-"""Step ``corpus``: an offline corpus of Python stdlib source and Python documentation prose.
+"""Step ``data corpus``: an offline corpus of Python stdlib source and Python documentation prose.
 
 Sources and licences: the local CPython standard library (``sysconfig`` "stdlib" path; PSF License
 v2) and the reStructuredText sources of the Python documentation from Debian's ``python3.X-doc``

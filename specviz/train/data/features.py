@@ -1,4 +1,4 @@
-"""Step ``features``: the target's last hidden states over text, for training drafting heads.
+"""Step ``data features``: the target's last hidden states over text, for training drafting heads.
 
 Each job is a pure function of ``(seed, index)`` and is saved as one shard, so a restarted run
 skips finished shards. Jobs alternate between the target answering training prompts (its own

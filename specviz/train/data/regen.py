@@ -1,4 +1,4 @@
-"""Step ``regen``: the target answers many prompts; its answers and what a head reads are saved.
+"""Step ``data regen``: the target answers many prompts; its answers and what a head reads, saved.
 
 A drafting head learns best from the target's own text (SpecForge regenerates its training
 answers with the target; DistillSpec trains on the policy it will draft for). This step has the

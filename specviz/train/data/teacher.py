@@ -1,4 +1,4 @@
-"""Step ``teacher``: cache the target's top-k log-probs, in resumable shards.
+"""Step ``data teacher``: cache the target's top-k log-probs, in resumable shards.
 
 Jobs alternate between (a) the target answering chat prompts (sampled at T=1, T=0.7 or greedily;
 the T=1 log-probs along its own answers are stored) and (b) teacher-forced corpus windows. Job ``i``

@@ -1,4 +1,4 @@
-"""Step ``evaluate``: acceptance rate, greedy agreement and decode cost on held-out prompts.
+"""Step ``draft evaluate``: acceptance rate, greedy agreement and decode cost on held-out prompts.
 
 The held-out prompts below were written for evaluation only; no training template or corpus file
 produces them. For each prompt the target samples one continuation at T=1 and one greedily

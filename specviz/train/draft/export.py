@@ -1,4 +1,4 @@
-"""Step ``export``: write the trained draft as a bf16 HF folder with the target's tokenizer."""
+"""Step ``draft export``: the trained draft as a bf16 HF folder with the target's tokenizer."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Step ``student``: distil a small tied-embedding Llama from the cached teacher shards.
+"""Step ``draft student``: distil a small tied-embedding Llama from the cached teacher shards.
 
 Loss per position: forward KL from the teacher's top-k distribution plus one "rest" bucket,
 ``sum_k p_k log(p_k/q_k) + p_rest log(p_rest/q_rest)``. Embeddings start from a PCA of the

@@ -67,31 +67,31 @@ def _vocab_parser(sub: Any) -> None:
 
 
 def _train_parser(sub: Any) -> None:
-    h3 = sub.add_parser("train", help="train the EAGLE-3 head on the regen shards (resumable)")
-    h3.add_argument("--hours", type=hours, default=None, help="stop after this long")
-    h3.add_argument("--steps", type=int, default=1_000_000, help="stop at this step")
-    h3.add_argument("--total-steps", type=int, default=20_000, help="length of the lr schedule")
-    h3.add_argument("--device", default="cpu", help="cpu or cuda")
-    h3.add_argument(
+    train = sub.add_parser("train", help="train the EAGLE-3 head on the regen shards (resumable)")
+    train.add_argument("--hours", type=hours, default=None, help="stop after this long")
+    train.add_argument("--steps", type=int, default=1_000_000, help="stop at this step")
+    train.add_argument("--total-steps", type=int, default=20_000, help="length of the lr schedule")
+    train.add_argument("--device", default="cpu", help="cpu or cuda")
+    train.add_argument(
         "--bf16",
         action="store_true",
         help="bf16 autocast of the head's training passes (CUDA; a CPU whose lscpu lists amx_bf16 "
         "or avx512_bf16: a step takes about 0.6 of its float32 time with AMX)",
     )
-    h3.add_argument("--vocab", type=int, default=16384, help="draft vocabulary size V_d")
-    h3.add_argument("--loss", choices=("kl", "tv", "lk"), default="tv")
-    h3.add_argument("--kl-warmup", type=int, default=1000, help="KL steps before tv / lk")
-    h3.add_argument("--depth", type=int, default=5, help="training-time-test depth")
-    h3.add_argument("--batch", type=int, default=4096, help="padded positions per step")
-    h3.add_argument("--lr", type=float, default=5e-4)
-    h3.add_argument("--prompt-weight", type=float, default=0.1, help="loss weight of prompts")
-    h3.add_argument("--eval-every", type=int, default=500, help="steps between held-out evals")
-    h3.add_argument("--out", default=None, help="checkpoint and curve (default: head-eagle3)")
-    h3.add_argument(
+    train.add_argument("--vocab", type=int, default=16384, help="draft vocabulary size V_d")
+    train.add_argument("--loss", choices=("kl", "tv", "lk"), default="tv")
+    train.add_argument("--kl-warmup", type=int, default=1000, help="KL steps before tv / lk")
+    train.add_argument("--depth", type=int, default=5, help="training-time-test depth")
+    train.add_argument("--batch", type=int, default=4096, help="padded positions per step")
+    train.add_argument("--lr", type=float, default=5e-4)
+    train.add_argument("--prompt-weight", type=float, default=0.1, help="loss weight of prompts")
+    train.add_argument("--eval-every", type=int, default=500, help="steps between held-out evals")
+    train.add_argument("--out", default=None, help="checkpoint and curve (default: head-eagle3)")
+    train.add_argument(
         "--init", default=None, help="without a checkpoint, start from the head exported here"
     )
     _shard_args(
-        h3,
+        train,
         "train at once on a machine without the features: rebuild each shard's "
         "from its ids when training first reads it (data regen --no-rescore then only "
         "generates)",

@@ -1,4 +1,4 @@
-"""Step ``heads``: train the Medusa heads on the cached target features.
+"""Step ``heads medusa``: train the Medusa heads on the cached target features.
 
 Reads the shards of step ``features`` (shards with index % 20 == 1 are held out for
 validation), keeps the target frozen (its embeddings and output head rows for the head tokens

@@ -167,10 +167,10 @@ def run_replay(
     if not (out / "ckpt.pt").is_file():
         shutil.copyfile(source / "ckpt.pt", out / "ckpt.pt")
     ckpt = torch.load(out / "ckpt.pt", weights_only=False)
-    h3 = EagleConfig(**ckpt["config"])
-    stream = h3.stream(feats, ids, rescore)
+    eagle_cfg = EagleConfig(**ckpt["config"])
+    stream = eagle_cfg.stream(feats, ids, rescore)
     if load_index(out) is None:
-        trainer = EagleTrainer(h3, target, ckpt["head"]["vocab"].cpu())
+        trainer = EagleTrainer(eagle_cfg, target, ckpt["head"]["vocab"].cpu())
         trainer.head.load_state_dict(ckpt["head"])
         began = time.monotonic()
         found = collect(trainer, stream, cfg) if cfg.every > 0 else []
@@ -183,4 +183,4 @@ def run_replay(
     found = meta["sequences"]
     replay = (replay_batches(found, stream, cfg), cfg.every) if cfg.every > 0 else None
     end = int(meta["start"]) + steps
-    return run_eagle(h3, target, stream, out, end, None, final_eval=True, replay=replay)
+    return run_eagle(eagle_cfg, target, stream, out, end, None, final_eval=True, replay=replay)
