@@ -28,7 +28,7 @@ COMMANDS = [*_commands(cli_parser(), "specviz"), *_commands(train_parser(), "spe
 
 def test_both_command_lines_have_subcommands() -> None:
     names = [name for name, _ in COMMANDS]
-    assert "specviz generate" in names and "specviz.train regen" in names
+    assert "specviz generate" in names and "specviz.train data regen" in names
     assert len(names) > 10
 
 

@@ -206,7 +206,7 @@ for r in family_adjusted(results):
 # and the tokenizer with the target; its cost per step is roughly $c \approx k/L$ of a target
 # step for an $L$-layer target. The catch is $\alpha$: intermediate layers were never trained
 # to be read out, so an *untrained* early exit can be a poor predictor. A small adapter trained
-# to match the target's output (`python -m specviz.train.early_exit`) fixes part of that.
+# to match the target's output (`python -m specviz.train.draft.early_exit`) fixes part of that.
 # `build_early_exit` uses an adapter shipped for exit $k$ when there is one and the plain exit
 # otherwise; the first line of output says which. We measure whatever we get, as it is.
 

@@ -38,9 +38,9 @@ from specviz.heads.build import head_cache
 from specviz.heads.lookup import head_path
 from specviz.heads.tap import FeatureCache, feature_cache, fused_feature_cache
 from specviz.models.loading import load_pair
-from specviz.train.evaluate import HELD_OUT_CHAT, HELD_OUT_CODE
-from specviz.train.heads_eval import drafted_laws, target_pass
-from specviz.train.teacher import chat_ids, sample_batch
+from specviz.train.data.teacher import chat_ids, sample_batch
+from specviz.train.draft.evaluate import HELD_OUT_CHAT, HELD_OUT_CODE
+from specviz.train.heads.evaluate import drafted_laws, target_pass
 
 torch.set_num_threads(1)  # batch-1 steps of small models: a second thread mostly adds noise
 hf_logging.disable_progress_bar()
@@ -160,7 +160,7 @@ for name, model in (("target", target), ("draft model", draft)):
 # $$\alpha_j = \operatorname{mean}_i \sum_x \min\big(p(x \mid x_{< i+j}),\; q_j(x)\big),$$
 #
 # (approximately) the probability that draft $j$ is kept given that the drafts before it were
-# kept. For the heads, `specviz.train.heads_eval.drafted_laws` does this: EAGLE-3 gets the
+# kept. For the heads, `specviz.train.heads.evaluate.drafted_laws` does this: EAGLE-3 gets the
 # target's real layers up to $g_{i-1}$ and its own hidden states $h$ after that (as when
 # drafting), Medusa head $j$ gets $f_{i-1}$. A separate draft model conditioned on the true
 # tokens is simply at its next-token prediction at every $j$: its only input is the tokens, and

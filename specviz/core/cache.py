@@ -49,21 +49,33 @@ class KVCache:
         defaults for a token tree; the mask goes in as float 0 / -inf, which eager and sdpa
         attention both add as given (a bool mask would be added as 1/0 by eager attention).
         """
-        start = len(self)
-        if positions is None:
-            positions = torch.arange(start, start + input_ids.shape[0], device=input_ids.device)
         extra: dict[str, Any] = {"logits_to_keep": keep} if self._trims and keep else {}
+        out = self.cached_pass(self.model, self._kwarg, input_ids, positions, visible, **extra)
+        logits: Tensor = out.logits[0]  # (T, V) or (keep, V)
+        return logits[-keep:] if keep else logits
+
+    def cached_pass(
+        self,
+        module: Any,
+        kwarg: str,
+        input_ids: Tensor,
+        positions: Tensor | None,
+        visible: Tensor | None,
+        **extra: Any,
+    ) -> Any:
+        """module's output (the model, or its decoder stack, taking this cache as `kwarg`) over
+        new tokens (T,) after the cached ones: positions (T,) default to the next ones
+        (fed_positions), visible (T, cached + T) bool goes in as the additive mask."""
+        positions = fed_positions(len(self), input_ids, positions)
         if visible is not None:
             extra["attention_mask"] = additive_mask(visible, self.model)
-        out = self.model(
+        return module(
             input_ids=input_ids[None],  # (1, T)
             position_ids=positions[None],  # (1, T)
             use_cache=True,
-            **{self._kwarg: self.kv},
+            **{kwarg: self.kv},
             **extra,
         )
-        logits: Tensor = out.logits[0]  # (T, V) or (keep, V)
-        return logits[-keep:] if keep else logits
 
     def crop(self, length: int) -> None:
         """Roll back to the first `length` positions (no-op if it holds no more than that)."""
@@ -82,6 +94,14 @@ class KVCache:
             if layer.is_initialized and layer.keys.numel():
                 layer.keys = layer.keys.index_select(-2, indices.to(layer.keys.device))
                 layer.values = layer.values.index_select(-2, indices.to(layer.values.device))
+
+
+def fed_positions(start: int, input_ids: Tensor, positions: Tensor | None) -> Tensor:
+    """The positions (T,) of tokens input_ids (T,) fed to a cached forward after `start` cached
+    positions: positions where given (a tree's), else start..start+T-1."""
+    if positions is not None:
+        return positions
+    return torch.arange(start, start + input_ids.shape[0], device=input_ids.device)
 
 
 def has_sliding_window(config: Any) -> bool:

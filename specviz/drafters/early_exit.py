@@ -94,7 +94,7 @@ def load_adapter(path: str | Path, target: Any) -> Adapter:
         raise ValueError(
             f"{path} is not an early-exit adapter for this target: it was trained for a hidden "
             f"size of {trained}, the target's is {width}. Train one for this target "
-            "(python -m specviz.train.early_exit) or leave the adapter out"
+            "(python -m specviz.train.draft.early_exit) or leave the adapter out"
         )
     adapter = Adapter(width)
     adapter.load_state_dict(load_file(str(path)))

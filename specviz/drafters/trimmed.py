@@ -39,8 +39,8 @@ def load_head_tokens(draft: Any, size: int | None = None) -> Tensor:
     if not path.is_file():
         raise ValueError(
             f"the trimmed-head drafter needs {TOKEN_RANKING} in the draft folder ({path.parent}); "
-            "the bundled draft ships one (`python -m specviz.train export` writes it), or use "
-            "the 'model' drafter"
+            "the bundled draft ships one (`python -m specviz.train draft export` writes it), or "
+            "use the 'model' drafter"
         )
 
     ranking = load_file(str(path))["ranking"].long()  # (V,)

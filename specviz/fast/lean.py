@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from transformers import PretrainedConfig
 
-from specviz.core.cache import CachedForward, KVCache
+from specviz.core.cache import CachedForward, KVCache, fed_positions
 from specviz.fast.attention import KVBuffers, apply_rope, causal_mask
 from specviz.fast.packed import PackedLinear, is_packed, pack, packed_product
 
@@ -245,10 +245,8 @@ class LeanLlama:
         start, n_new = self.length, int(input_ids.shape[0])
         end = start + n_new
         self.kv.reserve(end, held=start)
-        if positions is None:
-            rope = self.kv.rope(start, end)  # cos, sin (T, 1, head_dim)
-        else:
-            rope = self.kv.cos[positions, None], self.kv.sin[positions, None]
+        positions = fed_positions(start, input_ids, positions)
+        rope = self.kv.cos[positions, None], self.kv.sin[positions, None]  # (T, 1, head_dim) each
         mask = causal_mask(start, n_new, input_ids.device) if visible is None else visible
         x = self.embed[input_ids]  # (T, H)
         for index, weights in enumerate(self.layers):

@@ -1,4 +1,5 @@
-"""Build the head drafters by name (the registry's factories for eagle3* and medusa*)."""
+"""Build the head drafters (specviz.drafters.builders' eagle and medusa families): the head of a
+kind as a cached forward, its chain or tree drafter, and the target forward it verifies on."""
 
 from __future__ import annotations
 
@@ -6,15 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specviz.checks import vocab_size
 from specviz.core.cache import CachedForward, KVCache
 from specviz.core.config import SamplingConfig
-from specviz.drafters.ngram import NgramDrafter
-from specviz.drafters.options import DrafterOptions
 from specviz.drafters.tree_model import TreeShape
 from specviz.heads.cache import HeadCache, MedusaCache
-from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter, LookupThenHead, MakeTargetCache
-from specviz.heads.lean3 import LeanEagle3Cache
+from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter, MakeTargetCache
+from specviz.heads.eagle_lean import LeanEagle3Cache
 from specviz.heads.lookup import head_path
 from specviz.heads.tap import (
     FeatureCache,
@@ -22,8 +20,7 @@ from specviz.heads.tap import (
     feature_cache,
     fused_feature_cache,
 )
-from specviz.heads.weights import load_head
-from specviz.heads.weights3 import load_head3
+from specviz.heads.weights import load_eagle, load_head
 
 
 def head_cache(kind: str, target: Any, folder: str | Path | None = None) -> HeadCache:
@@ -33,7 +30,7 @@ def head_cache(kind: str, target: Any, folder: str | Path | None = None) -> Head
     """
     path = None if folder is None else Path(folder) / f"{kind}.safetensors"
     if kind == "eagle3":
-        return LeanEagle3Cache(target, load_head3(target, path or head_path(kind)))
+        return LeanEagle3Cache(target, load_eagle(target, path or head_path(kind)))
     module, head_tokens = load_head(kind, target, path)
     return MedusaCache(target, module, head_tokens)
 
@@ -74,39 +71,6 @@ def target_forward(kind: str, lean: bool) -> MakeTargetCache:
     if kind == "eagle3":
         return fused_feature_cache if lean else FusedFeatureCache
     return feature_cache if lean else FeatureCache
-
-
-def build_registered(
-    kind: str,
-    target: Any,
-    sampling: SamplingConfig,
-    options: DrafterOptions,
-    *,
-    tree: bool,
-    sampled: bool,
-    lookup: bool,
-) -> HeadDrafter | HeadTreeDrafter | LookupThenHead:
-    """The registry's head drafters: a chain, a tree, or n-gram lookup then the chain."""
-    shape = TreeShape(nodes=options.tree_nodes, depth=options.tree_depth, width=options.tree_width)
-    drafter = build_head_drafter(
-        kind,
-        target,
-        sampling,
-        tree=shape if tree else None,
-        sampled=sampled,
-        lean=options.make_cache is None,
-        folder=options.heads,
-    )
-    if not lookup:
-        return drafter
-    assert isinstance(drafter, HeadDrafter)
-    ngram = NgramDrafter(
-        vocab_size(target),
-        max_ngram=options.ngram_max,
-        min_ngram=options.ngram_min or 2,
-        device=str(target.device),
-    )
-    return LookupThenHead(drafter, ngram, options.model_gamma)
 
 
 def head_forward(lean_target: bool) -> Callable[[Any], CachedForward] | None:

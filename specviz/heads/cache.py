@@ -22,9 +22,26 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from specviz.heads.eagle3 import Eagle3Head
+from specviz.core.cache import fed_positions
+from specviz.heads.eagle import Eagle3Head
 from specviz.heads.medusa import MedusaHeads
 from specviz.heads.tap import FeatureCache, Features
+
+
+def parent_entry(
+    positions: list[int], row: int, pos: int, start: int, visible: Tensor | None
+) -> int:
+    """The cached entry at position pos - 1 that new row `row` (at pos) sees, among the `start`
+    entries of a head's cache at `positions`: a chain's entry just before it, fed by an earlier
+    call (visible None), or a tree node's parent (visible (T, start + T) bool)."""
+    if visible is None:
+        seen = [start - 1] if row == 0 and start > 0 else []
+    else:  # a tree node: its ancestors come last among the columns it sees
+        seen = visible[row, :start].nonzero()[:, 0].flip(0).tolist()
+    for c in seen:
+        if positions[c] == pos - 1:
+            return int(c)
+    raise ValueError(f"the head needs its output at position {pos - 1} before {pos}")
 
 
 class HeadCache:
@@ -112,7 +129,7 @@ class Eagle3Cache(HeadCache):
     ``specviz.heads.tap.FusedFeatureCache``); a committed token goes in with u = fused(g) of
     the position before, a drafted one with the head's own h there. Logits are -inf off the
     draft vocabulary. The registered drafters run the same function on
-    ``specviz.heads.lean3.LeanEagle3Cache``, which costs less per step.
+    ``specviz.heads.eagle_lean.LeanEagle3Cache``, which costs less per step.
     """
 
     def __init__(self, target: Any, head: Eagle3Head) -> None:
@@ -152,19 +169,8 @@ class Eagle3Cache(HeadCache):
         for r, pos in enumerate(positions):
             if pos > real.shape[0]:
                 all_real = False
-                rows[r] = self.outputs[self._parent(r, pos, start, visible)]
+                rows[r] = self.outputs[parent_entry(self.positions, r, pos, start, visible)]
         return rows, all_real
-
-    def _parent(self, row: int, pos: int, start: int, visible: Tensor | None) -> int:
-        """The earlier entry at position pos - 1 that new row `row` sees."""
-        if visible is None:  # a chain: the entry just before, fed by an earlier call
-            seen = [start - 1] if row == 0 and start > 0 else []
-        else:  # a tree node: its ancestors come last among the columns it sees
-            seen = visible[row, :start].nonzero()[:, 0].flip(0).tolist()
-        for c in seen:
-            if self.positions[c] == pos - 1:
-                return int(c)
-        raise ValueError(f"the head needs its output at position {pos - 1} before {pos}")
 
     @torch.no_grad()
     def forward(
@@ -176,7 +182,7 @@ class Eagle3Cache(HeadCache):
     ) -> Tensor:
         """Feed tokens (T,) after the cached entries; logits (T, V), or (keep, V) for the last."""
         start, t = self.length, int(input_ids.shape[0])
-        pos = list(range(start, start + t)) if positions is None else positions.tolist()
+        pos = fed_positions(start, input_ids, positions).tolist()
         features, all_real = self._inputs(pos, visible)
         guessed, (k, v) = self.head(
             self.embed[input_ids][None],
@@ -228,7 +234,7 @@ class MedusaCache(HeadCache):
         """Logits (T or keep, V): the target's own guess is not drafted; head d+1 at depth d."""
         del visible  # a Medusa guess depends on no draft token
         start, t = self.length, int(input_ids.shape[0])
-        pos = list(range(start, start + t)) if positions is None else positions.tolist()
+        pos = fed_positions(start, input_ids, positions).tolist()
         real = self.target_rows()
         if all(p - 1 < real.shape[0] for p in pos) and self.committed == start:
             self.committed = start + t

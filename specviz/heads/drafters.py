@@ -20,11 +20,7 @@ from torch import Tensor
 from specviz.core.config import SamplingConfig
 from specviz.core.drafter import Draft
 from specviz.core.sampling import logits_to_probs
-from specviz.drafters.hybrid import LookupThenModelDrafter
 from specviz.drafters.model import ModelDrafter
-from specviz.drafters.ngram import NgramDrafter
-from specviz.drafters.suffix.drafter import SuffixDrafter
-from specviz.drafters.suffix.hybrid import SuffixThenModelDrafter
 from specviz.drafters.tree_model import TreeModelDrafter, TreeShape
 from specviz.drafters.trimmed import spread
 from specviz.heads.cache import HeadCache, MedusaCache
@@ -125,47 +121,3 @@ class HeadTreeDrafter(TreeModelDrafter):
                 forward_calls=0,
             )
         return super().propose_tree(ids, max_depth, generator, stop_ids)
-
-
-class _HeadsTargetCache:
-    """For a hybrid with a head: the decoder verifies through the head's target cache, which
-    records the features of every verified position (also those of rounds the head sat out)."""
-
-    head: HeadDrafter
-
-    def target_cache(self, target: Any) -> Any:
-        """The head's target cache."""
-        return self.head.target_cache(target)
-
-
-class LookupThenHead(_HeadsTargetCache, LookupThenModelDrafter):
-    """N-gram lookup where the text repeats, else the head's chain (sharing the target cache)."""
-
-    def __init__(self, head: HeadDrafter, lookup: NgramDrafter, model_gamma: int | None) -> None:
-        """Lookup first, else head (at most model_gamma of its tokens a round)."""
-        super().__init__(head, lookup, model_gamma=model_gamma)
-        self.head = head
-
-
-class SuffixThenHead(_HeadsTargetCache, SuffixThenModelDrafter):
-    """Suffix decoding where memory is sure of itself, else the head's chain while it pays
-    (specviz.drafters.suffix.hybrid's rule, the head in the draft model's place; it shares the
-    target cache, so the rounds the suffix chain drafts leave it nothing to catch up)."""
-
-    def __init__(
-        self,
-        head: HeadDrafter,
-        suffix: SuffixDrafter,
-        *,
-        min_score: float,
-        model_gamma: int | None,
-        min_model_alpha: float,
-        share_key: str | None = None,
-    ) -> None:
-        """The suffix chain at min_score or above, else up to model_gamma head tokens while
-        the target keeps min_model_alpha of them (SuffixThenModelDrafter's arguments)."""
-        super().__init__(
-            head, suffix, min_score=min_score, model_gamma=model_gamma,
-            min_model_alpha=min_model_alpha, share_key=share_key,
-        )  # fmt: skip
-        self.head = head

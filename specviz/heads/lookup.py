@@ -20,13 +20,19 @@ from pathlib import Path
 
 from specviz.drafters.names import HEAD_DRAFTERS, drafter_spec
 
-TRAIN = "python -m specviz.train features, then heads"
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "heads"  # {kind}.safetensors
 
 
 def head_path(kind: str) -> Path:
     """The shipped weights of one head kind."""
     return ASSETS / f"{kind}.safetensors"
+
+
+def train_command(kind: str) -> str:
+    """How the weights of a head kind are trained and shipped (python -m specviz.train)."""
+    if kind == "medusa":
+        return "python -m specviz.train data features, then heads medusa, then heads export medusa"
+    return "python -m specviz.train heads all (the EAGLE-3 head's whole pipeline)"
 
 
 def weights_path(kind: str, heads: str | Path | None) -> Path:
@@ -50,14 +56,14 @@ def heads_problem(drafter: str, heads: str | Path | None) -> str | None:
     if heads is None:
         return (
             f"the {drafter} drafter reads the {kind} head shipped for the bundled target, and "
-            f"{path} is not there: train it ({TRAIN}, then heads-export), pass --heads with "
+            f"{path} is not there: train it ({train_command(kind)}), pass --heads with "
             "a folder of weights trained for your target, or pick another drafter"
         )
     if not Path(heads).is_dir():
         return f"--heads {heads}: no such folder (give the folder that holds {kind}.safetensors)"
     return (
         f"--heads {heads} holds no {kind}.safetensors, which the {drafter} drafter reads: train "
-        f"one for your target ({TRAIN}), or give the folder that holds it"
+        f"one for your target ({train_command(kind)}), or give the folder that holds it"
     )
 
 

@@ -6,7 +6,7 @@ forward (specviz.core.cache.KVCache) that also keeps those features, one row per
 position, rolled back and compacted together with the keys and values; so the verification
 pass hands its features to the drafter with no extra target pass. `FusedFeatureCache` keeps,
 instead, what an EAGLE-3 head reads: the hidden states of a low, a middle and a high layer,
-concatenated (3D,) per position (specviz.heads.eagle3). `FeatureLean` and `FusedFeatureLean`
+concatenated (3D,) per position (specviz.heads.eagle). `FeatureLean` and `FusedFeatureLean`
 record the same on specviz.fast.lean's forward, tree passes (positions, mask, keep_only)
 included; `feature_cache` and `fused_feature_cache` pick the lean one where it applies.
 """
@@ -18,8 +18,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from specviz.core.cache import KVCache, additive_mask, forward_kwargs
+from specviz.core.cache import KVCache, forward_kwargs
 from specviz.fast.lean import LeanLlama, lean_problem
+from specviz.heads.eagle import fused_layers
 
 
 class Features:
@@ -61,6 +62,8 @@ def decoder_parts(model: Any) -> tuple[Any, Any]:
 class FeatureCache(KVCache):
     """A KVCache whose forward also records each position's feature (post-norm hidden state)."""
 
+    all_layers = False  # whether a pass hands over every layer's hidden states
+
     def __init__(self, model: Any) -> None:
         """An empty cache and feature record for model (a Hugging Face causal LM)."""
         super().__init__(model)
@@ -76,24 +79,25 @@ class FeatureCache(KVCache):
         positions: Tensor | None = None,
         visible: Tensor | None = None,
     ) -> Tensor:
-        """KVCache.forward's logits (T or keep, V); every fed position's feature is recorded."""
+        """KVCache.forward's logits (T or keep, V); every fed position's record is kept."""
         start = len(self)
-        if positions is None:
-            positions = torch.arange(start, start + input_ids.shape[0], device=input_ids.device)
-        extra: dict[str, Any] = {}
-        if visible is not None:
-            extra["attention_mask"] = additive_mask(visible, self.model)
-        out = self.inner(
-            input_ids=input_ids[None],  # (1, T)
-            position_ids=positions[None],  # (1, T)
-            use_cache=True,
-            **{self._inner_kwarg: self.kv},
-            **extra,
+        out = self.cached_pass(
+            self.inner,
+            self._inner_kwarg,
+            input_ids,
+            positions,
+            visible,
+            output_hidden_states=self.all_layers,
         )
+        self.features.add(start, self.recorded(out))
         hidden = out.last_hidden_state[0]  # (T, D)
-        self.features.add(start, hidden)
         logits: Tensor = self.head(hidden[-keep:] if keep else hidden)
         return logits  # (T or keep, V)
+
+    def recorded(self, out: Any) -> Tensor:
+        """What a pass records of its decoder output: the features (T, D)."""
+        hidden: Tensor = out.last_hidden_state[0]
+        return hidden
 
     def crop(self, length: int) -> None:
         """Roll the cache and the features back to the first `length` positions."""
@@ -109,43 +113,18 @@ class FeatureCache(KVCache):
 class FusedFeatureCache(FeatureCache):
     """A FeatureCache that records each position's fused layers g (3D,) instead of the feature."""
 
+    all_layers = True
+
     def __init__(self, model: Any) -> None:
         """An empty cache for model; records the hidden states of `fused_layers` of its depth."""
         super().__init__(model)
-        from specviz.train.regen import fused_layers
-
         self.layers = fused_layers(int(model.config.num_hidden_layers))
         width = len(self.layers) * int(model.config.hidden_size)
         self.features = Features(width, self.head.weight)
 
-    @torch.no_grad()
-    def forward(
-        self,
-        input_ids: Tensor,
-        keep: int = 0,
-        positions: Tensor | None = None,
-        visible: Tensor | None = None,
-    ) -> Tensor:
-        """KVCache.forward's logits (T or keep, V); every fed position's g is recorded."""
-        start = len(self)
-        if positions is None:
-            positions = torch.arange(start, start + input_ids.shape[0], device=input_ids.device)
-        extra: dict[str, Any] = {}
-        if visible is not None:
-            extra["attention_mask"] = additive_mask(visible, self.model)
-        out = self.inner(
-            input_ids=input_ids[None],  # (1, T)
-            position_ids=positions[None],  # (1, T)
-            use_cache=True,
-            output_hidden_states=True,
-            **{self._inner_kwarg: self.kv},
-            **extra,
-        )
-        fused = torch.cat([out.hidden_states[i][0] for i in self.layers], -1)  # (T, 3D)
-        self.features.add(start, fused)
-        hidden = out.last_hidden_state[0]  # (T, D)
-        logits: Tensor = self.head(hidden[-keep:] if keep else hidden)
-        return logits  # (T or keep, V)
+    def recorded(self, out: Any) -> Tensor:
+        """What a pass records: g (T, 3D), the fused layers' hidden states side by side."""
+        return torch.cat([out.hidden_states[i][0] for i in self.layers], -1)
 
 
 class FeatureLean(LeanLlama):
@@ -180,8 +159,6 @@ class FusedFeatureLean(FeatureLean):
     def __init__(self, model: Any) -> None:
         """LeanLlama for model, tapping the hidden states of `fused_layers` of its depth."""
         super().__init__(model)
-        from specviz.train.regen import fused_layers
-
         self.taps = fused_layers(len(self.layers))
         self.features = Features(len(self.taps) * int(self.embed.shape[1]), self.embed)
 

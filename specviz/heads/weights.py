@@ -3,6 +3,11 @@
 A head is only meaningful for the target whose features it was trained on, so every weights
 file records that target's name and a fingerprint of its embeddings; loading refuses another
 target with an error that says what to use instead.
+
+``medusa.safetensors`` holds the Medusa heads (bf16) and their head tokens (int32).
+``eagle3.safetensors`` holds the EAGLE-3 head's tensors (bf16; the draft vocabulary as int32)
+and metadata: the head's shape, its vocabulary size, the target's name and fingerprint and the
+training step.
 """
 
 from __future__ import annotations
@@ -12,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from specviz.heads.eagle3 import EagleShape
+from specviz.heads.eagle import Eagle3Head, EagleShape
 from specviz.heads.lookup import head_path
 from specviz.heads.medusa import MedusaHeads
 
@@ -22,12 +29,11 @@ RANKING = Path(__file__).resolve().parent.parent / "assets" / "draft" / "token_r
 HEAD_TOKENS = 8192  # output-head rows the heads score (q = 0 elsewhere)
 KINDS = ("eagle3", "medusa")  # the head kinds: {kind}.safetensors each
 FORMAT = 1
+EAGLE_FILE = "eagle3.safetensors"
 
 
 def bundled_head_tokens(size: int = HEAD_TOKENS) -> Tensor:
     """The `size` token ids (S,) carrying most of the bundled target's probability."""
-    from safetensors.torch import load_file
-
     return load_file(str(RANKING))["ranking"].long()[:size]
 
 
@@ -52,8 +58,6 @@ def save_head(
     folder: Path,
 ) -> Path:
     """Write module (bf16) and head_tokens to folder/{kind}.safetensors with its metadata."""
-    from safetensors.torch import save_file
-
     tensors = {
         k: v.detach().to(torch.bfloat16).contiguous() for k, v in module.state_dict().items()
     }
@@ -76,8 +80,6 @@ def head_problem(target: Any, path: Path) -> str | None:
     """Why the head at path cannot draft for target, or None if it can."""
     if not path.is_file():
         return f"no head weights at {path}"
-    from safetensors import safe_open
-
     with safe_open(str(path), "pt") as handle:
         meta = handle.metadata() or {}
     config = getattr(target, "config", None)
@@ -93,14 +95,12 @@ def head_problem(target: Any, path: Path) -> str | None:
 
 def load_head(kind: str, target: Any, path: Path | None = None) -> tuple[MedusaHeads, Tensor]:
     """The Medusa heads (target's dtype and device, eval) and their head tokens (S,)."""
-    from safetensors.torch import load_file
-
     path = path or head_path(kind)
     problem = head_problem(target, path)
     if problem is not None:
         raise ValueError(
             f"the {kind} drafter cannot draft for this target: {problem}. Train one for it "
-            "(python -m specviz.train features, then heads), or use another drafter"
+            "(python -m specviz.train data features, then heads medusa), or use another drafter"
         )
     tensors = load_file(str(path))
     head_tokens = tensors.pop("head_tokens").long()
@@ -109,3 +109,50 @@ def load_head(kind: str, target: Any, path: Path | None = None) -> tuple[MedusaH
     module.load_state_dict({k: v.float() for k, v in tensors.items()})
     weight = target.get_output_embeddings().weight
     return module.to(device=weight.device, dtype=weight.dtype).eval(), head_tokens
+
+
+def save_eagle(head: Eagle3Head, target: Any, step: int, folder: Path) -> Path:
+    """Write head (trained for target, at step) to folder/eagle3.safetensors."""
+    tensors = {
+        k: (v.to(torch.int32) if k == "vocab" else v.detach().to(torch.bfloat16)).cpu().contiguous()
+        for k, v in head.state_dict().items()
+    }
+    meta = {
+        "format": str(FORMAT),
+        "kind": "eagle3",
+        "target": model_label(target),
+        "fingerprint": fingerprint(target),
+        "shape": json.dumps(head.shape.as_dict()),
+        "vocab": str(head.size),
+        "steps": str(step),
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / EAGLE_FILE
+    tmp = path.with_suffix(".tmp")
+    save_file({k: v.cpu() for k, v in tensors.items()}, str(tmp), metadata=meta)
+    tmp.replace(path)
+    return path
+
+
+def load_eagle(target: Any, path: Path) -> Eagle3Head:
+    """The head at path, in target's dtype and on its device (eval); refuses another target."""
+    if not path.is_file():
+        raise ValueError(
+            f"no EAGLE-3 head weights at {path}: train one (python -m specviz.train heads train), "
+            "export it (python -m specviz.train heads export eagle3), or use another drafter"
+        )
+    with safe_open(str(path), "pt") as handle:
+        meta = handle.metadata() or {}
+    if meta.get("fingerprint") != fingerprint(target):
+        raise ValueError(
+            f"the eagle3 drafters cannot draft for this target: this EAGLE-3 head was trained "
+            f"on the features of {meta.get('target') or 'another model'} (fingerprint "
+            f"{meta.get('fingerprint')}); this target's is {fingerprint(target)}. Train one for "
+            "it (python -m specviz.train heads all), or use another drafter"
+        )
+    tensors = load_file(str(path))
+    vocab = tensors["vocab"].long()
+    head = Eagle3Head(EagleShape(**json.loads(meta["shape"])), vocab)
+    head.load_state_dict({k: v.long() if k == "vocab" else v.float() for k, v in tensors.items()})
+    weight = target.get_output_embeddings().weight
+    return head.to(device=weight.device, dtype=weight.dtype).eval()

@@ -146,7 +146,7 @@ def bundled_draft_dir(folder: Path | None = None) -> Path:
         raise BundledModelError(
             f"the bundled draft in {folder} is incomplete (missing {', '.join(missing)}): "
             "reinstall specviz from a full checkout (pip install -e .), or rebuild the draft "
-            "with `python -m specviz.train export`"
+            "with `python -m specviz.train draft export`"
         )
     return folder
 

@@ -12,10 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from specviz.models.bundled import cache_dir, ensure_bundled_target
 
 LOG = logging.getLogger("specviz.train")
+
+
+def hours(value: str) -> float:
+    """A duration in hours (a command-line value) in seconds."""
+    return float(value) * 3600.0
 
 
 def work_dir() -> Path:
@@ -40,8 +46,6 @@ def setup_logging(name: str) -> None:
 
 def load_target(threads: int | None = None) -> tuple[Any, Any]:
     """Load the bundled target (fp32, eval mode) and its tokenizer."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     if threads:
         torch.set_num_threads(threads)
     folder = ensure_bundled_target(lambda m: LOG.info("%s", m))
@@ -52,8 +56,6 @@ def load_target(threads: int | None = None) -> tuple[Any, Any]:
 
 def load_tokenizer() -> Any:
     """The target's tokenizer."""
-    from transformers import AutoTokenizer
-
     return AutoTokenizer.from_pretrained(ensure_bundled_target(lambda m: LOG.info("%s", m)))
 
 
@@ -119,7 +121,7 @@ def build_once(
     path: Path, build: Callable[[], None], *, poll_s: float = 1.0, stale_s: float = 900.0
 ) -> bool:
     """Make path with build() unless another process is making it: processes that share a work
-    dir (heads3 --rescore and rescore-ahead) claim a file by creating ``path.claim`` first, and
+    dir (heads train --rescore and heads ahead) claim a file by creating ``path.claim`` first, and
     one that finds the claim taken waits for path instead. A claim whose process died (same
     host) or older than stale_s is taken over. Whether this call built path."""
     claim = claim_path(path)

@@ -55,10 +55,9 @@ from specviz.drafters.names import (
 )
 from specviz.drafters.options import DrafterOptions
 from specviz.drafters.trimmed import save_ranking
-from specviz.heads.eagle3 import fresh_head
+from specviz.heads.eagle import fresh_head
 from specviz.heads.medusa import MedusaHeads
-from specviz.heads.weights import save_head
-from specviz.heads.weights3 import save_head3
+from specviz.heads.weights import save_eagle, save_head
 from specviz.jsonl import read_jsonl
 from specviz.models.loading import ModelLoadError
 from specviz.results.records import Record, RequestMetrics
@@ -116,7 +115,7 @@ def save_heads(target_dir: str, folder: Path, medusa_heads: int = 4) -> str:
     at theirs, saved for the target in target_dir as the app loads it (float32)."""
     target = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.float32)
     eagle3 = fresh_head(target, HEAD_TOKENS, torch.Generator().manual_seed(0))
-    save_head3(eagle3, target, 0, folder)
+    save_eagle(eagle3, target, 0, folder)
     medusa = MedusaHeads(int(target.config.hidden_size), medusa_heads)
     save_head(medusa, "medusa", HEAD_TOKENS, target, {}, folder)
     return str(folder)

@@ -35,11 +35,10 @@ from specviz.drafters.registry import build_drafter
 from specviz.fast.lean import LeanLlama
 from specviz.gamma.policies import HeuristicGamma
 from specviz.heads import lookup
-from specviz.heads.eagle3 import fresh_head
+from specviz.heads.eagle import fresh_head
 from specviz.heads.medusa import MedusaHeads
 from specviz.heads.tap import FeatureCache, FeatureLean
-from specviz.heads.weights import save_head
-from specviz.heads.weights3 import save_head3
+from specviz.heads.weights import save_eagle, save_head
 from specviz.models.loading import ModelPair
 from specviz.results.setting import BenchSetting
 from specviz.workloads import Request
@@ -67,7 +66,7 @@ def fitted_dir(pair: PairFactory, tmp_path_factory: pytest.TempPathFactory) -> P
     folder = tmp_path_factory.mktemp("fitted-heads")
     head_tokens = torch.arange(2, VOCAB)
     generator = torch.Generator().manual_seed(0)
-    save_head3(fresh_head(target, head_tokens, generator), target, 0, folder)
+    save_eagle(fresh_head(target, head_tokens, generator), target, 0, folder)
     save_head(MedusaHeads(int(target.config.hidden_size), 3), "medusa", head_tokens, target, {},
               folder)  # fmt: skip
     return folder

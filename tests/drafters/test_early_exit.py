@@ -73,8 +73,8 @@ def test_self_speculation_passes_the_equivalence_suite(tokenizer) -> None:
 
 
 def test_adapter_training_lowers_the_kl(tokenizer) -> None:
-    from specviz.train.early_exit import Adapter as A
-    from specviz.train.early_exit import kl_loss
+    from specviz.train.draft.early_exit import Adapter as A
+    from specviz.train.draft.early_exit import kl_loss
 
     target = tiny_model("llama", seed=3, scale=3.0, num_hidden_layers=4)
     target.requires_grad_(False)

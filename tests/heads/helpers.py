@@ -8,11 +8,10 @@ from typing import Any
 import torch
 
 from specviz.heads.cache import HeadCache, MedusaCache
-from specviz.heads.eagle3 import Eagle3Head, EagleShape
-from specviz.heads.lean3 import LeanEagle3Cache
+from specviz.heads.eagle import Eagle3Head, EagleShape
+from specviz.heads.eagle_lean import LeanEagle3Cache
 from specviz.heads.medusa import MedusaHeads
-from specviz.heads.weights import KINDS, save_head
-from specviz.heads.weights3 import save_head3
+from specviz.heads.weights import KINDS, save_eagle, save_head
 
 
 def random_module(kind: str, target: Any, seed: int, head_tokens: torch.Tensor) -> torch.nn.Module:
@@ -52,7 +51,7 @@ def save_random_heads(target: Any, folder: Path, seed: int, head_tokens: torch.T
     for kind in KINDS:
         module = random_module(kind, target, seed, head_tokens)
         if isinstance(module, Eagle3Head):
-            save_head3(module, target, 0, folder)
+            save_eagle(module, target, 0, folder)
         else:
             save_head(module, kind, head_tokens, target, {"step": 0}, folder)
     return folder

@@ -31,8 +31,8 @@ from specviz.drafters.tree_model import TreeShape
 from specviz.heads.build import target_forward
 from specviz.heads.cache import HeadCache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
-from specviz.heads.eagle3 import Eagle3Head
-from specviz.heads.lean3 import LeanEagle3Cache
+from specviz.heads.eagle import Eagle3Head
+from specviz.heads.eagle_lean import LeanEagle3Cache
 from specviz.stats.laws import Law
 from specviz.stats.testing import chi2_power, goodness_of_fit, pool
 from tests.conftest import VOCAB, tiny_model

@@ -29,9 +29,9 @@ from specviz.drafters.tree_model import TreeShape
 from specviz.heads.build import target_forward
 from specviz.heads.cache import MedusaCache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
-from specviz.heads.lean3 import LeanEagle3Cache
+from specviz.heads.eagle import fused_layers
+from specviz.heads.eagle_lean import LeanEagle3Cache
 from specviz.heads.tap import FusedFeatureCache
-from specviz.train.regen import fused_layers
 from specviz.tree.decoding import TreeDecoder
 from tests.conftest import tiny_model
 from tests.heads.helpers import random_head

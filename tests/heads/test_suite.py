@@ -36,7 +36,7 @@ from specviz.drafters.tree_model import TreeShape
 from specviz.heads.build import target_forward
 from specviz.heads.cache import MedusaCache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
-from specviz.heads.lean3 import LeanEagle3Cache
+from specviz.heads.eagle_lean import LeanEagle3Cache
 from specviz.stats.laws import EXACT_VARIANT, Law, Variant, exact_law
 from specviz.stats.mutants import MUTANTS, TREE_MUTANTS
 from specviz.stats.suite import Setting, check_setting, family_adjusted

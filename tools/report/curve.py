@@ -1,7 +1,7 @@
 """The EAGLE-3 head's held-out learning curve: its table and figure (α against positions trained).
 
 The curve is data/heads/eagle3-curve.jsonl, a copy of the training run's curve.jsonl
-(specviz.train.curve reads it and states the stop rule); the figure goes beside the saved bench
+(specviz.train.data.curve reads it and states the stop rule); the figure goes beside the saved bench
 results as CURVE_FIGURE.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from specviz.results.table import markdown_table
-from specviz.train.curve import DEPTHS, comparable, per_doubling, plateau, read_curve
+from specviz.train.data.curve import DEPTHS, comparable, per_doubling, plateau, read_curve
 from tools.report.saved import ROOT, Saved
 
 CURVE = ROOT / "data" / "heads" / "eagle3-curve.jsonl"
@@ -100,7 +100,7 @@ REPLAY = ROOT / "data" / "heads" / "replay"  # on-curve.jsonl, off-curve.jsonl, 
 
 def heads_replay(saved: Saved, folder: Path = REPLAY) -> list[str]:
     """On-policy replay against its control: both arms' held-out α at the last step they share,
-    and the gain (python -m specviz.train heads3-replay, --every 2 and --every 0)."""
+    and the gain (python -m specviz.train heads replay, --every 2 and --every 0)."""
     paths = [folder / "on-curve.jsonl", folder / "off-curve.jsonl", folder / "collected.json"]
     if not all(p.is_file() for p in paths):
         return markdown_table(["on-policy replay"], [[f"not there yet: {folder.name}/"]])
@@ -129,14 +129,14 @@ def heads_replay(saved: Saved, folder: Path = REPLAY) -> list[str]:
     return [*markdown_table(head, body), "", note]
 
 
-VOCAB = ROOT / "data" / "heads" / "vocab.json"  # heads-vocab: coverage and cost per size
+VOCAB = ROOT / "data" / "heads" / "vocab.json"  # heads vocab: coverage and cost per size
 VOCAB_CUT = ROOT / "data" / "heads" / "vocab-cut.jsonl"  # one snapshot scored at each size
 
 
 def heads_vocab(saved: Saved, path: Path = VOCAB, cut: Path = VOCAB_CUT) -> list[str]:
     """Per draft vocabulary size: its coverage of the target's answers (training and held-out
-    shards), a head step's cost (heads-vocab), and the held-out α of one snapshot cut to that
-    size (heads-export eagle3 --vocab, then heads3-score; "—" where not scored)."""
+    shards), a head step's cost (heads vocab), and the held-out α of one snapshot cut to that
+    size (heads export eagle3 --vocab, then heads score; "—" where not scored)."""
     if not path.is_file():
         return markdown_table(["draft vocabulary"], [[f"not there yet: {path.name}"]])
     sizes = json.loads(path.read_text(encoding="utf-8"))["rows"]

@@ -1,4 +1,4 @@
-"""`specviz bench heads`: the drafting heads (eagle3, medusa and their trees, trained on the
+"""`specviz bench heads`: the drafting heads (eagle, medusa and their trees, trained on the
 target's own features) against the other drafters, and what a drafter would keep along one
 target decode: the input of a replay (specviz.bench.sweeps.replay).
 
