@@ -145,7 +145,7 @@ def load_eagle(target: Any, path: Path) -> Eagle3Head:
         meta = handle.metadata() or {}
     if meta.get("fingerprint") != fingerprint(target):
         raise ValueError(
-            f"the eagle3 drafters cannot draft for this target: this EAGLE-3 head was trained "
+            f"the eagle drafters cannot draft for this target: this EAGLE-3 head was trained "
             f"on the features of {meta.get('target') or 'another model'} (fingerprint "
             f"{meta.get('fingerprint')}); this target's is {fingerprint(target)}. Train one for "
             "it (python -m specviz.train heads all), or use another drafter"

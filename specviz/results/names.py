@@ -44,7 +44,9 @@ _OLD = re.compile(
     + "|".join(re.escape(n) for n in sorted(RENAMED, key=len, reverse=True))
     + r")(?![\w+\-)])"
 )
-_KEYS = frozenset({"drafter", "chain", "label", "command", "drafters"})  # where names are written
+_KEYS = frozenset(
+    {"drafter", "drafters", "model", "chain", "label", "command"}
+)  # names written there
 
 
 def rename(text: str) -> str:

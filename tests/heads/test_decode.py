@@ -62,8 +62,8 @@ def test_greedy_heads_match_plain_greedy(
 
 
 def test_lookup_then_head_matches_plain_greedy(target: Any) -> None:
+    from specviz.drafters.hybrid import LookupThenShared
     from specviz.drafters.ngram import NgramDrafter
-    from specviz.heads.drafters import LookupThenHead
 
     sampling = SamplingConfig(temperature=0.0)
     head = HeadDrafter(
@@ -71,7 +71,7 @@ def test_lookup_then_head_matches_plain_greedy(target: Any) -> None:
         sampling,
         make_target_cache=target_forward("eagle3", lean=True),
     )
-    drafter = LookupThenHead(head, NgramDrafter(VOCAB, min_ngram=2), model_gamma=None)
+    drafter = LookupThenShared(head, NgramDrafter(VOCAB, min_ngram=2), model_gamma=None)
     decoder = SpeculativeDecoder(
         target, drafter, PROMPT, sampling=sampling,
         speculation=SpeculationConfig(gamma=3, max_new_tokens=24),
@@ -82,8 +82,8 @@ def test_lookup_then_head_matches_plain_greedy(target: Any) -> None:
 
 def test_suffix_then_head_matches_plain_greedy_with_a_memory_of_other_text(target: Any) -> None:
     from specviz.drafters.suffix.drafter import SuffixConfig, SuffixDrafter
+    from specviz.drafters.suffix.hybrid import SuffixThenShared
     from specviz.drafters.suffix.memory import SuffixMemory
-    from specviz.heads.drafters import SuffixThenHead
 
     sampling = SamplingConfig(temperature=0.0)
     plain = _plain(target, 24)
@@ -95,7 +95,7 @@ def test_suffix_then_head_matches_plain_greedy_with_a_memory_of_other_text(targe
         make_target_cache=target_forward("eagle3", lean=True),
     )  # fmt: skip
     suffix = SuffixDrafter(VOCAB, memory=memory, config=SuffixConfig(factor=2.0))
-    drafter = SuffixThenHead(head, suffix, min_score=1.0, model_gamma=None, min_model_alpha=0.0)
+    drafter = SuffixThenShared(head, suffix, min_score=1.0, model_gamma=None, min_model_alpha=0.0)
     decoder = SpeculativeDecoder(
         target, drafter, PROMPT, sampling=sampling,
         speculation=SpeculationConfig(gamma=3, max_new_tokens=24),

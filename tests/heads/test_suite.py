@@ -265,13 +265,13 @@ def _suffix_then_head(target: Any, drafted_by: list[str]) -> Callable[[SamplingC
     """sampling → a fresh suffix+eagle3 drafter (a fresh memory of SUFFIX_MEMORY); drafted_by
     gets who drafted each round that proposed something."""
     from specviz.drafters.suffix.drafter import SuffixConfig, SuffixDrafter
+    from specviz.drafters.suffix.hybrid import SuffixThenShared
     from specviz.drafters.suffix.memory import SuffixMemory
-    from specviz.heads.drafters import SuffixThenHead
 
     head = random_head("eagle3", target, seed=HEAD_SEED, head_tokens=HEAD_TOKENS)
     assert isinstance(head, LeanEagle3Cache)
 
-    class Recorded(SuffixThenHead):
+    class Recorded(SuffixThenShared):
         def propose(self, *args: Any, **kwargs: Any) -> Any:
             draft = super().propose(*args, **kwargs)
             if len(draft.tokens):
