@@ -13,6 +13,8 @@ import importlib
 import logging
 import os
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,13 +22,13 @@ from typing import Any
 import gradio as gr
 
 from specviz.app import views
-from specviz.app.session import Session
+from specviz.app.session import Loading, Session, parameter_counts
 from specviz.app.tabs import decode_panels, results
 from specviz.app.tabs.batch import PAIR_FIELDS, BatchTab, default_drafter
 from specviz.app.tabs.decode import DecodeTab
 from specviz.app.tabs.form import Form
 from specviz.app.tabs.lab import LabTab
-from specviz.app.views.form import FIELDS, examples
+from specviz.app.views.form import DEFAULTS, FIELDS, Settings, examples, settings_from
 from specviz.app.views.page import INTRO, MONO, SANS
 from specviz.models.loading import BUNDLED, DTYPES, MODEL_SPEC_HELP
 from specviz.runtime import add_threads_argument, set_threads
@@ -113,8 +115,40 @@ class SpecVizApp:
         blocks: gr.Blocks = demo
         return blocks
 
+    def start_settings(self) -> Settings:
+        """The settings the form starts with: its defaults and the first example prompt."""
+        prompt = next(iter(self.form.examples.values()))
+        return settings_from({**DEFAULTS, **self.defaults, "prompt": prompt})
+
+    def preload(self) -> threading.Thread:
+        """Load the pair the form starts on in a thread of its own, logging each stage as it
+        goes (the bundled target's first fetch: its download, check and conversion, with MB
+        and seconds), then how long it took; a Generate meanwhile waits for the same load and
+        shows its progress. Returns the thread."""
+        s = self.start_settings()
+
+        def run() -> None:
+            started = time.monotonic()
+            try:
+                pair = Loading(self.session.pairs, s).pair()
+            except Exception as err:  # the first request that needs the pair shows it
+                log.warning("could not load the model pair: %s (Generate tries again)", err)
+                return
+            took = time.monotonic() - started
+            log.info(
+                "model pair ready (%s) after %.1f s: Generate decodes at once",
+                parameter_counts(pair),
+                took,
+            )
+
+        thread = threading.Thread(target=run, name="specviz-preload", daemon=True)
+        thread.start()
+        return thread
+
     def launch(self, demo: gr.Blocks, host: str, port: int, **kwargs: Any) -> Any:
-        """Queue (bounded) and serve on host:port with the app's CSS, no share link."""
+        """Start loading the form's pair (preload), then queue (bounded) and serve on host:port
+        with the app's CSS, no share link: the page is up while the models load."""
+        self.preload()
         demo.queue(max_size=16, default_concurrency_limit=1)
         return demo.launch(
             server_name=host, server_port=port, share=False, css=views.CSS, ssr_mode=False,

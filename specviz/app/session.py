@@ -10,6 +10,7 @@ handed to the caller's fail.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -52,16 +53,18 @@ class PairSpec(Protocol):
 class PairCache:
     """Loaded pairs keyed by (target, draft or None, dtype); least recently used evicted first.
 
-    One load per key at a time (a second caller waits for it and shares the pair); different
-    keys load side by side, at most `loads` at once, so a slow load (a hub id without network,
-    the bundled target's first fetch) never holds up a pair that is already cached. pack: the
-    models load on pre-packed oneDNN weights (specviz.fast.packed).
+    One load per key at a time (a second caller waits for it, hears its progress from then on
+    and shares the pair); different keys load side by side, at most `loads` at once, so a slow
+    load (a hub id without network, the bundled target's first fetch) never holds up a pair
+    that is already cached. pack: the models load on pre-packed oneDNN weights
+    (specviz.fast.packed).
     """
 
     def __init__(self, size: int = 2, loads: int = 2, *, pack: bool = True) -> None:
         self.size, self._pairs, self.pack = size, OrderedDict[Key, ModelPair](), pack
-        self._lock = threading.Lock()  # guards _pairs and _loading, held only briefly
+        self._lock = threading.Lock()  # guards _pairs, _loading and _listeners, held briefly
         self._loading: dict[Key, threading.Lock] = {}
+        self._listeners: dict[Key, list[Callable[[str], None]]] = {}  # who waits for a key
         self._slots = threading.Semaphore(loads)
 
     def cached(self, target: str, draft: str | None, dtype: str) -> ModelPair | None:
@@ -83,17 +86,37 @@ class PairCache:
         key = (target, draft, dtype)
         with self._lock:
             key_lock = self._loading.setdefault(key, threading.Lock())
-        with key_lock:
-            if (pair := self.cached(target, draft, dtype)) is not None:
-                return pair  # another request loaded it while this one waited
-            with self._slots:
-                pair = load_pair(target, draft, dtype=dt, pack=self.pack, progress=say)
-            with self._lock:
-                self._pairs[key] = pair
-                while len(self._pairs) > self.size:
-                    self._pairs.popitem(last=False)
-                self._loading.pop(key, None)
-            return pair
+            self._listeners.setdefault(key, []).append(say)
+        try:
+            with key_lock:
+                if (pair := self.cached(target, draft, dtype)) is not None:
+                    return pair  # another request loaded it while this one waited
+                with self._slots:
+                    tell = functools.partial(self._tell, key)
+                    pair = load_pair(target, draft, dtype=dt, pack=self.pack, progress=tell)
+                with self._lock:
+                    self._pairs[key] = pair
+                    while len(self._pairs) > self.size:
+                        self._pairs.popitem(last=False)
+                    self._loading.pop(key, None)
+                return pair
+        finally:
+            self._forget(key, say)
+
+    def _tell(self, key: Key, message: str) -> None:
+        """A progress message of key's load, to everyone waiting for it."""
+        with self._lock:
+            listeners = list(self._listeners.get(key, ()))
+        for say in listeners:
+            say(message)
+
+    def _forget(self, key: Key, say: Callable[[str], None]) -> None:
+        """say no longer waits for key's load."""
+        with self._lock:
+            waiting = self._listeners.get(key, [])
+            waiting.remove(say)
+            if not waiting:
+                self._listeners.pop(key, None)
 
 
 class Loading:

@@ -490,8 +490,11 @@ def test_main_serves_locally_without_analytics(monkeypatch: pytest.MonkeyPatch) 
     assert os.environ["GRADIO_ANALYTICS_ENABLED"] == "False"
 
 
-def test_launch_queues_bounded_and_never_shares(app: SpecVizApp) -> None:
+def test_launch_queues_bounded_and_never_shares(
+    app: SpecVizApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls: dict[str, Any] = {}
+    monkeypatch.setattr(app, "preload", lambda: calls.setdefault("preload", "before serving"))
 
     class FakeDemo:
         def queue(self, **kw: Any) -> None:
@@ -505,6 +508,7 @@ def test_launch_queues_bounded_and_never_shares(app: SpecVizApp) -> None:
     launch = calls["launch"]
     assert launch["server_name"] == "127.0.0.1" and launch["server_port"] == 7861
     assert launch["share"] is False and "sv-accepted" in launch["css"]
+    assert list(calls) == ["preload", "queue", "launch"]  # the models load while it serves
 
 
 def test_clicking_a_token_fills_the_inspector(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
@@ -861,6 +865,47 @@ def test_a_first_load_shows_its_progress_live_and_logs_it(
     assert sum("downloading" in m for m in logged) == 1  # the same line again: every 10 s
     again = list(fresh.decode.generate(settings(model_dirs)))  # loaded: straight to decoding
     assert "round " in unescape(again[0][2])
+
+
+def test_launch_loads_the_forms_pair_while_serving_and_a_generate_meanwhile_shows_the_stages(
+    model_dirs: tuple[str, str], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from specviz.app import session
+
+    monkeypatch.setattr(session, "load_pair", slow_fetch(session.load_pair, pause=0.5))
+    fresh = SpecVizApp(*model_dirs)
+    start = fresh.start_settings()
+    assert (start.target, start.draft, start.dtype) == (*model_dirs, "float32")
+    with caplog.at_level(logging.INFO, logger="specviz.app"):
+        preload = fresh.preload()
+        time.sleep(0.2)  # the load has begun; this Generate waits for it, hearing its stages
+        outs = list(fresh.decode.generate(settings(model_dirs)))
+        preload.join(30)
+    statuses = [unescape(o[2]) for o in outs]
+    first_round = next(i for i, t in enumerate(statuses) if "round " in t)
+    during = statuses[:first_round]
+    assert any("of 93.0 MB" in t for t in during) and any(
+        "converting the GGUF" in t for t in during
+    )
+    assert "finished" in statuses[-1]
+    logged = [r.getMessage() for r in caplog.records if r.name == "specviz.app"]
+    assert any("downloading" in m for m in logged) and any("converting" in m for m in logged)
+    [ready] = [m for m in logged if m.startswith("model pair ready")]
+    took = float(re.search(r"after ([\d.]+) s", ready)[1])  # type: ignore[index]
+    assert took >= 4 * 0.5 and "target " in ready and " params" in ready  # its four pauses
+    assert fresh.session.pairs.cached(*model_dirs, "float32") is not None
+
+
+def test_a_preload_that_fails_says_so_and_the_first_generate_shows_why(
+    model_dirs: tuple[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    fresh = SpecVizApp("/no/such/target", model_dirs[1])
+    with caplog.at_level(logging.INFO, logger="specviz.app"):
+        fresh.preload().join(30)
+    logged = [r.getMessage() for r in caplog.records if r.name == "specviz.app"]
+    assert any("could not load the model pair" in m and "/no/such/target" in m for m in logged)
+    status = list(fresh.decode.generate(settings(("/no/such/target", model_dirs[1]))))[-1][2]
+    assert "sv-status-error" in status and "/no/such/target" in unescape(status)
 
 
 def test_a_slow_load_does_not_hold_up_other_requests(
