@@ -38,6 +38,7 @@ from specviz.app.views.form import (
     RANGES,
     Settings,
     drafter_choices,
+    examples,
 )
 from specviz.bench.report import load_result_view
 from specviz.bench.summary import gamma_curves, policies_vs_best_fixed, summarize
@@ -773,7 +774,7 @@ def test_the_classic_draft_model_is_one_click_away(app: SpecVizApp) -> None:
     *values, status = app.form.preset(classic)
     assert dict(zip(PRESET_FIELDS, values, strict=True)) == {
         "drafter": "model", "policy": "fixed", "gamma": 4, "temperature": 0.7, "top_k": 0,
-        "top_p": 1.0,
+        "top_p": 1.0, "raw": gr.skip(),  # the prompt format as it is
     }  # fmt: skip
     assert "classic draft model" in status and "press Generate" in status
     fastest = dict(zip(PRESET_FIELDS, app.form.preset(names[0])[:-1], strict=True))
@@ -823,6 +824,39 @@ def test_the_prompt_goes_through_the_chat_template_unless_raw(
     assert "prompt sent through the chat template" in status
     raw_lab = list(app.lab.run(settings(chat_dirs, raw=True), lab_request(MODELS, REAL, 20)))[-1][0]
     assert "prompt as raw text" in raw_lab
+
+
+def test_code_prompts_go_as_raw_completion_and_the_form_says_which_format_it_sends(
+    app: SpecVizApp, chat_dirs: tuple[str, str]
+) -> None:
+    widgets = {b.elem_id: b for b in app.build().blocks.values() if getattr(b, "elem_id", None)}
+    radio = widgets["sv-raw"]
+    assert isinstance(radio, gr.Radio) and "chat template or raw completion" in str(radio.label)
+    labels = dict((value, label) for label, value in radio.choices)
+    assert labels[False].startswith("chat template") and labels[True].startswith("raw completion")
+    assert widgets["sv-workload"].value == "code" and radio.value is True  # the form's start
+    assert app.start_settings().raw is True and DEFAULTS["raw"] is True
+    shown = examples()
+    assert app.form.example("code") == [shown["code"], True]
+    assert all(
+        app.form.example(label) == [shown[label], False] for label in shown if label != "code"
+    )
+    presets = {
+        name: dict(zip(PRESET_FIELDS, app.form.preset(name)[:-1], strict=True)) for name in PRESETS
+    }
+    code, *_ = PRESETS
+    assert presets[code]["raw"] is True and "raw completion" in app.form.preset(code)[-1]
+    assert presets["fastest exact for structured JSON"]["raw"] is False
+    # the code example through a chat tokenizer: its own text, not a user turn
+    code_prompt = "def fib(n):"
+    raw = list(app.decode.generate(settings(chat_dirs, prompt=code_prompt, raw=True)))[-1][0]
+    assert raw.settings["prompt_format"] == "raw" and raw.log[0].prompt_tokens == len(code_prompt)
+    assert (
+        Settings.parse(form(chat_dirs, raw="raw")).raw
+        and not Settings.parse(form(chat_dirs, raw="chat")).raw
+    )
+    with pytest.raises(ValueError, match="prompt format must be raw completion"):
+        Settings.parse(form(chat_dirs, raw="maybe"))
 
 
 def slow_fetch(real: Any, steps: int = 3, pause: float = 0.3) -> Any:
