@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from gradio.events import api
 
 from specviz.app import views
 from specviz.app.session import Loading, Session, parameter_counts
 from specviz.app.tabs import decode_panels, results
 from specviz.app.tabs.batch import PAIR_FIELDS, BatchTab, default_drafter
+from specviz.app.tabs.complete import Completion
 from specviz.app.tabs.decode import DecodeTab
 from specviz.app.tabs.form import Form
 from specviz.app.tabs.lab import LabTab
@@ -71,12 +73,14 @@ class SpecVizApp:
         self.decode = DecodeTab(self.session, self.export_dir)
         self.batch = BatchTab(self.session)
         self.lab = LabTab(self.session)
+        self.completion = Completion(self.session, self.decode, self.defaults)
 
     def callbacks(self) -> dict[str, Callable[..., Any]]:
-        """Every tab's API callbacks, by API name (generate, step, race, load, lab, batch)."""
+        """Every tab's API callbacks, by API name (generate, step, race, load, lab, batch), and
+        complete (the prompt in, the text and the decode in short out)."""
         return {
             **self.decode.callbacks(), **self.form.callbacks(), **self.lab.callbacks(),
-            **self.batch.callbacks(),
+            **self.batch.callbacks(), "complete": self.completion.complete,
         }  # fmt: skip
 
     def build(self) -> gr.Blocks:
@@ -112,6 +116,7 @@ class SpecVizApp:
             self.lab.wire(lab, form, work)
             if self.view is not None:
                 results.wire(r, self.view, {"concurrency_id": "bench", "concurrency_limit": 2})
+            api(self.completion.complete, api_name="complete", **work)  # for scripts only
         blocks: gr.Blocks = demo
         return blocks
 

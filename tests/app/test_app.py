@@ -530,7 +530,7 @@ def test_api_through_gradio_client(
 
     url = served[1]
     client = Client(url, verbose=False)
-    stream, status, *_plots, summary, _round, _tree, _node = client.predict(
+    stream, status, *_plots, summary, _round, _tree, _node, _text, _result = client.predict(
         **form(model_dirs), api_name="/generate"
     )
     assert "finished" in status and "sv-accepted" in stream and "acceptance rate" in summary
@@ -549,6 +549,83 @@ def test_api_through_gradio_client(
     assert "caught" in status and "REJECT" in table
     with pytest.raises(Exception, match="N must be between 20 and 5000"):
         client.predict(**form(model_dirs), **lab_form(TOY, REAL, 1), api_name="/lab")
+
+
+def cli_text(dirs: tuple[str, str], capsys: pytest.CaptureFixture[str], *flags: str) -> str:
+    """What `specviz generate --json` writes as the text for the tiny pair and flags, in this
+    process; its stop token (the tokenizer's <eos>, id 0) left out, as the app leaves it out."""
+    capsys.readouterr()
+    argv = ["generate", "--target", dirs[0], "--draft", dirs[1], "--prompt", PROMPT, *flags]
+    assert specviz_main([*argv, "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    committed = [t for t in printed["tokens"] if t != 0]
+    assert committed == printed["tokens"] or printed["finish_reason"] == "eos"
+    return str(char_tokenizer().decode(committed))
+
+
+def test_the_api_names_every_output_and_complete_takes_keywords(
+    served: tuple[SpecVizApp, str],
+) -> None:
+    from gradio_client import Client
+
+    api = Client(served[1], verbose=False).view_api(print_info=False, return_format="dict")
+    endpoints = api["named_endpoints"]
+    for name in ("/generate", "/step", "/race", "/complete", "/load", "/inspect", "/export"):
+        returns = [r["label"] for r in endpoints[name]["returns"]]
+        assert all(label and not label.startswith("value_") for label in returns), (name, returns)
+    generated = [r["label"] for r in endpoints["/generate"]["returns"]]
+    assert generated[:2] == ["token stream", "status"] and generated[-1] == "result"
+    assert generated[-2].startswith("text (the committed tokens")
+    parameters = [p["parameter_name"] for p in endpoints["/complete"]["parameters"]]
+    assert parameters == [
+        "prompt", "raw", "drafter", "gamma", "temperature", "top_k", "top_p", "max_new_tokens",
+        "seed",
+    ]  # fmt: skip
+    assert [p["parameter_has_default"] for p in endpoints["/complete"]["parameters"]] == [
+        False, *[True] * 8,
+    ]  # fmt: skip
+    assert len(endpoints["/complete"]["returns"]) == 2
+
+
+@pytest.mark.parametrize("drafter", ["model", "ngram"])
+def test_complete_at_greedy_gives_the_text_the_cli_gives(
+    served: tuple[SpecVizApp, str],
+    model_dirs: tuple[str, str],
+    capsys: pytest.CaptureFixture[str],
+    drafter: str,
+) -> None:
+    from gradio_client import Client
+
+    client = Client(served[1], verbose=False)
+    asked = {"drafter": drafter, "gamma": 3, "temperature": 0.0, "max_new_tokens": MAX_NEW}
+    text, result = client.predict(prompt=PROMPT, **asked, api_name="/complete")
+    flags = ["--drafter", drafter, "--gamma", "3", "--temperature", "0"]
+    assert text == cli_text(model_dirs, capsys, *flags, "--max-new-tokens", str(MAX_NEW))
+    assert result["drafter"] == drafter and result["gamma"] == 3 and result["exact"] is True
+    assert result["new_tokens"] == len(text) + (result["finish_reason"] == "eos")  # 1 a character
+    assert result["prompt_format"] == "raw" and result["rounds"] > 0 and result["seconds"] > 0
+    assert 0 <= result["alpha"] <= 1 and result["tokens_per_second"] > 0
+    values = form(model_dirs, drafter=drafter, gamma=3, temperature=0.0)
+    *_, shown, summary = client.predict(**values, api_name="/generate")
+    assert shown == text and summary == result | {"seconds": summary["seconds"]} | {
+        "tokens_per_second": summary["tokens_per_second"]
+    }  # the same decode as Generate's, timed apart
+    with pytest.raises(Exception, match="the prompt is empty"):
+        client.predict(prompt="  ", api_name="/complete")
+    with pytest.raises(Exception, match="γ \\(draft tokens per round\\) must be between 1 and 16"):
+        client.predict(prompt=PROMPT, gamma=0, api_name="/complete")
+
+
+def test_the_text_output_holds_the_committed_tokens_only(
+    app: SpecVizApp, model_dirs: tuple[str, str]
+) -> None:
+    outs = list(app.decode.generate(settings(model_dirs)))
+    run, text, result = outs[-1][0], outs[-1][MAIN.index("text")], outs[-1][MAIN.index("result")]
+    cells = run.cells()
+    assert any(not c.emitted for c in cells)  # drafts the target rejected: not in the text
+    committed = [c.token for c in cells if c.emitted and c.token != 0]
+    assert text == run.text() == char_tokenizer().decode(committed)
+    assert result == run.result() and result["new_tokens"] == run.summary()["new_tokens"]
 
 
 @pytest.mark.parametrize(("mutant", "rejects"), [(REAL, False), ("accept_all", True)])
