@@ -1000,7 +1000,8 @@ def test_launch_loads_the_forms_pair_while_serving_and_a_generate_meanwhile_show
     )
     assert "finished" in statuses[-1]
     logged = [r.getMessage() for r in caplog.records if r.name == "specviz.app"]
-    assert any("downloading" in m for m in logged) and any("converting" in m for m in logged)
+    assert any("downloading" in m for m in logged)
+    assert sum("converting" in m for m in logged) == 1  # once, though two wait for the load
     [ready] = [m for m in logged if m.startswith("model pair ready")]
     took = float(re.search(r"after ([\d.]+) s", ready)[1])  # type: ignore[index]
     assert took >= 4 * 0.5 and "target " in ready and " params" in ready  # its four pauses
