@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -185,3 +189,37 @@ def test_nothing_in_the_package_finds_the_repository_by_its_own_path() -> None:
             if hops > inside:
                 escaping.append(f"{path.relative_to(ROOT)}: {m[0]}")
     assert not escaping, f"paths that leave the package: {escaping}"
+
+
+def readme_python() -> str:
+    """The README's Python snippet, exactly as a reader copies it."""
+    section = _text(README).split("## Use it from Python", 1)[1].split("\n## ", 1)[0]
+    snippets = re.findall(r"```python\n(.*?)\n```", section, flags=re.S)
+    assert len(snippets) == 1, "the README's Python section should hold one snippet"
+    return str(snippets[0])
+
+
+def test_the_readme_snippet_sets_threads_and_every_call_takes_its_settings() -> None:
+    """It runs torch on one thread (specviz.runtime.set_threads), and every generate call gets
+    the snippet's own sampling and speculation (or its max_new_tokens), none a default."""
+    tree = ast.parse(readme_python())
+    calls = {
+        node.func.attr: {k.arg for k in node.keywords}
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+    }
+    assert "set_threads(1)" in readme_python()
+    for name in ("speculative_generate", "speculative_generate_batch"):
+        assert {"sampling", "speculation"} <= calls[name], name
+    assert {"sampling", "max_new_tokens"} <= calls["autoregressive_generate"]
+
+
+@pytest.mark.integration
+def test_the_readme_snippet_runs_as_written_on_one_thread(tmp_path: Path) -> None:
+    """The snippet, run as a reader runs it (a fresh process, in an empty folder), finishes
+    without an error on the bundled pair; how long it takes is a benchmark's matter."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-c", readme_python()]
+    run = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert (tmp_path / "events.jsonl").stat().st_size > 0 and "Prefill" in run.stdout

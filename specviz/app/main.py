@@ -13,20 +13,24 @@ import importlib
 import logging
 import os
 import tempfile
+import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
+from gradio.events import api
 
 from specviz.app import views
-from specviz.app.session import Session
+from specviz.app.session import Loading, Session, parameter_counts
 from specviz.app.tabs import decode_panels, results
 from specviz.app.tabs.batch import PAIR_FIELDS, BatchTab, default_drafter
+from specviz.app.tabs.complete import Completion
 from specviz.app.tabs.decode import DecodeTab
 from specviz.app.tabs.form import Form
 from specviz.app.tabs.lab import LabTab
-from specviz.app.views.form import FIELDS, examples
+from specviz.app.views.form import DEFAULTS, FIELDS, Settings, examples, settings_from
 from specviz.app.views.page import INTRO, MONO, SANS
 from specviz.models.loading import BUNDLED, DTYPES, MODEL_SPEC_HELP
 from specviz.runtime import add_threads_argument, set_threads
@@ -69,12 +73,14 @@ class SpecVizApp:
         self.decode = DecodeTab(self.session, self.export_dir)
         self.batch = BatchTab(self.session)
         self.lab = LabTab(self.session)
+        self.completion = Completion(self.session, self.decode, self.defaults)
 
     def callbacks(self) -> dict[str, Callable[..., Any]]:
-        """Every tab's API callbacks, by API name (generate, step, race, load, lab, batch)."""
+        """Every tab's API callbacks, by API name (generate, step, race, load, lab, batch), and
+        complete (the prompt in, the text and the decode in short out)."""
         return {
             **self.decode.callbacks(), **self.form.callbacks(), **self.lab.callbacks(),
-            **self.batch.callbacks(),
+            **self.batch.callbacks(), "complete": self.completion.complete,
         }  # fmt: skip
 
     def build(self) -> gr.Blocks:
@@ -110,11 +116,44 @@ class SpecVizApp:
             self.lab.wire(lab, form, work)
             if self.view is not None:
                 results.wire(r, self.view, {"concurrency_id": "bench", "concurrency_limit": 2})
+            api(self.completion.complete, api_name="complete", **work)  # for scripts only
         blocks: gr.Blocks = demo
         return blocks
 
+    def start_settings(self) -> Settings:
+        """The settings the form starts with: its defaults and the first example prompt."""
+        prompt = next(iter(self.form.examples.values()))
+        return settings_from({**DEFAULTS, **self.defaults, "prompt": prompt})
+
+    def preload(self) -> threading.Thread:
+        """Load the pair the form starts on in a thread of its own, logging each stage as it
+        goes (the bundled target's first fetch: its download, check and conversion, with MB
+        and seconds), then how long it took; a Generate meanwhile waits for the same load and
+        shows its progress. Returns the thread."""
+        s = self.start_settings()
+
+        def run() -> None:
+            started = time.monotonic()
+            try:
+                pair = Loading(self.session.pairs, s).pair()
+            except Exception as err:  # the first request that needs the pair shows it
+                log.warning("could not load the model pair: %s (Generate tries again)", err)
+                return
+            took = time.monotonic() - started
+            log.info(
+                "model pair ready (%s) after %.1f s: Generate decodes at once",
+                parameter_counts(pair),
+                took,
+            )
+
+        thread = threading.Thread(target=run, name="specviz-preload", daemon=True)
+        thread.start()
+        return thread
+
     def launch(self, demo: gr.Blocks, host: str, port: int, **kwargs: Any) -> Any:
-        """Queue (bounded) and serve on host:port with the app's CSS, no share link."""
+        """Start loading the form's pair (preload), then queue (bounded) and serve on host:port
+        with the app's CSS, no share link: the page is up while the models load."""
+        self.preload()
         demo.queue(max_size=16, default_concurrency_limit=1)
         return demo.launch(
             server_name=host, server_port=port, share=False, css=views.CSS, ssr_mode=False,

@@ -10,6 +10,7 @@ handed to the caller's fail.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -52,16 +53,19 @@ class PairSpec(Protocol):
 class PairCache:
     """Loaded pairs keyed by (target, draft or None, dtype); least recently used evicted first.
 
-    One load per key at a time (a second caller waits for it and shares the pair); different
-    keys load side by side, at most `loads` at once, so a slow load (a hub id without network,
-    the bundled target's first fetch) never holds up a pair that is already cached. pack: the
-    models load on pre-packed oneDNN weights (specviz.fast.packed).
+    One load per key at a time (a second caller waits for it, hears its progress from then on
+    and shares the pair); different keys load side by side, at most `loads` at once, so a slow
+    load (a hub id without network, the bundled target's first fetch) never holds up a pair
+    that is already cached. pack: the models load on pre-packed oneDNN weights
+    (specviz.fast.packed).
     """
 
     def __init__(self, size: int = 2, loads: int = 2, *, pack: bool = True) -> None:
         self.size, self._pairs, self.pack = size, OrderedDict[Key, ModelPair](), pack
-        self._lock = threading.Lock()  # guards _pairs and _loading, held only briefly
+        self._lock = threading.Lock()  # guards _pairs, _loading and _listeners, held briefly
         self._loading: dict[Key, threading.Lock] = {}
+        self._listeners: dict[Key, list[Callable[[str], None]]] = {}  # who waits for a key
+        self._logged: dict[Key, tuple[str, float]] = {}  # each load's last line logged, when
         self._slots = threading.Semaphore(loads)
 
     def cached(self, target: str, draft: str | None, dtype: str) -> ModelPair | None:
@@ -83,24 +87,53 @@ class PairCache:
         key = (target, draft, dtype)
         with self._lock:
             key_lock = self._loading.setdefault(key, threading.Lock())
-        with key_lock:
-            if (pair := self.cached(target, draft, dtype)) is not None:
-                return pair  # another request loaded it while this one waited
-            with self._slots:
-                pair = load_pair(target, draft, dtype=dt, pack=self.pack, progress=say)
-            with self._lock:
-                self._pairs[key] = pair
-                while len(self._pairs) > self.size:
-                    self._pairs.popitem(last=False)
-                self._loading.pop(key, None)
-            return pair
+            self._listeners.setdefault(key, []).append(say)
+        try:
+            with key_lock:
+                if (pair := self.cached(target, draft, dtype)) is not None:
+                    return pair  # another request loaded it while this one waited
+                with self._slots:
+                    tell = functools.partial(self._tell, key)
+                    pair = load_pair(target, draft, dtype=dt, pack=self.pack, progress=tell)
+                with self._lock:
+                    self._pairs[key] = pair
+                    while len(self._pairs) > self.size:
+                        self._pairs.popitem(last=False)
+                    self._loading.pop(key, None)
+                    self._logged.pop(key, None)
+                return pair
+        finally:
+            self._forget(key, say)
+
+    def _tell(self, key: Key, message: str) -> None:
+        """A progress message of key's load, to everyone waiting for it, and to the terminal
+        once (a line that repeats the last one but for its numbers, at most every LOG_EVERY s)."""
+        template, now = re.sub(r"\d+(\.\d+)?", "#", message), time.monotonic()
+        with self._lock:
+            listeners = list(self._listeners.get(key, ()))
+            last, at = self._logged.get(key, ("", -LOG_EVERY))
+            repeated = template == last and now - at < LOG_EVERY
+            if not repeated:
+                self._logged[key] = (template, now)
+        if not repeated:
+            log.info("%s", message)
+        for say in listeners:
+            say(message)
+
+    def _forget(self, key: Key, say: Callable[[str], None]) -> None:
+        """say no longer waits for key's load."""
+        with self._lock:
+            waiting = self._listeners.get(key, [])
+            waiting.remove(say)
+            if not waiting:
+                self._listeners.pop(key, None)
 
 
 class Loading:
     """A pair being loaded in a thread of its own, so that the request can show its progress
     live: `updates` yields each new progress message as it comes (the bundled target's first
     fetch says its stage, MB and seconds), then `pair` is the pair or raises the load's error.
-    Every message is logged to the terminal too (a repeated one at most every LOG_EVERY s)."""
+    The terminal hears the load's messages from the cache, once however many requests wait."""
 
     def __init__(self, cache: PairCache, s: PairSpec) -> None:
         self._messages: list[str] = []
@@ -108,7 +141,6 @@ class Loading:
         self._done = threading.Event()
         self._pair: ModelPair | None = None
         self._error: BaseException | None = None
-        self._logged, self._logged_at = "", 0.0
         self.started = time.monotonic()
         key = (s.target, s.draft, s.dtype)
         self._pair = cache.cached(*key)
@@ -128,15 +160,9 @@ class Loading:
         threading.Thread(target=run, name="specviz-load", daemon=True).start()
 
     def say(self, message: str) -> None:
-        """A progress message from the load: kept for the page, logged for the terminal."""
+        """A progress message from the load, kept for the page."""
         with self._lock:
             self._messages.append(message)
-            template = re.sub(r"\d+(\.\d+)?", "#", message)
-            now = time.monotonic()
-            if template == self._logged and now - self._logged_at < LOG_EVERY:
-                return
-            self._logged, self._logged_at = template, now
-        log.info("%s", message)
 
     def updates(self, poll: float = 0.2) -> Iterator[str]:
         """The latest progress message with the seconds in all, whenever either changes, until

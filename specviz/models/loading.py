@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,6 +23,9 @@ BUNDLED = "bundled"  # the bundled pair: SmolLM2-135M-Instruct as target, the di
 SMOLLM2 = "smollm2-135m"  # the bundled target, SmolLM2-135M-Instruct, in either role
 NAMED_MODELS = (BUNDLED, SMOLLM2, GEMMA)  # model specs that name a model specviz provides
 MODEL_SPEC_HELP = f"local folder, hub id, or one of {', '.join(map(repr, NAMED_MODELS))}"
+# A hub id as the hub client takes it: 'name' (a model without an organisation, such as 'gpt2')
+# or 'org/name', each part of letters, digits, '-', '_' and '.', at most 96 characters.
+HUB_ID = re.compile(r"(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}")
 HUB_TIMEOUT_SECONDS = 5.0  # how long the hub may take to answer before it counts as unreachable
 _REACHED: dict[str, float] = {}  # hub endpoint -> when it last answered (time.monotonic)
 DTYPES = {
@@ -100,12 +104,17 @@ def resolve(spec: str, role: str, progress: Callable[[str], None]) -> str:
                 f"{role} folder {path} has no config.json: save it with save_pretrained"
             )
         return str(path)
-    if spec.count("/") != 1 or spec.startswith((".", "/")):
+    if not is_hub_id(spec):
         raise ModelLoadError(
-            f"{role} {spec!r} is neither an existing folder nor a hub id like 'org/name' nor one "
-            f"of {', '.join(map(repr, NAMED_MODELS))}"
+            f"{role} {spec!r} is neither an existing folder nor a hub id like 'org/name' or "
+            f"'gpt2' nor one of {', '.join(map(repr, NAMED_MODELS))}"
         )
     return spec
+
+
+def is_hub_id(spec: str) -> bool:
+    """True when spec reads as a hub id: 'org/name', or a bare 'name' such as 'gpt2'."""
+    return HUB_ID.fullmatch(spec) is not None and ".." not in spec and "--" not in spec
 
 
 def _offline() -> bool:
@@ -183,6 +192,8 @@ def _from_pretrained(loader: Any, source: str, role: str, **kwargs: Any) -> Any:
             )
         else:
             hint = f"{err}"
+        if not is_local and "/" not in source:  # a bare name may have meant a folder here
+            hint += f" (there is no folder {source!r} here either)"
         raise ModelLoadError(f"could not load {role} {source!r}: {hint}") from err
 
 

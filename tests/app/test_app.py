@@ -38,6 +38,7 @@ from specviz.app.views.form import (
     RANGES,
     Settings,
     drafter_choices,
+    examples,
 )
 from specviz.bench.report import load_result_view
 from specviz.bench.summary import gamma_curves, policies_vs_best_fixed, summarize
@@ -483,8 +484,11 @@ def test_main_serves_locally_without_analytics(monkeypatch: pytest.MonkeyPatch) 
     assert os.environ["GRADIO_ANALYTICS_ENABLED"] == "False"
 
 
-def test_launch_queues_bounded_and_never_shares(app: SpecVizApp) -> None:
+def test_launch_queues_bounded_and_never_shares(
+    app: SpecVizApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
     calls: dict[str, Any] = {}
+    monkeypatch.setattr(app, "preload", lambda: calls.setdefault("preload", "before serving"))
 
     class FakeDemo:
         def queue(self, **kw: Any) -> None:
@@ -498,6 +502,7 @@ def test_launch_queues_bounded_and_never_shares(app: SpecVizApp) -> None:
     launch = calls["launch"]
     assert launch["server_name"] == "127.0.0.1" and launch["server_port"] == 7861
     assert launch["share"] is False and "sv-accepted" in launch["css"]
+    assert list(calls) == ["preload", "queue", "launch"]  # the models load while it serves
 
 
 def test_clicking_a_token_fills_the_inspector(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
@@ -518,7 +523,7 @@ def test_api_through_gradio_client(
 
     url = served[1]
     client = Client(url, verbose=False)
-    stream, status, *_plots, summary, _round, _tree, _node = client.predict(
+    stream, status, *_plots, summary, _round, _tree, _node, _text, _result = client.predict(
         **form(model_dirs), api_name="/generate"
     )
     assert "finished" in status and "sv-accepted" in stream and "acceptance rate" in summary
@@ -537,6 +542,83 @@ def test_api_through_gradio_client(
     assert "caught" in status and "REJECT" in table
     with pytest.raises(Exception, match="N must be between 20 and 5000"):
         client.predict(**form(model_dirs), **lab_form(TOY, REAL, 1), api_name="/lab")
+
+
+def cli_text(dirs: tuple[str, str], capsys: pytest.CaptureFixture[str], *flags: str) -> str:
+    """What `specviz generate --json` writes as the text for the tiny pair and flags, in this
+    process; its stop token (the tokenizer's <eos>, id 0) left out, as the app leaves it out."""
+    capsys.readouterr()
+    argv = ["generate", "--target", dirs[0], "--draft", dirs[1], "--prompt", PROMPT, *flags]
+    assert specviz_main([*argv, "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    committed = [t for t in printed["tokens"] if t != 0]
+    assert committed == printed["tokens"] or printed["finish_reason"] == "eos"
+    return str(char_tokenizer().decode(committed))
+
+
+def test_the_api_names_every_output_and_complete_takes_keywords(
+    served: tuple[SpecVizApp, str],
+) -> None:
+    from gradio_client import Client
+
+    api = Client(served[1], verbose=False).view_api(print_info=False, return_format="dict")
+    endpoints = api["named_endpoints"]
+    for name in ("/generate", "/step", "/race", "/complete", "/load", "/inspect", "/export"):
+        returns = [r["label"] for r in endpoints[name]["returns"]]
+        assert all(label and not label.startswith("value_") for label in returns), (name, returns)
+    generated = [r["label"] for r in endpoints["/generate"]["returns"]]
+    assert generated[:2] == ["token stream", "status"] and generated[-1] == "result"
+    assert generated[-2].startswith("text (the committed tokens")
+    parameters = [p["parameter_name"] for p in endpoints["/complete"]["parameters"]]
+    assert parameters == [
+        "prompt", "raw", "drafter", "gamma", "temperature", "top_k", "top_p", "max_new_tokens",
+        "seed",
+    ]  # fmt: skip
+    assert [p["parameter_has_default"] for p in endpoints["/complete"]["parameters"]] == [
+        False, *[True] * 8,
+    ]  # fmt: skip
+    assert len(endpoints["/complete"]["returns"]) == 2
+
+
+@pytest.mark.parametrize("drafter", ["model", "ngram"])
+def test_complete_at_greedy_gives_the_text_the_cli_gives(
+    served: tuple[SpecVizApp, str],
+    model_dirs: tuple[str, str],
+    capsys: pytest.CaptureFixture[str],
+    drafter: str,
+) -> None:
+    from gradio_client import Client
+
+    client = Client(served[1], verbose=False)
+    asked = {"drafter": drafter, "gamma": 3, "temperature": 0.0, "max_new_tokens": MAX_NEW}
+    text, result = client.predict(prompt=PROMPT, **asked, api_name="/complete")
+    flags = ["--drafter", drafter, "--gamma", "3", "--temperature", "0"]
+    assert text == cli_text(model_dirs, capsys, *flags, "--max-new-tokens", str(MAX_NEW))
+    assert result["drafter"] == drafter and result["gamma"] == 3 and result["exact"] is True
+    assert result["new_tokens"] == len(text) + (result["finish_reason"] == "eos")  # 1 a character
+    assert result["prompt_format"] == "raw" and result["rounds"] > 0 and result["seconds"] > 0
+    assert 0 <= result["alpha"] <= 1 and result["tokens_per_second"] > 0
+    values = form(model_dirs, drafter=drafter, gamma=3, temperature=0.0)
+    *_, shown, summary = client.predict(**values, api_name="/generate")
+    assert shown == text and summary == result | {"seconds": summary["seconds"]} | {
+        "tokens_per_second": summary["tokens_per_second"]
+    }  # the same decode as Generate's, timed apart
+    with pytest.raises(Exception, match="the prompt is empty"):
+        client.predict(prompt="  ", api_name="/complete")
+    with pytest.raises(Exception, match="γ \\(draft tokens per round\\) must be between 1 and 16"):
+        client.predict(prompt=PROMPT, gamma=0, api_name="/complete")
+
+
+def test_the_text_output_holds_the_committed_tokens_only(
+    app: SpecVizApp, model_dirs: tuple[str, str]
+) -> None:
+    outs = list(app.decode.generate(settings(model_dirs)))
+    run, text, result = outs[-1][0], outs[-1][MAIN.index("text")], outs[-1][MAIN.index("result")]
+    cells = run.cells()
+    assert any(not c.emitted for c in cells)  # drafts the target rejected: not in the text
+    committed = [c.token for c in cells if c.emitted and c.token != 0]
+    assert text == run.text() == char_tokenizer().decode(committed)
+    assert result == run.result() and result["new_tokens"] == run.summary()["new_tokens"]
 
 
 @pytest.mark.parametrize(("mutant", "rejects"), [(REAL, False), ("accept_all", True)])
@@ -762,7 +844,7 @@ def test_the_classic_draft_model_is_one_click_away(app: SpecVizApp) -> None:
     *values, status = app.form.preset(classic)
     assert dict(zip(PRESET_FIELDS, values, strict=True)) == {
         "drafter": "model", "policy": "fixed", "gamma": 4, "temperature": 0.7, "top_k": 0,
-        "top_p": 1.0,
+        "top_p": 1.0, "raw": gr.skip(),  # the prompt format as it is
     }  # fmt: skip
     assert "classic draft model" in status and "press Generate" in status
     fastest = dict(zip(PRESET_FIELDS, app.form.preset(names[0])[:-1], strict=True))
@@ -814,6 +896,39 @@ def test_the_prompt_goes_through_the_chat_template_unless_raw(
     assert "prompt as raw text" in raw_lab
 
 
+def test_code_prompts_go_as_raw_completion_and_the_form_says_which_format_it_sends(
+    app: SpecVizApp, chat_dirs: tuple[str, str]
+) -> None:
+    widgets = {b.elem_id: b for b in app.build().blocks.values() if getattr(b, "elem_id", None)}
+    radio = widgets["sv-raw"]
+    assert isinstance(radio, gr.Radio) and "chat template or raw completion" in str(radio.label)
+    labels = dict((value, label) for label, value in radio.choices)
+    assert labels[False].startswith("chat template") and labels[True].startswith("raw completion")
+    assert widgets["sv-workload"].value == "code" and radio.value is True  # the form's start
+    assert app.start_settings().raw is True and DEFAULTS["raw"] is True
+    shown = examples()
+    assert app.form.example("code") == [shown["code"], True]
+    assert all(
+        app.form.example(label) == [shown[label], False] for label in shown if label != "code"
+    )
+    presets = {
+        name: dict(zip(PRESET_FIELDS, app.form.preset(name)[:-1], strict=True)) for name in PRESETS
+    }
+    code, *_ = PRESETS
+    assert presets[code]["raw"] is True and "raw completion" in app.form.preset(code)[-1]
+    assert presets["fastest exact for structured JSON"]["raw"] is False
+    # the code example through a chat tokenizer: its own text, not a user turn
+    code_prompt = "def fib(n):"
+    raw = list(app.decode.generate(settings(chat_dirs, prompt=code_prompt, raw=True)))[-1][0]
+    assert raw.settings["prompt_format"] == "raw" and raw.log[0].prompt_tokens == len(code_prompt)
+    assert (
+        Settings.parse(form(chat_dirs, raw="raw")).raw
+        and not Settings.parse(form(chat_dirs, raw="chat")).raw
+    )
+    with pytest.raises(ValueError, match="prompt format must be raw completion"):
+        Settings.parse(form(chat_dirs, raw="maybe"))
+
+
 def slow_fetch(real: Any, steps: int = 3, pause: float = 0.3) -> Any:
     """A pair loader that first reports a download and a conversion in steps, with pauses."""
 
@@ -854,6 +969,48 @@ def test_a_first_load_shows_its_progress_live_and_logs_it(
     assert sum("downloading" in m for m in logged) == 1  # the same line again: every 10 s
     again = list(fresh.decode.generate(settings(model_dirs)))  # loaded: straight to decoding
     assert "round " in unescape(again[0][2])
+
+
+def test_launch_loads_the_forms_pair_while_serving_and_a_generate_meanwhile_shows_the_stages(
+    model_dirs: tuple[str, str], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from specviz.app import session
+
+    monkeypatch.setattr(session, "load_pair", slow_fetch(session.load_pair, pause=0.5))
+    fresh = SpecVizApp(*model_dirs)
+    start = fresh.start_settings()
+    assert (start.target, start.draft, start.dtype) == (*model_dirs, "float32")
+    with caplog.at_level(logging.INFO, logger="specviz.app"):
+        preload = fresh.preload()
+        time.sleep(0.2)  # the load has begun; this Generate waits for it, hearing its stages
+        outs = list(fresh.decode.generate(settings(model_dirs)))
+        preload.join(30)
+    statuses = [unescape(o[2]) for o in outs]
+    first_round = next(i for i, t in enumerate(statuses) if "round " in t)
+    during = statuses[:first_round]
+    assert any("of 93.0 MB" in t for t in during) and any(
+        "converting the GGUF" in t for t in during
+    )
+    assert "finished" in statuses[-1]
+    logged = [r.getMessage() for r in caplog.records if r.name == "specviz.app"]
+    assert any("downloading" in m for m in logged)
+    assert sum("converting" in m for m in logged) == 1  # once, though two wait for the load
+    [ready] = [m for m in logged if m.startswith("model pair ready")]
+    took = float(re.search(r"after ([\d.]+) s", ready)[1])  # type: ignore[index]
+    assert took >= 4 * 0.5 and "target " in ready and " params" in ready  # its four pauses
+    assert fresh.session.pairs.cached(*model_dirs, "float32") is not None
+
+
+def test_a_preload_that_fails_says_so_and_the_first_generate_shows_why(
+    model_dirs: tuple[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    fresh = SpecVizApp("/no/such/target", model_dirs[1])
+    with caplog.at_level(logging.INFO, logger="specviz.app"):
+        fresh.preload().join(30)
+    logged = [r.getMessage() for r in caplog.records if r.name == "specviz.app"]
+    assert any("could not load the model pair" in m and "/no/such/target" in m for m in logged)
+    status = list(fresh.decode.generate(settings(("/no/such/target", model_dirs[1]))))[-1][2]
+    assert "sv-status-error" in status and "/no/such/target" in unescape(status)
 
 
 def test_a_slow_load_does_not_hold_up_other_requests(

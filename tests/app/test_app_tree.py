@@ -197,7 +197,7 @@ def test_the_tree_endpoint_through_gradio_client(
     from .test_app import form
 
     client = Client(served[1], verbose=False)
-    *_, shown, tree, _node = client.predict(
+    *_, shown, tree, _node, _text, _result = client.predict(
         **form(model_dirs, drafter="tree(ngram)", prompt="abc abc abc"), api_name="/generate"
     )
     assert shown is not None and "sv-tree-list" in tree

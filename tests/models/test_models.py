@@ -60,6 +60,33 @@ def test_parse_dtype() -> None:
         parse_dtype("int8")
 
 
+@pytest.mark.parametrize("spec", ["gpt2", "distilgpt2", "EleutherAI/pythia-14m", "org/name"])
+def test_hub_ids_with_or_without_an_organisation_go_to_the_hub(spec: str) -> None:
+    assert loading.resolve(spec, "target", lambda _m: None) == spec
+
+
+@pytest.mark.parametrize("spec", ["./nope", "/no/such", "a/b/c", "bad name", "a..b", "-x"])
+def test_what_is_neither_a_folder_nor_a_hub_id_is_refused(spec: str) -> None:
+    with pytest.raises(ModelLoadError, match="neither an existing folder nor a hub id"):
+        loading.resolve(spec, "target", lambda _m: None)
+
+
+def test_a_bare_hub_id_offline_and_not_cached_says_what_to_do(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # as the hub client read it
+    monkeypatch.chdir(tmp_path)  # no folder of that name here
+    with pytest.raises(ModelLoadError) as err:
+        load_pair("specviz-no-such-model", None)
+    assert str(err.value) == (
+        "could not load target tokenizer 'specviz-no-such-model': the hub is offline "
+        "(HF_HUB_OFFLINE=1) and it is not in the local cache: pass a local folder, or unset "
+        "HF_HUB_OFFLINE on a machine with internet (there is no folder "
+        "'specviz-no-such-model' here either)"
+    )
+
+
 UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing listens there
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import gradio as gr
 
-from specviz.api import autoregressive_stream, speculative_stream
+from specviz.api import autoregressive_stream, speculative_stream, stop_ids
 from specviz.app import views
 from specviz.app.drafting import for_pair, make_drafter, tree_rule
 from specviz.app.session import NO_PROGRESS, Session, decoder
@@ -81,6 +81,8 @@ class DecodeTab:
         return views.Run(
             stream=stream, decode=decoder(p.tokenizer), prompt=s.prompt, prompt_format=sent,
             settings={**s.describe(), "prompt_format": sent}, request=s,
+            detokenize=lambda ids: str(p.tokenizer.decode(list(ids))),
+            stop=stop_ids(p.target, p.tokenizer),
         )  # fmt: skip
 
     @staticmethod
@@ -115,6 +117,7 @@ class DecodeTab:
             status=views.status_html(f"round {len(rounds)} · {note}"),
             **(figs if plots else {}),
             summary=views.summary_html(run.summary()), tree_round=latest,
+            text=run.text(), result=run.result(),
             tree=views.tree_panel_html(trees, latest, run.text_of),
             tree_inspector=views.node_html(None, None, run.text_of),
         )  # fmt: skip

@@ -17,8 +17,9 @@ import gradio as gr
 from specviz.app import views
 from specviz.app.views.page import CLICK_JS, READY, TREE_JS
 
-# a decode's outputs: the run, the stream, the status line, the 4 plots, the summary and the
-# latest tree round (its number, its tree, the tree inspector)
+# a decode's outputs: the run, the stream, the status line, the 4 plots, the summary, the
+# latest tree round (its number, its tree, the tree inspector), the committed text and the
+# decode in short (JSON); the API names each by its component's label
 MAIN: tuple[str, ...] = (
     "run",
     "stream",
@@ -29,7 +30,7 @@ MAIN: tuple[str, ...] = (
     "pq",
     "summary",
 )
-MAIN += ("tree_round", "tree", "tree_inspector")
+MAIN += ("tree_round", "tree", "tree_inspector", "text", "result")
 RACE = (*MAIN, "race")  # the race's: a decode's, then the race panel
 
 
@@ -58,6 +59,8 @@ class DecodePanels:
     tree: gr.HTML
     tree_inspector: gr.HTML
     summary: gr.HTML
+    text: gr.Textbox  # the committed text alone: no rejected draft, no stop token
+    result: gr.JSON  # the decode in short: drafter, γ, tokens, rounds, α, tok/s, ...
     export: gr.Button
     files: gr.File
     race: gr.HTML
@@ -80,22 +83,30 @@ def build(memory: Callable[[], str] | None = None) -> DecodePanels:
         w["race_button"] = gr.Button(
             "Race plain vs speculative", elem_id="sv-race-btn", scale=0, min_width=220
         )
-        w["status"] = gr.HTML(views.status_html(READY), elem_id="sv-status")
+        w["status"] = gr.HTML(views.status_html(READY), label="status", elem_id="sv-status")
     gr.HTML(views.legend_html(), elem_id="sv-legend")
-    w["stream"] = gr.HTML(views.stream_html([]), js_on_load=CLICK_JS, elem_id="sv-stream")
+    w["stream"] = gr.HTML(
+        views.stream_html([]), js_on_load=CLICK_JS, label="token stream", elem_id="sv-stream"
+    )
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=280):
             w["index"] = gr.Number(
                 label="inspect token # (counts rejected drafts too; or click a token)",
                 elem_id="sv-index",
             )
-            w["inspector"] = gr.HTML(views.inspector_html(None), elem_id="sv-inspector")
+            w["inspector"] = gr.HTML(
+                views.inspector_html(None), label="token inspector", elem_id="sv-inspector"
+            )
         w["residual"] = gr.Plot(
             views.residual_figure(None, str), label="residual", elem_id="sv-residual", scale=3
         )
-    w["round_detail"] = gr.HTML(views.round_detail_html([], None, str), elem_id="sv-round-detail")
+    w["round_detail"] = gr.HTML(
+        views.round_detail_html([], None, str), label="round detail", elem_id="sv-round-detail"
+    )
     with gr.Row(equal_height=True, elem_id="sv-memory-row"):
-        w["memory"] = gr.HTML(memory or views.memory_html(0, 0), elem_id="sv-memory")
+        w["memory"] = gr.HTML(
+            memory or views.memory_html(0, 0), label="suffix memory", elem_id="sv-memory"
+        )
         w["clear_memory"] = gr.Button(
             "Clear memory", elem_id="sv-clear-memory", scale=0, min_width=140, size="sm"
         )
@@ -109,11 +120,19 @@ def build(memory: Callable[[], str] | None = None) -> DecodePanels:
     with gr.Tab("Tree rounds", elem_id="sv-tree-tab"):
         tree_panel(w)
     with gr.Tab("Summary & export"):
-        w["summary"] = gr.HTML(views.summary_html({}), elem_id="sv-summary")
+        w["text"] = gr.Textbox(
+            label="text (the committed tokens: no rejected draft, no stop token)",
+            lines=4,
+            interactive=False,
+            buttons=["copy"],
+            elem_id="sv-text",
+        )
+        w["result"] = gr.JSON(label="result", elem_id="sv-result")
+        w["summary"] = gr.HTML(views.summary_html({}), label="summary", elem_id="sv-summary")
         w["export"] = gr.Button("Export events (JSONL) and summary (JSON)")
         w["files"] = gr.File(file_count="multiple", label="downloads")
     with gr.Tab("Race"):
-        w["race"] = gr.HTML(views.race_html({}, {}, False), elem_id="sv-race")
+        w["race"] = gr.HTML(views.race_html({}, {}, False), label="race", elem_id="sv-race")
     return DecodePanels(**w)
 
 
@@ -129,6 +148,11 @@ def tree_panel(w: dict[str, Any]) -> None:
         )
     with gr.Row(equal_height=False):
         w["tree"] = gr.HTML(
-            views.tree_panel_html([], None, str), js_on_load=TREE_JS, elem_id="sv-tree"
+            views.tree_panel_html([], None, str),
+            js_on_load=TREE_JS,
+            label="tree",
+            elem_id="sv-tree",
         )
-    w["tree_inspector"] = gr.HTML(views.node_html(None, None, str), elem_id="sv-tree-inspector")
+    w["tree_inspector"] = gr.HTML(
+        views.node_html(None, None, str), label="tree inspector", elem_id="sv-tree-inspector"
+    )

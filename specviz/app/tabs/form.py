@@ -20,11 +20,13 @@ from specviz.app.views.form import (
     POLICIES,
     PRESET_FIELDS,
     PRESETS,
+    PROMPT_FORMATS,
     RANGES,
     TREE_RULE_CHOICES,
     Settings,
     drafter_choices,
     drafter_note,
+    example_is_raw,
     shown_fields,
 )
 from specviz.app.wiring import NO_API, callback, form_only
@@ -70,9 +72,9 @@ def controls(d: dict[str, str], prompts: dict[str, str]) -> dict[str, Any]:
         list(prompts), value=first, label="example prompt", elem_id="sv-workload"
     )
     c["prompt"] = gr.Textbox(prompts[first], lines=4, label="prompt", elem_id="sv-prompt")
-    c["raw"] = gr.Checkbox(
-        DEFAULTS["raw"], label="raw completion (send the prompt as plain text, no chat template)",
-        elem_id="sv-raw",
+    c["raw"] = gr.Radio(
+        [(label, raw) for raw, label in PROMPT_FORMATS.items()], value=example_is_raw(first),
+        label="prompt format: chat template or raw completion", elem_id="sv-raw",
     )  # fmt: skip
     shown = shown_fields(DEFAULTS["drafter"])
     c["drafter"] = gr.Dropdown(
@@ -140,11 +142,18 @@ class Form:
 
     @staticmethod
     def preset(name: str) -> list[Any]:
-        """A preset's values for the fields it sets (PRESET_FIELDS order), then the status."""
+        """A preset's values for the fields it sets (PRESET_FIELDS order; gr.skip() for those
+        it leaves as they are), then the status."""
         values = PRESETS[name]
-        shown = ", ".join(f"{k} {v}" for k, v in values.items())
+        shown = ", ".join(f"{k} {v}" for k, v in values.items() if k != "raw")
+        if "raw" in values:
+            shown += ", " + ("raw completion" if values["raw"] else "chat template")
         status = views.status_html(f"preset: {name} ({shown}); press Generate")
-        return [*(values[f] for f in PRESET_FIELDS), status]
+        return [*(values[f] if f in values else gr.skip() for f in PRESET_FIELDS), status]
+
+    def example(self, label: str) -> list[Any]:
+        """An example prompt and its prompt format (raw completion for code), by its label."""
+        return [self.examples.get(label, ""), example_is_raw(label)]
 
     def drafter_fields(self, drafter: str) -> list[Any]:
         """Show the fields the drafter reads, hide the others (DRAFTER_FIELDS: exit layer, its
@@ -170,7 +179,7 @@ class Form:
         for name, button in zip(PRESETS, c["presets"], strict=True):
             button.click(lambda n=name: self.preset(n), None,
                          [*(c[f] for f in PRESET_FIELDS), status], api_name=NO_API)  # fmt: skip
-        c["workload"].change(self.examples.get, c["workload"], c["prompt"], api_name=NO_API)
+        c["workload"].change(self.example, c["workload"], [c["prompt"], c["raw"]], api_name=NO_API)
         drafter_fields = [*(c[k] for k in DRAFTER_FIELDS), c["drafter_note"]]
         c["drafter"].change(self.drafter_fields, c["drafter"], drafter_fields, api_name=NO_API)
         c["exit_layer"].change(early_exit_note, c["exit_layer"], c["exit_note"], api_name=NO_API)

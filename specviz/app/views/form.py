@@ -42,27 +42,44 @@ TREE_RULE_CHOICES = {
 }
 
 
-def preset(config: DefaultConfig) -> dict[str, Any]:
-    """The form's values for a registry configuration (PRESET_FIELDS; no top-k, no top-p)."""
+# How a prompt reaches the model (specviz.models.chat): the form's "raw" field, True for raw.
+PROMPT_FORMATS = {
+    False: "chat template: the prompt is a request, answered by the instruct model",
+    True: "raw completion: the model continues the text as written (code)",
+}
+# The example prompts continued as written: through the chat template the instruct model
+# answers a code prompt in prose, and runs out of tokens before any code.
+RAW_WORKLOADS = ("code",)
+
+
+def example_is_raw(label: str) -> bool:
+    """True when the example prompt shown as label is sent as raw completion."""
+    return label in {LABELS.get(name, name) for name in RAW_WORKLOADS}
+
+
+def preset(config: DefaultConfig, raw: bool | None = None) -> dict[str, Any]:
+    """The form's values for a registry configuration (PRESET_FIELDS; no top-k, no top-p);
+    raw: the prompt format it sets (None: it leaves the form's as it is)."""
     values = {"drafter": config.drafter, "policy": config.policy, "gamma": config.gamma}
-    return values | {"temperature": config.temperature, "top_k": 0, "top_p": 1.0}
+    values |= {"temperature": config.temperature, "top_k": 0, "top_p": 1.0}
+    return values if raw is None else values | {"raw": raw}
 
 
 # The first preset is the registry's DEFAULT_CONFIG (what `specviz generate` runs with no
 # flags); the classic preset is the textbook picture: a draft model alone, sampling at T = 0.7;
 # then the fastest exact setting of each other kind of request (the registry's WORKLOAD_CONFIGS).
-FASTEST = preset(DEFAULT_CONFIG)
+FASTEST = preset(DEFAULT_CONFIG, raw=True)  # for code: raw completion
 CLASSIC = preset(replace(DEFAULT_CONFIG, drafter="model", gamma=4, temperature=0.7))
 PRESETS = {"fastest exact (the benchmark's best for code)": FASTEST}
 PRESETS |= {"classic draft model (T = 0.7, γ = 4)": CLASSIC}
 PRESETS |= {
-    f"fastest exact for {LABELS[kind]}": preset(config)
+    f"fastest exact for {LABELS[kind]}": preset(config, raw=kind in RAW_WORKLOADS)
     for kind, config in WORKLOAD_CONFIGS.items()
     if config != DEFAULT_CONFIG
 }
-PRESET_FIELDS = tuple(FASTEST)  # the fields a preset sets, in this order
+PRESET_FIELDS = tuple(FASTEST)  # the fields a preset may set, in this order
 DEFAULTS: dict[str, Any] = {**FASTEST, "max_new": 64, "seed": 0, "exit_layer": 8}
-DEFAULTS |= {"confidence": 0.0, "raw": False, "tree_rule": "exact"}
+DEFAULTS |= {"confidence": 0.0, "tree_rule": "exact"}  # raw: the code example's, True
 _TREE = DrafterOptions()
 DEFAULTS |= {"tree_nodes": _TREE.tree_nodes, "tree_depth": _TREE.tree_depth}
 DEFAULTS |= {"tree_width": _TREE.tree_width}
@@ -182,6 +199,15 @@ def examples() -> dict[str, str]:
     return {LABELS.get(name, name): load_requests(name)[0].prompt for name in WORKLOADS}
 
 
+def parse_raw(value: Any) -> bool:
+    """The prompt format field: True (or 'raw') for raw completion, False (or 'chat') for the
+    chat template; a ValueError for anything else."""
+    formats = {True: True, "raw": True, False: False, "chat": False}
+    if isinstance(value, bool | str) and value in formats:
+        return formats[value]
+    raise ValueError(f"prompt format must be raw completion (True) or chat (False), got {value!r}")
+
+
 def as_float(name: str, value: Any) -> float:
     """A number from a UI field, or a ValueError naming the field."""
     try:
@@ -278,7 +304,7 @@ class Settings:
             min_confidence=n["confidence"],
             policy=v["policy"] if applies["policy"] else "fixed",
             prompt=v["prompt"],
-            raw=bool(v["raw"]),
+            raw=parse_raw(v["raw"]),
             sampling=SamplingConfig(
                 temperature=n["temperature"], top_k=int(n["top_k"]), top_p=n["top_p"],
                 seed=int(n["seed"]),

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from specviz.app.views.cells import Cell, Decode, cells_from_events
 from specviz.app.views.metrics import summarize
 from specviz.app.views.tree import TreeRound, tree_rounds
-from specviz.core.events import Event, Finished, RoundSummary, Sampled, TreeVerified
+from specviz.core.events import EMITTING, Event, Finished, RoundSummary, Sampled, TreeVerified
 
 STEP_ENDS = (RoundSummary, Sampled, Finished)  # a step stops after one of these
+# The decode in short (Run.result), after its drafter, γ and prompt format: summarize's names.
+RESULT_NUMBERS: tuple[str, ...] = ("new_tokens", "rounds", "alpha", "tokens_per_second")
+RESULT_NUMBERS += ("seconds", "finish_reason", "target_calls")
 
 
 @dataclass(kw_only=True)
@@ -24,6 +27,8 @@ class Run:
     prompt_format: str = ""  # 'chat' or 'raw' (specviz.models.chat): how the prompt was sent
     settings: dict[str, Any] = field(default_factory=dict)  # what the summary and export show
     request: Any = None  # the validated settings that started it (a Step with others restarts)
+    detokenize: Callable[[Sequence[int]], str] | None = None  # token ids → text, all at once
+    stop: frozenset[int] = frozenset()  # the stop tokens, left out of text()
     log: list[Event] = field(default_factory=list)
     done: bool = False
     plain_tokens_per_second: float | None = None
@@ -54,6 +59,23 @@ class Run:
         tokens = [c.token for c in self.cells() if c.emitted]
         text = "".join(self.text_of(t) for t in tokens)
         return {**self.summary(), "tokens": tokens, "text": text, "done": True}
+
+    def text(self) -> str:
+        """The text committed so far: the emitted tokens (no rejected draft) but the stop token,
+        decoded together as specviz.speculative_generate's result decodes them."""
+        tokens = [e.token for e in self.log if isinstance(e, EMITTING) and e.token not in self.stop]
+        if self.detokenize is None:
+            return "".join(self.text_of(t) for t in tokens)
+        return self.detokenize(tokens)
+
+    def result(self) -> dict[str, Any]:
+        """The decode in short, JSON-ready: drafter, γ (none for a tree drafter), prompt format,
+        new tokens, rounds, α (the share of drafts kept), tokens/s, seconds, why it finished,
+        target calls, and whether it follows the target's law."""
+        numbers = summarize(self.log)
+        setting = {key: self.settings.get(key) for key in ("drafter", "gamma")}
+        head = {**setting, "prompt_format": self.prompt_format}
+        return {**head, **{k: numbers[k] for k in RESULT_NUMBERS}, "exact": self.exact}
 
     def text_of(self, token: int) -> str:
         """The token's text, decoded once and remembered."""
