@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from huggingface_hub import constants, get_session
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from specviz.drafters.names import CROSS_TOKENIZER_DRAFTERS
 from specviz.fast.packed import pack_linears
+from specviz.models import bundled, gemma  # nothing is fetched until a model is asked for
 from specviz.models.gemma import GEMMA
 
 BUNDLED = "bundled"  # the bundled pair: SmolLM2-135M-Instruct as target, the distilled draft
@@ -82,8 +84,6 @@ def resolve(spec: str, role: str, progress: Callable[[str], None]) -> str:
     optional package (specviz.models.gemma).
     """
     if spec in (BUNDLED, SMOLLM2):
-        from specviz.models import bundled  # imported lazily: nothing is fetched unless asked for
-
         try:
             if role == "target" or spec == SMOLLM2:
                 return str(bundled.ensure_bundled_target(progress))
@@ -91,8 +91,6 @@ def resolve(spec: str, role: str, progress: Callable[[str], None]) -> str:
         except bundled.BundledModelError as err:
             raise ModelLoadError(f"{spec} {role}: {err}") from err
     if spec == GEMMA:
-        from specviz.models import gemma
-
         try:
             return str(gemma.ensure_gemma(progress))
         except gemma.GemmaModelError as err:
@@ -124,8 +122,6 @@ def _offline() -> bool:
 
 def hub_endpoint() -> str:
     """The hub the hub client talks to (HF_ENDPOINT, else huggingface.co)."""
-    from huggingface_hub import constants
-
     return str(constants.ENDPOINT)
 
 
@@ -136,8 +132,6 @@ def hub_problem(endpoint: str | None = None, timeout: float | None = None) -> st
     One request, no retries, through the hub client's own session (its proxies and
     certificates); an answer is remembered for a minute.
     """
-    from huggingface_hub import get_session
-
     url = endpoint or hub_endpoint()
     if time.monotonic() - _REACHED.get(url, -1e9) < 60:
         return None

@@ -30,6 +30,7 @@ from specviz.checks import check_pair, check_prompt
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.drafters.names import BATCH_DRAFTERS, REGISTRY
 from specviz.drafters.trimmed import ranking_path
+from specviz.models import bundled
 from specviz.models.chat import prompt_format, prompt_ids
 from specviz.models.loading import ModelPair
 
@@ -62,8 +63,6 @@ def default_drafter(draft: str) -> str:
     try:
         folder = Path(draft).expanduser()
         if draft == BUNDLED:
-            from specviz.models import bundled
-
             folder = bundled.bundled_draft_dir()
         return "model:trimmed" if ranking_path(folder).is_file() else "model"
     except Exception:  # a folder that cannot be read: the drafter that needs no ranking
