@@ -134,7 +134,7 @@ STUDY=memory bench memory-cost --workloads agent-code,agent-tools,agent-sql,repe
 # 4b''''''''''. the same for the suffix tree, which verifies through transformers' forward only
 #     (plain decoding on it too). About 40 minutes on 2 idle cores.
 STUDY=memory bench memory-cost-tree --workloads agent-code,agent-tools,agent-sql,repeat,code \
-    --drafters tree(suffix) --temperatures 0 --gammas 3 --suffix-gamma 16 \
+    --drafters tree-suffix --temperatures 0 --gammas 3 --suffix-gamma 16 \
     --max-new-tokens 128 --reps 2 --no-hf --step-batch-sizes 1
 # 4b''''''''. the same plan as memory-lean with each prompt through the target's chat template
 #     (the default of specviz generate and of the app; the parts above send raw text to
@@ -203,9 +203,9 @@ bench dynamic --workloads code --limit 4 --temperatures 0,1 --drafters model,mod
 #     first prompt. At T = 0 the draft's top-k children (EAGLE-2 style); at T = 1 also children
 #     sampled from the draft (SpecInfer style). Exact rules only.
 TREE="--tree-sweep 1,4,8,16,32 --tree-depth 4 --tree-width 4 --reps 2 --step-batch-sizes 1"
-bench tree-sweep --workloads code --limit 6 --temperatures 0 --drafters tree(model) $TREE
+bench tree-sweep --workloads code --limit 6 --temperatures 0 --drafters tree-model $TREE
 bench tree-sweep-t1 --workloads code --limit 4 --temperatures 1 \
-    --drafters tree(model),tree(model):sampled $TREE
+    --drafters tree-model,tree-model:sampled $TREE
 
 # 5b. the drafting heads trained on the target's own features (specviz/heads, weights in
 #     specviz/assets/heads) against the distilled draft after lookup (the fastest before) and
@@ -216,11 +216,11 @@ bench tree-sweep-t1 --workloads code --limit 4 --temperatures 1 \
 #     cores.
 HEADS="--gammas 3 --tree-nodes 8 --tree-depth 4 --tree-width 4 --reps 2 --lean-target"
 RAW= bench heads-code --workloads code --temperatures 0 $HEADS \
-    --drafters model,ngram+model:trimmed,eagle,medusa,ngram+eagle,tree(eagle)
+    --drafters model,ngram+model:trimmed,eagle,medusa,ngram+eagle,tree-eagle
 RAW= bench heads-t1 --workloads code --temperatures 1 $HEADS \
-    --drafters model,model:trimmed,eagle,tree(eagle)
+    --drafters model,model:trimmed,eagle,tree-eagle
 RAW= bench heads-json-prose --workloads json,prose $HEADS \
-    --drafters model,ngram+model:trimmed,eagle,ngram+eagle,tree(eagle)
+    --drafters model,ngram+model:trimmed,eagle,ngram+eagle,tree-eagle
 
 # 6. dynamic gamma replayed on every prompt (specviz bench replay), priced at pass costs measured
 #    once, so free of timing noise: at T = 0 on code, JSON and repeat (the rounds a real run

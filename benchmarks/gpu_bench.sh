@@ -117,10 +117,10 @@ else
   #    is where a GPU differs most from a CPU
   TREE=(--tree-sweep 1,4,8,16,32 --tree-depth 4 --tree-width 4 --reps 2 --step-batch-sizes 1)
   part tree-sweep 90 --dtype bfloat16 --workloads code --limit 6 --temperatures 0 \
-      --drafters tree(model) "${TREE[@]}"
+      --drafters tree-model "${TREE[@]}"
   # 7. the same at T = 1, with children sampled from the draft too (SpecInfer style)
   part tree-sweep-t1 90 --dtype bfloat16 --workloads code --limit 4 --temperatures 1 \
-      --drafters tree(model),tree(model):sampled "${TREE[@]}"
+      --drafters tree-model,tree-model:sampled "${TREE[@]}"
   # 8. the batch sweep: 64 code requests (the 24 prompts, cycled) decoded in groups of B = 1..64
   #    rows, plainly and with the trimmed draft at gamma = 1..4, on the same requests and seeds,
   #    through transformers' forward (specviz.batch): where speculation stops paying as more

@@ -6,6 +6,7 @@ import argparse
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -174,9 +175,9 @@ def test_verify_rejects_bad_arguments(capsys) -> None:
         ["--lean-target"],
         ["--lean-target", "--plain"],
         ["--drafter", "ngram+model", "--gamma", "6", "--model-gamma", "2"],
-        ["--drafter", "tree(model)", "--tree-nodes", "8", "--tree-depth", "3"],
-        ["--drafter", "tree(model):sampled", "--tree-width", "2"],
-        ["--drafter", "tree(ngram)", "--tree-depth", "2"],
+        ["--drafter", "tree-model", "--tree-nodes", "8", "--tree-depth", "3"],
+        ["--drafter", "tree-model:sampled", "--tree-width", "2"],
+        ["--drafter", "tree-ngram", "--tree-depth", "2"],
     ],
 )
 def test_generate_with_other_drafters_and_policies(folders, pair, tokenizer, capsys, extra) -> None:
@@ -197,7 +198,7 @@ def test_generate_with_other_drafters_and_policies(folders, pair, tokenizer, cap
 
 def test_the_typical_tree_rule_is_labelled_lossy(folders, capsys) -> None:
     argv = ["generate", "--target", str(folders[0]), "--draft", str(folders[1]), "--prompt", "ab"]
-    argv += ["--drafter", "tree(model)", "--max-new-tokens", "8", "--dtype", "float64"]
+    argv += ["--drafter", "tree-model", "--max-new-tokens", "8", "--dtype", "float64"]
     assert main([*argv, "--tree-rule", "typical"]) == 0
     assert "LOSSY: typical acceptance" in capsys.readouterr().out
     assert main([*argv, "--tree-rule", "typical", "--json"]) == 0
@@ -210,9 +211,9 @@ def test_the_typical_tree_rule_is_labelled_lossy(folders, capsys) -> None:
     ("extra", "message"),
     [
         (["--tree-rule", "typical"], "--tree-rule applies to tree drafters"),
-        (["--drafter", "tree(model)", "--gamma-policy", "heuristic"], "not --gamma-policy"),
-        (["--drafter", "tree(ngram)", "--lean-target"], "drop --lean-target"),
-        (["--drafter", "tree(model)", "--tree-nodes", "0"], "tree_nodes must be an integer >= 1"),
+        (["--drafter", "tree-model", "--gamma-policy", "heuristic"], "not --gamma-policy"),
+        (["--drafter", "tree-ngram", "--lean-target"], "drop --lean-target"),
+        (["--drafter", "tree-model", "--tree-nodes", "0"], "tree_nodes must be an integer >= 1"),
     ],
 )
 def test_tree_flags_that_do_not_fit_exit_2(folders, capsys, extra, message) -> None:
@@ -541,14 +542,14 @@ def heads_dir(pair: PairFactory, tmp_path_factory) -> Path:
 
 HEAD_RUNS = [
     ["--drafter", "medusa", "--gamma", "3"],
-    ["--drafter", "tree(medusa)", "--tree-depth", "3", "--tree-nodes", "5"],
+    ["--drafter", "tree-medusa", "--tree-depth", "3", "--tree-nodes", "5"],
     ["--drafter", "medusa", "--lean-target"],
-    ["--drafter", "tree(medusa)", "--tree-depth", "3", "--lean-target"],  # a head tree takes it
+    ["--drafter", "tree-medusa", "--tree-depth", "3", "--lean-target"],  # a head tree takes it
     ["--drafter", "eagle"],
     ["--drafter", "ngram+eagle"],
-    ["--drafter", "tree(eagle)", "--tree-depth", "3"],
+    ["--drafter", "tree-eagle", "--tree-depth", "3"],
     ["--drafter", "eagle", "--lean-target"],
-    ["--drafter", "tree(eagle)", "--tree-depth", "3", "--lean-target"],
+    ["--drafter", "tree-eagle", "--tree-depth", "3", "--lean-target"],
 ]
 
 
@@ -571,8 +572,8 @@ def test_head_drafters_decode_as_plain_greedy_decoding(
 @pytest.mark.parametrize(
     ("drafter", "lean_target", "made"),
     [
-        *(("eagle", False, KVCache), ("eagle", True, None), ("tree(medusa)", False, KVCache)),
-        *(("tree(medusa)", True, None), ("model", False, None), ("model", True, None)),
+        *(("eagle", False, KVCache), ("eagle", True, None), ("tree-medusa", False, KVCache)),
+        *(("tree-medusa", True, None), ("model", False, None), ("model", True, None)),
     ],
 )
 def test_a_head_verifies_through_the_target_forward_plain_decoding_uses(
@@ -591,9 +592,9 @@ def test_a_head_verifies_through_the_target_forward_plain_decoding_uses(
         (["--heads", "{heads}"], "--heads gives the drafting heads' weights: it applies to"),
         (["--heads", "{heads}", "--plain", "--drafter", "eagle"], "it applies to --drafter"),
         (["--heads", "/no/such/heads", "--drafter", "eagle"], "/no/such/heads: no such folder"),
-        (["--heads", "{empty}", "--drafter", "tree(medusa)"], "holds no medusa.safetensors"),
-        (["--drafter", "tree(eagle)"], "the tree(eagle) drafter reads the eagle3 head shipped"),
-        (["--drafter", "tree(model)", "--lean-target"], "drop --lean-target (the head trees"),
+        (["--heads", "{empty}", "--drafter", "tree-medusa"], "holds no medusa.safetensors"),
+        (["--drafter", "tree-eagle"], "the tree-eagle drafter reads the eagle3 head shipped"),
+        (["--drafter", "tree-model", "--lean-target"], "drop --lean-target (the head trees"),
     ],
 )
 def test_head_flags_that_do_not_fit_exit_2_before_any_model_loads(
@@ -614,7 +615,33 @@ def test_heads_trained_for_another_target_are_refused(folders, pair, tmp_path, c
     err = capsys.readouterr().err
     assert "the medusa drafter cannot draft for this target" in err
     assert "this head was trained on the features of" in err and "Traceback" not in err
-    assert main([*argv, "--drafter", "tree(eagle)"]) == 2
+    assert main([*argv, "--drafter", "tree-eagle"]) == 2
     err = capsys.readouterr().err
     assert "the eagle drafters cannot draft for this target" in err
     assert "this EAGLE-3 head was trained on the features of" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("json_mode", [False, True])
+def test_a_run_says_which_drafter_gamma_and_forward_ran_and_how_fast(
+    folders, capsys, json_mode: bool
+) -> None:
+    """One line after the report (on stderr in --json mode, so stdout stays one JSON)."""
+    argv = _generate(folders, "--prompt", "the cat", "--drafter", "ngram+model", "--gamma", "2")
+    argv += ["--temperature", "0", "--max-new-tokens", "6", "--dtype", "float64"]
+    assert main([*argv, *(["--json"] if json_mode else [])]) == 0
+    out, err = capsys.readouterr()
+    line = (err if json_mode else out).strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"specviz: drafter ngram\+model, γ=2, target forward (lean|transformers'), 1 thread\(s\): "
+        r"\d+ tokens in [\d.]+ s, [\d.]+ tok/s",
+        line,
+    ), line
+    if json_mode:
+        assert json.loads(out)["new_tokens"] > 0 and "specviz: drafter" not in out
+
+
+def test_a_mistyped_drafter_gets_one_line_naming_the_close_ones(folders, capsys) -> None:
+    argv = _generate(folders, "--prompt", "the cat", "--drafter", "ngram+modle")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "did you mean ngram+model" in err

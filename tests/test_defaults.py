@@ -76,9 +76,9 @@ def test_generate_with_no_flags_runs_the_default_which_is_the_apps_first_preset(
 
 def test_the_lean_default_only_where_the_drafter_takes_it() -> None:
     lean = DEFAULT_CONFIG.forward == "lean"
-    assert _defaults("--drafter", "tree(model)")["lean_target"] is False  # 4D mask: transformers'
+    assert _defaults("--drafter", "tree-model")["lean_target"] is False  # 4D mask: transformers'
     assert _defaults("--drafter", "early-exit:shared")["lean_target"] is False  # its own forward
-    assert _defaults("--drafter", "tree(eagle)")["lean_target"] is lean
+    assert _defaults("--drafter", "tree-eagle")["lean_target"] is lean
     assert _defaults("--no-lean-target")["lean_target"] is False
     assert _defaults("--batch", "4")["drafter"] == DEFAULT_CONFIG.batch_drafter
 
@@ -117,9 +117,7 @@ def test_a_tuned_profile_chooses_the_forward_where_no_flag_does(
     assert _defaults()["lean_target"] is False and _defaults()["no_pack"] is True
     assert f"defaults from the tuned profile {path}" in capsys.readouterr().err
     assert (_defaults("--plain")["lean_target"], _defaults("--plain")["no_pack"]) == (True, False)
-    assert (
-        _defaults("--plain", "--drafter", "tree(model)")["lean_target"] is True
-    )  # plain: takes it
+    assert _defaults("--plain", "--drafter", "tree-model")["lean_target"] is True  # plain: takes it
     assert _defaults("--lean-target")["no_pack"] is False  # a forward flag: the profile steps back
     assert _defaults("--no-pack")["lean_target"] is False
     assert _defaults("--dtype", "bfloat16")["no_pack"] is False  # no profile for that pair
@@ -167,3 +165,16 @@ def test_the_headline_takes_the_widest_part_then_lean_then_the_chat_template() -
     assert pick.part(_Parts({"a": (lean_raw, 4), "b": (lean_chat, 4)})) == "b"
     assert pick.part(_Parts({"a": (lean_raw, 5), "b": (lean_chat, 4)})) == "a"
     assert pick.part(_Parts({"a": (lean_raw, 4), "b": (chat, 4)})) == "a"
+
+
+def test_the_code_preset_sends_raw_completion_unless_told_otherwise() -> None:
+    """Through the chat template a code prompt is answered in prose: --preset code continues it
+    as written; without a preset the prompt is a chat request; --raw / --no-raw decide."""
+
+    def raw(*flags: str) -> object:
+        args = build_parser().parse_args(["generate", "--prompt", "def f(n):", *flags])
+        apply_defaults(args)
+        return args.raw
+
+    assert raw("--preset", "code") is True and raw() is False and raw("--preset", "json") is False
+    assert raw("--preset", "code", "--no-raw") is False and raw("--raw") is True

@@ -507,7 +507,7 @@ plt.show()
 # kept: with sampled children the output law is the draft's $q$, with top-$k$ children it is
 # always the draft's favourite word. On sharper distributions the threshold bites more often
 # and the error is smaller, but it is zero only by accident. The equivalence suite of
-# notebook 4 sees it as it sees any other bug: `specviz verify --drafter tree(model) --mutant
+# notebook 4 sees it as it sees any other bug: `specviz verify --drafter tree-model --mutant
 # tree_typical` runs a tree decode with this rule and rejects it. When you do run it (it is
 # never the default), every `TreeVerified` event and the result are marked `exact=False`.
 #
@@ -515,9 +515,9 @@ plt.show()
 #
 # Now the real decoder, through the one-call API. The target is the tiny Llama above; the
 # draft is a copy with a little relative noise on every weight, so the two agree only partly.
-# `build_drafter("tree(model)", ...)` grows a tree with the draft model, one draft pass per
+# `build_drafter("tree-model", ...)` grows a tree with the draft model, one draft pass per
 # level, keeping the `tree_nodes` nodes of highest cumulative draft log-probability (top-$k$,
-# deterministic children); `"tree(model):sampled"` draws `tree_width` children per node from $q$
+# deterministic children); `"tree-model:sampled"` draws `tree_width` children per node from $q$
 # until the node budget is used up. The chain is the ordinary `"model"` drafter with
 # $\gamma$ equal to the tree depth. We count **tokens per target pass**, the quantity the tree
 # is meant to raise; each tree pass is wider (up to 9 tokens instead of 4), and what a wider
@@ -567,8 +567,8 @@ def run(name, temperature, rule=EXACT_TREE):
 temperatures = (0.0, 0.7, 1.0)
 drafters = {
     "chain (model, γ = 3)": "model",
-    "tree(model) (top-k)": "tree(model)",
-    "tree(model):sampled": "tree(model):sampled",
+    "tree-model (top-k)": "tree-model",
+    "tree-model:sampled": "tree-model:sampled",
 }
 table = {}
 for temperature in temperatures:
@@ -620,7 +620,7 @@ plt.show()
 # $T = 1$ keeps more tokens per pass, and says so in every round's verdict.
 
 # %%
-per_pass, _, results = run("tree(model)", 1.0, rule=TYPICAL)
+per_pass, _, results = run("tree-model", 1.0, rule=TYPICAL)
 verdicts = {(e.rule, e.exact) for r in results for e in r.events if isinstance(e, TreeVerified)}
 print(f"typical acceptance: {per_pass:.2f} tokens per target pass; verdicts (rule, exact):")
 print(f"  {verdicts}; result.exact = {[r.exact for r in results]}")

@@ -330,8 +330,8 @@ for name, s in seconds.items():
 # ## 4. End to end: still exactly the target's output
 #
 # The drafters are registered like the others: `build_drafter("eagle", ...)` drafts a chain with
-# the EAGLE-3 head, `"tree(eagle)"` grows EAGLE-2-style trees with it (the nodes of highest
-# cumulative draft probability, top-$k$ children, notebook 7); `"medusa"` and `"tree(medusa)"` do
+# the EAGLE-3 head, `"tree-eagle"` grows EAGLE-2-style trees with it (the nodes of highest
+# cumulative draft probability, top-$k$ children, notebook 7); `"medusa"` and `"tree-medusa"` do
 # the same with the Medusa heads. They share the target's cache: the decoder verifies through the
 # drafter's feature-recording forward, so each verification pass also hands the head the real
 # features (or layers) of everything it accepted. The first round drafts nothing (the target has
@@ -347,7 +347,7 @@ plain = autoregressive_generate(
 )
 print(repr(plain.text[:120]), "...")
 runs = {}
-for name in ("model", "eagle", "tree(eagle)"):
+for name in ("model", "eagle", "tree-eagle"):
     drafter = build_drafter(name, target=target, draft=draft, sampling=greedy)
     runs[name] = run = speculative_generate(
         target,
@@ -363,7 +363,7 @@ for name in ("model", "eagle", "tree(eagle)"):
         f"({len(run.tokens) / run.target_calls:.2f} per pass), {run.accepted:2d}/{run.proposed:3d} "
         f"drafts kept, identical to plain greedy: {same}"
     )
-assert runs["eagle"].tokens == plain.tokens and runs["tree(eagle)"].tokens == plain.tokens
+assert runs["eagle"].tokens == plain.tokens and runs["tree-eagle"].tokens == plain.tokens
 
 # %% [markdown]
 # Identical outputs, in fewer target passes than plain decoding's one per token. Tokens per
@@ -371,7 +371,7 @@ assert runs["eagle"].tokens == plain.tokens and runs["tree(eagle)"].tokens == pl
 # where the head's top guess is wrong, its second or third may be right. Its passes are wider
 # (up to `tree_nodes` + 1 positions instead of $\gamma + 1$), and whether more tokens per pass
 # become more tokens per second depends on what a wider pass costs on the hardware (notebook 1;
-# `specviz bench --drafters eagle,tree(eagle),model` times them).
+# `specviz bench --drafters eagle,tree-eagle,model` times them).
 
 # %%
 print(f"notebook ran in {time.perf_counter() - t_start:.1f} s")

@@ -203,7 +203,7 @@ for m, node in trie.matches(context):
 # From a match the drafter follows the **most frequent continuation**. The probability of a
 # child is its count over its parent's count, and along a path they multiply: the **path
 # probability** of a node is the frequency, in memory, with which the match continues exactly
-# that way. A **chain** follows the likeliest child at every step; a **tree** (`tree(suffix)`)
+# that way. A **chain** follows the likeliest child at every step; a **tree** (`tree-suffix`)
 # takes nodes best-first by path probability, so a strong second choice becomes a sibling. The
 # **score** of a speculation is the sum of its path probabilities: were the frequencies the
 # target's law, it would be the expected number of accepted tokens. `speculate`
@@ -493,7 +493,7 @@ plt.show()
 #
 # ```
 # specviz bench memory --workloads agent-tools,agent-code \
-#     --drafters suffix,tree(suffix),suffix+model:trimmed
+#     --drafters suffix,tree-suffix,suffix+model:trimmed
 # ```
 #
 # The study's results on the agent workloads, and how to reproduce them, are on the page

@@ -5,7 +5,7 @@ against a 1-token step (r), on transformers' forward and specviz.fast.lean's whe
 root) and N drafted nodes in one pass, then the compaction that keeps the prefix and one path.
 r(N) is its time over a 1-token step's on the same forward, the two timed interleaved, on
 transformers' forward, specviz.fast.lean's, and specviz.fast.lean's recording the fused layers
-an EAGLE-3 head reads (what `tree(eagle) --lean-target` verifies through). The timings are
+an EAGLE-3 head reads (what `tree-eagle --lean-target` verifies through). The timings are
 specviz.tune.timing's.
 """
 

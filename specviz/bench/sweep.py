@@ -165,8 +165,8 @@ def refuse(why: str, clashes: Iterable[tuple[str, bool]]) -> None:
 
 
 def drafter_names(args: argparse.Namespace) -> list[str]:
-    """--drafters as a list (default: model, or tree(model) under --tree-sweep)."""
-    given = args.drafters or ("tree(model)" if args.tree_sweep else "model")
+    """--drafters as a list (default: model, or tree-model under --tree-sweep)."""
+    given = args.drafters or ("tree-model" if args.tree_sweep else "model")
     return [d.strip() for d in given.split(",") if d.strip()]
 
 
@@ -253,7 +253,7 @@ def add_tree_arguments(b: argparse.ArgumentParser) -> None:
         metavar="N,...",
         help="run the node-budget sweep instead of the other settings: at depth --tree-depth, "
         "the chain (N = 1: the chain drafter at gamma = depth, as many draft calls a round) "
-        "and each tree drafter of --drafters (default then: tree(model)) at each node budget N; "
+        "and each tree drafter of --drafters (default then: tree-model) at each node budget N; "
         "reports tokens a target pass, r(N) (a pass over N tree tokens against a 1-token step), "
         "the speedup over plain decoding, the chain and transformers' assisted generation, and "
         "where the tree pays (without a value: N = "

@@ -175,9 +175,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "early-exit:shared (the same layers drafting into the target's own KV cache), "
         "ngram+model, ngram+model:trimmed (n-gram lookup where the text repeats, else the "
         "draft), eagle, medusa (drafting heads on the target's own features: --heads), "
-        "tree(model), tree(model):sampled, tree(ngram), tree(eagle), tree(medusa) "
+        "tree-model, tree-model:sampled, tree-ngram, tree-eagle, tree-medusa "
         "(token trees verified in one pass: --tree-nodes, --tree-depth, --tree-width; no "
-        "transformers counterpart) (default: model; tree(model) with --tree-sweep)",
+        "transformers counterpart) (default: model; tree-model with --tree-sweep)",
     )  # fmt: skip
     b.add_argument(
         "--heads", metavar="DIR",

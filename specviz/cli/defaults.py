@@ -10,6 +10,7 @@ import sys
 from specviz.drafters.names import (
     CROSS_TOKENIZER_DRAFTERS,
     DEFAULT_CONFIG,
+    RAW_WORKLOADS,
     WORKLOAD_CONFIGS,
     drafter_spec,
 )
@@ -113,6 +114,8 @@ def apply_defaults(args: argparse.Namespace, defaults: Defaults | None = None) -
             setattr(args, flag, value)
     if args.gamma_policy is None:
         args.gamma_policy = preset.policy
+    if args.raw is None:
+        args.raw = args.preset in RAW_WORKLOADS
     if args.drafter is None and not args.plain and args.batch is None and _other_tokenizer(args):
         print(
             f"specviz: the draft's tokenizer differs from the target's: drafting with "

@@ -24,7 +24,7 @@ from specviz.cli.prompts import prompt_text
 from specviz.cli.report import render_text, run_line, summary
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.drafters.names import DEFAULT_CONFIG, WORKLOAD_CONFIGS, drafter_spec
+from specviz.drafters.names import DEFAULT_CONFIG, RAW_WORKLOADS, WORKLOAD_CONFIGS, drafter_spec
 from specviz.drafters.options import DrafterOptions, DrafterSpec
 from specviz.drafters.registry import build_drafter
 from specviz.drafters.suffix.memory import SuffixMemory
@@ -71,8 +71,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     )
     gen.add_argument(
         "--raw",
-        action="store_true",
-        help="the prompt as plain text to continue (code), not through the chat template",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="the prompt as plain text to continue (code), not through the chat template "
+        f"(default: raw for --preset {', '.join(RAW_WORKLOADS)}, else the chat template)",
     )
     gen.add_argument(
         "--preset",
@@ -124,7 +126,7 @@ def _drafter_flags(gen: argparse.ArgumentParser) -> None:
     flags.add_argument(
         "--drafter",
         metavar="NAME",
-        help="FAMILY[:VARIANT], LOOKUP+FAMILY or tree(FAMILY) (default: "
+        help="FAMILY[:VARIANT], LOOKUP+FAMILY or tree-FAMILY (default: "
         f"{DEFAULT_CONFIG.drafter}; {DEFAULT_CONFIG.batch_drafter} with --batch)",
     )
     flags.add_argument("--exit-layer", type=int, default=8, metavar="K", help="early-exit: layers")
@@ -163,7 +165,7 @@ def load_memory(args: argparse.Namespace, spec: DrafterSpec) -> SuffixMemory | N
         return None
     if args.plain or not spec.remembers:
         raise ValueError(
-            "--memory feeds the suffix drafters (suffix, suffix+FAMILY, tree(suffix)): pick "
+            "--memory feeds the suffix drafters (suffix, suffix+FAMILY, tree-suffix): pick "
             "one with --drafter, or drop --memory"
         )
     path = Path(args.memory)
@@ -178,7 +180,7 @@ def check_flags(args: argparse.Namespace, spec: DrafterSpec) -> None:
     """Refuse flag combinations the drafter cannot take, before loading anything."""
     tree = spec.tree and not args.plain
     if args.tree_rule != "exact" and not tree:
-        raise ValueError("--tree-rule applies to tree drafters: use --drafter tree(FAMILY)")
+        raise ValueError("--tree-rule applies to tree drafters: use --drafter tree-FAMILY")
     if tree and args.gamma_policy != "fixed":
         raise ValueError(
             f"--drafter {spec.name} drafts a tree of fixed depth: use --tree-depth, not "
@@ -187,7 +189,7 @@ def check_flags(args: argparse.Namespace, spec: DrafterSpec) -> None:
     if tree and args.lean_target and spec.head is None:
         raise ValueError(
             f"--drafter {spec.name} verifies a tree through transformers' forward with a 4D "
-            "mask: drop --lean-target (the head trees take it: tree(eagle), tree(medusa))"
+            "mask: drop --lean-target (the head trees take it: tree-eagle, tree-medusa)"
         )
     own_forward = spec.shares_target_cache and spec.head is None  # the shared early exit
     if args.lean_target and own_forward and not args.plain:

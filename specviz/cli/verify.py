@@ -302,7 +302,7 @@ def run_verify(args: argparse.Namespace) -> int:
         prompt = DEFAULT_PROMPT if args.prompt is None else utf8_text(args.prompt, "--prompt")
         context = prompt_ids(pair.tokenizer, prompt, raw=args.raw)
         fmt = prompt_format(pair.tokenizer, raw=args.raw)
-    if args.drafter == "tree(medusa)":
+    if args.drafter == "tree-medusa":
         options = _medusa_depth(options, target, given=args.tree_depth is not None)
 
     def make_drafter(sampling: SamplingConfig) -> AnyDrafter:

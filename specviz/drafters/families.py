@@ -5,7 +5,7 @@ lookup, suffix decoding, the target's own first layers (early exit), a drafting 
 target's features (EAGLE, Medusa), or a draft model with another tokenizer (cross). A variant
 configures a family (the draft model's trimmed head, the early exit's shared cache, the cross
 drafter's mode); its first variant is the default. specviz.drafters.names combines them:
-lookup first, else a family (`ngram+model`), and a tree of a family (`tree(model)`);
+lookup first, else a family (`ngram+model`), and a tree of a family (`tree-model`);
 specviz.drafters.builders builds each. Nothing here loads torch: the app's views read it.
 """
 
@@ -30,7 +30,7 @@ class Family:
     needs: str
     variants: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({"": ""}))
     tree_variants: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({"": ""}))
-    grows_trees: bool = False  # tree(FAMILY) is a drafter
+    grows_trees: bool = False  # tree-FAMILY is a drafter
     uses_draft_model: bool = False
     lookup: bool = False  # drafts from the text itself: may come first ("ngram+model")
     head: str | None = None  # the drafting-head kind whose weights it reads (specviz.heads)

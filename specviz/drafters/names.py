@@ -6,8 +6,8 @@ A name is built from the families with two combinators, each written once:
                                      eagle, medusa, cross, cross:text
     LOOKUP+FAMILY[:VARIANT]          lookup first (ngram or suffix), the family where it finds
                                      nothing good: ngram+model:trimmed, suffix+eagle, ...
-    tree(FAMILY)[:VARIANT]           the family grows a tree of tokens, verified in one pass:
-                                     tree(model), tree(model):sampled, tree(ngram), tree(eagle)
+    tree-FAMILY[:VARIANT]            the family grows a tree of tokens, verified in one pass:
+                                     tree-model, tree-model:sampled, tree-ngram, tree-eagle
 
 `drafter_spec(name)` says what a name's drafter is (DrafterSpec) and refuses a name that is
 not one, naming the close matches; specviz.drafters.registry builds it. Nothing here loads
@@ -27,7 +27,7 @@ from specviz.drafters.families import FAMILIES, Family
 from specviz.drafters.options import DefaultConfig, DrafterSpec
 
 LOOKUPS = tuple(name for name, f in FAMILIES.items() if f.lookup)
-COMBINATORS = ("LOOKUP+FAMILY", "tree(FAMILY)")
+COMBINATORS = ("LOOKUP+FAMILY", "tree-FAMILY")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,7 +42,7 @@ class Choice:
     @property
     def name(self) -> str:
         """The canonical name (a default variant is not written)."""
-        inner = self.family if not self.tree else f"tree({self.family})"
+        inner = f"tree-{self.family}" if self.tree else self.family
         inner = f"{inner}:{self.variant}" if self.variant else inner
         return f"{self.lookup}+{inner}" if self.lookup else inner
 
@@ -50,8 +50,8 @@ class Choice:
 def parse(name: str) -> Choice:
     """The Choice a drafter name stands for, or a one-line ValueError naming the close matches."""
     lookup_name, _, rest = name.rpartition("+")
-    tree = rest.startswith("tree(")
-    family, _, variant = rest.removeprefix("tree(").replace(")", "", 1).partition(":")
+    tree = rest.startswith("tree-")
+    family, _, variant = rest.removeprefix("tree-").partition(":")
     problem = _problem(lookup_name or None, family, variant, tree, rest)
     if problem:
         raise ValueError(f"unknown drafter {name!r}: {problem}{_close(name)}")
@@ -64,8 +64,8 @@ def _problem(lookup_name: str | None, family: str, variant: str, tree: bool, res
         return f"{family!r} is no family ({', '.join(FAMILIES)})"
     spec = FAMILIES[family]
     variants = spec.tree_variants if tree else spec.variants
-    if tree and (not spec.grows_trees or not rest.startswith(f"tree({family})")):
-        return "write tree(FAMILY) with a family that grows trees"
+    if tree and not spec.grows_trees:
+        return "tree-FAMILY takes a family that grows trees (model, ngram, suffix, eagle, medusa)"
     if variant not in variants or (variant == "" and rest.endswith(":")):
         return f"{family} takes the variants {_listed(variants)}"
     if lookup_name is not None:
@@ -207,6 +207,11 @@ class Drafters(tuple[str, ...]):
             return self.fact(drafter_spec(name))
         except ValueError:
             return False
+
+
+# the kinds of request whose prompt goes in as raw completion, not through the chat template:
+# code continues its own text (through the template, "def fibonacci(n):" is answered in prose)
+RAW_WORKLOADS = ("code",)
 
 
 def drafters_where(fact: Callable[[DrafterSpec], bool]) -> Drafters:

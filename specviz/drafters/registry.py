@@ -30,7 +30,7 @@ def build_drafter(
 
     specviz.drafters.names.DEFAULT_CONFIG names the default: the benchmark's fastest exact
     drafter, with its gamma, temperature and target forward (what `specviz generate` runs when
-    no flag chooses). Tree drafters (tree(FAMILY)) return a TreeDrafter, which
+    no flag chooses). Tree drafters (tree-FAMILY) return a TreeDrafter, which
     specviz.tree.decoding's TreeDecoder (and the one-call API) verify a whole tree at a time.
     """
     return build(parse(name), target, draft, sampling, options or DrafterOptions())

@@ -26,23 +26,20 @@ RENAMED: Mapping[str, str] = MappingProxyType(
         "suffix+eagle3": "suffix+eagle",
         "cross-tli": "cross",
         "cross-text": "cross:text",
-        "tree-model": "tree(model)",
-        "tree-sampled": "tree(model):sampled",
-        "tree-ngram": "tree(ngram)",
-        "tree-suffix": "tree(suffix)",
-        "eagle3-tree": "tree(eagle)",
-        "medusa-tree": "tree(medusa)",
+        "tree-sampled": "tree-model:sampled",
+        "eagle3-tree": "tree-eagle",
+        "medusa-tree": "tree-medusa",
         "eagle": "eagle-1 (retired)",
         "ngram+eagle": "ngram+eagle-1 (retired)",
-        "eagle-tree": "tree(eagle-1) (retired)",
-        "eagle-tree-sampled": "tree(eagle-1):sampled (retired)",
+        "eagle-tree": "tree-eagle-1 (retired)",
+        "eagle-tree-sampled": "tree-eagle-1:sampled (retired)",
     }
 )
 # an old name standing alone: not inside a longer name (ngram+model-trimmed holds model-trimmed)
 _OLD = re.compile(
-    r"(?<![\w+\-(])("
+    r"(?<![\w+\-])("
     + "|".join(re.escape(n) for n in sorted(RENAMED, key=len, reverse=True))
-    + r")(?![\w+\-)])"
+    + r")(?![\w+\-])"
 )
 _KEYS = frozenset(
     {"drafter", "drafters", "model", "chain", "label", "command"}

@@ -34,7 +34,7 @@ Versions (1 and 2 carry no "schema" key and are told apart by their records):
    suffix_factor (the memory study's --suffix-factors) only where it was set; absent, the
    suffix drafters ran at the registry's default of their day (factor 1 before the
    suffix-factors part measured 2 faster).
-6. "schema": 6. Drafters are named by family (model:trimmed, ngram+eagle, tree(model), ...):
+6. "schema": 6. Drafters are named by family (model:trimmed, ngram+eagle, tree-model, ...):
    older files' names are renamed as they are read (specviz.results.names).
 
 migrate() brings any of them to the current version and checks the result. What an older

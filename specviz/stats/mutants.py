@@ -207,8 +207,8 @@ TREE_MUTANTS: tuple[Variant, ...] = (
 # The tree drafter and suite.tree_settings() setting in which each tree bug shows.
 # (Reusing one uniform barely shows with sampled siblings; top-k siblings show it at once.)
 TREE_SHOWS_IN: dict[str, tuple[str, str]] = {
-    "tree_typical": ("tree(ngram)", "tree T=1"),
-    "tree_residual_not_updated": ("tree(model):sampled", "tree T=1"),
-    "tree_same_uniform": ("tree(model)", "tree T=1"),
-    "tree_rejected_keys_kept": ("tree(model):sampled", "tree T=0.7 top_p=0.8"),
+    "tree_typical": ("tree-ngram", "tree T=1"),
+    "tree_residual_not_updated": ("tree-model:sampled", "tree T=1"),
+    "tree_same_uniform": ("tree-model", "tree T=1"),
+    "tree_rejected_keys_kept": ("tree-model:sampled", "tree T=0.7 top_p=0.8"),
 }

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 # A toy prompt whose last tokens (1, 2) followed earlier too, each time by another token: lookup
-# drafters (tree(ngram)) get a tree with several branches at the root.
+# drafters (tree-ngram) get a tree with several branches at the root.
 REPEATING_PROMPT = (1, 2, 3, 1, 2, 4, 1, 2, 5, 1, 2)
 
 

@@ -216,15 +216,15 @@ def test_settings_refuse_bad_values_with_the_allowed_range(
         Settings.parse(form(("t", "d"), **values))
 
 
-READ_BY = {"exit_layer": "early-exit", "tree_nodes": "tree(ngram)", "tree_depth": "tree(model)"}
-READ_BY |= {"tree_width": "tree(model):sampled", "tree_rule": "tree(ngram)"}
+READ_BY = {"exit_layer": "early-exit", "tree_nodes": "tree-ngram", "tree_depth": "tree-model"}
+READ_BY |= {"tree_width": "tree-model:sampled", "tree_rule": "tree-ngram"}
 
 
 @pytest.mark.parametrize(
     ("drafter", "ignored"),
     [
-        ("tree(model)", {"gamma": 0, "policy": "random", "confidence": 7}),
-        ("tree(ngram)", {"tree_width": 0}),
+        ("tree-model", {"gamma": 0, "policy": "random", "confidence": 7}),
+        ("tree-ngram", {"tree_width": 0}),
         ("model", {"tree_nodes": 0, "tree_depth": "x", "tree_rule": "typical"}),
         ("ngram", {"exit_layer": 0, "confidence": -1}),
     ],
@@ -861,7 +861,7 @@ def test_the_form_shows_only_the_fields_the_drafter_reads(app: SpecVizApp, draft
         "confidence": not tree and drafter not in UNCONFIDENT_DRAFTERS,
         "gamma": not tree, "policy": not tree,  # a tree's depth replaces γ
         "tree_nodes": tree, "tree_depth": tree,
-        "tree_width": tree and drafter not in ("tree(ngram)", "tree(suffix)"),  # lookups: no width
+        "tree_width": tree and drafter not in ("tree-ngram", "tree-suffix"),  # lookups: no width
         "tree_rule": tree,
     }  # fmt: skip
     assert REGISTRY[drafter].label in note and REGISTRY[drafter].description in note

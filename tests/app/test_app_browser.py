@@ -343,10 +343,10 @@ def test_the_benchmark_tab_reads_well(page: Any) -> None:
 def test_a_tree_drafter_draws_its_rounds_and_marks_the_lossy_rule(
     page: Any, served: tuple[SpecVizApp, str], model_dirs: tuple[str, str]
 ) -> None:
-    run = list(served[0].decode.generate(settings(model_dirs, drafter="tree(model)")))[-1][0]
+    run = list(served[0].decode.generate(settings(model_dirs, drafter="tree-model")))[-1][0]
     shown = next(t for t in run.trees if t.kept)  # a round that kept a path (the same seeds)
     set_inputs(page)
-    choose_drafter(page, REGISTRY["tree(model)"].label)
+    choose_drafter(page, REGISTRY["tree-model"].label)
     page.locator("#sv-tree_nodes").wait_for(state="visible")
     assert (
         not page.locator("#sv-gamma").is_visible() and not page.locator("#sv-policy").is_visible()

@@ -60,7 +60,7 @@ def test_a_head_verifies_on_the_forward_the_apps_plain_decoding_uses(
         assert "identical ✓" in outs[-1]  # T = 0: the same text on the same forward
 
 
-@pytest.mark.parametrize("drafter", ["medusa", "tree(medusa)"])
+@pytest.mark.parametrize("drafter", ["medusa", "tree-medusa"])
 def test_a_head_without_weights_says_so_in_the_note_and_the_status(
     model_dirs: tuple[str, str], tmp_path: Path, drafter: str
 ) -> None:
@@ -81,10 +81,10 @@ def test_the_shipped_heads_missing_are_named_under_the_menu(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(lookup, "ASSETS", tmp_path)
-    *_fields, note = SpecVizApp().form.drafter_fields("tree(eagle)")
-    assert "the tree(eagle) drafter reads the eagle3 head shipped" in note and "--heads" in note
+    *_fields, note = SpecVizApp().form.drafter_fields("tree-eagle")
+    assert "the tree-eagle drafter reads the eagle3 head shipped" in note and "--heads" in note
     (tmp_path / "eagle3.safetensors").write_bytes(b"")
-    *_fields, note = SpecVizApp().form.drafter_fields("tree(eagle)")
+    *_fields, note = SpecVizApp().form.drafter_fields("tree-eagle")
     assert "No weights" not in note and "eagle3.safetensors" in note
 
 
@@ -102,9 +102,9 @@ def test_heads_trained_for_another_target_are_refused_in_the_status(
 
 def test_the_toy_pair_grows_a_head_trees_kind_of_tree_with_its_draft_model() -> None:
     kinds = {}
-    for drafter in ("tree(eagle)", "tree(medusa)", "eagle", "ngram+eagle"):
+    for drafter in ("tree-eagle", "tree-medusa", "eagle", "ngram+eagle"):
         kinds[drafter] = lab_pair(settings(("t", "d"), drafter=drafter), None).drafter
     assert kinds == {
-        "tree(eagle)": "tree(model)", "tree(medusa)": "tree(model)", "eagle": "model",
+        "tree-eagle": "tree-model", "tree-medusa": "tree-model", "eagle": "model",
         "ngram+eagle": "model",
     }  # fmt: skip

@@ -73,7 +73,7 @@ def test_only_a_suffix_decode_run_to_its_end_feeds_the_memory(
     app = SpecVizApp(*model_dirs)
     generate(app, model_dirs, drafter="model")
     assert len(app.session.memory) == 0  # the draft model remembers nothing
-    s = settings(model_dirs, drafter="tree(suffix)", prompt=PROMPT, temperature=0, max_new=24)
+    s = settings(model_dirs, drafter="tree-suffix", prompt=PROMPT, temperature=0, max_new=24)
     run = None
     for _ in range(200):
         run = list(app.decode.step(run, s))[-1][0]

@@ -46,7 +46,7 @@ def test_the_form_knows_every_registered_tree_drafter_and_rule() -> None:
     assert sorted(TREE_DRAFTERS) == sorted(REGISTERED_TREES) and len(TREE_DRAFTERS) == 6
     assert set(TREE_RULE_CHOICES) == set(TREE_RULES) == {EXACT_TREE.name, TYPICAL.name}
     assert TREE_RULES["typical"] is TYPICAL and not TYPICAL.exact
-    assert tree_rule(settings(("t", "d"), drafter="tree(model)")) is EXACT_TREE
+    assert tree_rule(settings(("t", "d"), drafter="tree-model")) is EXACT_TREE
 
 
 def test_the_lossy_rule_is_never_the_default(app: SpecVizApp) -> None:
@@ -55,7 +55,7 @@ def test_the_lossy_rule_is_never_the_default(app: SpecVizApp) -> None:
     [radio] = [b for b in app.build().blocks.values() if isinstance(b, gr.Radio)
                and b.elem_id == "sv-tree_rule"]  # fmt: skip
     assert radio.value == "exact" and [c[1] for c in radio.choices] == ["exact", "typical"]
-    assert settings(("t", "d"), drafter="tree(model):sampled").exact
+    assert settings(("t", "d"), drafter="tree-model:sampled").exact
 
 
 @pytest.mark.parametrize("drafter", sorted(REGISTERED_TREES))
@@ -88,7 +88,7 @@ def test_a_tree_drafter_runs_through_the_apps_run_path(
 def test_tree_rounds_show_rejected_siblings_at_one_position_in_every_view(
     app: SpecVizApp, model_dirs: tuple[str, str]
 ) -> None:
-    s = settings(model_dirs, drafter="tree(model)", tree_width=4, max_new=16)
+    s = settings(model_dirs, drafter="tree-model", tree_width=4, max_new=16)
     run = list(app.decode.generate(s))[-1][0]
     cells = run.cells()
     shared = Counter((c.round, c.position) for c in cells if c.kind == "rejected")
@@ -106,7 +106,7 @@ def test_tree_rounds_show_rejected_siblings_at_one_position_in_every_view(
 
 
 def test_step_shows_one_tree_round_per_click(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
-    s = settings(model_dirs, drafter="tree(model):sampled")
+    s = settings(model_dirs, drafter="tree-model:sampled")
     first = list(app.decode.step(None, s))[-1]
     run = first[0]
     assert len(run.trees) == 1 and first[ROUND] == 0 and 'data-round="0"' in first[TREE]
@@ -116,7 +116,7 @@ def test_step_shows_one_tree_round_per_click(app: SpecVizApp, model_dirs: tuple[
 
 
 def test_a_lossy_tree_rule_marks_every_output(app: SpecVizApp, model_dirs: tuple[str, str]) -> None:
-    s = settings(model_dirs, drafter="tree(model):sampled", tree_rule="typical")
+    s = settings(model_dirs, drafter="tree-model:sampled", tree_rule="typical")
     assert not s.exact
     last = list(app.decode.generate(s))[-1]
     run = last[0]
@@ -129,12 +129,10 @@ def test_a_lossy_tree_rule_marks_every_output(app: SpecVizApp, model_dirs: tuple
     _, summary_path = app.decode.export(run)
     saved = json.loads(Path(summary_path).read_text())
     assert saved["follows_target_law"] is False and saved["settings"]["tree_rule"] == "typical"
-    typical = settings(
-        model_dirs, drafter="tree(model):sampled", tree_rule="typical", temperature=0
-    )
+    typical = settings(model_dirs, drafter="tree-model:sampled", tree_rule="typical", temperature=0)
     race = list(app.decode.race(typical))[-1][-1]
     assert "LOSSY" in race and "identical" not in race  # never claimed to match the target
-    exact = list(app.decode.generate(settings(model_dirs, drafter="tree(model):sampled")))[-1]
+    exact = list(app.decode.generate(settings(model_dirs, drafter="tree-model:sampled")))[-1]
     assert "sv-lossy" not in exact[STREAM] + exact[TREE] and "LOSSY" not in exact[STATUS]
 
 
@@ -152,9 +150,9 @@ def test_the_lab_tests_a_tree_drafter_and_catches_the_lossy_rule() -> None:
     is rejected at family-wise α = 0.01, with power ≥ 0.99 against the table's alternative."""
     n = 300
     for rule, rejects in (("exact", False), ("typical", True)):
-        s = settings(("t", "d"), drafter="tree(model)", tree_rule=rule)
+        s = settings(("t", "d"), drafter="tree-model", tree_rule=rule)
         pair, req = lab_pair(s, None), lab_request(TOY, REAL, n)
-        assert pair.drafter == "tree(model)" and pair.tree
+        assert pair.drafter == "tree-model" and pair.tree
         spec, plain = samplers(pair, req, s.sampling, s.speculation.gamma, None)
         results, law, _ = equivalence_tests(
             pair, req, s.sampling, draw(spec, n, s.sampling.seed), draw(plain, n, 10**6)
@@ -167,12 +165,12 @@ def test_the_lab_tests_a_tree_drafter_and_catches_the_lossy_rule() -> None:
 def test_the_lab_on_a_tree_drafter_labels_the_rule_and_refuses_chain_mutants(
     app: SpecVizApp, model_dirs: tuple[str, str]
 ) -> None:
-    s = settings(("t", "d"), drafter="tree(ngram)", tree_rule="typical")
+    s = settings(("t", "d"), drafter="tree-ngram", tree_rule="typical")
     status = list(app.lab.run(s, lab_request(TOY, REAL, 20)))[-1][0]
     assert "typical tree rule (LOSSY: does not follow the target's law)" in unescape(status)
-    real = settings(model_dirs, drafter="tree(model)")
+    real = settings(model_dirs, drafter="tree-model")
     status = list(app.lab.run(real, lab_request(MODELS, REAL, 20)))[-1][0]
-    assert "none (real sampler), tree drafter tree(model)" in status
+    assert "none (real sampler), tree drafter tree-model" in status
     with pytest.raises(gr.Error, match="breaks a piece of chain speculation"):
         list(app.lab.run(real, lab_request(TOY, "accept_all", 20)))
 
@@ -180,7 +178,7 @@ def test_the_lab_on_a_tree_drafter_labels_the_rule_and_refuses_chain_mutants(
 def test_events_of_a_tree_decode_name_nodes_the_tree_view_draws(
     app: SpecVizApp, model_dirs: tuple[str, str]
 ) -> None:
-    run = list(app.decode.generate(settings(model_dirs, drafter="tree(model)")))[-1][0]
+    run = list(app.decode.generate(settings(model_dirs, drafter="tree-model")))[-1][0]
     proposed = [e for e in run.log if isinstance(e, TreeProposed)]
     assert [t.tokens for t in run.trees] == [e.tokens for e in proposed]
     for tr in run.trees:
@@ -198,7 +196,7 @@ def test_the_tree_endpoint_through_gradio_client(
 
     client = Client(served[1], verbose=False)
     *_, shown, tree, _node, _text, _result = client.predict(
-        **form(model_dirs, drafter="tree(ngram)", prompt="abc abc abc"), api_name="/generate"
+        **form(model_dirs, drafter="tree-ngram", prompt="abc abc abc"), api_name="/generate"
     )
     assert shown is not None and "sv-tree-list" in tree
     panel, inspector = client.predict(0, 0, api_name="/tree")
@@ -208,7 +206,7 @@ def test_the_tree_endpoint_through_gradio_client(
 def test_the_chosen_rounds_panel_is_built_from_the_views(app: SpecVizApp) -> None:
     assert "Choose a tree drafter" in views.tree_panel_html([], None, str)
     assert "Click a node" in app.decode.tree_view(None, 3, 1)[1]
-    assert REGISTRY["tree(model)"].tree and not REGISTRY["model"].tree
+    assert REGISTRY["tree-model"].tree and not REGISTRY["model"].tree
 
 
 @pytest.mark.parametrize("rule", ["exact", "typical"])
@@ -221,7 +219,7 @@ def test_the_benchmark_tab_shows_a_tree_setting_and_labels_a_lossy_one(
     from specviz.results.setting import BenchSetting
 
     setting = BenchSetting(
-        drafter="tree(model)", gamma=4, temperature=0.0, draft_name="bundled", tree_nodes=16,
+        drafter="tree-model", gamma=4, temperature=0.0, draft_name="bundled", tree_nodes=16,
         tree_width=4, tree_rule=rule,
     )  # fmt: skip
     metrics = RequestMetrics(
@@ -239,5 +237,5 @@ def test_the_benchmark_tab_shows_a_tree_setting_and_labels_a_lossy_one(
     saved = tmp_path / "tree.json"
     saved.write_text(json.dumps(payload))
     *figs, tables = results.bench_result(None, str(saved), load_result_view)
-    assert len(figs) == 5 and "tree(model) N=16 w=4" in tables
+    assert len(figs) == 5 and "tree-model N=16 w=4" in tables
     assert ("LOSSY" in tables) is (rule == "typical")

@@ -189,7 +189,7 @@ def test_at_t_1_each_request_writes_the_same_tokens_at_every_batch_size(
     ("extra", "message"),
     [
         (["--batch-sizes", "1,2", "--drafters", "eagle"], "from model, model:trimmed, ngram"),
-        (["--batch-sizes", "1,2", "--drafters", "tree(model)"], "tree(model) has no batched"),
+        (["--batch-sizes", "1,2", "--drafters", "tree-model"], "tree-model has no batched"),
         (["--batch-sizes", "0,2"], r"two or more batch sizes >= 1"),
         (["--batch-sizes", "1"], "the plain decode step timing is --step-batch-sizes"),
         (["--batch-sizes", "2,2"], "names a batch size twice"),

@@ -78,13 +78,14 @@ def test_old_drafter_names_are_renamed_where_they_stand_alone() -> None:
     old = "-".join(("ngram+model", "trimmed"))  # written apart: no rename pass finds it here
     assert rename(f"{old} γ=3") == "ngram+model:trimmed γ=3"
     assert rename("--drafters eagle3,eagle3" + "-tree,cross-" + "tli") == (
-        "--drafters eagle,tree(eagle),cross"
+        "--drafters eagle,tree-eagle,cross"
     )
     assert rename("eagle") == "eagle-1 (retired)" and rename("eagle3") == "eagle"
     assert rename("early-exit-" + "shared k=1") == "early-exit:shared k=1"
     assert rename("suffix-factors memory-cost-tree") == "suffix-factors memory-cost-tree"
-    data = {"setting": {"drafter": "tree-" + "model"}, "meta": {"note": "tree-" + "model"}}
-    assert renamed(data) == {"setting": {"drafter": "tree(model)"}, "meta": {"note": "tree-model"}}
+    old = "tree-" + "sampled"
+    data = {"setting": {"drafter": old}, "meta": {"note": old}}
+    assert renamed(data) == {"setting": {"drafter": "tree-model:sampled"}, "meta": {"note": old}}
 
 
 def test_the_newest_parts_are_saved_in_the_current_schema() -> None:

@@ -120,7 +120,7 @@ def test_a_head_run_keeps_the_target_s_greedy_tokens_on_either_forward(
     request = Request(
         id="c-1", category="code", prompt="the cat the", max_new_tokens=10, temperature=0.0
     )
-    for setting in (_setting("eagle"), _setting("tree(medusa)")):
+    for setting in (_setting("eagle"), _setting("tree-medusa")):
         records = [
             run_request(
                 target,
@@ -170,7 +170,7 @@ def test_the_bench_runs_every_head_drafter_without_a_confidence_policy(
         pair,
         tokenizer,
         "--drafters",
-        "tree(eagle)",
+        "tree-eagle",
         "--heads",
         str(heads_dir),
         "--tree-depth",
@@ -183,10 +183,10 @@ def test_the_bench_runs_every_head_drafter_without_a_confidence_policy(
 def test_the_tree_sweep_compares_a_head_tree_with_the_head_s_chain(
     pair: PairFactory, tokenizer: Any, heads_dir: Path, tmp_path: Path
 ) -> None:
-    extra = ["--tree-sweep", "1,3", "--drafters", "tree(eagle)", "--heads", str(heads_dir)]
+    extra = ["--tree-sweep", "1,3", "--drafters", "tree-eagle", "--heads", str(heads_dir)]
     result = _bench(tmp_path, pair, tokenizer, *extra, "--tree-depth", "2", "--tree-width", "2")
     ran = {(r["setting"]["drafter"], r["setting"]["tree_nodes"]) for r in result["records"]}
-    assert ran == {("eagle", None), ("tree(eagle)", 3)}
+    assert ran == {("eagle", None), ("tree-eagle", 3)}
 
 
 @pytest.mark.parametrize(
@@ -194,10 +194,10 @@ def test_the_tree_sweep_compares_a_head_tree_with_the_head_s_chain(
     [
         (["--drafters", "model", "--heads", "."], "it applies to --drafters eagle, medusa"),
         (["--drafters", "model,medusa", "--heads", "/no/such"], "/no/such: no such folder"),
-        (["--drafters", "tree(eagle)"], "the tree(eagle) drafter reads the eagle3 head shipped"),
-        (["--drafters", "tree(model),tree(eagle)", "--lean-target"], "tree(model) verify their"),
+        (["--drafters", "tree-eagle"], "the tree-eagle drafter reads the eagle3 head shipped"),
+        (["--drafters", "tree-model,tree-eagle", "--lean-target"], "tree-model verify their"),
         (
-            ["--tree-sweep", "--drafters", "tree(eagle)", "--heads", "{heads}", "--lean-target"],
+            ["--tree-sweep", "--drafters", "tree-eagle", "--heads", "{heads}", "--lean-target"],
             "--tree-sweep runs the target on transformers' forward: drop --lean-target",
         ),
     ],
@@ -308,7 +308,7 @@ def test_a_head_tree_takes_no_target_forward_of_the_callers(
 ) -> None:
     target = pair("llama")[0]
     options = DrafterOptions(heads=str(heads_dir), tree_depth=3)
-    drafter = build_drafter("tree(eagle)", target=target, sampling=GREEDY, options=options)
+    drafter = build_drafter("tree-eagle", target=target, sampling=GREEDY, options=options)
     speculation = SpeculationConfig(gamma=3, max_new_tokens=4)
     with pytest.raises(ValueError, match="verifies through its own forward of the target"):
         speculative_generate(target, drafter, tokenizer, "ab", sampling=GREEDY,

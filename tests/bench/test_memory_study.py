@@ -51,7 +51,7 @@ def test_the_study_runs_requests_in_order_with_one_memory_each(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    drafters = "suffix,tree(suffix),ngram,suffix+model"
+    drafters = "suffix,tree-suffix,ngram,suffix+model"
     result = _run(tmp_path, pair, tokenizer, "--drafters", drafters, "--suffix-gamma", "6")
     validate(result)
     section = result["memory"]
@@ -65,7 +65,7 @@ def test_the_study_runs_requests_in_order_with_one_memory_each(
     assert all(r["identical"] for r in rows)  # T = 0: the greedy output, with memory or not
     assert all(r.get("hf_latency", 0) > 0 for r in rows)  # transformers' generate() beside it
     sizes = {s["drafter"]: s for s in section["sizes"]}
-    assert set(sizes) == {"suffix", "tree(suffix) N=8 w=4", "suffix+model (model ≤ 4)"}
+    assert set(sizes) == {"suffix", "tree-suffix N=8 w=4", "suffix+model (model ≤ 4)"}
     for label, size in sizes.items():  # each memory holds the outputs of all six requests
         assert size["tokens"] == sum(r["tokens"] for r in rows if r["drafter"] == label)
         assert size["bytes_per_token"] > 0 and size["update_seconds_per_token"] > 0
@@ -236,7 +236,7 @@ def test_each_run_keeps_its_own_prefix_cache_unless_asked_not_to(pair: PairFacto
 
     target, _ = pair("llama")
     fields = dict(suffix_gamma=4, gamma=3, tree_nodes=8, tree_width=2, max_new_tokens=0)
-    plan = MemoryPlan(drafters=("suffix", "tree(suffix)", "early-exit:shared"),
+    plan = MemoryPlan(drafters=("suffix", "tree-suffix", "early-exit:shared"),
                       prefix_cache=True, **fields)  # type: ignore[arg-type]  # fmt: skip
     suffix, tree, shared = memory_settings(plan, "draft", 0.0)
     caches = run_caches([suffix, tree, shared], lean=False, keep_prefix=plan.prefix_cache)

@@ -49,12 +49,12 @@ def _sweep(root: Path, pair: PairFactory, tokenizer: Any, *extra: str) -> dict[s
 def test_the_sweep_reports_each_node_budget_and_round_trips(
     pair: PairFactory, tokenizer: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    result = _sweep(tmp_path, pair, tokenizer, "--drafters", "tree(model),tree(ngram)")
+    result = _sweep(tmp_path, pair, tokenizer, "--drafters", "tree-model,tree-ngram")
     validate(result)
     assert result["schema"] == SCHEMA
     sweep = result["tree_sweep"]
     assert sweep["plan"] == {
-        "drafters": ["tree(model)", "tree(ngram)"],
+        "drafters": ["tree-model", "tree-ngram"],
         "nodes": [1, 4, 8],
         "depth": 3,
         "width": 4,
@@ -65,7 +65,7 @@ def test_the_sweep_reports_each_node_budget_and_round_trips(
     assert len(result["records"]) == 2 * (2 + 2 * 2)
     rows = sweep["rows"]
     assert [(r["drafter"], r["nodes"]) for r in rows] == [
-        (d, n) for d in ("tree(model)", "tree(ngram)") for n in (1, 4, 8)
+        (d, n) for d in ("tree-model", "tree-ngram") for n in (1, 4, 8)
     ]
     for row in rows:
         assert row["runs"] == 2 and row["exact"]
@@ -86,8 +86,8 @@ def test_the_sweep_reports_each_node_budget_and_round_trips(
     assert all(t["seconds"] > 0 and t["ratio"] > 0 for t in timings.values())
     assert sweep["passes"]["repeats"] == PASS_REPEATS
     assert {(v["drafter"], v["temperature"]) for v in sweep["verdicts"]} == {
-        ("tree(model)", 0.0),
-        ("tree(ngram)", 0.0),
+        ("tree-model", 0.0),
+        ("tree-ngram", 0.0),
     }
     again = resummarized(result)  # the records and pass timings alone rebuild the sweep
     assert again["tree_sweep"] == sweep and again["summary"] == result["summary"]
@@ -117,21 +117,21 @@ def test_a_lossy_tree_rule_is_labelled_in_every_row_and_record(
     assert all(LOSSY in line for line in lines if line.startswith("| code | 1 | 4"))
     assert all(LOSSY in line for line in lines if line.startswith("| code | 1 | 8"))
     md = render(resummarized(result), "lossy")
-    trees = [line for line in md.splitlines() if line.startswith("| code | 1 | tree(model)")]
+    trees = [line for line in md.splitlines() if line.startswith("| code | 1 | tree-model")]
     assert trees and all(LOSSY in line for line in trees)  # the summary and latency tables too
 
 
 def test_tree_drafters_run_in_the_ordinary_bench_without_a_transformers_counterpart(
     pair: PairFactory, tokenizer: Any, tmp_path: Path
 ) -> None:
-    extra = ["--drafters", "model,tree(model),tree(model):sampled,tree(ngram)", "--gammas", "2"]
+    extra = ["--drafters", "model,tree-model,tree-model:sampled,tree-ngram", "--gammas", "2"]
     extra += ["--tree-nodes", "6", "--tree-depth", "3", "--tree-width", "2"]
     assert main(_argv(tmp_path, pair, tokenizer, *extra, "--temperatures", "1")) == 0
     result = json.loads((tmp_path / "b.json").read_text())
     assert result["tree_sweep"] is None
     by_drafter = {r["setting"]["drafter"]: r for r in result["records"]}
-    assert set(by_drafter) == {"model", "tree(model)", "tree(model):sampled", "tree(ngram)"}
-    for name in ("tree(model)", "tree(model):sampled", "tree(ngram)"):
+    assert set(by_drafter) == {"model", "tree-model", "tree-model:sampled", "tree-ngram"}
+    for name in ("tree-model", "tree-model:sampled", "tree-ngram"):
         s = by_drafter[name]["setting"]
         assert (s["gamma"], s["tree_nodes"], s["tree_width"], s["tree_rule"]) == (3, 6, 2, "exact")
         assert by_drafter[name]["hf_latency"] is None  # no tree drafter in transformers
@@ -148,7 +148,7 @@ def test_a_tree_drafter_with_the_lean_target_forward_is_refused(
 ) -> None:
     target, draft = pair("llama")
     setting = BenchSetting(
-        drafter="tree(model)", gamma=2, temperature=0.0, tree_nodes=4, tree_width=2,
+        drafter="tree-model", gamma=2, temperature=0.0, tree_nodes=4, tree_width=2,
         tree_rule="exact",
     )  # fmt: skip
     assert not has_hf_counterpart(setting)
@@ -156,10 +156,10 @@ def test_a_tree_drafter_with_the_lean_target_forward_is_refused(
     with pytest.raises(ValueError, match="drop --lean-target"):
         list(run_request(target, draft, tokenizer, request, setting, repetitions=1,
                          with_hf=True, lean_target=True))  # fmt: skip
-    assert main(["bench", "--drafters", "model,tree(model)", "--lean-target"]) == 2
+    assert main(["bench", "--drafters", "model,tree-model", "--lean-target"]) == 2
     assert "drop --lean-target" in capsys.readouterr().err
     with pytest.raises(ValueError, match="tree_nodes, tree_width and tree_rule"):
-        BenchSetting(drafter="tree(ngram)", gamma=2, temperature=0.0)
+        BenchSetting(drafter="tree-ngram", gamma=2, temperature=0.0)
     with pytest.raises(ValueError, match="not a tree drafter"):
         BenchSetting(drafter="model", gamma=2, temperature=0.0, tree_nodes=4)
 
@@ -177,12 +177,12 @@ def test_a_tree_drafter_with_the_lean_target_forward_is_refused(
         (["--tree-sweep", "--tree-width", "0"], "--tree-width must be an integer >= 1"),
         (["--tree-sweep", "1,4,64"], "holds at most 52 nodes"),
         (["--tree-sweep", "--tree-depth", "1"], "depth 1 and width 4 holds at most 4 nodes"),
-        (["--tree-sweep", "--drafters", "model"], "--drafters must list some of tree(model)"),
-        (["--tree-sweep", "--drafters", "tree(model),tree(model)"], "names a drafter twice"),
+        (["--tree-sweep", "--drafters", "model"], "--drafters must list some of tree-model"),
+        (["--tree-sweep", "--drafters", "tree-model,tree-model"], "names a drafter twice"),
         (["--tree-sweep", "--policies", "fixed,heuristic"], "drop --policies"),
         (["--tree-sweep", "--draft", "a", "--draft", "b"], "give one --draft"),
-        (["--drafters", "tree(model)", "--tree-depth", "0"], "--tree-depth must be an integer"),
-        (["--drafters", "tree(model)", "--policies", "heuristic"], "add fixed to --policies"),
+        (["--drafters", "tree-model", "--tree-depth", "0"], "--tree-depth must be an integer"),
+        (["--drafters", "tree-model", "--policies", "heuristic"], "add fixed to --policies"),
     ],
 )
 def test_bad_sweeps_are_refused_before_any_model_loads(
@@ -197,20 +197,18 @@ def test_parse_nodes_and_the_plan_refuse_what_they_cannot_run() -> None:
     assert parse_nodes("1, 4,8,") == (1, 4, 8)
     with pytest.raises(ValueError, match=r"e\.g\. 1,4,8,16,32"):
         parse_nodes("1;4")
-    plan = SweepPlan(
-        drafters=("tree(model):sampled", "tree(model)"), nodes=(1, 4), depth=2, width=2
-    )
+    plan = SweepPlan(drafters=("tree-model:sampled", "tree-model"), nodes=(1, 4), depth=2, width=2)
     settings = plan.settings(0.0, "bundled")
     assert [(s.drafter, s.tree_nodes) for s in settings] == [
         ("model", None),  # one chain for both: the draft model at gamma = depth
-        ("tree(model):sampled", 4),
-        ("tree(model)", 4),
+        ("tree-model:sampled", 4),
+        ("tree-model", 4),
     ]
     assert all(s.gamma == 2 for s in settings)
     with pytest.raises(ValueError, match="holds at most 6 nodes"):
-        SweepPlan(drafters=("tree(model)",), nodes=(1, 8), depth=2, width=2)
+        SweepPlan(drafters=("tree-model",), nodes=(1, 8), depth=2, width=2)
     with pytest.raises(ValueError, match="--tree-rule must be one of exact, typical"):
-        SweepPlan(drafters=("tree(model)",), nodes=(1, 4), depth=2, width=2, rule="greedy")
+        SweepPlan(drafters=("tree-model",), nodes=(1, 4), depth=2, width=2, rule="greedy")
 
 
 @pytest.mark.parametrize(

@@ -32,7 +32,7 @@ from ..conftest import PairFactory
 from .cross_pairs import TOKENIZERS, tiny_llama
 
 GREEDY = SamplingConfig(temperature=0)
-SUFFIX_DRAFTERS = ("suffix", "tree(suffix)", "suffix+model")
+SUFFIX_DRAFTERS = ("suffix", "tree-suffix", "suffix+model")
 TIMINGS = ("seconds", "draft_seconds", "target_seconds")
 
 

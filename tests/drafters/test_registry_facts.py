@@ -77,8 +77,8 @@ def test_scan_catches_a_literal_list(tmp_path: Path) -> None:
     """The negative control: the scan finds a list of names where one is written."""
     path = tmp_path / "bad.py"
     path.write_text(
-        'LOOKUP = ("ngram", "tree(ngram)")\nOK = ("ngram",)\n'
-        'OF = {"tree(ngram)": "ngram", "tree(model)": 1}\n',
+        'LOOKUP = ("ngram", "tree-ngram")\nOK = ("ngram",)\n'
+        'OF = {"tree-ngram": "ngram", "tree-model": 1}\n',
         encoding="utf-8",
     )
     assert _name_lists(path) == [1, 3]

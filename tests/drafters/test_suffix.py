@@ -105,7 +105,7 @@ def test_bad_configs_say_what_to_change() -> None:
         TreeSuffixDrafter(10, nodes=0, depth=2)
 
 
-@pytest.mark.parametrize("name", ["suffix", "tree(suffix)", "suffix+model"])
+@pytest.mark.parametrize("name", ["suffix", "tree-suffix", "suffix+model"])
 def test_greedy_output_is_the_targets_greedy_output(
     name: str, pair: PairFactory, tokenizer
 ) -> None:
@@ -224,7 +224,7 @@ def test_the_toy_decodes_draft_from_memory() -> None:
     )  # fmt: skip
     first = [e for e in decoder.events() if isinstance(e, Proposed) and e.round == 0]
     assert [e.token for e in first] == [3, 4, 1, 2]
-    tree = _toy_maker("tree(suffix)", target, draft)(sampling)
+    tree = _toy_maker("tree-suffix", target, draft)(sampling)
     events = TreeDecoder(target, tree, TOY_PROMPT, sampling=sampling, max_new_tokens=5).events()
     proposed = next(e for e in events if isinstance(e, TreeProposed))
     assert proposed.parents.count(-1) >= 2
@@ -250,8 +250,8 @@ def test_the_toy_decodes_draft_from_memory() -> None:
         ("suffix", "gamma=4 EOS in round"),
         ("suffix+model", "gamma=4 T=1"),
         ("suffix+model", "gamma=4 T=0.5"),
-        ("tree(suffix)", "tree T=1"),
-        ("tree(suffix)", "tree EOS in round"),
+        ("tree-suffix", "tree T=1"),
+        ("tree-suffix", "tree EOS in round"),
     ],
 )
 def test_suffix_drafters_pass_the_equivalence_suite(name: str, setting_name: str) -> None:
@@ -265,7 +265,7 @@ def test_suffix_drafters_pass_the_equivalence_suite(name: str, setting_name: str
         ("suffix", "accept_all", "gamma=4 T=1"),
         ("suffix", "residual_is_p", "gamma=4 T=1"),
         ("suffix+model", "accept_all", "gamma=4 T=1"),
-        ("tree(suffix)", "tree_residual_not_updated", "tree T=1"),
+        ("tree-suffix", "tree_residual_not_updated", "tree T=1"),
     ],
 )
 def test_the_suite_rejects_known_bugs_on_suffix_drafters(
@@ -307,7 +307,7 @@ def test_generate_reads_and_writes_the_memory_file(folders, tmp_path: Path, caps
     ("content", "extra", "message"),
     [
         ("{not json", ["--drafter", "suffix"], "is not JSON"),
-        ('{"format": "other"}', ["--drafter", "tree(suffix)"], "is not a suffix memory"),
+        ('{"format": "other"}', ["--drafter", "tree-suffix"], "is not a suffix memory"),
         ("[]", ["--drafter", "model"], "--memory feeds the suffix drafters"),
         ("[]", ["--drafter", "suffix", "--plain"], "--memory feeds the suffix drafters"),
     ],

@@ -51,7 +51,7 @@ def _decode(target: Any, tokenizer: Any, kind: str, ids: list[int], seed: int, m
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("kind", ["plain", "suffix", "ngram", "tree(suffix)", "tree(ngram)"])
+@pytest.mark.parametrize("kind", ["plain", "suffix", "ngram", "tree-suffix", "tree-ngram"])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_a_reused_prefix_changes_no_token(target, tokenizer, kind: str, seed: int) -> None:
     prefix = PrefixCache()
@@ -86,10 +86,10 @@ def test_a_whole_prompt_held_still_scores_its_last_token(target, tokenizer) -> N
 
 def test_a_fast_forward_path_is_kept_too(target, tokenizer) -> None:
     prefix = PrefixCache(lean_target_cache)
-    _decode(target, tokenizer, "tree(suffix)", FIRST, 1, prefix.reuse(FIRST))
-    reused = _decode(target, tokenizer, "tree(suffix)", SECOND, 1, prefix.reuse(SECOND))
+    _decode(target, tokenizer, "tree-suffix", FIRST, 1, prefix.reuse(FIRST))
+    reused = _decode(target, tokenizer, "tree-suffix", SECOND, 1, prefix.reuse(SECOND))
     assert type(prefix.held.inner).__name__ != "KVCache"  # type: ignore[union-attr]
-    fresh = _decode(target, tokenizer, "tree(suffix)", SECOND, 1, lean_target_cache)
+    fresh = _decode(target, tokenizer, "tree-suffix", SECOND, 1, lean_target_cache)
     assert reused.tokens == fresh.tokens and prefix.reused >= len(FIRST)
 
 
@@ -156,7 +156,7 @@ def test_an_adapter_for_another_width_is_left_out_or_refused(target, tmp_path) -
         build_early_exit(target, 1, wrong)
 
 
-@pytest.mark.parametrize("kind", ["plain", "tree(ngram)", "tree(suffix)", "suffix"])
+@pytest.mark.parametrize("kind", ["plain", "tree-ngram", "tree-suffix", "suffix"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_one_cache_across_an_agents_requests_changes_no_token(
     target, tokenizer, kind, seed

@@ -64,7 +64,7 @@ def test_shipped_heads_draft_exactly_for_the_bundled_target() -> None:
         for e in autoregressive_events(pair.target, prompt, sampling=sampling, max_new_tokens=24)
         if isinstance(e, Sampled)
     ]
-    for name in ("medusa", "eagle", "tree(eagle)"):
+    for name in ("medusa", "eagle", "tree-eagle"):
         drafter = build_drafter(name, target=pair.target, sampling=sampling)
         result = speculative_generate(
             pair.target, drafter, pair.tokenizer, prompt, sampling=sampling,

@@ -79,7 +79,7 @@ def test_the_toy_pair_refuses_drafters_it_cannot_run(capsys: Any) -> None:
         (["--drafter", "eagle", "--mutant", "unprocessed_q"], "which --drafter eagle does not"),
         (["--drafter", "medusa", "--mutant", "cache_one_too_few"], "--drafter medusa does not"),
         (["--drafter", "model"], "--heads gives the weights of the drafting-head drafters"),
-        (["--drafter", "tree(medusa)", "--tree-depth", "4"], "pass --tree-depth 3 or less"),
+        (["--drafter", "tree-medusa", "--tree-depth", "4"], "pass --tree-depth 3 or less"),
     ],
 )
 def test_verify_refuses_what_a_drafting_head_cannot_take(

@@ -191,7 +191,7 @@ def test_the_typical_rule_is_labelled_lossy_everywhere(
 ) -> None:
     target, draft = models["llama"]
     sampling = SamplingConfig(temperature=1.0, seed=1)
-    drafter = build_drafter("tree(model)", target=target, draft=draft, sampling=sampling)
+    drafter = build_drafter("tree-model", target=target, draft=draft, sampling=sampling)
     spec = SpeculationConfig(max_new_tokens=12)
     lossy = speculative_generate(
         target, drafter, tokenizer, PROMPT, sampling=sampling, speculation=spec, tree_rule=TYPICAL
@@ -200,7 +200,7 @@ def test_the_typical_rule_is_labelled_lossy_everywhere(
     assert all(
         not e.exact and e.rule == "typical" for e in lossy.events if isinstance(e, TreeVerified)
     )
-    drafter = build_drafter("tree(model)", target=target, draft=draft, sampling=sampling)
+    drafter = build_drafter("tree-model", target=target, draft=draft, sampling=sampling)
     exact = speculative_generate(
         target, drafter, tokenizer, PROMPT, sampling=sampling, speculation=spec
     )
@@ -213,7 +213,7 @@ def test_the_api_refuses_what_a_tree_decode_cannot_take(
     target, draft = models["llama"]
     options = DrafterOptions(tree_nodes=4, tree_depth=2)
     drafter = build_drafter(
-        "tree(model)", target=target, draft=draft, sampling=GREEDY, options=options
+        "tree-model", target=target, draft=draft, sampling=GREEDY, options=options
     )
     spec = SpeculationConfig(max_new_tokens=4)
     with pytest.raises(ValueError, match="gamma policy"):

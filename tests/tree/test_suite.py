@@ -69,7 +69,7 @@ def test_tree_drafters_branch_on_the_toy_pair(toy: Any, name: str) -> None:
             e for e in _events(toy, name, seed, max_new_tokens=5) if isinstance(e, TreeProposed)
         )
         assert max(Counter(first.parents).values()) >= 2, (name, seed, first.parents)
-    if name == "tree(ngram)":  # the prompt's three continuations of (1, 2), latest first
+    if name == "tree-ngram":  # the prompt's three continuations of (1, 2), latest first
         roots = [t for t, parent in zip(first.tokens, first.parents, strict=True) if parent == -1]
         assert roots == [5, 4, 3]
 
@@ -77,7 +77,7 @@ def test_tree_drafters_branch_on_the_toy_pair(toy: Any, name: str) -> None:
 def test_each_tree_setting_drafts_the_full_depth_in_the_first_round(toy: Any) -> None:
     for setting in SETTINGS.values():
         target, draft = toy
-        drafter = _maker("tree(model)", target, draft)(setting.sampling)
+        drafter = _maker("tree-model", target, draft)(setting.sampling)
         decoder = TreeDecoder(
             target,
             drafter,
@@ -93,7 +93,7 @@ def test_each_tree_setting_drafts_the_full_depth_in_the_first_round(toy: Any) ->
 def test_no_token_follows_an_accepted_stop_token(toy: Any) -> None:
     """A stop token kept as the last node of the path ends the decode (no bonus after it)."""
     for seed in range(50):
-        events = _events(toy, "tree(model)", seed, max_new_tokens=8, stop_ids={0})
+        events = _events(toy, "tree-model", seed, max_new_tokens=8, stop_ids={0})
         tokens = [e.token for e in events if isinstance(e, EMITTING)]
         assert 0 not in tokens[:-1], (seed, tokens)
 
@@ -142,7 +142,7 @@ def test_a_mutant_needs_a_drafter_of_its_kind(toy: Any) -> None:
     target, draft = toy
     setting = SETTINGS["tree T=1"]
     for variant, name, kind in (
-        (MUTANTS[0], "tree(model)", "chain"),
+        (MUTANTS[0], "tree-model", "chain"),
         (TREE_MUTANTS[0], "model", "tree"),
     ):
         sampler = speculative_sampler(
@@ -173,7 +173,7 @@ def test_verify_runs_each_tree_drafter_on_the_toy_pair(capsys: Any, name: str) -
 
 
 def test_verify_takes_the_tree_shape(capsys: Any) -> None:
-    argv = ["verify", "--drafter", "tree(model):sampled", "--settings", "quick", "--n", "20"]
+    argv = ["verify", "--drafter", "tree-model:sampled", "--settings", "quick", "--n", "20"]
     assert main([*argv, "--tree-nodes", "3", "--tree-depth", "2", "--tree-width", "2"]) == 0
     assert main([*argv, "--tree-nodes", "0"]) == 2
     assert "--tree-nodes must be >= 1" in capsys.readouterr().err
@@ -181,7 +181,7 @@ def test_verify_takes_the_tree_shape(capsys: Any) -> None:
 
 def test_verify_rejects_typical_acceptance_with_a_tree_drafter(capsys: Any) -> None:
     """Negative control of the command: the lossy rule is rejected (exit 1)."""
-    argv = ["verify", "--drafter", "tree(ngram)", "--settings", "quick", "--n", "200"]
+    argv = ["verify", "--drafter", "tree-ngram", "--settings", "quick", "--n", "200"]
     assert main([*argv, "--mutant", "tree_typical"]) == 1
     out = capsys.readouterr().out
     assert "LOSSY" in out and "REJECT" in out
@@ -191,7 +191,7 @@ def test_verify_rejects_typical_acceptance_with_a_tree_drafter(capsys: Any) -> N
     ("argv", "message"),
     [
         (["--drafter", "model", "--mutant", "tree_typical"], "applies to the tree drafters"),
-        (["--drafter", "tree(model)", "--mutant", "accept_all"], "applies to the chain drafters"),
+        (["--drafter", "tree-model", "--mutant", "accept_all"], "applies to the chain drafters"),
         (["--drafter", "ngram", "--tree-depth", "2"], "shapes the trees of tree drafters"),
     ],
 )
@@ -231,7 +231,7 @@ def _llama_run(llama: Any, name: str, setting: str, variant: Variant) -> list[An
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("name", ["tree(model)", "tree(model):sampled"])
+@pytest.mark.parametrize("name", ["tree-model", "tree-model:sampled"])
 @pytest.mark.parametrize("variant", [EXACT_VARIANT, LEAN], ids=["hf", "lean"])
 def test_trees_verified_through_either_target_forward_pass(
     llama: Any, name: str, variant: Variant
@@ -252,9 +252,7 @@ def test_trees_verified_through_either_target_forward_pass(
 def test_rejected_keys_kept_in_the_lean_target_forward_are_caught(llama: Any) -> None:
     """Negative control: the compaction skipped on the lean forward is rejected."""
     variant = replace(KEYS_KEPT, tree_cache=lean_target_cache)
-    results = family_adjusted(
-        _llama_run(llama, "tree(model):sampled", "tree EOS in round", variant)
-    )
+    results = family_adjusted(_llama_run(llama, "tree-model:sampled", "tree EOS in round", variant))
     rejected = [r for r in results if r.reject]
     assert rejected, [(r.name, r.p_value) for r in results]
     level = ALPHA / len(results)  # the strictest Holm threshold: power there bounds power below

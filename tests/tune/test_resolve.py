@@ -93,8 +93,8 @@ def test_a_corrupt_profile_is_ignored_with_a_message(tmp_path: Path) -> None:
         (None, True),  # plain decoding
         ("model", True),
         ("ngram+model:trimmed", True),
-        ("tree(eagle)", True),  # a head's tree verifies through its own lean-capable forward
-        ("tree(model)", False),  # transformers' 4D mask
+        ("tree-eagle", True),  # a head's tree verifies through its own lean-capable forward
+        ("tree-model", False),  # transformers' 4D mask
         ("early-exit:shared", False),  # its own forward of the target
     ],
 )

@@ -60,6 +60,9 @@ def test_tune_quick_writes_a_profile_of_every_path_and_thread_count(
     assert (
         "r(1)" in shown and "r(8)" in shown and "speculation (ngram+model:trimmed, γ = 3)" in shown
     )
+    assert (
+        "r(k): a target pass scoring k + 1 tokens" in shown and "c: one draft-model step" in shown
+    )
     rows = [line for line in shown.splitlines() if line.split()[:1] in ([f] for f in FORWARDS)]
     assert len(rows) == len(measured)
 

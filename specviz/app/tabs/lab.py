@@ -31,7 +31,7 @@ from specviz.stats.mutants import MUTANTS
 log = logging.getLogger("specviz.app")
 # the toy pair's tree drafter in a head tree's place: the same kind of children, from its draft
 TOY_TREES = {
-    name: "tree(model):sampled" if name.endswith("-sampled") else "tree(model)"
+    name: "tree-model:sampled" if name.endswith("-sampled") else "tree-model"
     for name in HEAD_DRAFTERS
     if REGISTRY[name].tree
 }

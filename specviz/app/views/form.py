@@ -17,6 +17,7 @@ from specviz.drafters.names import (
     DRAFTER_NAMES,
     EXIT_DRAFTERS,
     HEAD_KIND,
+    RAW_WORKLOADS,
     REGISTRY,
     TREE_DRAFTERS,
     UNCONFIDENT_DRAFTERS,
@@ -49,7 +50,6 @@ PROMPT_FORMATS = {
 }
 # The example prompts continued as written: through the chat template the instruct model
 # answers a code prompt in prose, and runs out of tokens before any code.
-RAW_WORKLOADS = ("code",)
 
 
 def example_is_raw(label: str) -> bool:

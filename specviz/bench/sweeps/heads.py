@@ -352,7 +352,7 @@ def heads_table(load: Loader) -> list[str]:
     return markdown_table(header, body)
 
 
-HEADS_DRAFTERS = "model,ngram+model:trimmed,eagle,ngram+eagle,tree(eagle),medusa"
+HEADS_DRAFTERS = "model,ngram+model:trimmed,eagle,ngram+eagle,tree-eagle,medusa"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -45,7 +45,7 @@ from specviz.results.table import markdown_table
 from specviz.stats.identity import TIE_TOLERANCE, Divergence, divergence
 from specviz.workloads import AGENT_WORKLOADS, Request
 
-DEFAULT_DRAFTERS = "suffix,tree(suffix),ngram,tree(ngram),model:trimmed,suffix+model:trimmed"
+DEFAULT_DRAFTERS = "suffix,tree-suffix,ngram,tree-ngram,model:trimmed,suffix+model:trimmed"
 DEFAULT_WORKLOADS = ",".join(AGENT_WORKLOADS)
 Curves = dict[str, list[tuple[int, float]]]  # per curve, (step, speedup) in step order
 

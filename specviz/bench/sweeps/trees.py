@@ -2,8 +2,8 @@
 each against plain decoding (the tree options every study reads: specviz.bench.sweep).
 
 Every setting makes the same draft calls a round: the chain (N = 1) is the chain drafter at
-gamma = D (CHAIN_OF: the draft model for tree(model) and tree(model):sampled, n-gram lookup for
-tree(ngram), the head's chain for the head trees), each tree (N > 1) grows D levels of at most N
+gamma = D (CHAIN_OF: the draft model for tree-model and tree-model:sampled, n-gram lookup for
+tree-ngram, the head's chain for the head trees), each tree (N > 1) grows D levels of at most N
 nodes, and every draft model runs through the same forward, so a round's draft work differs
 only by the tree. The target runs on transformers' forward (the head trees' own forward of it
 too). Per request and repetition, one plain decode and, where transformers has the chain's
