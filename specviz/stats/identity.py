@@ -34,7 +34,7 @@ from specviz.api import autoregressive_generate, speculative_generate, stop_ids
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.drafters.cross_vocab import cross_tokenizers
-from specviz.drafters.names import CROSS_TOKENIZER_DRAFTERS, DRAFTER_NAMES
+from specviz.drafters.names import CROSS_TOKENIZER_DRAFTERS, drafter_spec
 from specviz.drafters.options import DrafterOptions
 from specviz.drafters.registry import build_drafter
 from specviz.fast.prefix import common_prefix
@@ -225,9 +225,8 @@ def identity_command(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     drafters = [d.strip() for d in args.drafters.split(",") if d.strip()]
     try:
-        unknown = [d for d in drafters if d not in DRAFTER_NAMES]
-        if not drafters or unknown:
-            raise ValueError(f"--drafters must list some of {', '.join(DRAFTER_NAMES)}")
+        for name in drafters or [""]:
+            drafter_spec(name)  # a one-line error naming the close ones
         if args.gamma < 1 or args.max_new_tokens < 1:
             raise ValueError("--gamma and --max-new-tokens must be >= 1")
         set_threads(args.threads)

@@ -39,7 +39,8 @@ from specviz.drafters.sparse_q import SparseRows
 from specviz.drafters.suffix.explain import Looked, lookup_event
 from specviz.drafters.suffix.memory import SuffixMemory
 from specviz.drafters.suffix.request import RequestTrie
-from specviz.drafters.suffix.speculate import Speculation, Trie, speculate
+from specviz.drafters.suffix.speculate import Speculation, speculate
+from specviz.drafters.suffix.trie import Trie
 from specviz.tree.proposal import TokenTree
 
 

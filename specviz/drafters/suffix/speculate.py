@@ -44,40 +44,9 @@ import bisect
 import heapq
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
-
-class TrieNode(Protocol):
-    """A string held by a counted trie: how often it occurs and its one-token extensions."""
-
-    @property
-    def count(self) -> int:
-        """How many times the string occurs."""
-        ...
-
-    @property
-    def followed(self) -> int:
-        """At least its one-token extensions' counts summed (how many of its occurrences a
-        token follows, where the trie holds them all), at most count."""
-        ...
-
-    def ranked(self, keep: Callable[[int], bool] | None = None) -> Iterable[tuple[int, TrieNode]]:
-        """(token, extension) by count, most frequent first (ties: smaller token first), up to
-        the first whose count keep rejects (keep is monotone in the count)."""
-        ...
-
-
-class Trie(Protocol):
-    """A counted trie of all substrings (up to max_depth tokens) of the sequences it holds."""
-
-    @property
-    def max_depth(self) -> int:
-        """The longest substring held."""
-        ...
-
-    def find(self, pattern: Sequence[int]) -> TrieNode | None:
-        """Where pattern ends in the trie, or None when it does not occur."""
-        ...
+from specviz.drafters.suffix.trie import Trie, TrieNode
 
 
 @dataclass(frozen=True, kw_only=True)
