@@ -14,7 +14,7 @@ from specviz.checks import check_prompt, check_token_ids, vocab_size
 from specviz.core.acceptance import EXACT, AcceptanceRule
 from specviz.core.cache import CachedForward, KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
-from specviz.core.decoding import SpeculativeDecoder, autoregressive_events
+from specviz.core.decoding import SpeculativeDecoder
 from specviz.core.drafter import Drafter, SharesTargetCache
 from specviz.core.events import (
     EMITTING,
@@ -27,6 +27,7 @@ from specviz.core.events import (
 )
 from specviz.core.policy import GammaPolicy
 from specviz.drafters.registry import build_drafter
+from specviz.plain import autoregressive_events
 from specviz.tree.decoding import TreeDecoder
 from specviz.tree.drafter import TreeCache, TreeDrafter
 from specviz.tree.verify import EXACT_TREE, TreeRule

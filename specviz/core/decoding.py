@@ -11,7 +11,7 @@ from torch import Tensor
 
 from specviz.core.acceptance import EXACT, AcceptanceRule, Verdict, verify_round
 from specviz.core.cache import CachedForward, KVCache
-from specviz.core.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
+from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.drafter import Draft, Drafter, ExplainsRounds, SharesTargetCache
 from specviz.core.events import (
     Accepted,
@@ -23,10 +23,8 @@ from specviz.core.events import (
     Rejected,
     Resampled,
     RoundSummary,
-    Sampled,
 )
 from specviz.core.policy import FixedGamma, GammaPolicy
-from specviz.core.sampling import logits_to_probs, sample
 
 RESIDUAL_TOP = 5  # candidates of the residual distribution recorded per resample
 
@@ -82,41 +80,6 @@ def end_reason(last: int, left: int, stop_ids: Collection[int]) -> str | None:
     if last in stop_ids:
         return "eos"
     return None if left > 0 else "max_new_tokens"
-
-
-def autoregressive_events(
-    target: Any,
-    prompt_ids: list[int],
-    *,
-    sampling: SamplingConfig,
-    max_new_tokens: int,
-    stop_ids: Collection[int] = (),
-    make_cache: Callable[[Any], CachedForward] = KVCache,
-) -> Iterator[Event]:
-    """Plain target sampling, one forward pass per token: the speed baseline and reference law.
-
-    make_cache: the target's cached forward (a benchmark runs plain decoding through the same
-    forward as the speculative run it is compared with).
-    """
-    check_max_new_tokens(max_new_tokens)
-    device = target.device
-    cache, generator, ids = make_cache(target), make_generator(sampling, device), list(prompt_ids)
-    start = clock(device)
-    yield Prefill(prompt_tokens=len(ids), target_seconds=0.0, draft_seconds=0.0)  # no pass yet
-    reason = "max_new_tokens"
-    for position in range(max_new_tokens):
-        t0 = clock(device)  # the first step scores the whole prompt: no separate prompt pass
-        logits = cache.forward(torch.tensor(ids[len(cache) :], device=device), keep=1)[-1]  # (V,)
-        p = logits_to_probs(logits, sampling)
-        token, seconds = sample(p, generator), clock(device) - t0
-        yield Sampled(position=position, token=token, p_x=float(p[token]), target_seconds=seconds)
-        ids.append(token)
-        if token in stop_ids:
-            reason = "eos"
-            break
-    yield Finished(
-        reason=reason, new_tokens=len(ids) - len(prompt_ids), seconds=clock(device) - start
-    )
 
 
 def target_cache(

@@ -15,13 +15,14 @@ import torch
 from specviz.core.acceptance import EXACT, AcceptanceRule
 from specviz.core.cache import CachedForward, KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.decoding import SpeculativeDecoder, autoregressive_events
+from specviz.core.decoding import SpeculativeDecoder
 from specviz.core.drafter import Drafter
 from specviz.core.events import EMITTING, Event
 from specviz.core.policy import GammaPolicy
 from specviz.core.sampling import logits_to_probs
 from specviz.drafters.model import ModelDrafter
 from specviz.fast.lean import draft_cache
+from specviz.plain import autoregressive_events
 from specviz.tree.decoding import TreeDecoder
 from specviz.tree.drafter import TreeCache, TreeDrafter
 from specviz.tree.verify import EXACT_TREE, TreeRule

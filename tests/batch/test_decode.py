@@ -8,11 +8,12 @@ import torch
 from specviz.batch.decoding import BatchSpeculativeDecoder, batch_autoregressive_events
 from specviz.batch.drafters import BatchModelDrafter, build_batch_drafter
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.decoding import SpeculativeDecoder, autoregressive_events
+from specviz.core.decoding import SpeculativeDecoder
 from specviz.core.events import EMITTING, Event, Finished, RoundSummary
 from specviz.drafters.model import ModelDrafter
 from specviz.drafters.ngram import NgramDrafter
 from specviz.jsonl import from_json, to_json
+from specviz.plain import autoregressive_events
 
 from ..conftest import VOCAB, PairFactory
 

@@ -51,10 +51,10 @@ def test_the_shipped_eagle3_head_is_small_and_documented() -> None:
 def test_shipped_heads_draft_exactly_for_the_bundled_target() -> None:
     from specviz.api import speculative_generate
     from specviz.core.config import SamplingConfig, SpeculationConfig
-    from specviz.core.decoding import autoregressive_events
     from specviz.core.events import Sampled
     from specviz.drafters.registry import build_drafter
     from specviz.models.loading import load_pair
+    from specviz.plain import autoregressive_events
 
     pair = load_pair(draft=None, dtype=torch.float32)
     prompt = list(pair.tokenizer("def fibonacci(n):\n")["input_ids"])

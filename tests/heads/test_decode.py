@@ -8,11 +8,12 @@ import pytest
 import torch
 
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.decoding import SpeculativeDecoder, autoregressive_events
+from specviz.core.decoding import SpeculativeDecoder
 from specviz.core.events import Accepted, RoundSummary, Sampled, TreeProposed
 from specviz.drafters.tree_model import TreeShape
 from specviz.heads.build import target_forward
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
+from specviz.plain import autoregressive_events
 from specviz.tree.decoding import TreeDecoder
 from tests.conftest import VOCAB, tiny_model
 from tests.heads.helpers import random_head

@@ -9,13 +9,14 @@ import pytest
 import torch
 
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.decoding import SpeculativeDecoder, autoregressive_events
+from specviz.core.decoding import SpeculativeDecoder
 from specviz.core.events import Accepted, Sampled
 from specviz.drafters.tree_model import TreeShape
 from specviz.heads.cache import Eagle3Cache
 from specviz.heads.drafters import HeadDrafter, HeadTreeDrafter
 from specviz.heads.eagle import Eagle3Head, fresh_head
 from specviz.heads.tap import FusedFeatureCache
+from specviz.plain import autoregressive_events
 from specviz.train.heads.evaluate import FeatureRows
 from specviz.train.heads.unroll import unrolled
 from tests.conftest import VOCAB, tiny_model

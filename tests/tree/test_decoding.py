@@ -9,7 +9,6 @@ import torch
 
 from specviz.api import speculative_generate
 from specviz.core.config import SamplingConfig, SpeculationConfig
-from specviz.core.decoding import autoregressive_events
 from specviz.core.events import (
     EMITTING,
     Accepted,
@@ -28,6 +27,7 @@ from specviz.drafters.tree_ngram import TreeNgramDrafter
 from specviz.fast.lean import LeanLlama, lean_target_cache
 from specviz.gamma.policies import make_policy
 from specviz.jsonl import from_json, to_json
+from specviz.plain import autoregressive_events
 from specviz.tree.decoding import TreeDecoder
 from specviz.tree.drafter import ChainAsTree, TreeDrafter
 from specviz.tree.verify import TYPICAL
