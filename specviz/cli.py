@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
+from specviz.audit import cli as audit_cli
 from specviz.batch.api import batch_prompts
 from specviz.batch.cli import (
     add_batch_argument,
@@ -233,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--events", metavar="FILE", help="write every event as JSON lines")
     gen.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
     verify_cli.add_parser(sub)
+    audit_cli.add_parser(sub)
     bench_cli.add_parser(sub)
     sub.add_parser(
         "app",
@@ -585,6 +587,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return bench_cli.run_bench(args)
         if args.command == "tune":
             return tune_cli.run_tune(args)
+        if args.command == "audit":
+            return audit_cli.run(args)
         if args.command == "verify":
             return verify_cli.run_verify(args)
         return run_generate(args, defaults)
