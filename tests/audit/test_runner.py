@@ -90,7 +90,7 @@ def test_resume_draws_nothing_twice(tmp_path: Path) -> None:
 
 
 def test_settings_the_source_cannot_honour_are_refused_before_sampling() -> None:
-    with pytest.raises(ValueError, match="cannot apply --frequency-penalty 0.5"):
+    with pytest.raises(ValueError, match=r"cannot apply --frequency-penalty 0\.5"):
         run_audit(
             FakeSource(),
             AuditConfig(prompts=("p",), settings=Settings(frequency_penalty=0.5)),
