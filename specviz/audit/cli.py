@@ -70,6 +70,12 @@ def _source_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", help="the served model (default: the first /v1/models lists)")
     parser.add_argument("--api", choices=FLAVOURS, default="openai", help="the server's fields")
     parser.add_argument("--chat", action="store_true", help="ask /v1/chat/completions")
+    parser.add_argument(
+        "--token-outcomes",
+        action="store_true",
+        help="--endpoint: read tokens from logprobs, one request of the longest k serving every "
+        "k (tests the first tokens of speculative requests; costlier where logprobs are slow)",
+    )
     parser.add_argument("--target", help=f"--hf/--drafter: {MODEL_SPEC_HELP} (default: {BUNDLED})")
     parser.add_argument(
         "--assistant", help=f"--hf assistant(-tokenizer), --drafter: {MODEL_SPEC_HELP}"

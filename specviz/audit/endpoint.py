@@ -52,6 +52,7 @@ class EndpointSource:
     plain: Server
     flavour: Flavour = "openai"
     chat: bool = False
+    token_outcomes: bool = False  # read every outcome's tokens from logprobs (costlier)
 
     @property
     def name(self) -> str:
@@ -96,9 +97,11 @@ class EndpointSource:
         outcome is (text, finish reason), which needs no logprobs (much cheaper on some
         servers: llama-cpp-python sorts the whole vocabulary for each token's logprobs)."""
         server = self.spec if side == "spec" else self.plain
-        body = self.body(server, prompt, settings, seed, tokens, top=top)
-        answer = post(server.url, self._path, body)
-        return parse(answer, chat=self.chat) if top else text_outcome(answer, chat=self.chat)
+        tokenwise = top or self.token_outcomes
+        answer = post(
+            server.url, self._path, self.body(server, prompt, settings, seed, tokens, top=tokenwise)
+        )
+        return parse(answer, chat=self.chat) if tokenwise else text_outcome(answer, chat=self.chat)
 
     @property
     def _path(self) -> str:

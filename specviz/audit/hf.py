@@ -35,6 +35,7 @@ class TransformersSource:
     assistant_tokenizer: Any = None
     lookup_tokens: int = 4  # prompt_lookup_num_tokens
     label: str = "transformers"
+    token_outcomes: bool = True
 
     @property
     def name(self) -> str:
@@ -73,7 +74,7 @@ class TransformersSource:
         extra = self.speculation() if side == "spec" else {}
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            out = self.target.generate(
+            out = self._generate(
                 ids,
                 attention_mask=torch.ones_like(ids),
                 max_new_tokens=tokens,
@@ -85,6 +86,17 @@ class TransformersSource:
             )
         new = tuple(int(t) for t in out.sequences[0, ids.shape[1] :])
         return Sample(tokens=new, top=_tops(out.logits, len(new)) if top else None)
+
+    def _generate(self, ids: torch.Tensor, **kwargs: Any) -> Any:
+        """target.generate(); its failure (an engine error is a finding) as a one-line
+        ValueError naming the mode."""
+        try:
+            return self.target.generate(ids, **kwargs)
+        except (RuntimeError, IndexError, AttributeError, KeyError, TypeError) as err:
+            raise ValueError(
+                f"transformers' generate() failed with speculation {self.mode}: "
+                f"{type(err).__name__}: {err}"
+            ) from None
 
     @property
     def _pad(self) -> int:

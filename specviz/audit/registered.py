@@ -32,6 +32,7 @@ class DrafterSource:
     draft: Any = None
     options: DrafterOptions = field(default_factory=DrafterOptions)
     gamma: int = 4
+    token_outcomes: bool = True
 
     @property
     def name(self) -> str:

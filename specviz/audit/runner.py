@@ -115,7 +115,7 @@ def _laws(drawer: Drawer, config: AuditConfig, on_event: OnEvent) -> dict[str, A
     results: list[TestResult] = []
     decision, look = "continue", 0
     for look in range(len(LOOKS)):
-        drawer.fill(_wants(config, design, look), f"look {look + 1} of {len(LOOKS)}")
+        drawer.fill(_wants(drawer, config, design, look), f"look {look + 1} of {len(LOOKS)}")
         results = _tests(drawer, config, design, look)
         decision = _decide(results, config, design, look)
         on_event(
@@ -136,12 +136,14 @@ def _laws(drawer: Drawer, config: AuditConfig, on_event: OnEvent) -> dict[str, A
 
 
 def _budget(drawer: Drawer, config: AuditConfig, design: Plan, on_event: OnEvent) -> dict[str, Any]:
-    """Time PROBE requests of each k a side, predict the whole audit, refuse it if too long."""
-    drawer.fill([(config.prompts[0], k, PROBE, False) for k in design.n], "timing probe")
-    per = {k: drawer.median_seconds(k) for k in design.n}
-    requests = sum(2 * n * len(config.prompts) for n in design.n.values())
-    seconds = sum(2 * n * len(config.prompts) * per[k] for k, n in design.n.items())
-    seconds += config.logprob_samples * len(config.prompts) * per[max(design.n)] * 3
+    """Time PROBE requests of each length a side, predict the whole audit, refuse it if too
+    long."""
+    asked = _asked_sizes(drawer, design, design.last_look)
+    drawer.fill([(config.prompts[0], k, PROBE, False) for k in asked], "timing probe")
+    per = {k: drawer.median_seconds(k) for k in asked}
+    requests = sum(2 * n * len(config.prompts) for n in asked.values())
+    seconds = sum(2 * n * len(config.prompts) * per[k] for k, n in asked.items())
+    seconds += config.logprob_samples * len(config.prompts) * per[max(asked)] * 3
     on_event(Planned(requests=requests, seconds=seconds, per_request=per))
     if config.max_seconds is not None and seconds > config.max_seconds:
         raise ValueError(
@@ -152,8 +154,26 @@ def _budget(drawer: Drawer, config: AuditConfig, design: Plan, on_event: OnEvent
     return {"predicted_requests": requests, "predicted_seconds": seconds, "per_request": per}
 
 
-def _wants(config: AuditConfig, design: Plan, look: int) -> list[tuple[str, int, int, bool]]:
-    return [(p, k, design.size(k, look), False) for p in config.prompts for k in design.n]
+def _asked(drawer: Drawer, design: Plan, k: int) -> int:
+    """The tokens a request asks for the test of k: the longest k where one request's tokens
+    serve every k (the source gives token outcomes), else k itself."""
+    return max(design.n) if drawer.source.token_outcomes else k
+
+
+def _asked_sizes(drawer: Drawer, design: Plan, look: int) -> dict[int, int]:
+    """Requests per side and prompt of each length at a look."""
+    sizes: dict[int, int] = {}
+    for k in design.n:
+        length = _asked(drawer, design, k)
+        sizes[length] = max(sizes.get(length, 0), design.size(k, look))
+    return sizes
+
+
+def _wants(
+    drawer: Drawer, config: AuditConfig, design: Plan, look: int
+) -> list[tuple[str, int, int, bool]]:
+    sizes = _asked_sizes(drawer, design, look)
+    return [(p, k, n, False) for p in config.prompts for k, n in sizes.items()]
 
 
 def _tests(drawer: Drawer, config: AuditConfig, design: Plan, look: int) -> list[TestResult]:
@@ -162,8 +182,9 @@ def _tests(drawer: Drawer, config: AuditConfig, design: Plan, look: int) -> list
     for i, prompt in enumerate(config.prompts):
         for target in config.targets:
             size = design.size(target.k, look)
+            asked = _asked(drawer, design, target.k)
             spec, plain = (
-                [s.tokens for s in drawer.samples(prompt, side, target.k, size, False)]
+                [s.tokens[: target.k] for s in drawer.samples(prompt, side, asked, size, False)]
                 for side in ("spec", "plain")
             )
             name = f"prompt {i + 1} k={target.k}"

@@ -23,6 +23,12 @@ class Source(Protocol):
         """The engine and how it speculates, as the audit table names it."""
         ...
 
+    @property
+    def token_outcomes(self) -> bool:
+        """True when a request's outcome is its token sequence: one request of the longest k
+        then serves every k (its prefixes); False: one request of exactly k tokens each."""
+        ...
+
     def check(self, settings: Settings) -> None:
         """ValueError, saying what to change, for settings this source cannot honour."""
         ...

@@ -29,6 +29,7 @@ class FakeSource:
 
     shift: float = 0.0
     name: str = "fake"
+    token_outcomes: bool = False
 
     def check(self, settings: Settings) -> None:
         refuse(settings, {"frequency_penalty": "--frequency-penalty"}, "the fake")
@@ -70,8 +71,9 @@ def test_an_exact_source_is_exact_and_may_stop_early() -> None:
     assert not result["logprob_check"]["reject"]  # type: ignore[index]
 
 
-def test_a_source_tv_apart_is_not_exact() -> None:
-    result, _ = audit(FakeSource(shift=0.1), targets=TARGETS)
+@pytest.mark.parametrize("token_outcomes", [False, True])
+def test_a_source_tv_apart_is_not_exact(token_outcomes: bool) -> None:
+    result, _ = audit(FakeSource(shift=0.1, token_outcomes=token_outcomes), targets=TARGETS)
     assert result["verdict"] == "not exact"
 
 
