@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from specviz.audit.draw import Drawn, Event, Looked, Planned
 from specviz.audit.endpoint import FLAVOURS, EndpointSource, Server, served_models
 from specviz.audit.greedy import TIE_NATS
 from specviz.audit.hf import MODES, TransformersSource
-from specviz.audit.power import DEFAULT_TARGETS
+from specviz.audit.power import DEFAULT_TARGETS, Target
 from specviz.audit.registered import DrafterSource
 from specviz.audit.runner import AuditConfig, run_audit
 from specviz.audit.settings import Settings
@@ -102,6 +103,12 @@ def _design_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k", default="1,3", help="the joint laws tested: first k tokens, 1..4")
     parser.add_argument("--alpha", type=float, default=0.01, help="family-wise false alarm rate")
     parser.add_argument("--power", type=float, default=0.95, help="power the N is planned for")
+    parser.add_argument(
+        "--tv-first", type=float, default=0.05, help="the TV the first token's test must see"
+    )
+    parser.add_argument(
+        "--tv-joint", type=float, default=0.1, help="the TV the tests of k >= 2 tokens must see"
+    )
     parser.add_argument("--n", type=int, help="samples per side, prompt and k (default: planned)")
     parser.add_argument("--logprob-samples", type=int, default=200, help="per prompt; 0: off")
     parser.add_argument("--greedy-tokens", type=int, default=32, help="tokens compared at T=0")
@@ -155,7 +162,7 @@ def _config(args: argparse.Namespace) -> AuditConfig:
     return AuditConfig(
         prompts=tuple(args.prompt or DEFAULT_PROMPTS),
         settings=settings,
-        targets=tuple(t for t in DEFAULT_TARGETS if t.k in ks),
+        targets=_targets(ks, args.tv_first, args.tv_joint),
         alpha=args.alpha,
         goal=args.power,
         n=args.n,
@@ -182,6 +189,13 @@ def _command(args: argparse.Namespace) -> str:
             values = value if isinstance(value, list) else [value]
             words += [w for v in values for w in (flag, "server" if v is None else str(v))]
     return shlex.join(words)
+
+
+def _targets(ks: set[int], first: float, joint: float) -> tuple[Target, ...]:
+    """The default targets of the chosen k, at the given TVs."""
+    if not (0 < first < 1 and 0 < joint < 1):
+        raise ValueError("--tv-first and --tv-joint must be in (0, 1)")
+    return tuple(replace(t, tv=first if t.k == 1 else joint) for t in DEFAULT_TARGETS if t.k in ks)
 
 
 def _ks(text: str) -> set[int]:

@@ -6,6 +6,9 @@ of the first token by a known amount. The audit's negative control (docs/exactne
 
 Faults (on /v1/completions answers; every other request passes through unchanged):
 - pass: nothing changed (the positive control: the proxy itself adds no difference);
+- replace: with probability tv the answer's text is replaced by FOREIGN, a string the model
+  does not write: the law of every outcome the audit tests moves by TV tv exactly, and no
+  logprobs are needed (the cheapest fault to serve);
 - first-token: with probability s the first token is replaced by x, the least likely of the
   FAULT_TOP likeliest tokens the upstream reported there; s = tv / (1 - p(x)) makes the TV
   between the old and new first-token laws exactly tv (at temperature 1 with no filter, where
@@ -35,7 +38,9 @@ from typing import Any
 from specviz.audit.endpoint import post
 from specviz.endpoint.client import get
 
-FAULTS = ("pass", "first-token", "late-top-p")
+FAULTS = ("pass", "replace", "first-token", "late-top-p")
+FOREIGN = "\u2063planted\u2063"  # invisible separators around a word: no model writes it
+LAWLESS = ("pass", "replace")  # the faults that need no logprobs
 FAULT_TOP = 5  # first-token: x is the least likely of this many
 UPSTREAM_TOP = 10  # logprobs asked of the upstream
 
@@ -80,7 +85,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-        faulty = self.path.endswith("/v1/completions") and self.server.fault != "pass"
+        faulty = self.path.endswith("/v1/completions") and self.server.fault not in LAWLESS
         asked = body.get("logprobs")
         if faulty and (asked is None or asked < UPSTREAM_TOP):
             body["logprobs"] = UPSTREAM_TOP
@@ -89,13 +94,25 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError as err:
             self._reply(502, json.dumps({"error": str(err)}))
             return
-        if faulty:
+        if self.server.fault == "replace" and self.path.endswith("/v1/completions"):
+            self._replace(answer, body)
+        elif faulty:
             self._plant(answer, body)
             if asked is None:
                 answer["choices"][0]["logprobs"] = None
         else:
             self.server.record(False, 0.0)
         self._reply(200, json.dumps(answer))
+
+    def _replace(self, answer: dict[str, Any], body: dict[str, Any]) -> None:
+        rng = random.Random(int(body.get("seed") or 0) * 7919 + 17)
+        changed = rng.random() < self.server.tv
+        if changed:
+            choice = answer["choices"][0]
+            choice["text"] = FOREIGN
+            if choice.get("logprobs"):
+                choice["logprobs"] |= {"tokens": [FOREIGN], "top_logprobs": [{FOREIGN: 0.0}]}
+        self.server.record(changed, self.server.tv)
 
     def _plant(self, answer: dict[str, Any], body: dict[str, Any]) -> None:
         choice = answer["choices"][0]
