@@ -26,7 +26,7 @@ from specviz.audit.registered import DrafterSource
 from specviz.audit.runner import AuditConfig, run_audit
 from specviz.audit.settings import Settings
 from specviz.audit.sources import Source
-from specviz.audit.table import test_lines
+from specviz.audit.table import result_lines
 from specviz.console import progress_bar, say
 from specviz.drafters.registry import DRAFTER_NAMES, drafter_spec
 from specviz.models.loading import BUNDLED, MODEL_SPEC_HELP, load_pair
@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     source = _source(args)
     result = run_audit(source, config, _render)
     print(f"{result['engine']} | {result['setting']}")
-    print("\n".join(test_lines(result)))
+    print("\n".join(result_lines(result)))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return EXIT[result["verdict"]]

@@ -54,7 +54,7 @@ def audit_table(results: Sequence[dict[str, Any]]) -> list[str]:
     return markdown_table(TABLE_HEADER, [row(r) for r in results])
 
 
-def test_lines(result: dict[str, Any]) -> list[str]:
+def result_lines(result: dict[str, Any]) -> list[str]:
     """Plain-text lines: every test of one result, then its verdict."""
     lines = []
     for t in result.get("tests", []) + result.get("logprob_check", {}).get("tests", []):

@@ -17,6 +17,7 @@ from specviz.audit.proxy import first_token, late_top_p_law, top_p_law
 from specviz.audit.runner import AuditConfig, run_audit
 from specviz.audit.settings import Sample, Settings
 from specviz.audit.sources import Side, refuse
+from specviz.audit.table import audit_table, result_lines
 
 TOKENS = ["a", "b", "c", "d", "e"]
 PLAIN = [0.4, 0.25, 0.15, 0.12, 0.08]
@@ -136,3 +137,15 @@ def test_proxy_late_top_p_differs_only_below_top_p_1() -> None:
     assert right == pytest.approx({"a": 0.625, "b": 0.375})
     # the residual (b .6, c .3, d .1) cut to its nucleus 0.7 keeps b and c, renormalised
     assert wrong == pytest.approx({"a": 0.5, "b": 0.5 * 2 / 3, "c": 0.5 / 3})
+
+
+def test_results_render_as_a_table_with_their_commands() -> None:
+    law, _ = audit(FakeSource(shift=0.1), targets=TARGETS, command="specviz audit --x")
+    greedy = run_audit(
+        FakeSource(), AuditConfig(prompts=("p",), settings=Settings(temperature=0)), print
+    )
+    lines = audit_table([law, greedy | {"command": "specviz audit --temperature 0"}])
+    assert lines[0].startswith("| engine | setting | verdict")
+    assert "| not exact |" in lines[2] and "`specviz audit --x`" in lines[2]
+    assert "greedy" in lines[3] and "`specviz audit --temperature 0`" in lines[3]
+    assert result_lines(law)[-1] == "verdict: not exact"
