@@ -153,7 +153,7 @@ def parts(llama: Llama) -> dict[str, Callable[[], list[dict[str, Any]]]]:
     topp = ["--temperature", "0.7", "--top-p", "0.9"]
     return {
         "llama-greedy": lambda: [
-            audit([*llama.pair(), "--temperature", "0", "--greedy-tokens", "16", *ALL_PROMPTS])
+            audit([*llama.pair(), "--temperature", "0", "--greedy-tokens", "12", *ALL_PROMPTS])
         ],
         "fault-replace": lambda: faults(llama, "replace", 0.2, FAULT),
         "fault-late-top-p": lambda: faults(
@@ -179,6 +179,7 @@ def parts(llama: Llama) -> dict[str, Callable[[], list[dict[str, Any]]]]:
 
 def save(part: str, rows: list[dict[str, Any]]) -> None:
     """Replace the part's rows in RESULTS."""
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
     saved = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"rows": []}
     kept = [r for r in saved["rows"] if r.get("part") != part]
     saved["rows"] = kept + [r | {"part": part} for r in rows]

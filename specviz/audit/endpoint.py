@@ -32,7 +32,7 @@ FIELDS: dict[Flavour, dict[str, str | None]] = {  # setting → the request fiel
 FLAGS = {"top_k": "--top-k", "repetition_penalty": "--repetition-penalty"}
 ALWAYS: dict[Flavour, dict[str, Any]] = {"openai": {}, "llama.cpp": {"min_p": 0.0}, "vllm": {}}
 TOP_LOGPROBS = 10
-TIMEOUT_S = 120.0
+TIMEOUT_S = 600.0  # a loaded server computing logprobs can take minutes
 
 
 @dataclass(frozen=True, kw_only=True)
