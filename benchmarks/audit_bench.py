@@ -177,12 +177,28 @@ def parts(llama: Llama) -> dict[str, Callable[[], list[dict[str, Any]]]]:
     }
 
 
+LABELS = {  # what each part audits, as the table names it (its URLs are this run's own)
+    "llama-greedy": "llama.cpp prompt lookup",
+    "fault-replace": "llama.cpp + proxy: replace TV 0.2",
+    "fault-late-top-p": "llama.cpp + proxy: late top-p",
+    "pass-through": "llama.cpp + proxy: pass",
+    "llama-t1": "llama.cpp prompt lookup",
+    "llama-top-p": "llama.cpp prompt lookup",
+    "llama-server-repetition": "llama.cpp prompt lookup",
+    "hf-assistant-t1": "transformers assistant (bundled pair)",
+    "hf-assistant-top-p": "transformers assistant (bundled pair)",
+    "hf-lookup-t1": "transformers prompt lookup (bundled target)",
+    "hf-lookup-top-p": "transformers prompt lookup (bundled target)",
+    "llama-t1-default": "llama.cpp prompt lookup",
+}
+
+
 def save(part: str, rows: list[dict[str, Any]]) -> None:
     """Replace the part's rows in RESULTS."""
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     saved = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"rows": []}
     kept = [r for r in saved["rows"] if r.get("part") != part]
-    saved["rows"] = kept + [r | {"part": part} for r in rows]
+    saved["rows"] = kept + [r | {"part": part, "label": LABELS[part]} for r in rows]
     RESULTS.write_text(json.dumps(saved, indent=1) + "\n", encoding="utf-8")
 
 

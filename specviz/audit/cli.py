@@ -177,11 +177,12 @@ def _config(args: argparse.Namespace) -> AuditConfig:
 
 
 def _command(args: argparse.Namespace) -> str:
-    """The command line behind a result: every flag given a value other than its default."""
+    """The command line behind a result: every flag given a value other than its default
+    (but --json, where the result goes)."""
     words = ["specviz", "audit"]
     for flag, dest, default in args.audit_flags:
         value = getattr(args, dest)
-        if value == default:
+        if value == default or dest == "json":
             continue
         if value is True:
             words.append(flag)

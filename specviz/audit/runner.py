@@ -17,7 +17,7 @@ from typing import Any
 from specviz.audit.compare import logprob_check, two_sample_k
 from specviz.audit.draw import Drawer, Looked, OnEvent, Planned
 from specviz.audit.greedy import TIE_NATS, compare, greedy_verdict
-from specviz.audit.power import DEFAULT_TARGETS, Target
+from specviz.audit.power import DEFAULT_TARGETS, Target, power
 from specviz.audit.sequential import LOOKS, Plan, final_goal, futile, plan, rejected
 from specviz.audit.settings import Settings
 from specviz.audit.sources import Source
@@ -229,6 +229,10 @@ def _plan_json(config: AuditConfig, design: Plan) -> dict[str, Any]:
         "looks": list(LOOKS),
         "method": METHOD,
         "n_given": config.n is not None,
+        "planned_power": min(
+            power(t.tv, design.n[t.k], design.n[t.k], t.df, design.worst_level(design.last_look))
+            for t in config.targets
+        ),
     }
 
 
