@@ -37,9 +37,10 @@ LIGHT = [  # a stated design lighter than the default, for this shared 2-core ma
     *("--tv-first", "0.1", "--tv-joint", "0.2", "--logprob-samples", "50", "--prompt", PROMPTS[0])
 ]
 FAULT = ["--k", "1", "--tv-first", "0.2", "--logprob-samples", "0", "--prompt", PROMPTS[0]]
+SIZED = [*FAULT[:2], "--tv-first", "0.07", *FAULT[4:]]  # sized for late top-p's TV (~0.08)
 REPEATS = 3  # planted-fault and pass-through audits, each with its own seeds
 ALL_PROMPTS = [word for p in PROMPTS for word in ("--prompt", p)]
-HF_N = ["--n", "300", "--logprob-samples", "0", "--prompt", PROMPTS[0]]
+HF_N = ["--tv-first", "0.2", "--tv-joint", "0.3", "--logprob-samples", "0", "--prompt", PROMPTS[0]]
 
 
 def free_port() -> int:
@@ -159,6 +160,9 @@ def parts(llama: Llama) -> dict[str, Callable[[], list[dict[str, Any]]]]:
         "fault-late-top-p": lambda: faults(
             llama, "late-top-p", 0.0, [*FAULT, "--temperature", "1", "--top-p", "0.9"], repeats=1
         ),
+        "fault-late-top-p-sized": lambda: faults(
+            llama, "late-top-p", 0.0, [*SIZED, "--temperature", "1", "--top-p", "0.9"], repeats=1
+        ),
         "pass-through": lambda: faults(llama, "pass", 0.0, FAULT),
         "llama-t1": lambda: [audit([*llama.pair(), *LIGHT])],
         "llama-top-p": lambda: [
@@ -181,6 +185,7 @@ LABELS = {  # what each part audits, as the table names it (its URLs are this ru
     "llama-greedy": "llama.cpp prompt lookup",
     "fault-replace": "llama.cpp + proxy: replace TV 0.2",
     "fault-late-top-p": "llama.cpp + proxy: late top-p",
+    "fault-late-top-p-sized": "llama.cpp + proxy: late top-p",
     "pass-through": "llama.cpp + proxy: pass",
     "llama-t1": "llama.cpp prompt lookup",
     "llama-top-p": "llama.cpp prompt lookup",
