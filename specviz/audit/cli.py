@@ -252,7 +252,9 @@ def _endpoint(args: argparse.Namespace) -> EndpointSource:
             "--endpoint needs its plain side: --plain-endpoint URL (a server with speculation "
             "off) or --plain-fields JSON (fields that switch it off per request), one of them"
         )
-    model = args.model or served_models(args.endpoint)[0]
+    model = args.model or next(iter(served_models(args.endpoint)), None)
+    if model is None:
+        raise ValueError(f"{args.endpoint}/v1/models lists no model: give --model")
     both = _fields(args.fields, "--fields")
     plain_url = args.plain_endpoint or args.endpoint
     return EndpointSource(
