@@ -1,5 +1,5 @@
 """The `specviz` command: one subcommand a module of specviz.cli (generate, verify, bench,
-tune, drafters; app is the app's own), bad input answered in one line, exit status 2."""
+audit, tune, drafters; app is the app's own), bad input answered in one line, exit status 2."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from specviz.cli import audit as audit_cli
 from specviz.cli import bench as bench_cli
 from specviz.cli import drafters as drafters_cli
 from specviz.cli import generate as generate_cli
@@ -18,9 +19,9 @@ from specviz.runtime import set_threads
 
 DESCRIPTION = (
     "Exact speculative decoding, every step logged: `specviz generate` decodes and reports; "
-    "`specviz verify` runs the equivalence suite; `specviz bench` measures; `specviz tune` "
-    "profiles this machine for a pair; `specviz drafters` lists the drafters; `specviz app` "
-    "serves the app."
+    "`specviz verify` runs the equivalence suite; `specviz audit` tests another engine's "
+    "speculation; `specviz bench` measures; `specviz tune` profiles this machine for a pair; "
+    "`specviz drafters` lists the drafters; `specviz app` serves the app."
 )
 
 
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     generate_cli.add_parser(sub)
     verify_cli.add_parser(sub)
+    audit_cli.add_parser(sub)
     bench_cli.add_parser(sub)
     sub.add_parser(
         "app",
@@ -71,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return tune_cli.run_tune(args)
         if args.command == "verify":
             return verify_cli.run_verify(args)
+        if args.command == "audit":
+            return audit_cli.run(args)
         if args.command == "drafters":
             return drafters_cli.run_drafters(args)
         return generate_cli.run_generate(args, defaults)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from specviz.bench.sweeps.heads import heads_table
-from tools.report import analysis, curve, headline, sections, studies
+from tools.report import analysis, audit, curve, headline, sections, studies
 from tools.report.saved import Saved
 
 TABLES: dict[str, Callable[[Saved], list[str]]] = {
@@ -42,6 +42,7 @@ TABLES: dict[str, Callable[[Saved], list[str]]] = {
     "heads-vocab": curve.heads_vocab,
     "copy-bound": analysis.copy_bound,
     "gate-replay": analysis.gate_replay,
+    "audit": audit.audit,
 }
 
 

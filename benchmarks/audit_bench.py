@@ -1,0 +1,228 @@
+"""Full audits of real engines (docs/exactness.md, "Auditing an engine"), saved to
+benchmarks/results/audit.json for the report's audit table.
+
+    python benchmarks/audit_bench.py [PART ...]     (default: every part, in the order below)
+
+llama.cpp parts start two llama-cpp-python servers on the bundled SmolLM2 GGUF (prompt lookup
+on at one, off at the other; one thread each) and, for the fault parts, a planted-fault proxy
+(specviz.audit.proxy) in front of the first. transformers parts load the bundled pair. Each
+part's result replaces the saved row of the same part; the file keeps small JSON only.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from specviz.audit.proxy import FaultProxy
+from specviz.cli import main
+from specviz.models.bundled import ensure_bundled_gguf
+
+RESULTS = Path(__file__).resolve().parent / "results" / "audit" / "audit.json"
+PROMPTS = (
+    "The list: apple, banana, cherry, apple, banana, cherry, apple,",
+    "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return",
+    "Repeat after me: the quick brown fox. Again: the quick",
+)
+LIGHT = [  # a stated design lighter than the default, for this shared 2-core machine
+    *("--tv-first", "0.1", "--tv-joint", "0.2", "--logprob-samples", "50", "--prompt", PROMPTS[0])
+]
+FAULT = ["--k", "1", "--tv-first", "0.2", "--logprob-samples", "0", "--prompt", PROMPTS[0]]
+SIZED = [*FAULT[:2], "--tv-first", "0.07", *FAULT[4:]]  # sized for late top-p's TV (~0.08)
+REPEATS = 3  # planted-fault and pass-through audits, each with its own seeds
+ALL_PROMPTS = [word for p in PROMPTS for word in ("--prompt", p)]
+HF_N = ["--tv-first", "0.2", "--tv-joint", "0.3", "--logprob-samples", "0", "--prompt", PROMPTS[0]]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(lookup: bool, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A llama-cpp-python server on the bundled GGUF, once it answers."""
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(ensure_bundled_gguf()),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_threads",
+        "1",
+        "--n_ctx",
+        "1024",
+        "--model_alias",
+        "smollm2",
+        "--verbose",
+        "False",
+    ]
+    if lookup:
+        command += ["--draft_model", "prompt-lookup-decoding", "--draft_model_num_pred_tokens", "4"]
+    process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(180):
+        try:
+            urllib.request.urlopen(f"{url}/v1/models", timeout=5).read()
+            return process, url
+        except OSError:
+            time.sleep(0.5)
+    process.kill()
+    raise SystemExit(f"the llama.cpp server did not start: {log.read_text()[-2000:]}")
+
+
+def proxy(upstream: str, fault: str, tv: float) -> tuple[FaultProxy, str]:
+    """A planted-fault proxy serving in a thread."""
+    server = FaultProxy(free_port(), upstream, fault, tv)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def audit(argv: list[str]) -> dict[str, Any]:
+    """One `specviz audit` run's saved result (its exit status beside it)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "result.json"
+        start = time.perf_counter()
+        code = main(["audit", *argv, "--json", str(out)])
+        if not out.is_file():
+            return {"error": f"exit {code}", "command": " ".join(argv)}
+        result: dict[str, Any] = json.loads(out.read_text())
+    return result | {"exit": code, "seconds": time.perf_counter() - start}
+
+
+class Llama:
+    """The two servers, started on first use."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        self.started: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
+
+    def url(self, side: str) -> str:
+        if side not in self.started:
+            self.started[side] = start_server(side == "on", self.logs / f"{side}.log")
+        return self.started[side][1]
+
+    def pair(self) -> list[str]:
+        return [
+            "--endpoint",
+            self.url("on"),
+            "--plain-endpoint",
+            self.url("off"),
+            "--api",
+            "llama.cpp",
+        ]
+
+    def close(self) -> None:
+        for process, _ in self.started.values():
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def faults(
+    llama: Llama, fault: str, tv: float, extra: list[str], repeats: int = REPEATS
+) -> list[dict[str, Any]]:
+    """`repeats` audits through a proxy planting `fault`, each with its own seeds."""
+    rows = []
+    for repeat in range(repeats):
+        server, url = proxy(llama.url("on"), fault, tv)
+        argv = ["--endpoint", url, "--plain-endpoint", llama.url("off"), "--api", "llama.cpp"]
+        row = audit([*argv, *extra, "--seed", str(10**6 * (repeat + 1))])
+        stats = server.planted
+        server.shutdown()
+        server.server_close()
+        rows.append(row | {"planted": {"fault": fault, **stats}})
+    return rows
+
+
+def parts(llama: Llama) -> dict[str, Callable[[], list[dict[str, Any]]]]:
+    """Every part by name, in the order they run by default."""
+    hf_pair = ["--target", "bundled", "--assistant", "bundled"]
+    topp = ["--temperature", "0.7", "--top-p", "0.9"]
+    return {
+        "llama-greedy": lambda: [
+            audit([*llama.pair(), "--temperature", "0", "--greedy-tokens", "12", *ALL_PROMPTS])
+        ],
+        "fault-replace": lambda: faults(llama, "replace", 0.2, FAULT),
+        "fault-late-top-p": lambda: faults(
+            llama, "late-top-p", 0.0, [*FAULT, "--temperature", "1", "--top-p", "0.9"], repeats=1
+        ),
+        "fault-late-top-p-sized": lambda: faults(
+            llama, "late-top-p", 0.0, [*SIZED, "--temperature", "1", "--top-p", "0.9"], repeats=1
+        ),
+        "pass-through": lambda: faults(llama, "pass", 0.0, FAULT),
+        "llama-t1": lambda: [audit([*llama.pair(), *LIGHT])],
+        "llama-top-p": lambda: [
+            audit([*llama.pair(), *LIGHT, "--temperature", "0.8", "--top-p", "0.9"])
+        ],
+        "llama-server-repetition": lambda: [
+            audit([*llama.pair(), *LIGHT, "--repetition-penalty", "server"])
+        ],
+        "hf-assistant-t1": lambda: [audit(["--hf", "assistant", *hf_pair, *HF_N])],
+        "hf-assistant-top-p": lambda: [audit(["--hf", "assistant", *hf_pair, *HF_N, *topp])],
+        "hf-lookup-t1": lambda: [audit(["--hf", "prompt-lookup", "--target", "bundled", *HF_N])],
+        "hf-lookup-top-p": lambda: [
+            audit(["--hf", "prompt-lookup", "--target", "bundled", *HF_N, *topp])
+        ],
+        "llama-t1-default": lambda: [audit(llama.pair())],
+    }
+
+
+LABELS = {  # what each part audits, as the table names it (its URLs are this run's own)
+    "llama-greedy": "llama.cpp prompt lookup",
+    "fault-replace": "llama.cpp + proxy: replace TV 0.2",
+    "fault-late-top-p": "llama.cpp + proxy: late top-p",
+    "fault-late-top-p-sized": "llama.cpp + proxy: late top-p",
+    "pass-through": "llama.cpp + proxy: pass",
+    "llama-t1": "llama.cpp prompt lookup",
+    "llama-top-p": "llama.cpp prompt lookup",
+    "llama-server-repetition": "llama.cpp prompt lookup",
+    "hf-assistant-t1": "transformers assistant (bundled pair)",
+    "hf-assistant-top-p": "transformers assistant (bundled pair)",
+    "hf-lookup-t1": "transformers prompt lookup (bundled target)",
+    "hf-lookup-top-p": "transformers prompt lookup (bundled target)",
+    "llama-t1-default": "llama.cpp prompt lookup",
+}
+
+
+def save(part: str, rows: list[dict[str, Any]]) -> None:
+    """Replace the part's rows in RESULTS."""
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    saved = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"rows": []}
+    kept = [r for r in saved["rows"] if r.get("part") != part]
+    saved["rows"] = kept + [r | {"part": part, "label": LABELS[part]} for r in rows]
+    RESULTS.write_text(json.dumps(saved, indent=1) + "\n", encoding="utf-8")
+
+
+def run(names: list[str]) -> int:
+    with tempfile.TemporaryDirectory() as logs:
+        llama = Llama(Path(logs))
+        table = parts(llama)
+        unknown = [n for n in names if n not in table]
+        if unknown:
+            print(f"unknown parts {unknown}; parts: {', '.join(table)}", file=sys.stderr)
+            return 2
+        try:
+            for name in names or list(table):
+                print(f"== {name}", file=sys.stderr)
+                save(name, table[name]())
+        finally:
+            llama.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(run(sys.argv[1:]))
