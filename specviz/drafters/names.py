@@ -49,10 +49,10 @@ class Choice:
 
 def parse(name: str) -> Choice:
     """The Choice a drafter name stands for, or a one-line ValueError naming the close matches."""
-    lookup_name, _, rest = name.rpartition("+")
+    lookup_name, plus, rest = name.rpartition("+")
     tree = rest.startswith("tree-")
     family, _, variant = rest.removeprefix("tree-").partition(":")
-    problem = _problem(lookup_name or None, family, variant, tree, rest)
+    problem = _problem(lookup_name if plus else None, family, variant, tree, rest)
     if problem:
         raise ValueError(f"unknown drafter {name!r}: {problem}{_close(name)}")
     return Choice(family=family, variant=variant, lookup=lookup_name or None, tree=tree)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import specviz
 from specviz.drafters import names as registry
 from specviz.drafters.names import DRAFTER_NAMES, REGISTRY, drafter_spec
@@ -82,3 +84,10 @@ def test_scan_catches_a_literal_list(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert _name_lists(path) == [1, 3]
+
+
+def test_a_plus_without_its_lookup_is_refused() -> None:
+    for name in ("+model", "ngram+", "ngram+ngram", "model+eagle"):
+        with pytest.raises(ValueError, match="unknown drafter"):
+            drafter_spec(name)
+    assert drafter_spec("ngram+model").hybrid and not drafter_spec("model").hybrid
