@@ -84,7 +84,7 @@ def speculative_stream_batch(
 ) -> tuple[list[list[int]], Iterator[Event]]:
     """Validate everything, then return the prompts' ids and the lazy event stream.
 
-    drafter: a BatchDrafter built for len(prompts) rows, or a draft model (the "model"
+    drafter: a BatchDrafter (it serves any number of rows), or a draft model (the "model"
     drafter); seeds: one per prompt (default sampling.seed + row).
     """
     if drafter is None:
@@ -95,9 +95,7 @@ def speculative_stream_batch(
     drafts = [] if model is None else [model]
     ids = batch_prompts(target, tokenizer, prompts, speculation.max_new_tokens, *drafts)
     if model is not None:
-        drafter = build_batch_drafter(
-            "model", target=target, draft=model, sampling=sampling, rows=len(ids)
-        )
+        drafter = build_batch_drafter("model", target=target, draft=model)
     decoder = BatchSpeculativeDecoder(
         target,
         drafter,
@@ -125,7 +123,7 @@ def speculative_generate_batch(
 ) -> BatchResult:
     """Speculative sampling of every prompt together; each row's law is the target's.
 
-    drafter: a draft model, or build_batch_drafter(name, ..., rows=len(prompts)) for one of
+    drafter: a draft model, or build_batch_drafter(name, target=..., draft=...) for one of
     the batched drafters (BATCH_DRAFTERS); seeds: one per prompt (default sampling.seed + row).
     """
     ids, events = speculative_stream_batch(

@@ -29,15 +29,25 @@ class BatchKVCache:
     """The KV cache of B rows, each holding its own number of real positions."""
 
     def __init__(self, model: Any, rows: int) -> None:
-        """An empty cache of `rows` rows for model (any Hugging Face causal LM)."""
-        if rows < 1:
-            raise ValueError(f"a batch needs at least one row (got {rows})")
+        """An empty cache of `rows` rows (0 too: rows join with add_rows) for model (any
+        Hugging Face causal LM)."""
+        if rows < 0:
+            raise ValueError(f"a batch cannot have {rows} rows")
         self.model = model
-        self.kv = DynamicCache()  # lazy: full layers (see specviz.core.cache)
         self.sliding = has_sliding_window(getattr(model, "config", None))
         self._kwarg, self._trims = forward_kwargs(model)
         self.device = model.device
+        self.kv = DynamicCache()  # lazy: full layers (see specviz.core.cache)
         self.valid = torch.zeros(rows, 0, dtype=torch.bool, device=self.device)  # (B, S)
+
+    def add_rows(self, n: int) -> None:
+        """n empty rows join after the others (their slots all holes until they are fed)."""
+        if n == 0:
+            return
+        width = self.valid.shape[1]
+        self.valid = torch.cat([self.valid, self.valid.new_zeros(n, width)])
+        if width:  # a cache with no slots yet has nothing to extend
+            self._each_layer(lambda x: torch.cat([x, x.new_zeros(n, *x.shape[1:])]))
 
     @property
     def rows(self) -> int:
@@ -114,17 +124,22 @@ class BatchKVCache:
         if length == 0:
             return
         order = torch.argsort(self.valid.int(), dim=1, stable=True)[:, -length:]  # (B, S')
-        self._gather(lambda x: x.gather(2, order[:, None, :, None].expand_as(x[:, :, :length])))
+        self._each_layer(lambda x: x.gather(2, order[:, None, :, None].expand_as(x[:, :, :length])))
         self.valid = self.valid.gather(1, order)
 
     def keep_rows(self, rows: Sequence[int]) -> None:
-        """Keep only these rows (e.g. drop the requests that finished), in this order."""
+        """Keep only these rows (e.g. drop the requests that finished), in this order; none
+        kept empties the cache, its memory freed."""
+        if not rows:
+            self.kv = DynamicCache()
+            self.valid = self.valid.new_zeros(0, 0)
+            return
         index = torch.tensor(list(rows), dtype=torch.long, device=self.device)
-        self._gather(lambda x: x.index_select(0, index))
+        self._each_layer(lambda x: x.index_select(0, index))
         self.valid = self.valid.index_select(0, index)
 
-    def _gather(self, take: Any) -> None:
-        """Apply take to every layer's keys and values (B, H, S, D)."""
+    def _each_layer(self, take: Any) -> None:
+        """Replace every initialized layer's keys and values (B, H, S, D) by take of them."""
         if self.sliding:
             raise ValueError("a batched cache cannot compact a sliding-window cache")
         layer: Any

@@ -7,13 +7,18 @@ caches are rolled back to that row's committed tokens (specviz.batch.cache), and
 reached EOS or max_new_tokens leave the batch. Row r seeded s draws exactly what a decode of
 prompt r alone with seed s draws, so its output law is the target's for that prompt.
 
-Every event carries its row: the request's index in the prompts given.
+Rows may differ in prompt, length, temperature, top-k/top-p and seed, and a request may join a
+running batch (continuous batching, BatchSpeculativeDecoder.join): it enters at the next round
+boundary, so what it draws does not depend on what else is in the batch.
+
+Every event carries its row: the request's index in the prompts given, then one per join.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -84,8 +89,31 @@ def batch_autoregressive_events(
             cache.keep_rows([i for i in range(cache.rows) if i not in done])
 
 
+@dataclass(kw_only=True)
+class Request:
+    """One row's request and what it has written: ids (prompt then emitted tokens), its own
+    sampling settings, token budget and generator, and its rounds so far."""
+
+    prompt_tokens: int
+    ids: list[int]
+    sampling: SamplingConfig
+    max_new_tokens: int
+    generator: torch.Generator
+    rounds: int = 0
+
+    @property
+    def new_tokens(self) -> int:
+        """Tokens emitted so far."""
+        return len(self.ids) - self.prompt_tokens
+
+
 class BatchSpeculativeDecoder:
-    """Speculative sampling of B prompts together; each row verified and rolled back alone."""
+    """Speculative sampling of many requests together; each row verified and rolled back alone.
+
+    The prompts given are rows 0..B-1; join adds a request later (continuous batching): it
+    enters the batch at the next round boundary, and every row leaves when it ends (or when
+    leave drops it). A row is a request's number: every event names it.
+    """
 
     def __init__(
         self,
@@ -100,74 +128,140 @@ class BatchSpeculativeDecoder:
         seeds: Sequence[int] | None = None,
         batch_rule: BatchRule = EXACT_BATCH,
     ) -> None:
-        """Set up the decode; nothing runs until events() is iterated. drafter: built for
-        len(prompts) rows (specviz.batch.drafters.build_batch_drafter); rule verifies each row,
-        batch_rule combines the rows (specviz.batch.rule)."""
+        """Set up the decode; nothing runs until events() (or advance()) is iterated. drafter:
+        a batch drafter (specviz.batch.drafters.build_batch_drafter); rule verifies each row,
+        batch_rule combines the rows (specviz.batch.rule); sampling and speculation's
+        max_new_tokens: the given prompts' (a joining request brings its own); gamma: every
+        row's."""
         self.target, self.drafter, self.rule, self.batch_rule = target, drafter, rule, batch_rule
-        self.sampling, self.speculation, self.stop_ids = sampling, speculation, stop_ids
-        self.device = target.device
-        self.prompts = [list(p) for p in prompts]
-        self.ids = [list(p) for p in prompts]
-        self.generators = row_generators(sampling, len(prompts), self.device, seeds)
-        self.cache = BatchKVCache(target, len(prompts))
-        self.cached = [0] * len(prompts)  # target positions each row's cache holds
-        self.live = list(range(len(prompts)))  # request of each batch row, in cache order
-        self.rounds = [0] * len(prompts)
+        self.gamma, self.stop_ids, self.device = speculation.gamma, stop_ids, target.device
+        self.requests: dict[int, Request] = {}  # the rows decoding or about to enter
+        self.cache = BatchKVCache(target, 0)
+        self.live: list[int] = []  # the rows in the batch, in cache order
+        self.cached: list[int] = []  # target positions each live row's cache holds
+        self.entering: list[int] = []  # rows that join at the next round boundary
+        self.leaving: set[int] = set()  # rows dropped at the next round boundary
+        self.next_row = 0
+        generators = row_generators(sampling, len(prompts), self.device, seeds)
+        for prompt, generator in zip(prompts, generators, strict=True):
+            self._add(prompt, sampling, speculation.max_new_tokens, generator)
+
+    def join(
+        self, prompt: list[int], *, sampling: SamplingConfig, max_new_tokens: int, seed: int
+    ) -> int:
+        """Add a request; it enters the batch at the next round boundary. Returns its row."""
+        check_max_new_tokens(max_new_tokens)
+        generator = torch.Generator(device=self.device).manual_seed(seed)
+        return self._add(prompt, sampling, max_new_tokens, generator)
+
+    def _add(
+        self,
+        prompt: Sequence[int],
+        sampling: SamplingConfig,
+        max_new_tokens: int,
+        generator: torch.Generator,
+    ) -> int:
+        row, self.next_row = self.next_row, self.next_row + 1
+        self.requests[row] = Request(
+            prompt_tokens=len(prompt),
+            ids=list(prompt),
+            sampling=sampling,
+            max_new_tokens=max_new_tokens,
+            generator=generator,
+        )
+        self.entering.append(row)
+        return row
+
+    def leave(self, row: int) -> None:
+        """Drop row (a cancelled request) at the next round boundary; no event says so."""
+        if row in self.requests:
+            self.leaving.add(row)
+
+    @property
+    def rows(self) -> int:
+        """The requests decoding or about to enter."""
+        return len(self.requests)
 
     def new_tokens(self, r: int) -> int:
         """Tokens request r has emitted so far."""
-        return len(self.ids[r]) - len(self.prompts[r])
+        return self.requests[r].new_tokens
 
     def events(self) -> Iterator[Event]:
         """Run every row to EOS or max_new_tokens, yielding every event as it happens."""
         return run_rounds(self, self.device)
 
+    def advance(self) -> Iterator[Event]:
+        """One step of continuous batching: drop the rows that left, admit the rows that
+        joined (their Prefill events), one round of every live row, and the Finished events
+        of the rows that ended. Nothing happens when no row is decoding or entering."""
+        self._drop(self.leaving)
+        start = clock(self.device)
+        entered = self.entering
+        for row, n in zip(entered, self.prefill(), strict=True):
+            yield Prefill(prompt_tokens=n, target_seconds=0.0, draft_seconds=0.0, row=row)
+        if self.live:
+            yield from self.round()
+            yield from self.finish(clock(self.device) - start)
+
     def prefill(self) -> list[int]:
-        """Cache every row's prompt but its last token in the drafter; the prompts' lengths."""
-        self.drafter.prefill([p[:-1] for p in self.prompts])
-        return [len(p) for p in self.prompts]
+        """The entering rows join the batch (their prompts, but the last token, handed to the
+        drafter); their prompts' lengths."""
+        entering, self.entering = self.entering, []
+        requests = [self.requests[r] for r in entering]
+        self.drafter.join([q.ids[:-1] for q in requests], [q.sampling for q in requests])
+        self.cache.add_rows(len(entering))
+        self.live += entering
+        self.cached += [0] * len(entering)
+        return [q.prompt_tokens for q in requests]
 
     def finish(self, seconds: float) -> list[Finished]:
         """A Finished event for each row that just ended; those rows leave the batch."""
         ended: list[Finished] = []
-        kept: list[int] = []
-        for i, r in enumerate(self.live):
-            left = self.speculation.max_new_tokens - self.new_tokens(r)
-            if (reason := end_reason(self.ids[r][-1], left, self.stop_ids)) is None:
-                kept.append(i)
-                continue
-            ended.append(
-                Finished(reason=reason, new_tokens=self.new_tokens(r), seconds=seconds, row=r)
-            )
-        if ended and kept:  # the finished rows leave the batch (nothing to keep after the last)
+        for r in self.live:
+            q = self.requests[r]
+            left = q.max_new_tokens - q.new_tokens
+            if (reason := end_reason(q.ids[-1], left, self.stop_ids)) is not None:
+                ended.append(
+                    Finished(reason=reason, new_tokens=q.new_tokens, seconds=seconds, row=r)
+                )
+        self._drop({e.row for e in ended if e.row is not None})
+        return ended
+
+    def _drop(self, rows: set[int]) -> None:
+        """Rows leave the batch and are forgotten (their caches' rows too)."""
+        if not rows:
+            return
+        kept = [i for i, r in enumerate(self.live) if r not in rows]
+        if len(kept) < len(self.live):
             self.cache.keep_rows(kept)
             self.drafter.keep_rows(kept)
             self.cached = [self.cached[i] for i in kept]
-        self.live = [self.live[i] for i in kept]
-        return ended
+            self.live = [self.live[i] for i in kept]
+        self.entering = [r for r in self.entering if r not in rows]
+        for r in rows:
+            self.requests.pop(r, None)
+        self.leaving -= rows
 
     def round(self) -> Iterator[Event]:
         """Draft every live row, score all in one target pass, verify each row, roll back."""
         live = self.live
-        gammas = [
-            min(self.speculation.gamma, self.speculation.max_new_tokens - self.new_tokens(r) - 1)
-            for r in live
-        ]
+        requests = [self.requests[r] for r in live]
+        gammas = [min(self.gamma, q.max_new_tokens - q.new_tokens - 1) for q in requests]
         t0 = clock(self.device)
         asked = [g + self.rule.lookahead if g else 0 for g in gammas]
-        generators = [self.generators[r] for r in live]
-        drafts = self.drafter.propose([self.ids[r] for r in live], asked, generators, self.stop_ids)
+        generators = [q.generator for q in requests]
+        drafts = self.drafter.propose([q.ids for q in requests], asked, generators, self.stop_ids)
         t1 = clock(self.device)
         fresh = [
-            self.ids[r][n:] + d.tokens.tolist()
-            for r, n, d in zip(live, self.cached, drafts, strict=True)
+            q.ids[n:] + d.tokens.tolist()
+            for q, n, d in zip(requests, self.cached, drafts, strict=True)
         ]
         keep = max(len(d.tokens) for d in drafts) + 1
         logits = self.cache.forward(fresh, keep=keep)  # (B, keep, V)
         timing = {"draft_seconds": t1 - t0, "target_seconds": clock(self.device) - t1}
         p_targets = [  # row i's (k_i + 1, V): its drafts' positions and the bonus position
-            self.rule.warp_target(logits[i, keep - len(d.tokens) - 1 :], self.sampling)
-            for i, d in enumerate(drafts)
+            self.rule.warp_target(logits[i, keep - len(d.tokens) - 1 :], q.sampling)
+            for i, (q, d) in enumerate(zip(requests, drafts, strict=True))
         ]
         verdicts = self.batch_rule.verify_rows(p_targets, drafts, gammas, generators, self.rule)
         for i, r in enumerate(live):
@@ -180,9 +274,9 @@ class BatchSpeculativeDecoder:
                 p_targets[i],
                 {**timing, "prompt_tokens": carried},
             )
-        self.cached = [len(self.ids[r]) - 1 for r in live]
+        self.cached = [len(q.ids) - 1 for q in requests]
         self.cache.crop(self.batch_rule.crop(self.cached))
-        self.drafter.rollback([len(self.ids[r]) for r in live])
+        self.drafter.rollback([len(q.ids) for q in requests])
 
     def _conclude(
         self,
@@ -194,7 +288,8 @@ class BatchSpeculativeDecoder:
         timing: dict[str, Any],
     ) -> Iterator[Event]:
         """Row r's proposals, verdicts and round summary; its tokens are committed."""
-        first, round_index = self.new_tokens(r), self.rounds[r]
+        q = self.requests[r]
+        first, round_index = q.new_tokens, q.rounds
         tokens = draft.tokens.tolist()
         for i, token in enumerate(tokens):
             q_x = float(draft.q_draft[i, token])
@@ -205,8 +300,8 @@ class BatchSpeculativeDecoder:
             round_index, first, draft, verdict, p_target, self.stop_ids
         )
         yield from (dataclasses.replace(e, row=r) for e in events)
-        self.ids[r] += committed
-        self.rounds[r] += 1
+        q.ids += committed
+        q.rounds += 1
         yield RoundSummary(
             round=round_index,
             gamma=gamma,

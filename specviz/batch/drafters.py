@@ -1,9 +1,11 @@
 """Drafters for a batch of requests: what the batch verifier needs, and the registered ones.
 
-A batch drafter proposes a Draft per row, each row with its own gamma and its own generator, so
-a row draws exactly what it would draw decoded alone. The draft model (and its trimmed-head
-form) drafts every row in one pass per step through a BatchKVCache; a drafter without a model
-(n-gram lookup) runs row by row (PerRow).
+A batch drafter proposes a Draft per row, each row with its own gamma, sampling settings and
+generator, so a row draws exactly what it would draw decoded alone. Rows join (continuous
+batching: specviz.batch.decoding) and leave at round boundaries, so one drafter serves any
+number of requests. The draft model (and its trimmed-head form) drafts every row in one pass per
+step through a BatchKVCache; a drafter without a model (n-gram lookup) runs row by row (PerRow);
+lookup first, else the draft model, tries each row's lookup and drafts the rest in one pass.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ import torch
 from torch import Tensor
 
 from specviz.batch.cache import BatchKVCache
+from specviz.checks import vocab_size
 from specviz.core.config import SamplingConfig
 from specviz.core.drafter import Draft, Drafter
 from specviz.core.sampling import logits_to_probs, sample
-from specviz.drafters.names import BATCH_DRAFTERS
-from specviz.drafters.ngram import NgramDrafter
+from specviz.drafters.builders import lookup
+from specviz.drafters.names import BATCH_DRAFTERS, parse
 from specviz.drafters.options import DrafterOptions
 from specviz.drafters.trimmed import load_head_tokens, spread, trim_head
 
@@ -28,8 +31,9 @@ from specviz.drafters.trimmed import load_head_tokens, spread, trim_head
 class BatchDrafter(Protocol):
     """What the batch verifier needs from a drafter; rows are indexed as in the live batch."""
 
-    def prefill(self, prefixes: Sequence[list[int]]) -> None:
-        """Process each row's prompt prefix before the first round."""
+    def join(self, prefixes: Sequence[list[int]], samplings: Sequence[SamplingConfig]) -> None:
+        """New rows join after the others: each one's prompt but its last token, and the
+        sampling settings it drafts with."""
 
     def propose(
         self,
@@ -50,24 +54,19 @@ class BatchDrafter(Protocol):
 class BatchModelDrafter:
     """A small causal LM drafting all rows at once, one batched pass per draft step."""
 
-    def __init__(
-        self,
-        model: Any,
-        sampling: SamplingConfig,
-        vocab_size: int,
-        rows: int,
-        head_tokens: Tensor | None = None,
-    ) -> None:
-        """Wrap model for `rows` rows; head_tokens (S,): draft among these ids only (trimmed)."""
+    def __init__(self, model: Any, vocab_size: int, head_tokens: Tensor | None = None) -> None:
+        """Wrap model, with no rows yet; head_tokens (S,): draft among these ids only
+        (trimmed)."""
         self.head_tokens = None if head_tokens is None else head_tokens.to(model.device)
         drafting = model if head_tokens is None else trim_head(model, head_tokens)
-        self.cache = BatchKVCache(drafting, rows)
-        self.sampling, self.vocab_size, self.device = sampling, vocab_size, model.device
+        self.cache = BatchKVCache(drafting, 0)
+        self.samplings: list[SamplingConfig] = []  # each row's
+        self.vocab_size, self.device = vocab_size, model.device
 
-    def prefill(self, prefixes: Sequence[list[int]]) -> None:
-        """Cache every row's prefix in one pass."""
-        if any(prefixes):
-            self.cache.forward(prefixes, keep=1)
+    def join(self, prefixes: Sequence[list[int]], samplings: Sequence[SamplingConfig]) -> None:
+        """New rows, their prompts cached at their first draft step (with the others' steps)."""
+        self.cache.add_rows(len(prefixes))
+        self.samplings += samplings
 
     def propose(
         self,
@@ -78,7 +77,7 @@ class BatchModelDrafter:
     ) -> list[Draft]:
         """Sample each row's drafts; a row stops at its gamma or after a stop token."""
         cached = self.cache.lengths
-        pending = [row[n:] for row, n in zip(ids, cached, strict=True)]  # 1 or 2 tokens each
+        pending = [row[n:] for row, n in zip(ids, cached, strict=True)]  # a new row: its prompt
         drafted: list[list[int]] = [[] for _ in ids]
         rows: list[list[Tensor]] = [[] for _ in ids]
         live = [g > 0 for g in gammas]
@@ -86,16 +85,18 @@ class BatchModelDrafter:
             fed = [p if on else [] for p, on in zip(pending, live, strict=True)]
             logits = self.cache.forward(fed, keep=1)[:, -1, : self.vocab_size]  # (B, V')
             for r in (r for r, on in enumerate(live) if on):
-                token, q = self._draw(logits[r], generators[r])
+                token, q = self._draw(logits[r], self.samplings[r], generators[r])
                 drafted[r].append(token)
                 rows[r].append(q)
                 pending[r] = [token]
                 live[r] = len(drafted[r]) < gammas[r] and token not in stop_ids
         return [self._draft(t, q) for t, q in zip(drafted, rows, strict=True)]
 
-    def _draw(self, logits: Tensor, generator: torch.Generator) -> tuple[int, Tensor]:
+    def _draw(
+        self, logits: Tensor, sampling: SamplingConfig, generator: torch.Generator
+    ) -> tuple[int, Tensor]:
         """One token from the warped logits (V',) and the q (V,) it was drawn from."""
-        q = logits_to_probs(logits, self.sampling)
+        q = logits_to_probs(logits, sampling)
         token = sample(q, generator)
         if self.head_tokens is None:
             return token, q
@@ -114,19 +115,23 @@ class BatchModelDrafter:
     def keep_rows(self, rows: Sequence[int]) -> None:
         """Drop the rows not listed."""
         self.cache.keep_rows(rows)
+        self.samplings = [self.samplings[r] for r in rows]
 
 
 class PerRow:
     """Any one-request Drafter, one per row, drafting row after row (fits model-free ones)."""
 
-    def __init__(self, make: Callable[[], Drafter], rows: int) -> None:
-        """One drafter from make() per row."""
-        self.drafters = [make() for _ in range(rows)]
+    def __init__(self, make: Callable[[], Drafter]) -> None:
+        """One drafter from make() per row, made as the row joins."""
+        self.make = make
+        self.drafters: list[Drafter] = []
 
-    def prefill(self, prefixes: Sequence[list[int]]) -> None:
-        """Each row's drafter processes its prefix."""
-        for drafter, prefix in zip(self.drafters, prefixes, strict=True):
+    def join(self, prefixes: Sequence[list[int]], samplings: Sequence[SamplingConfig]) -> None:
+        """Each new row's drafter, its prefix processed."""
+        for prefix in prefixes:
+            drafter = self.make()
             drafter.prefill(prefix)
+            self.drafters.append(drafter)
 
     def propose(
         self,
@@ -151,34 +156,74 @@ class PerRow:
         self.drafters = [self.drafters[r] for r in rows]
 
 
+class LookupThenModel:
+    """N-gram lookup first, row by row; the rows it finds nothing for drafted by the draft
+    model in one pass per step (the batched form of specviz.drafters.hybrid's)."""
+
+    def __init__(
+        self, model: BatchModelDrafter, lookup: Callable[[], Drafter], model_gamma: int | None
+    ) -> None:
+        """lookup() makes each row's lookup; model_gamma: at most this many draft-model tokens
+        a round (None: gamma's)."""
+        self.model, self.lookups, self.model_gamma = model, PerRow(lookup), model_gamma
+
+    def join(self, prefixes: Sequence[list[int]], samplings: Sequence[SamplingConfig]) -> None:
+        """New rows join both."""
+        self.lookups.join(prefixes, samplings)
+        self.model.join(prefixes, samplings)
+
+    def propose(
+        self,
+        ids: Sequence[list[int]],
+        gammas: Sequence[int],
+        generators: Sequence[torch.Generator],
+        stop_ids: Collection[int],
+    ) -> list[Draft]:
+        """Each row's lookup continuation where it has one, else the draft model's tokens."""
+        copied = self.lookups.propose(ids, gammas, generators, stop_ids)
+        cap = [g if self.model_gamma is None else min(g, self.model_gamma) for g in gammas]
+        wanted = [0 if len(c.tokens) else g for c, g in zip(copied, cap, strict=True)]
+        drafted = self.model.propose(ids, wanted, generators, stop_ids)
+        return [c if len(c.tokens) else d for c, d in zip(copied, drafted, strict=True)]
+
+    def rollback(self, committed: Sequence[int]) -> None:
+        """The draft model forgets past each row's committed tokens (lookup keeps no state)."""
+        self.model.rollback(committed)
+
+    def keep_rows(self, rows: Sequence[int]) -> None:
+        """Drop the rows not listed."""
+        self.lookups.keep_rows(rows)
+        self.model.keep_rows(rows)
+
+
 def build_batch_drafter(
     name: str,
     *,
     target: Any,
     draft: Any,
-    sampling: SamplingConfig,
-    rows: int,
     options: DrafterOptions | None = None,
 ) -> BatchDrafter:
-    """The batched form of a registered drafter; ValueError naming the ones that have one."""
+    """The batched form of a registered drafter, serving any number of rows and batches (rows
+    join and leave with their requests); ValueError naming the ones that have one."""
     options = options or DrafterOptions()
-    vocab = int(target.config.vocab_size)
-    if name == "ngram":
-        device = str(target.device)
-
-        def lookup() -> Drafter:
-            return NgramDrafter(
-                vocab, max_ngram=options.ngram_max, min_ngram=options.ngram_min or 1, device=device
-            )
-
-        return PerRow(lookup, rows)
     if name not in BATCH_DRAFTERS:
         raise ValueError(
             f"drafter {name!r} has no batched form: use one of {', '.join(BATCH_DRAFTERS)}"
         )
+    choice = parse(name)
+    shortest = 2 if choice.lookup else 1  # lookup first: n >= 2 keeps chance one-token matches out
+
+    def make_lookup() -> Drafter:
+        return lookup(target, options, shortest)
+
+    if choice.family == "ngram":
+        return PerRow(make_lookup)
     if draft is None:
         raise ValueError(f"drafter {name!r} needs a draft model: pass draft=...")
     if options.min_confidence:
         raise ValueError("a batched draft model drafts its full gamma: drop min_confidence")
-    head = load_head_tokens(draft) if name == "model:trimmed" else None
-    return BatchModelDrafter(draft, sampling, vocab, rows, head_tokens=head)
+    head = load_head_tokens(draft) if choice.variant == "trimmed" else None
+    model = BatchModelDrafter(draft, vocab_size(target), head_tokens=head)
+    if choice.lookup is None:
+        return model
+    return LookupThenModel(model, make_lookup, options.model_gamma)

@@ -125,8 +125,7 @@ def run_batch_sweep(
 
     def speculative(drafter: str, gamma: int) -> Run:
         def run(rows: list[list[int]], seeds: list[int]) -> Iterator[Event]:
-            batch = build_batch_drafter(drafter, target=target, draft=draft, sampling=sampling,
-                                        rows=len(rows))  # fmt: skip
+            batch = build_batch_drafter(drafter, target=target, draft=draft)
             speculation = SpeculationConfig(gamma=gamma, max_new_tokens=new)
             return BatchSpeculativeDecoder(target, batch, rows, sampling=sampling,
                                            speculation=speculation, stop_ids=stop,

@@ -111,8 +111,6 @@ def run_batches(
                     args.drafter,
                     target=pair.target,
                     draft=pair.draft,
-                    sampling=sampling,
-                    rows=len(chunk),
                     options=drafter_options(args),
                 ),
                 chunk,

@@ -112,7 +112,7 @@ def drafter_spec(name: str) -> DrafterSpec:
         trims_head=choice.variant == "trimmed",
         untrimmed=replace(choice, variant="").name if choice.variant == "trimmed" else None,
         hybrid=choice.lookup is not None,
-        batchable=family.batchable and not (choice.tree or choice.lookup),
+        batchable=family.batchable and not choice.tree and choice.lookup in (None, "ngram"),
         remembers=family.remembers or choice.lookup == "suffix",
         cross_tokenizer=family.cross_tokenizer,
     )

@@ -40,7 +40,7 @@ from specviz.stats.testing import (
 
 BatchOutcome = tuple[Outcome, ...]  # one outcome per row, in prompt order
 BatchSampler = Callable[[int], BatchOutcome]  # seed → one outcome per row
-MakeBatchDrafter = Callable[[SamplingConfig, int], BatchDrafter]  # (sampling, rows) → drafter
+MakeBatchDrafter = Callable[[], BatchDrafter]  # a fresh batch drafter
 PLAIN_SEED_OFFSET = 1_000_003  # plain samples' seeds start here (never a batch row's)
 
 
@@ -81,7 +81,7 @@ def batch_sampler(
 ) -> BatchSampler:
     """seed → each row's first k tokens of one batch decode, row r seeded seed * B + r.
 
-    make_drafter(sampling, rows) builds another batch drafter (e.g. build_batch_drafter("ngram",
+    make_drafter() builds another batch drafter (e.g. build_batch_drafter("ngram",
     ...)) instead of the draft model's BatchModelDrafter; batch_rule swaps a piece of the batch
     round (specviz.batch.rule; the mutants of specviz.stats.batch_mutants).
     """
@@ -90,11 +90,7 @@ def batch_sampler(
 
     def run(seed: int) -> BatchOutcome:
         seeded = replace(sampling, seed=seed)
-        drafter = (
-            make_drafter(seeded, rows)
-            if make_drafter is not None
-            else BatchModelDrafter(draft, seeded, vocab, rows)
-        )
+        drafter = make_drafter() if make_drafter is not None else BatchModelDrafter(draft, vocab)
         decoder = BatchSpeculativeDecoder(
             target,
             drafter,

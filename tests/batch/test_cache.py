@@ -71,10 +71,25 @@ def test_rows_leave_and_the_rest_keep_their_contexts(pair: PairFactory) -> None:
     torch.testing.assert_close(logits[1], fresh_logits(target, [3, 4, 10]), rtol=1e-9, atol=1e-9)
 
 
+def test_rows_join_a_running_cache_and_the_last_leaving_empties_it(pair: PairFactory) -> None:
+    target, _ = pair("llama")
+    cache = BatchKVCache(target, 0)
+    cache.add_rows(1)
+    cache.forward([[3, 4, 5]], keep=1)
+    cache.add_rows(2)  # two rows join a cache that holds the first row's three positions
+    logits = cache.forward([[6], [8, 9], [2]], keep=1)[:, -1]
+    for row, context in enumerate([[3, 4, 5, 6], [8, 9], [2]]):
+        expected = fresh_logits(target, context)
+        torch.testing.assert_close(logits[row], expected, rtol=1e-9, atol=1e-9)
+    assert cache.lengths == [4, 2, 1]
+    cache.keep_rows([])
+    assert cache.rows == 0 and cache.valid.shape == (0, 0)
+
+
 def test_bad_shapes_are_refused(pair: PairFactory) -> None:
     target, _ = pair("llama")
-    with pytest.raises(ValueError, match="at least one row"):
-        BatchKVCache(target, 0)
+    with pytest.raises(ValueError, match="cannot have -1 rows"):
+        BatchKVCache(target, -1)
     cache = BatchKVCache(target, 2)
     with pytest.raises(ValueError, match="1 rows of tokens for a cache of 2 rows"):
         cache.forward([[1]])

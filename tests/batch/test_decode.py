@@ -40,7 +40,7 @@ def test_greedy_batch_is_greedy_target_decoding_row_by_row(pair: PairFactory, ar
     target, draft = pair(arch)
     prompts = PROMPTS[:rows]
     spec = SpeculationConfig(gamma=3, max_new_tokens=14)
-    drafter = BatchModelDrafter(draft, GREEDY, VOCAB, rows)
+    drafter = BatchModelDrafter(draft, VOCAB)
     decoder = BatchSpeculativeDecoder(target, drafter, prompts, sampling=GREEDY, speculation=spec)
     events = list(decoder.events())
     plain = list(batch_autoregressive_events(target, prompts, sampling=GREEDY, max_new_tokens=14))
@@ -57,9 +57,9 @@ def test_greedy_batch_with_the_other_batched_drafters(pair: PairFactory, drafter
     target, draft = pair("llama")
     spec = SpeculationConfig(gamma=4, max_new_tokens=12)
     if drafter == "ngram":
-        batch = build_batch_drafter("ngram", target=target, draft=None, sampling=GREEDY, rows=5)
+        batch = build_batch_drafter("ngram", target=target, draft=None)
     else:
-        batch = BatchModelDrafter(draft, GREEDY, VOCAB, 5, head_tokens=torch.arange(0, VOCAB, 2))
+        batch = BatchModelDrafter(draft, VOCAB, head_tokens=torch.arange(0, VOCAB, 2))
     events = list(
         BatchSpeculativeDecoder(target, batch, PROMPTS, sampling=GREEDY, speculation=spec).events()
     )
@@ -76,7 +76,7 @@ def test_sampled_row_r_is_the_single_decode_seeded_seed_plus_r(
     target, draft = pair("llama")
     sampling = SamplingConfig(temperature=temperature, top_p=0.9, seed=11)
     spec = SpeculationConfig(gamma=3, max_new_tokens=12)
-    drafter = BatchModelDrafter(draft, sampling, VOCAB, 5)
+    drafter = BatchModelDrafter(draft, VOCAB)
     events = list(
         BatchSpeculativeDecoder(
             target, drafter, PROMPTS, sampling=sampling, speculation=spec
@@ -98,7 +98,7 @@ def test_rows_stop_at_their_own_eos_and_leave_the_batch(pair: PairFactory) -> No
     full = alone(target, PROMPTS[0], GREEDY, 12)
     stop = frozenset({full[4]})  # row 0 meets it by its fifth token; others may not at all
     spec = SpeculationConfig(gamma=4, max_new_tokens=12)
-    drafter = BatchModelDrafter(draft, GREEDY, VOCAB, 5)
+    drafter = BatchModelDrafter(draft, VOCAB)
     decoder = BatchSpeculativeDecoder(
         target, drafter, PROMPTS, sampling=GREEDY, speculation=spec, stop_ids=stop
     )
@@ -120,7 +120,7 @@ def test_rows_stop_at_their_own_eos_and_leave_the_batch(pair: PairFactory) -> No
 def test_every_event_names_its_row_and_keeps_it_through_json(pair: PairFactory) -> None:
     target, draft = pair("llama")
     spec = SpeculationConfig(gamma=2, max_new_tokens=6)
-    drafter = BatchModelDrafter(draft, GREEDY, VOCAB, 3)
+    drafter = BatchModelDrafter(draft, VOCAB)
     events = list(
         BatchSpeculativeDecoder(
             target, drafter, PROMPTS[:3], sampling=GREEDY, speculation=spec
@@ -137,8 +137,9 @@ def test_every_event_names_its_row_and_keeps_it_through_json(pair: PairFactory) 
 def test_ngram_rows_are_independent_drafters(pair: PairFactory) -> None:
     """Per-row lookup sees its own row only: row 1's drafts come from row 1's text."""
     target, _ = pair("llama")
-    batch = build_batch_drafter("ngram", target=target, draft=None, sampling=GREEDY, rows=2)
+    batch = build_batch_drafter("ngram", target=target, draft=None)
     ids = [[1, 2, 3, 1, 2], [4, 5, 6, 4, 5]]
+    batch.join([row[:-1] for row in ids], [GREEDY, GREEDY])
     gen = [torch.Generator().manual_seed(0) for _ in ids]
     drafts = batch.propose(ids, [2, 2], gen, ())
     single = NgramDrafter(VOCAB).propose(ids[1], 2, gen[1], ())

@@ -18,7 +18,6 @@ import torch
 from specviz.batch.decoding import BatchSpeculativeDecoder
 from specviz.batch.drafters import BatchDrafter, build_batch_drafter
 from specviz.batch.rule import EXACT_BATCH, BatchRule
-from specviz.core.config import SamplingConfig
 from specviz.core.events import RoundSummary
 from specviz.stats.batch import (
     batch_sampler,
@@ -135,8 +134,8 @@ def test_ngram_batch_drafter_passes_and_its_cache_mixup_is_caught(toy: Pair) -> 
     target, draft = toy
     config = Config("gamma=4 T=1", (REPEATING_PROMPT, REPEATING_PROMPT[3:]), 300)
 
-    def ngram(sampling: SamplingConfig, rows: int) -> BatchDrafter:
-        return build_batch_drafter("ngram", target=target, draft=None, sampling=sampling, rows=rows)
+    def ngram() -> BatchDrafter:
+        return build_batch_drafter("ngram", target=target, draft=None)
 
     exact = _check(target, draft, config, make_drafter=ngram)
     assert not _failed(exact), _failed(exact)
@@ -146,7 +145,7 @@ def test_ngram_batch_drafter_passes_and_its_cache_mixup_is_caught(toy: Pair) -> 
     setting = SETTINGS[config.setting]
     decoder = BatchSpeculativeDecoder(
         target,
-        ngram(setting.sampling, 2),
+        ngram(),
         prompts,
         sampling=setting.sampling,
         speculation=setting.speculation,

@@ -139,9 +139,7 @@ def start(req: BatchRequest, pair: ModelPair) -> BatchRun:
                 check_prompt(row, max_new, pair.draft)
             except ValueError as err:
                 raise ValueError(f"prompt {r}: {err}") from None
-    drafter = build_batch_drafter(
-        req.drafter, target=pair.target, draft=pair.draft, sampling=req.sampling, rows=len(ids)
-    )
+    drafter = build_batch_drafter(req.drafter, target=pair.target, draft=pair.draft)
     _, stream = speculative_stream_batch(
         pair.target, drafter, pair.tokenizer, ids, sampling=req.sampling,
         speculation=req.speculation,
