@@ -2,10 +2,12 @@
 
 Loading and decoding are kept apart so that a slow load never holds up anyone else: each
 request loads its pair in a thread of its own (Loading, at most two loads at once), showing the
-load's progress live in the status line, and only then waits for the one decode slot (decodes
-run one at a time: two at once on a small CPU would only slow both, and the race's timings with
-them). Session.decode is that pattern, written once: load → wait → work → release, and any error
-handed to the caller's fail.
+load's progress live in the status line. Then a Generate (and the /complete API) hands its
+request to the session's scheduler (Session.serve: specviz.app.scheduler), where every
+session's requests share batched decoders; a Step, a race or a Batch-tab decode takes the one
+decode slot for itself (Session.decode: load → wait → work → release), which the scheduler's
+rounds take too, so that two decodes never run at once on a small CPU (that would only slow
+both, and a race's timings with them). Any error is handed to the caller's fail.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any, Protocol, TypeVar
 
 import gradio as gr
 
+from specviz.app.scheduler import Admission, Job, Scheduler, Ticket
+from specviz.drafters.names import DEFAULT_CONFIG
 from specviz.drafters.suffix.memory import SuffixMemory
 from specviz.models.loading import ModelPair, load_pair, parse_dtype
 from specviz.tune.defaults import Defaults, shipped_defaults
@@ -194,14 +198,23 @@ class Session:
     builds reads it, and a decode run to its end adds its request to it. defaults: the target's
     forward path every pair loads and decodes on (specviz.tune.defaults)."""
 
-    def __init__(self, heads: str | None = None, defaults: Defaults | None = None) -> None:
+    def __init__(
+        self,
+        heads: str | None = None,
+        defaults: Defaults | None = None,
+        admission: Admission | None = None,
+    ) -> None:
         """heads: the folder of the drafting heads' weights (None: the shipped ones); defaults:
-        the forward path (None: the shipped DEFAULT_CONFIG's)."""
+        the forward path (None: the shipped DEFAULT_CONFIG's); admission: how many requests the
+        scheduler decodes at once and queues (None: DEFAULT_CONFIG's batch rows, 4 times as
+        many waiting)."""
         self.heads = heads
         self.defaults = defaults or shipped_defaults()
         self.pairs = PairCache(pack=self.defaults.pack)
         self.decoding = threading.Lock()  # the one decode slot (turn() waits for it)
         self.memory = SuffixMemory()
+        rows = DEFAULT_CONFIG.batch_rows
+        self.scheduler = Scheduler(admission or Admission(rows=rows, queue=4 * rows), self.decoding)
 
     def clear_memory(self) -> None:
         """Forget every remembered request: the next decode starts from an empty memory (one
@@ -249,6 +262,31 @@ class Session:
         """decode, where s None loads nothing (work gets None) but still takes the slot."""
         load = self.pair_for(s, show) if s is not None else no_pair()
         return self._guarded(load, show, work, fail)
+
+    def serve(
+        self,
+        s: PairSpec,
+        show: Show[T],
+        job: Callable[[ModelPair], Job],
+        work: Callable[[ModelPair, Iterator[Any]], Iterator[T]],
+        fail: Callable[[Exception], T],
+    ) -> Iterator[T]:
+        """Load the pair s names (progress live), hand job(pair)'s request to the scheduler
+        (its place in the queue shown while it waits), then work(pair, its events); an error
+        anywhere (a bad request, a full queue) is fail(error)'s outputs. Closing this iterator
+        (Stop, a closed tab) cancels the request."""
+        ticket: Ticket | None = None
+        try:
+            pair = yield from self.pair_for(s, show)
+            ticket = self.scheduler.submit(job(pair))
+            while not ticket.wait_start(0.5):
+                yield show(ticket.waiting() or "starting")
+            yield from work(pair, ticket.events())
+        except Exception as err:  # shown in the UI, never as a stack trace
+            yield fail(err)
+        finally:
+            if ticket is not None:
+                ticket.cancel()
 
     def check(
         self,

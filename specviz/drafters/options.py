@@ -110,7 +110,8 @@ class DefaultConfig:
     (specviz.gamma.policies); temperature: 0 for greedy; forward: the target's forward,
     "lean" (specviz.fast.lean's, where it applies) or "transformers"; threads: torch's CPU
     threads (None: specviz.runtime's default); batch_drafter: the drafter of a batched decode
-    (the batch sweep's)."""
+    (the batch sweep's); batch_rows: the requests a server decodes at once, the knee of the batch
+    sweep's served tokens/s (specviz.batch.sweep.knee)."""
 
     drafter: str
     batch_drafter: str
@@ -119,6 +120,7 @@ class DefaultConfig:
     temperature: float
     forward: str
     threads: int | None = None
+    batch_rows: int = 8
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,7 +5,8 @@ form's default, and decodes on the pair the app started with:
 
     text, result = client.predict(prompt="def fibonacci(n):", raw=True, api_name="/complete")
 
-It decodes as Generate does (the same session and decode slot), without drawing the page. Its
+It decodes as Generate does (the same session and scheduler: its request may share a batch with
+other users'), without drawing the page. Its
 annotations are real types, not strings (no `from __future__ import annotations` here): Gradio
 reads them at run time to type the endpoint's parameters and outputs.
 """
@@ -16,9 +17,12 @@ from typing import Any
 
 import gradio as gr
 
+from specviz.app.drafting import for_pair
+from specviz.app.scheduler import Job
 from specviz.app.session import Session
 from specviz.app.tabs.decode import DecodeTab
 from specviz.app.views.form import DEFAULTS, Settings, settings_from
+from specviz.core.events import Event
 from specviz.models.loading import ModelPair
 
 log = logging.getLogger("specviz.app")
@@ -62,13 +66,16 @@ class Completion:
             raise gr.Error(str(err)) from None
         outcome: list[Outcome] = []
 
-        def work(pair: ModelPair) -> Iterator[None]:
-            run = self.decode.start(s, pair)
+        def work(pair: ModelPair, events: Iterator[Event]) -> Iterator[None]:
+            run = self.decode.run_of(for_pair(s, pair), pair, events)
             run.finish()
             outcome.append((run.text(), run.result()))
             yield None
 
-        for _ in self.session.decode(s, lambda _message: None, work, refuse):
+        def job(pair: ModelPair) -> Job:
+            return self.decode.job(s, pair)
+
+        for _ in self.session.serve(s, lambda _message: None, job, work, refuse):
             pass
         return outcome[-1]
 

@@ -20,12 +20,16 @@ import gradio as gr
 from specviz.api import autoregressive_stream, speculative_stream, stop_ids
 from specviz.app import views
 from specviz.app.drafting import for_pair, make_drafter, tree_rule
+from specviz.app.lanes import BatchLane, RowRequest, SoloLane
+from specviz.app.scheduler import Job
 from specviz.app.session import NO_PROGRESS, Session, decoder
 from specviz.app.tabs.decode_panels import MAIN, RACE, DecodePanels
 from specviz.app.views.form import FIELDS, Settings, as_int, settings_from
 from specviz.app.wiring import NO_API, callback, form_only, outputs
+from specviz.batch.api import batch_prompts
 from specviz.core.cache import CachedForward, KVCache
-from specviz.drafters.names import HEAD_DRAFTERS
+from specviz.core.events import Event
+from specviz.drafters.names import BATCH_DRAFTERS, HEAD_DRAFTERS
 from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import CostModel, make_policy
 from specviz.jsonl import write_jsonl
@@ -34,6 +38,7 @@ from specviz.models.loading import ModelPair
 from specviz.tune.defaults import lean_applies
 
 log = logging.getLogger("specviz.app")
+Stream = Iterator[Event]
 PLOT_EVERY = 4  # while streaming a full decode, redraw the plots every this many rounds
 
 
@@ -50,13 +55,17 @@ class DecodeTab:
         return self.costs.setdefault(key, CostModel())
 
     def start(self, s: Settings, p: ModelPair, plain: bool = False) -> views.Run:
-        """Validate against the models and return a run whose events have not started; the
+        """Validate against the models and return a run whose events have not started (a
+        decode of its own, for a Step or the race: specviz.app.session's decode slot); the
         prompt goes through the chat template unless the settings ask for raw text. A draft
         with a tokenizer of its own drafts through a cross-tokenizer drafter (for_pair). The
         target runs on the session's forward path (Session.defaults) where the decode takes it."""
         s = for_pair(s, p)
         ids = prompt_ids(p.tokenizer, s.prompt, raw=s.raw)
-        sent = prompt_format(p.tokenizer, raw=s.raw)
+        return self.run_of(s, p, self.stream(s, p, ids, plain=plain))
+
+    def stream(self, s: Settings, p: ModelPair, ids: list[int], plain: bool = False) -> Stream:
+        """The lazy events of a decode of ids by itself (s: as for_pair returned them)."""
         lean = self.session.defaults.lean
         if plain:
             max_new = s.speculation.max_new_tokens
@@ -65,25 +74,50 @@ class DecodeTab:
                 p.target, p.tokenizer, ids, sampling=s.sampling, max_new_tokens=max_new,
                 make_cache=forward,
             )  # fmt: skip
-        else:  # a tree drafter's depth is fixed: no γ policy; its trees verified by its rule
-            policy = (
-                None if s.tree else make_policy(s.policy, s.speculation.gamma, self.cost_model(s))
-            )
-            session = self.session
-            own = s.drafter in HEAD_DRAFTERS or not lean_applies(s.drafter)  # its own forward
-            _, stream = speculative_stream(
-                p.target, make_drafter(s, p, session.heads, session.memory, lean=lean),
-                p.tokenizer, ids,
-                sampling=s.sampling, speculation=s.speculation, policy=policy,
-                make_cache=lean_target_cache if lean and not own else None,
-                tree_rule=tree_rule(s),
-            )  # fmt: skip
+            return stream
+        # a tree drafter's depth is fixed: no γ policy; its trees verified by its rule
+        policy = None if s.tree else make_policy(s.policy, s.speculation.gamma, self.cost_model(s))
+        session = self.session
+        own = s.drafter in HEAD_DRAFTERS or not lean_applies(s.drafter)  # its own forward
+        _, stream = speculative_stream(
+            p.target, make_drafter(s, p, session.heads, session.memory, lean=lean),
+            p.tokenizer, ids,
+            sampling=s.sampling, speculation=s.speculation, policy=policy,
+            make_cache=lean_target_cache if lean and not own else None,
+            tree_rule=tree_rule(s),
+        )  # fmt: skip
+        return stream
+
+    def run_of(self, s: Settings, p: ModelPair, stream: Stream) -> views.Run:
+        """The run that shows stream's events, a decode of s's prompt on pair p."""
+        sent = prompt_format(p.tokenizer, raw=s.raw)
         return views.Run(
             stream=stream, decode=decoder(p.tokenizer), prompt=s.prompt, prompt_format=sent,
             settings={**s.describe(), "prompt_format": sent}, request=s,
             detokenize=lambda ids: str(p.tokenizer.decode(list(ids))),
             stop=stop_ids(p.target, p.tokenizer),
         )  # fmt: skip
+
+    def job(self, s: Settings, p: ModelPair) -> Job:
+        """s's request for the session's scheduler, checked against the pair first: a batched
+        drafter at a fixed γ joins its group's shared batch (BatchLane), any other decodes in a
+        lane of its own (SoloLane)."""
+        s = for_pair(s, p)
+        ids = prompt_ids(p.tokenizer, s.prompt, raw=s.raw)
+        if not batchable(s, p):
+            return Job(
+                group=None, make_lane=lambda: SoloLane(lambda: self.stream(s, p, ids)), request=s
+            )
+        max_new, gamma = s.speculation.max_new_tokens, s.speculation.gamma
+        batch_prompts(p.target, p.tokenizer, [ids], max_new, *([p.draft] if s.draft else []))
+        group = (s.target, s.draft, s.dtype, s.drafter, gamma)
+        stop = frozenset(stop_ids(p.target, p.tokenizer))
+
+        def lane() -> BatchLane:
+            return BatchLane(p.target, p.draft, s.drafter, gamma, stop)
+
+        request = RowRequest(ids=ids, sampling=s.sampling, max_new_tokens=max_new)
+        return Job(group=group, make_lane=lane, request=request)
 
     @staticmethod
     def render(run: views.Run, plots: bool = True, paused: bool = False) -> list[Any]:
@@ -136,13 +170,14 @@ class DecodeTab:
         return lambda message: outputs(names, status=views.status_html(message))
 
     def generate(self, s: Settings, progress: gr.Progress = NO_PROGRESS) -> Iterator[list[Any]]:
-        """Load (progress live), then decode to the end, streaming the view after every round."""
+        """Load (progress live), queue the request with the session's scheduler (its place
+        shown), then stream the view after every round of its row."""
 
-        def work(p: ModelPair) -> Iterator[list[Any]]:
-            for r in self.start(s, p).run_to_end():
+        def work(p: ModelPair, events: Stream) -> Iterator[list[Any]]:
+            for r in self.run_of(for_pair(s, p), p, events).run_to_end():
                 yield self.render(r, plots=r.done or len(r.rounds) % PLOT_EVERY == 1)
 
-        yield from self.session.decode(s, self.show(), work, self.fail)
+        yield from self.session.serve(s, self.show(), lambda p: self.job(s, p), work, self.fail)
 
     def step(
         self, run: views.Run | None, s: Settings, progress: gr.Progress = NO_PROGRESS
@@ -282,3 +317,10 @@ class DecodeTab:
         for chosen in (clicked, typed):  # then the round that token belongs to
             chosen.then(self.round_view, picked, w.round_detail, api_name=NO_API)
         w.export.click(self.export, w.run, w.files, api_name="export")
+
+
+def batchable(s: Settings, p: ModelPair) -> bool:
+    """Whether s's request can share a batch: a batched drafter (BATCH_DRAFTERS) at a fixed γ
+    that drafts its full γ, on a pair of one tokenizer."""
+    fixed = s.policy == "fixed" and not s.min_confidence
+    return s.drafter in BATCH_DRAFTERS and fixed and p.same_tokenizer

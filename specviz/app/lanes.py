@@ -1,0 +1,126 @@
+"""The scheduler's lanes (specviz.app.scheduler): a shared batch, or one request on its own.
+
+A BatchLane decodes every request of one group (one model pair, one batched drafter, one γ)
+through one continuous BatchSpeculativeDecoder: a request joins at the next round boundary and
+leaves when it ends, and each row draws with its own sampling settings and seed, so its tokens
+are those it would write decoded alone (specviz.batch.decoding). A SoloLane runs the one
+request of a drafter that has no batched form (heads, trees, suffix memory, a γ policy, ...)
+through its single-request event stream, a round per turn. Both hand each event to the
+request's own ticket as row 0: every request sees a decode of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from specviz.app.scheduler import Ticket
+from specviz.app.views.run import STEP_ENDS
+from specviz.batch.decoding import BatchSpeculativeDecoder
+from specviz.batch.drafters import build_batch_drafter
+from specviz.core.config import SamplingConfig, SpeculationConfig
+from specviz.core.events import Event, Finished
+
+
+@dataclass(frozen=True, kw_only=True)
+class RowRequest:
+    """A request for a batch lane: its prompt's ids, sampling settings, budget and seed."""
+
+    ids: list[int]
+    sampling: SamplingConfig
+    max_new_tokens: int
+
+
+class BatchLane:
+    """One group's requests in one continuous batched decoder."""
+
+    def __init__(
+        self, target: Any, draft: Any, drafter: str, gamma: int, stop_ids: frozenset[int]
+    ) -> None:
+        """A lane for the drafter named drafter (in BATCH_DRAFTERS) at γ = gamma."""
+        batch = build_batch_drafter(drafter, target=target, draft=draft)
+        self.decoder = BatchSpeculativeDecoder(
+            target,
+            batch,
+            [],
+            sampling=SamplingConfig(),
+            speculation=SpeculationConfig(gamma=gamma),
+            stop_ids=stop_ids,
+        )
+        self.tickets: dict[int, Ticket] = {}  # each row's
+
+    @property
+    def rows(self) -> int:
+        """Requests in the batch or joining it."""
+        return self.decoder.rows
+
+    def admit(self, ticket: Ticket) -> None:
+        """The ticket's RowRequest joins at the next round."""
+        request: RowRequest = ticket.job.request
+        row = self.decoder.join(
+            request.ids,
+            sampling=request.sampling,
+            max_new_tokens=request.max_new_tokens,
+            seed=request.sampling.seed,
+        )
+        self.tickets[row] = ticket
+
+    def advance(self) -> None:
+        """One round of the batch; each event to its row's ticket, a finished row's closed."""
+        for event in self.decoder.advance():
+            ticket = self.tickets.get(event.row)
+            if ticket is None:
+                continue
+            ticket.put(dataclasses.replace(event, row=0))  # row 0: a decode of its own
+            if isinstance(event, Finished):
+                ticket.end()
+                del self.tickets[event.row]
+
+    def drop(self, ticket: Ticket) -> None:
+        """The ticket's row leaves at the next round."""
+        for row, held in list(self.tickets.items()):
+            if held is ticket:
+                self.decoder.leave(row)
+                del self.tickets[row]
+
+
+class SoloLane:
+    """One request decoded alone through its event stream, one round per turn."""
+
+    def __init__(self, start: Callable[[], Iterator[Event]]) -> None:
+        """start(): the request's lazy event stream, made when the lane takes the request."""
+        self.start = start
+        self.stream: Iterator[Event] | None = None
+        self.ticket: Ticket | None = None
+
+    @property
+    def rows(self) -> int:
+        """1 while its request decodes, then 0."""
+        return 0 if self.ticket is None else 1
+
+    def admit(self, ticket: Ticket) -> None:
+        """The lane's one request starts (its drafter built, its settings checked)."""
+        self.stream, self.ticket = self.start(), ticket
+
+    def advance(self) -> None:
+        """The stream's events through the next round (or plain token, or finish)."""
+        if self.stream is None or self.ticket is None:
+            return
+        for event in self.stream:
+            self.ticket.put(event)
+            if isinstance(event, STEP_ENDS) and not isinstance(event, Finished):
+                return
+        self.ticket.end()
+        self._close()
+
+    def drop(self, ticket: Ticket) -> None:
+        """Stop decoding: the stream is closed, its caches freed."""
+        self._close()
+
+    def _close(self) -> None:
+        close = getattr(self.stream, "close", None)
+        if close is not None:
+            close()
+        self.stream, self.ticket = None, None
