@@ -4,10 +4,12 @@ fastest exact configuration, and the CLI and the app's first preset both run it.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from specviz.app.views.form import PRESETS
+from specviz.batch.sweep import knee
 from specviz.cli import build_parser, main
 from specviz.cli.defaults import apply_defaults
 from specviz.drafters.names import DEFAULT_CONFIG, REGISTRY, WORKLOAD_CONFIGS
@@ -28,8 +30,20 @@ def test_default_is_the_reports_fastest_exact_setting_for_code() -> None:
     assert setting["temperature"] == DEFAULT_CONFIG.temperature
     forward = saved.load(pick.part(saved))["meta"].get("target_forward", "transformers")
     assert forward.split()[0] == DEFAULT_CONFIG.forward
-    plan = saved.load("batch-sweep")["batch_sweep"]["plan"]
-    assert plan["drafters"] == [DEFAULT_CONFIG.batch_drafter]
+    sweep = saved.load("batch-sweep")["batch_sweep"]
+    assert sweep["plan"]["drafters"] == [DEFAULT_CONFIG.batch_drafter]
+    greedy = [b for b in sweep["best"] if b["temperature"] == 0.0]
+    assert DEFAULT_CONFIG.batch_rows == knee(greedy)
+
+
+def test_the_knee_is_where_served_tokens_stop_growing() -> None:
+    def entry(size: int, served: float) -> dict[str, Any]:
+        return {"batch_size": size, "speculative": {"tokens_per_second": served}}
+
+    assert knee([entry(1, 30), entry(2, 50), entry(4, 70), entry(8, 72)]) == 4
+    assert knee([entry(4, 70), entry(1, 30), entry(2, 20)]) == 1  # 2 serves less than 1
+    with pytest.raises(ValueError, match="no entries"):
+        knee([])
 
 
 @pytest.mark.parametrize("kind", list(WORKLOAD_CONFIGS))

@@ -23,6 +23,7 @@ import gradio as gr
 from gradio.events import api
 
 from specviz.app import views
+from specviz.app.scheduler import Admission
 from specviz.app.session import Loading, Session, parameter_counts
 from specviz.app.tabs import decode_panels, results
 from specviz.app.tabs.batch import PAIR_FIELDS, BatchTab, default_drafter
@@ -32,14 +33,13 @@ from specviz.app.tabs.form import Form
 from specviz.app.tabs.lab import LabTab
 from specviz.app.views.form import DEFAULTS, FIELDS, Settings, examples, settings_from
 from specviz.app.views.page import INTRO, MONO, SANS
+from specviz.drafters.names import DEFAULT_CONFIG
 from specviz.models.loading import BUNDLED, DTYPES, MODEL_SPEC_HELP
 from specviz.runtime import add_threads_argument, set_threads
 from specviz.tune.defaults import Defaults, resolve_defaults
 from specviz.tune.profile import profiles_dir
 
 log = logging.getLogger("specviz.app")
-
-WORKERS = 4  # requests that may load or wait for the decode slot at once (the rest queue)
 
 
 class SpecVizApp:
@@ -54,6 +54,7 @@ class SpecVizApp:
         results_dir: str | Path = results.DEFAULT_RESULTS,
         view: results.Viewer | None = None,
         defaults: Defaults | None = None,
+        admission: Admission | None = None,
     ) -> None:
         """An app whose form starts at target, draft and dtype; heads: the folder of the drafting
         heads' weights (eagle3.safetensors, medusa.safetensors; None: the
@@ -62,12 +63,13 @@ class SpecVizApp:
         view: what shows a saved result there (the benchmark's, which `specviz app` passes; None:
         no such tab); defaults: the target's forward path every pair runs on (None: resolved for
         target, draft and dtype, from the tuned profile of this machine and that pair where there
-        is one, specviz.tune.defaults)."""
+        is one, specviz.tune.defaults); admission: how many requests decode at once and wait
+        (None: the session's default, specviz.app.session)."""
         self.defaults = {"target": target, "draft": draft, "dtype": dtype}
         self.results_dir = Path(results_dir).resolve()
         self.view = view
         forward = defaults or resolve_defaults(target, draft, dtype, warn=log.warning)
-        self.session = Session(heads, forward)
+        self.session = Session(heads, forward, admission)
         self.export_dir = Path(tempfile.mkdtemp(prefix="specviz-app-"))
         self.form = Form(self.session, self.defaults, examples())  # one prompt per workload
         self.decode = DecodeTab(self.session, self.export_dir)
@@ -87,14 +89,16 @@ class SpecVizApp:
         """The Blocks UI: the settings on the left; on the right the buttons with the status
         line beside them, then the output and the tabs; each part wires its own events.
 
-        The requests that load models or decode share WORKERS slots: each loads in a thread of
-        its own and then waits for the session's one decode slot, so a slow load never holds up
-        a request whose pair is loaded already.
+        The requests that load models or decode each load in a thread of their own, then hand
+        their decode to the session's scheduler (every row and waiting place has a handler, so
+        the scheduler, not Gradio's queue, decides who waits and says so), so a slow load never
+        holds up a request whose pair is loaded already.
         """
         # plotly imports pandas on its first figure; two request threads doing that at once can
         # see a half-imported module, so it is imported here, before any request runs.
         importlib.import_module("pandas")
-        work = {"concurrency_id": "work", "concurrency_limit": WORKERS}
+        handlers = self.session.scheduler.admission.handlers
+        work = {"concurrency_id": "work", "concurrency_limit": handlers}
         with gr.Blocks(title="specviz: speculative decoding, token by token") as demo:
             gr.Markdown(INTRO)
             with gr.Row():
@@ -154,7 +158,8 @@ class SpecVizApp:
         """Start loading the form's pair (preload), then queue (bounded) and serve on host:port
         with the app's CSS, no share link: the page is up while the models load."""
         self.preload()
-        demo.queue(max_size=16, default_concurrency_limit=1)
+        handlers = self.session.scheduler.admission.handlers
+        demo.queue(max_size=2 * handlers, default_concurrency_limit=1)
         return demo.launch(
             server_name=host, server_port=port, share=False, css=views.CSS, ssr_mode=False,
             theme=gr.themes.Default(font=SANS, font_mono=MONO),
@@ -211,7 +216,25 @@ def main(argv: Sequence[str] | None = None, view: results.Viewer | None = None) 
         default="the tuned profile's for this machine and --target/--draft/--dtype, where "
         f"`specviz tune` saved one (in {profiles_dir()}), else OMP_NUM_THREADS where set, else 1",
     )
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=DEFAULT_CONFIG.batch_rows,
+        help="requests decoded at once, sharing batches (default: %(default)s, where the batch "
+        "sweep's served tokens/s stopped growing)",
+    )
+    parser.add_argument(
+        "--queue", type=int, help="requests that may wait for a row (default: 4 times --rows)"
+    )
+    parser.add_argument(
+        "--no-batch",
+        action="store_true",
+        help="decode every request by itself (with --rows 1: one at a time, as before batching)",
+    )
     args = parser.parse_args(argv)
+    if args.rows < 1 or (args.queue is not None and args.queue < 0):
+        parser.error("--rows must be at least 1 and --queue at least 0")
+    admission = Admission.of(args.rows, args.queue, batch=not args.no_batch)
     if args.heads is not None and not Path(args.heads).is_dir():
         parser.error(f"--heads {args.heads}: no such folder")
     if args.results is not None and not Path(args.results).is_dir():
@@ -220,9 +243,15 @@ def main(argv: Sequence[str] | None = None, view: results.Viewer | None = None) 
     defaults = startup_defaults(args.target, args.draft, args.dtype, args.threads)
     folder = results.DEFAULT_RESULTS if args.results is None else args.results
     app = SpecVizApp(
-        args.target, args.draft, args.dtype, heads=args.heads, results_dir=folder, view=view,
+        args.target,
+        args.draft,
+        args.dtype,
+        heads=args.heads,
+        results_dir=folder,
+        view=view,
         defaults=defaults,
-    )  # fmt: skip
+        admission=admission,
+    )
     app.launch(app.build(), args.host, args.port)
     return 0
 

@@ -27,16 +27,36 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from specviz.drafters.names import DEFAULT_CONFIG
+
 log = logging.getLogger("specviz.app")
+QUEUE_PER_ROW = 4  # waiting places per row by default
 END = object()  # a ticket's last item: its request has ended (or failed, or was cancelled)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Admission:
-    """How many requests decode at once (rows, over all lanes) and how many may wait."""
+    """How many requests decode at once (rows, over all lanes) and how many may wait; batch
+    False: every request decodes in a lane of its own (one at a time with rows 1: the app
+    before it shared batches, kept to measure against)."""
 
-    rows: int = 4
-    queue: int = 16
+    rows: int
+    queue: int
+    batch: bool = True
+
+    @classmethod
+    def of(
+        cls, rows: int = DEFAULT_CONFIG.batch_rows, queue: int | None = None, batch: bool = True
+    ) -> Admission:
+        """rows at once (default: DEFAULT_CONFIG's, the batch sweep's knee), queue waiting
+        (None: QUEUE_PER_ROW per row)."""
+        return cls(rows=rows, queue=QUEUE_PER_ROW * rows if queue is None else queue, batch=batch)
+
+    @property
+    def handlers(self) -> int:
+        """Requests a server should hand to the scheduler at once: every row and waiting place,
+        and a few more that the scheduler refuses with its busy message."""
+        return self.rows + self.queue + 4
 
     def __post_init__(self) -> None:
         if self.rows < 1 or self.queue < 0:
@@ -228,11 +248,13 @@ class Scheduler:
     def _admit(self) -> None:
         """Waiting tickets take free rows, first come first served (the cancelled leave);
         cancelled tickets in lanes are dropped. Holds self._lock."""
-        for group, tickets in self._tickets.items():
+        for group, tickets in list(self._tickets.items()):
             for ticket in [t for t in tickets if t.cancelled.is_set()]:
                 self._lanes[group].drop(ticket)
                 ticket.end()
                 self._forget(group, ticket)
+            if self._lanes[group].rows == 0:  # closed at once: its caches and drafter freed
+                self._close(group)
         while self._waiting and not self._full():
             ticket = self._waiting.popleft()
             if ticket.cancelled.is_set():
@@ -266,8 +288,12 @@ class Scheduler:
             for ticket in done:
                 self._forget(group, ticket)
             if lane.rows == 0:
-                self._lanes.pop(group, None)
-                self._tickets.pop(group, None)
+                self._close(group)
+
+    def _close(self, group: Hashable) -> None:
+        """The lane of group has no rows left: it goes (its caches and drafter with it)."""
+        self._lanes.pop(group, None)
+        self._tickets.pop(group, None)
 
     def _forget(self, group: Hashable, ticket: Ticket) -> None:
         """A ticket that ended leaves its lane's list; its time joins the wait estimate."""

@@ -24,7 +24,6 @@ from typing import Any, Protocol, TypeVar
 import gradio as gr
 
 from specviz.app.scheduler import Admission, Job, Scheduler, Ticket
-from specviz.drafters.names import DEFAULT_CONFIG
 from specviz.drafters.suffix.memory import SuffixMemory
 from specviz.models.loading import ModelPair, load_pair, parse_dtype
 from specviz.tune.defaults import Defaults, shipped_defaults
@@ -206,15 +205,13 @@ class Session:
     ) -> None:
         """heads: the folder of the drafting heads' weights (None: the shipped ones); defaults:
         the forward path (None: the shipped DEFAULT_CONFIG's); admission: how many requests the
-        scheduler decodes at once and queues (None: DEFAULT_CONFIG's batch rows, 4 times as
-        many waiting)."""
+        scheduler decodes at once and queues (None: Admission.of())."""
         self.heads = heads
         self.defaults = defaults or shipped_defaults()
         self.pairs = PairCache(pack=self.defaults.pack)
         self.decoding = threading.Lock()  # the one decode slot (turn() waits for it)
         self.memory = SuffixMemory()
-        rows = DEFAULT_CONFIG.batch_rows
-        self.scheduler = Scheduler(admission or Admission(rows=rows, queue=4 * rows), self.decoding)
+        self.scheduler = Scheduler(admission or Admission.of(), self.decoding)
 
     def clear_memory(self) -> None:
         """Forget every remembered request: the next decode starts from an empty memory (one

@@ -150,3 +150,21 @@ def run_batch_sweep(
             runs.append(_entry(base, None, size, rep, temperature, None))
     progress(len(steps), len(steps), "batch sweep done")
     return runs
+
+
+KNEE_GAIN = 0.10  # a batch size pays when it serves at least this much more than the last
+
+
+def knee(best: Sequence[dict[str, Any]], gain: float = KNEE_GAIN) -> int:
+    """The batch size where served speculative tokens/s stops growing: the last size, in
+    increasing order, that serves at least `gain` more than the size before it. best: a batch
+    sweep's best entries (batch_size, speculative.tokens_per_second) at one temperature."""
+    served = sorted((b["batch_size"], b["speculative"]["tokens_per_second"]) for b in best)
+    if not served:
+        raise ValueError("a batch sweep with no entries has no knee")
+    chosen = served[0][0]
+    for (_, before), (size, now) in itertools.pairwise(served):
+        if now < (1 + gain) * before:
+            break
+        chosen = size
+    return int(chosen)

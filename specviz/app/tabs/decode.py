@@ -104,7 +104,7 @@ class DecodeTab:
         lane of its own (SoloLane)."""
         s = for_pair(s, p)
         ids = prompt_ids(p.tokenizer, s.prompt, raw=s.raw)
-        if not batchable(s, p):
+        if not (self.session.scheduler.admission.batch and batchable(s, p)):
             return Job(
                 group=None, make_lane=lambda: SoloLane(lambda: self.stream(s, p, ids)), request=s
             )
