@@ -171,6 +171,7 @@ class Scheduler:
         self._durations: deque[float] = deque(maxlen=32)  # recent requests' seconds in a lane
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self.peak_rows = 0  # the most requests that have decoded at once
 
     def submit(self, job: Job) -> Ticket:
         """Queue job's request (the thread starts with the first); Busy when the queue is full."""
@@ -270,6 +271,7 @@ class Scheduler:
             ticket.started = time.monotonic()
             self._lanes[group] = lane
             self._tickets.setdefault(group, []).append(ticket)
+            self.peak_rows = max(self.peak_rows, self.rows)
 
     def _advance(self, group: Hashable, lane: Lane) -> None:
         """One round of lane, under the turn lock; a lane that fails ends its tickets."""

@@ -26,7 +26,7 @@ from specviz.app.session import NO_PROGRESS, Session, decoder
 from specviz.app.tabs.decode_panels import MAIN, RACE, DecodePanels
 from specviz.app.views.form import FIELDS, Settings, as_int, settings_from
 from specviz.app.wiring import NO_API, callback, form_only, outputs
-from specviz.batch.api import batch_prompts
+from specviz.checks import check_prompt, check_token_ids, vocab_size
 from specviz.core.cache import CachedForward, KVCache
 from specviz.core.events import Event
 from specviz.drafters.names import BATCH_DRAFTERS, HEAD_DRAFTERS
@@ -109,7 +109,8 @@ class DecodeTab:
                 group=None, make_lane=lambda: SoloLane(lambda: self.stream(s, p, ids)), request=s
             )
         max_new, gamma = s.speculation.max_new_tokens, s.speculation.gamma
-        batch_prompts(p.target, p.tokenizer, [ids], max_new, *([p.draft] if s.draft else []))
+        check_prompt(ids, max_new, p.target, *([p.draft] if s.draft else []))
+        check_token_ids(ids, vocab_size(p.target))
         group = (s.target, s.draft, s.dtype, s.drafter, gamma)
         stop = frozenset(stop_ids(p.target, p.tokenizer))
 
