@@ -25,6 +25,7 @@ import gradio as gr
 
 from specviz.app.scheduler import Admission, Job, Scheduler, Ticket
 from specviz.drafters.suffix.memory import SuffixMemory
+from specviz.fast.lean import SharedLeanTarget
 from specviz.models.loading import ModelPair, load_pair, parse_dtype
 from specviz.tune.defaults import Defaults, shipped_defaults
 
@@ -79,6 +80,11 @@ class PairCache:
                 return None
             self._pairs.move_to_end(key)
             return self._pairs[key]
+
+    def loaded(self) -> list[ModelPair]:
+        """The pairs loaded now."""
+        with self._lock:
+            return list(self._pairs.values())
 
     def get(
         self, target: str, draft: str | None, dtype: str, say: Callable[[str], None]
@@ -212,6 +218,19 @@ class Session:
         self.decoding = threading.Lock()  # the one decode slot (turn() waits for it)
         self.memory = SuffixMemory()
         self.scheduler = Scheduler(admission or Admission.of(), self.decoding)
+        self._lean: dict[int, SharedLeanTarget] = {}  # each loaded target's fused weights
+        self._lean_lock = threading.Lock()
+
+    def lean_target(self, pair: ModelPair) -> SharedLeanTarget:
+        """The lean forward of pair's target, its weights fused once for every request (those
+        of targets no longer loaded are let go)."""
+        with self._lean_lock:
+            loaded = {id(p.target) for p in self.pairs.loaded()}
+            self._lean = {key: lean for key, lean in self._lean.items() if key in loaded}
+            key = id(pair.target)
+            if key not in self._lean or self._lean[key].model is not pair.target:
+                self._lean[key] = SharedLeanTarget(pair.target)
+            return self._lean[key]
 
     def clear_memory(self) -> None:
         """Forget every remembered request: the next decode starts from an empty memory (one

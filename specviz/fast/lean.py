@@ -163,40 +163,92 @@ def _rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     return weight * normed.to(x.dtype)
 
 
-class LeanLlama:
-    """A Llama causal LM's forward with its own KV cache; shares the model's weights and head."""
+@dataclass(frozen=True, kw_only=True)
+class LeanWeights:
+    """A Llama model's weights as LeanLlama reads them: its embedding, head and final norm as
+    they are, each layer's products fused (packed for oneDNN where its linears are). Fused
+    once, they serve any number of caches (a server's requests): for the bundled target the
+    packed copies are hundreds of MB, which fusing per request would allocate again each time."""
 
-    def __init__(self, model: Any, capacity: int = 256) -> None:
-        """Prepare fused weights and an empty cache for `capacity` positions (it grows)."""
+    model: Any
+    embed: Tensor  # (V, H)
+    rotary: Any
+    head: Any  # full, trimmed or packed: called as is
+    norm: Any  # called as is (early exit may put an adapter before it)
+    n_heads: int
+    n_kv: int
+    head_dim: int
+    scale: float
+    layers: list[_Layer]
+    eps: float
+
+    @classmethod
+    def of(cls, model: Any) -> LeanWeights:
+        """Fuse model's weights (ValueError naming why a model cannot run here)."""
         problem = lean_problem(model, wide=True)
         if problem is not None:
             raise ValueError(f"LeanLlama cannot run this model: {problem}; use KVCache")
         inner, config = model.model, model.config
-        self.embed: Tensor = inner.embed_tokens.weight.detach()  # (V, H)
-        self.rotary = inner.rotary_emb
-        self.head = model.get_output_embeddings()  # full, trimmed or packed: called as is
-        self.final_norm = inner.norm  # called as is (early exit may put an adapter before it)
         attn = inner.layers[0].self_attn
-        self.n_heads, self.n_kv = int(config.num_attention_heads), int(config.num_key_value_heads)
-        self.head_dim, self.scale = int(attn.head_dim), float(attn.scaling)
         packed = _layer_params(inner) > LEAN_MAX_LAYER_PARAMS  # then lean_problem saw packing
-        self.layers = [
-            _Layer(
-                norm_attn=layer.input_layernorm.weight.detach(),
-                qkv=_Product(
-                    layer.self_attn.q_proj,
-                    layer.self_attn.k_proj,
-                    layer.self_attn.v_proj,
-                    packed=packed,
-                ),
-                o=_Product(layer.self_attn.o_proj, packed=packed),
-                norm_mlp=layer.post_attention_layernorm.weight.detach(),
-                gate_up=_Product(layer.mlp.gate_proj, layer.mlp.up_proj, packed=packed),
-                down=_Product(layer.mlp.down_proj, packed=packed),
-            )
-            for layer in inner.layers
-        ]
-        self.eps = float(inner.layers[0].input_layernorm.variance_epsilon)
+        return cls(
+            model=model,
+            embed=inner.embed_tokens.weight.detach(),
+            rotary=inner.rotary_emb,
+            head=model.get_output_embeddings(),
+            norm=inner.norm,
+            n_heads=int(config.num_attention_heads),
+            n_kv=int(config.num_key_value_heads),
+            head_dim=int(attn.head_dim),
+            scale=float(attn.scaling),
+            layers=[_fused(layer, packed) for layer in inner.layers],
+            eps=float(inner.layers[0].input_layernorm.variance_epsilon),
+        )
+
+
+def _fused(layer: Any, packed: bool) -> _Layer:
+    """One decoder layer's norms and fused products."""
+    attn, mlp = layer.self_attn, layer.mlp
+    return _Layer(
+        norm_attn=layer.input_layernorm.weight.detach(),
+        qkv=_Product(attn.q_proj, attn.k_proj, attn.v_proj, packed=packed),
+        o=_Product(attn.o_proj, packed=packed),
+        norm_mlp=layer.post_attention_layernorm.weight.detach(),
+        gate_up=_Product(mlp.gate_proj, mlp.up_proj, packed=packed),
+        down=_Product(mlp.down_proj, packed=packed),
+    )
+
+
+class SharedLeanTarget:
+    """lean_target_cache for one target, its weights fused once and shared by every cache it
+    makes (a server's make_cache: one per loaded pair)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        supported = lean_problem(model, wide=True) is None
+        self.weights = LeanWeights.of(model) if supported else None
+
+    def __call__(self, model: Any) -> CachedForward:
+        """A fresh cache for model (the target this was made for)."""
+        if model is not self.model:
+            raise ValueError("this shared forward was made for another target")
+        if self.weights is None:
+            return KVCache(model)
+        return LeanLlama(model, weights=self.weights)
+
+
+class LeanLlama:
+    """A Llama causal LM's forward with its own KV cache; shares the model's weights and head."""
+
+    def __init__(self, model: Any, capacity: int = 256, weights: LeanWeights | None = None) -> None:
+        """An empty cache for `capacity` positions (it grows) on the model's fused weights:
+        weights (LeanWeights.of(model), shared by many caches) or fused here for this one."""
+        w = weights if weights is not None else LeanWeights.of(model)
+        if w.model is not model:
+            raise ValueError("these LeanWeights were fused from another model")
+        self.embed, self.rotary, self.head, self.final_norm = w.embed, w.rotary, w.head, w.norm
+        self.n_heads, self.n_kv, self.head_dim, self.scale = w.n_heads, w.n_kv, w.head_dim, w.scale
+        self.layers, self.eps = w.layers, w.eps
         self.length = 0
         # hidden-state indices (i: the output of layer i, as in transformers' hidden_states)
         # whose values each forward keeps in `tapped`, for subclasses that record them

@@ -30,7 +30,6 @@ from specviz.checks import check_prompt, check_token_ids, vocab_size
 from specviz.core.cache import CachedForward, KVCache
 from specviz.core.events import Event
 from specviz.drafters.names import BATCH_DRAFTERS, HEAD_DRAFTERS
-from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import CostModel, make_policy
 from specviz.jsonl import write_jsonl
 from specviz.models.chat import prompt_format, prompt_ids
@@ -69,7 +68,9 @@ class DecodeTab:
         lean = self.session.defaults.lean
         if plain:
             max_new = s.speculation.max_new_tokens
-            forward: Callable[[Any], CachedForward] = lean_target_cache if lean else KVCache
+            forward: Callable[[Any], CachedForward] = (
+                self.session.lean_target(p) if lean else KVCache
+            )
             _, stream = autoregressive_stream(
                 p.target, p.tokenizer, ids, sampling=s.sampling, max_new_tokens=max_new,
                 make_cache=forward,
@@ -83,7 +84,7 @@ class DecodeTab:
             p.target, make_drafter(s, p, session.heads, session.memory, lean=lean),
             p.tokenizer, ids,
             sampling=s.sampling, speculation=s.speculation, policy=policy,
-            make_cache=lean_target_cache if lean and not own else None,
+            make_cache=session.lean_target(p) if lean and not own else None,
             tree_rule=tree_rule(s),
         )  # fmt: skip
         return stream
