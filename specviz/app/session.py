@@ -19,6 +19,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 import gradio as gr
@@ -73,13 +74,26 @@ class PairCache:
         self._slots = threading.Semaphore(loads)
 
     def cached(self, target: str, draft: str | None, dtype: str) -> ModelPair | None:
-        """The pair if it is loaded already (made most recently used), else None."""
+        """The pair if it is loaded already (made most recently used), else None. A target
+        alone (draft None) is the target of a loaded pair where there is one: a model is loaded
+        once, whichever drafters ask for it."""
         key = (target, draft, dtype)
         with self._lock:
-            if key not in self._pairs:
-                return None
-            self._pairs.move_to_end(key)
-            return self._pairs[key]
+            if key in self._pairs:
+                self._pairs.move_to_end(key)
+                return self._pairs[key]
+            if draft is None and (full := self._with_target(target, dtype)) is not None:
+                return replace(full, draft=None, draft_tokenizer=None, drafter=None)
+            return None
+
+    def _with_target(self, target: str, dtype: str) -> ModelPair | None:
+        """A loaded pair of this target and dtype with a draft, made most recently used.
+        Holds self._lock."""
+        for (t, d, dt), pair in self._pairs.items():
+            if (t, dt) == (target, dtype) and d is not None:
+                self._pairs.move_to_end((t, d, dt))
+                return pair
+        return None
 
     def loaded(self) -> list[ModelPair]:
         """The pairs loaded now."""
@@ -103,7 +117,15 @@ class PairCache:
                     return pair  # another request loaded it while this one waited
                 with self._slots:
                     tell = functools.partial(self._tell, key)
-                    pair = load_pair(target, draft, dtype=dt, pack=self.pack, progress=tell)
+                    loaded = self.cached(target, None, dtype)  # its target, where it is loaded
+                    pair = load_pair(
+                        target,
+                        draft,
+                        dtype=dt,
+                        pack=self.pack,
+                        progress=tell,
+                        target_model=None if loaded is None else loaded.target,
+                    )
                 with self._lock:
                     self._pairs[key] = pair
                     while len(self._pairs) > self.size:

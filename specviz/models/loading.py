@@ -249,6 +249,7 @@ def load_pair(
     pack: bool = True,
     progress: Callable[[str], None] = lambda _m: None,
     drafter: str | None = None,
+    target_model: Any = None,
 ) -> ModelPair:
     """Load target, draft and tokenizers; compares the tokenizers before loading weights.
 
@@ -257,7 +258,8 @@ def load_pair(
     drafter: the registered drafter the pair is for. Where the draft's tokenizer differs from
     the target's, a cross-tokenizer drafter (CROSS_TOKENIZER_DRAFTERS) is needed: None picks
     CROSS_DRAFTER (ModelPair.drafter, and progress says so); another drafter is refused
-    (ModelLoadError), before any weights are loaded.
+    (ModelLoadError), before any weights are loaded. target_model: the target, loaded already
+    (loaded as load_pair would load it: a server adding a draft to a target it holds).
     """
     check_device(device)
     tokenizer = load_tokenizer(target, role="target", progress=progress)
@@ -281,7 +283,9 @@ def load_pair(
     progress(f"loading target {target!r} and draft {draft!r} ({dtype}, {device})")
     options: dict[str, Any] = dict(dtype=dtype, device=device, pack=pack, progress=progress)
     return ModelPair(
-        target=load_model(target, role="target", **options),
+        target=target_model
+        if target_model is not None
+        else load_model(target, role="target", **options),
         draft=None if draft is None else load_model(draft, role="draft", **options),
         tokenizer=tokenizer,
         draft_tokenizer=draft_tokenizer,

@@ -21,6 +21,7 @@ import torch
 from specviz.app.main import SpecVizApp
 from specviz.app.scheduler import Admission
 from specviz.app.tabs.decode import DecodeTab
+from specviz.fast.lean import lean_target_cache
 
 MIXED: list[dict[str, Any]] = [
     {"drafter": "model", "gamma": 3, "temperature": 0.0, "max_new_tokens": 16},
@@ -52,6 +53,12 @@ def leak_on_purpose(tab: DecodeTab) -> None:
     tab.run_of = run_of  # type: ignore[method-assign]
 
 
+def fuse_per_request(app: SpecVizApp) -> None:
+    """Fuse the target's lean weights for every request again (as the app did before it
+    shared them per loaded pair)."""
+    app.session.lean_target = lambda pair: lean_target_cache  # type: ignore[method-assign,assignment,return-value]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("target")
@@ -59,11 +66,14 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--users", type=int, default=8)
     parser.add_argument("--leak", action="store_true")
+    parser.add_argument("--fuse-per-request", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(1)
     app = SpecVizApp(args.target, args.draft, admission=Admission.of(rows=4))
     if args.leak:
         leak_on_purpose(app.decode)
+    if args.fuse_per_request:
+        fuse_per_request(app)
     app.completion.complete(PROMPTS[0], **MIXED[0])
     first = peak = rss_mb()
     lock = threading.Lock()

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
+from specviz.app import session as module
 from specviz.app.session import PairCache, Session
+from specviz.models.loading import ModelPair
 
 
 @dataclass(frozen=True)
@@ -114,3 +116,26 @@ def test_check_loads_without_the_slot() -> None:
     assert list(s.check(Spec(), shown, lambda p: f"ready {p[0]}", failed))[-1] == "ready t"
     bad = session(FakeCache(ValueError("no network")))
     assert list(bad.check(Spec(), shown, lambda p: "ready", failed))[-1] == "fail: no network"
+
+
+def test_a_target_is_loaded_once_whichever_drafters_ask_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A drafter needing no draft gets the target of the loaded pair; a pair asked after the
+    target alone loads only its draft (the target handed to load_pair)."""
+    handed: list[Any] = []
+
+    def load_pair(target: str, draft: str | None, **kw: Any) -> ModelPair:
+        handed.append(kw["target_model"])
+        model = kw["target_model"] or object()
+        return ModelPair(target=model, draft=None if draft is None else object(), tokenizer=None)
+
+    monkeypatch.setattr(module, "load_pair", load_pair)
+    cache = PairCache()
+    full = cache.get("t", "d", "float32", print)
+    alone = cache.get("t", None, "float32", print)
+    assert alone.target is full.target and alone.draft is None and len(handed) == 1
+    other = PairCache()
+    first = other.get("u", None, "float32", print)
+    paired = other.get("u", "d", "float32", print)
+    assert handed[1:] == [None, first.target] and paired.target is first.target
