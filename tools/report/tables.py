@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from specviz.bench.sweeps.heads import heads_table
-from tools.report import analysis, audit, curve, headline, sections, studies
+from tools.report import analysis, audit, curve, headline, load, sections, studies
 from tools.report.saved import Saved
 
 TABLES: dict[str, Callable[[Saved], list[str]]] = {
@@ -43,6 +43,7 @@ TABLES: dict[str, Callable[[Saved], list[str]]] = {
     "copy-bound": analysis.copy_bound,
     "gate-replay": analysis.gate_replay,
     "audit": audit.audit,
+    "app-load": load.app_load,
 }
 
 

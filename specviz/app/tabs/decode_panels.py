@@ -40,6 +40,7 @@ class DecodePanels:
 
     run: gr.State  # the session's views.Run (None before the first decode)
     generate: gr.Button
+    stop: gr.Button  # cancels a Generate: its row is freed at the next round boundary
     step: gr.Button
     race_button: gr.Button
     status: gr.HTML  # every run's progress and every error
@@ -79,6 +80,7 @@ def build(memory: Callable[[], str] | None = None) -> DecodePanels:
         w["generate"] = gr.Button(
             "Generate", variant="primary", elem_id="sv-generate", scale=0, min_width=120
         )
+        w["stop"] = gr.Button("Stop", elem_id="sv-stop", scale=0, min_width=80)
         w["step"] = gr.Button("Step one round", elem_id="sv-step", scale=0, min_width=150)
         w["race_button"] = gr.Button(
             "Race plain vs speculative", elem_id="sv-race-btn", scale=0, min_width=220
