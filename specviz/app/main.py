@@ -130,16 +130,19 @@ class SpecVizApp:
         return settings_from({**DEFAULTS, **self.defaults, "prompt": prompt})
 
     def preload(self) -> threading.Thread:
-        """Load the pair the form starts on in a thread of its own, logging each stage as it
-        goes (the bundled target's first fetch: its download, check and conversion, with MB
-        and seconds), then how long it took; a Generate meanwhile waits for the same load and
-        shows its progress. Returns the thread."""
+        """Load the pair the form starts on (and its target's lean forward, where the app runs
+        one) in a thread of its own, logging each stage as it goes (the bundled target's first
+        fetch: its download, check and conversion, with MB and seconds), then how long it took;
+        a Generate meanwhile waits for the same load and shows its progress. Returns the
+        thread."""
         s = self.start_settings()
 
         def run() -> None:
             started = time.monotonic()
             try:
                 pair = Loading(self.session.pairs, s).pair()
+                if self.session.defaults.lean:  # its fused weights too, made once for all
+                    self.session.lean_target(pair)
             except Exception as err:  # the first request that needs the pair shows it
                 log.warning("could not load the model pair: %s (Generate tries again)", err)
                 return

@@ -74,6 +74,7 @@ def main() -> None:
         leak_on_purpose(app.decode)
     if args.fuse_per_request:
         fuse_per_request(app)
+    app.preload().join()  # as the app does when it starts serving
     app.completion.complete(PROMPTS[0], **MIXED[0])
     first = peak = rss_mb()
     lock = threading.Lock()
