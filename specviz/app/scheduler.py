@@ -31,6 +31,7 @@ from specviz.drafters.names import DEFAULT_CONFIG
 
 log = logging.getLogger("specviz.app")
 QUEUE_PER_ROW = 4  # waiting places per row by default
+YIELD_SECONDS = 0.001  # after each round: the turn lock is not fair, so the thread steps aside
 END = object()  # a ticket's last item: its request has ended (or failed, or was cancelled)
 
 
@@ -164,7 +165,7 @@ class Scheduler:
     def __init__(self, admission: Admission, turn: threading.Lock | None = None) -> None:
         self.admission = admission
         self.turn = turn or threading.Lock()
-        self._lock = threading.Condition()
+        self._lock = threading.Condition()  # over a re-entrant lock
         self._waiting: deque[Ticket] = deque()
         self._lanes: dict[Hashable, Lane] = {}
         self._tickets: dict[Hashable, list[Ticket]] = {}  # each lane's tickets
@@ -192,7 +193,8 @@ class Scheduler:
     @property
     def rows(self) -> int:
         """Requests decoding now, over all lanes."""
-        return sum(lane.rows for lane in self._lanes.values())
+        with self._lock:  # re-entrant: callers may hold it already
+            return sum(lane.rows for lane in self._lanes.values())
 
     def _full(self) -> bool:
         return self.rows >= self.admission.rows
@@ -205,10 +207,10 @@ class Scheduler:
     def place_message(self, ticket: Ticket) -> str:
         """'queued: number N, about S s' for a waiting ticket."""
         with self._lock:
-            waiting = list(self._waiting)
+            waiting, rows = list(self._waiting), self.rows
         place = waiting.index(ticket) + 1 if ticket in waiting else 1
         return (
-            f"queued: {self.rows} requests decoding, yours is number {place} in line "
+            f"queued: {rows} requests decoding, yours is number {place} in line "
             f"(about {self.wait_estimate(place):.0f} s)"
         )
 
@@ -278,6 +280,7 @@ class Scheduler:
         try:
             with self.turn:
                 lane.advance()
+            time.sleep(YIELD_SECONDS)  # a Step or race waiting for the turn gets it now
         except Exception as err:
             with self._lock:
                 for ticket in self._tickets.get(group, []):

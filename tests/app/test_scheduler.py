@@ -135,3 +135,19 @@ def test_admission_defaults_and_checks() -> None:
     assert Admission.of(rows=3) == Admission(rows=3, queue=12, batch=True)
     with pytest.raises(ValueError, match="rows >= 1"):
         Admission(rows=0, queue=1)
+
+
+def test_a_step_waiting_for_the_turn_gets_it_between_rounds() -> None:
+    """The turn lock is not fair: the thread steps aside after each round, so a Step or a race
+    (which take the same lock for their own decode) is not starved by a busy scheduler."""
+    setup = Setup(rows=1, queue=1)
+    busy = setup.submit("a", 10**6)
+    wait_for(lambda: len(setup.log) >= 3)
+    for _ in range(5):
+        assert setup.turn.acquire(timeout=2.0)
+        rounds = len(setup.log)
+        time.sleep(0.01)
+        assert len(setup.log) == rounds  # no round runs while the Step holds the turn
+        setup.turn.release()
+    busy.cancel()
+    setup.scheduler.stop()
