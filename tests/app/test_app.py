@@ -498,7 +498,9 @@ def test_launch_queues_bounded_and_never_shares(
             calls["launch"] = kw
 
     app.launch(FakeDemo(), "127.0.0.1", 7861)
-    assert 0 < calls["queue"]["max_size"] <= 64
+    handlers = app.session.scheduler.admission.handlers  # every row and waiting place, and 4
+    assert calls["queue"] == {"max_size": 2 * handlers, "default_concurrency_limit": 1}
+    assert handlers == 8 + 32 + 4  # the default admission: bounded
     launch = calls["launch"]
     assert launch["server_name"] == "127.0.0.1" and launch["server_port"] == 7861
     assert launch["share"] is False and "sv-accepted" in launch["css"]
