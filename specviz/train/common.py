@@ -9,7 +9,7 @@ import math
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -109,6 +109,19 @@ def fill_shards(
         shard = make(index)
         save_atomic(shard, path)
         yield index, shard, time.perf_counter() - began
+
+
+def fresh_shards(folder: Path, pattern: str, seen: Collection[str]) -> list[tuple[str, bool, Any]]:
+    """The shard files of folder matching pattern (NAME_INDEX.pt) whose names are not in seen,
+    in name order: each one's name, whether it is held out for validation (index % 20 == 1),
+    and its contents."""
+    fresh = [p for p in sorted(folder.glob(pattern)) if p.name not in seen]
+    return [(p.name, _held_out(p), torch.load(p, weights_only=False)) for p in fresh]
+
+
+def _held_out(shard: Path) -> bool:
+    """Whether shard NAME_INDEX.pt is held out for validation: index % 20 == 1."""
+    return int(shard.stem.split("_")[1]) % 20 == 1
 
 
 def claim_path(path: Path) -> Path:

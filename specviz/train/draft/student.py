@@ -19,6 +19,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from specviz.train.common import (
     Deadline,
     descend,
+    fresh_shards,
     learning_rate,
     load_target,
     save_atomic,
@@ -113,13 +114,11 @@ class ShardPool:
 
     def refresh(self) -> int:
         """Load shards that appeared since the last call; return the number of new ones."""
-        fresh = [p for p in sorted(shard_dir().glob("shard_*.pt")) if p.name not in self.loaded]
-        for path in fresh:
-            shard = torch.load(path, weights_only=False)
-            index = int(path.stem.split("_")[1])
+        fresh = fresh_shards(shard_dir(), "shard_*.pt", self.loaded)
+        for name, held_out, shard in fresh:
             records = [r for r in map(self.mark, shard["records"]) if int(r["n"]) > 0]
-            (self.val if index % 20 == 1 else self.train).extend(records)
-            self.loaded.add(path.name)
+            (self.val if held_out else self.train).extend(records)
+            self.loaded.add(name)
         return len(fresh)
 
     def mark(self, record: Record) -> Record:

@@ -28,6 +28,7 @@ from specviz.heads.weights import bundled_head_tokens, save_head
 from specviz.train.common import (
     Deadline,
     descend,
+    fresh_shards,
     learning_rate,
     load_target,
     save_atomic,
@@ -73,12 +74,10 @@ class ShardPool:
 
     def refresh(self) -> int:
         """Load the shards that appeared since the last call; return how many."""
-        fresh = [p for p in sorted(feature_dir().glob("features_*.pt")) if p.name not in self.names]
-        for path in fresh:
-            shard = torch.load(path, weights_only=False)
-            index = int(path.stem.split("_")[1])
-            (self.val if index % 20 == 1 else self.train).extend(shard["seqs"])
-            self.names.append(path.name)
+        fresh = fresh_shards(feature_dir(), "features_*.pt", self.names)
+        for name, held_out, shard in fresh:
+            (self.val if held_out else self.train).extend(shard["seqs"])
+            self.names.append(name)
         return len(fresh)
 
     def digest(self) -> str:
