@@ -116,12 +116,10 @@ def fresh_shards(folder: Path, pattern: str, seen: Collection[str]) -> list[tupl
     in name order: each one's name, whether it is held out for validation (index % 20 == 1),
     and its contents."""
     fresh = [p for p in sorted(folder.glob(pattern)) if p.name not in seen]
-    return [(p.name, _held_out(p), torch.load(p, weights_only=False)) for p in fresh]
-
-
-def _held_out(shard: Path) -> bool:
-    """Whether shard NAME_INDEX.pt is held out for validation: index % 20 == 1."""
-    return int(shard.stem.split("_")[1]) % 20 == 1
+    return [
+        (p.name, int(p.stem.split("_")[1]) % 20 == 1, torch.load(p, weights_only=False))
+        for p in fresh
+    ]
 
 
 def claim_path(path: Path) -> Path:
