@@ -57,11 +57,6 @@ def load_target(threads: int | None = None) -> tuple[Any, Any]:
     return model.eval(), tokenizer
 
 
-def load_tokenizer() -> Any:
-    """The target's tokenizer."""
-    return AutoTokenizer.from_pretrained(ensure_bundled_target(lambda m: LOG.info("%s", m)))
-
-
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON to ``path`` via a temp file + rename."""
     tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
