@@ -69,9 +69,25 @@ def test_agent_workloads_write_what_check_accepts(tmp_path: Path) -> None:
 
 
 def test_audit_bench_parts_parse_as_audit_flags() -> None:
+    refused = _run("audit_bench.py", "no-such-part").stderr
+    parts = refused.rsplit("parts: ", 1)[-1].strip().split(", ")
     done = _run("audit_bench.py", "--check")
     assert done.returncode == 0, done.stderr
-    assert done.stderr.count("== ") == 13
+    checked = [line.removeprefix("== ") for line in done.stderr.splitlines() if line[:3] == "== "]
+    assert checked == parts and len(parts) > 10
+
+
+def test_audit_bench_check_fails_on_a_flag_audit_does_not_take(tmp_path: Path) -> None:
+    """Negative control: the same script with one flag misspelt fails its --check."""
+    source = (SCRIPTS / "audit_bench.py").read_text(encoding="utf-8")
+    assert '"--greedy-tokens"' in source
+    broken = tmp_path / "audit_bench.py"
+    broken.write_text(source.replace('"--greedy-tokens"', '"--greedy-token-count"'), "utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, str(broken), "--check"], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 2 and "--greedy-token-count" in done.stderr
 
 
 def test_audit_bench_refuses_an_unknown_part() -> None:
