@@ -5,16 +5,19 @@ Each workload is a few tasks an agent works through step by step; request k of a
 prompt the agent sends for its k-th reply: the instructions, the task, and the conversation so
 far (its earlier replies and what came back). Run from the repository root:
 
-    python benchmarks/agent_workloads.py
+    python benchmarks/agent_workloads.py            # rewrite the three files
+    python benchmarks/agent_workloads.py --check    # exit 1 unless they match the scripts
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-OUT = Path(__file__).resolve().parents[1] / "specviz" / "bench" / "workloads"
+OUT = Path(__file__).resolve().parents[1] / "specviz" / "workloads"
 
 # --- (a) tool calling: JSON calls, JSON observations ---------------------------------------------
 
@@ -1052,16 +1055,42 @@ def _row(workload: str, task: str, step: int, prompt: str, new_tokens: int) -> d
     }
 
 
-def main() -> None:
-    """Write the three workload files."""
-    for name, rows in (
-        ("agent-tools", tool_requests()),
-        ("agent-code", code_requests()),
-        ("agent-sql", sql_requests()),
-    ):
-        lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-        (OUT / f"{name}.jsonl").write_text(lines, encoding="utf-8")
+def workloads() -> dict[str, str]:
+    """Each agent workload's JSONL text by name."""
+    return {
+        name: "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+        for name, rows in (
+            ("agent-tools", tool_requests()),
+            ("agent-code", code_requests()),
+            ("agent-sql", sql_requests()),
+        )
+    }
+
+
+def main() -> int:
+    """Write the three workload files, or with --check compare them with the scripts."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=OUT, help="the folder to write (%(default)s)")
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 on a difference"
+    )
+    args = parser.parse_args()
+    if not args.out.is_dir():
+        parser.error(f"no folder {args.out}: give --out an existing folder")
+    stale = []
+    for name, text in workloads().items():
+        path = args.out / f"{name}.jsonl"
+        if args.check:
+            if not path.is_file() or path.read_text(encoding="utf-8") != text:
+                stale.append(str(path))
+        else:
+            path.write_text(text, encoding="utf-8")
+    if stale:
+        print(
+            f"differ from the scripts (rerun without --check): {', '.join(stale)}", file=sys.stderr
+        )
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

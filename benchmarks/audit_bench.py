@@ -1,7 +1,8 @@
 """Full audits of real engines (docs/exactness.md, "Auditing an engine"), saved to
-benchmarks/results/audit.json for the report's audit table.
+benchmarks/results/audit/audit.json for the report's audit table.
 
     python benchmarks/audit_bench.py [PART ...]     (default: every part, in the order below)
+    python benchmarks/audit_bench.py --check        (parse every part's audit flags, run nothing)
 
 llama.cpp parts start two llama-cpp-python servers on the bundled SmolLM2 GGUF (prompt lookup
 on at one, off at the other; one thread each) and, for the fault parts, a planted-fault proxy
@@ -11,6 +12,7 @@ part's result replaces the saved row of the same part; the file keeps small JSON
 
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 import subprocess
@@ -19,12 +21,13 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from specviz.audit.proxy import FaultProxy
-from specviz.cli import main
+from specviz.cli import build_parser, main
 from specviz.models.bundled import ensure_bundled_gguf
 
 RESULTS = Path(__file__).resolve().parent / "results" / "audit" / "audit.json"
@@ -126,10 +129,38 @@ class Llama:
             "llama.cpp",
         ]
 
+    @contextmanager
+    def proxied(self, fault: str, tv: float) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The URL of a proxy planting `fault` in front of the lookup server, and its counts."""
+        server, url = proxy(self.url("on"), fault, tv)
+        try:
+            yield url, server.planted
+        finally:
+            server.shutdown()
+            server.server_close()
+
+    def audit(self, argv: list[str]) -> dict[str, Any]:
+        return audit(argv)
+
     def close(self) -> None:
         for process, _ in self.started.values():
             process.terminate()
             process.wait(timeout=30)
+
+
+class Check(Llama):
+    """Starts nothing: each part's flags go through `specviz audit`'s parser only."""
+
+    def url(self, side: str) -> str:
+        return f"http://127.0.0.1:9/{side}"
+
+    @contextmanager
+    def proxied(self, fault: str, tv: float) -> Iterator[tuple[str, dict[str, Any]]]:
+        yield self.url("proxy"), {}
+
+    def audit(self, argv: list[str]) -> dict[str, Any]:
+        build_parser().parse_args(["audit", *argv, "--json", "audit.json"])  # exits 2 if bad
+        return {}
 
 
 def faults(
@@ -138,12 +169,9 @@ def faults(
     """`repeats` audits through a proxy planting `fault`, each with its own seeds."""
     rows = []
     for repeat in range(repeats):
-        server, url = proxy(llama.url("on"), fault, tv)
-        argv = ["--endpoint", url, "--plain-endpoint", llama.url("off"), "--api", "llama.cpp"]
-        row = audit([*argv, *extra, "--seed", str(10**6 * (repeat + 1))])
-        stats = server.planted
-        server.shutdown()
-        server.server_close()
+        with llama.proxied(fault, tv) as (url, stats):
+            argv = ["--endpoint", url, "--plain-endpoint", llama.url("off"), "--api", "llama.cpp"]
+            row = llama.audit([*argv, *extra, "--seed", str(10**6 * (repeat + 1))])
         rows.append(row | {"planted": {"fault": fault, **stats}})
     return rows
 
@@ -154,7 +182,9 @@ def parts(llama: Llama) -> dict[str, Callable[[], list[dict[str, Any]]]]:
     topp = ["--temperature", "0.7", "--top-p", "0.9"]
     return {
         "llama-greedy": lambda: [
-            audit([*llama.pair(), "--temperature", "0", "--greedy-tokens", "12", *ALL_PROMPTS])
+            llama.audit(
+                [*llama.pair(), "--temperature", "0", "--greedy-tokens", "12", *ALL_PROMPTS]
+            )
         ],
         "fault-replace": lambda: faults(llama, "replace", 0.2, FAULT),
         "fault-late-top-p": lambda: faults(
@@ -164,20 +194,22 @@ def parts(llama: Llama) -> dict[str, Callable[[], list[dict[str, Any]]]]:
             llama, "late-top-p", 0.0, [*SIZED, "--temperature", "1", "--top-p", "0.9"], repeats=1
         ),
         "pass-through": lambda: faults(llama, "pass", 0.0, FAULT),
-        "llama-t1": lambda: [audit([*llama.pair(), *LIGHT])],
+        "llama-t1": lambda: [llama.audit([*llama.pair(), *LIGHT])],
         "llama-top-p": lambda: [
-            audit([*llama.pair(), *LIGHT, "--temperature", "0.8", "--top-p", "0.9"])
+            llama.audit([*llama.pair(), *LIGHT, "--temperature", "0.8", "--top-p", "0.9"])
         ],
         "llama-server-repetition": lambda: [
-            audit([*llama.pair(), *LIGHT, "--repetition-penalty", "server"])
+            llama.audit([*llama.pair(), *LIGHT, "--repetition-penalty", "server"])
         ],
-        "hf-assistant-t1": lambda: [audit(["--hf", "assistant", *hf_pair, *HF_N])],
-        "hf-assistant-top-p": lambda: [audit(["--hf", "assistant", *hf_pair, *HF_N, *topp])],
-        "hf-lookup-t1": lambda: [audit(["--hf", "prompt-lookup", "--target", "bundled", *HF_N])],
+        "hf-assistant-t1": lambda: [llama.audit(["--hf", "assistant", *hf_pair, *HF_N])],
+        "hf-assistant-top-p": lambda: [llama.audit(["--hf", "assistant", *hf_pair, *HF_N, *topp])],
+        "hf-lookup-t1": lambda: [
+            llama.audit(["--hf", "prompt-lookup", "--target", "bundled", *HF_N])
+        ],
         "hf-lookup-top-p": lambda: [
-            audit(["--hf", "prompt-lookup", "--target", "bundled", *HF_N, *topp])
+            llama.audit(["--hf", "prompt-lookup", "--target", "bundled", *HF_N, *topp])
         ],
-        "llama-t1-default": lambda: [audit(llama.pair())],
+        "llama-t1-default": lambda: [llama.audit(llama.pair())],
     }
 
 
@@ -207,22 +239,35 @@ def save(part: str, rows: list[dict[str, Any]]) -> None:
     RESULTS.write_text(json.dumps(saved, indent=1) + "\n", encoding="utf-8")
 
 
-def run(names: list[str]) -> int:
+def run(names: list[str], check: bool) -> int:
+    """Run the named parts (every part if none) and save each, or with check parse them only."""
     with tempfile.TemporaryDirectory() as logs:
-        llama = Llama(Path(logs))
+        llama = Check(Path(logs)) if check else Llama(Path(logs))
         table = parts(llama)
-        unknown = [n for n in names if n not in table]
-        if unknown:
-            print(f"unknown parts {unknown}; parts: {', '.join(table)}", file=sys.stderr)
-            return 2
         try:
             for name in names or list(table):
                 print(f"== {name}", file=sys.stderr)
-                save(name, table[name]())
+                rows = table[name]()
+                if not check:
+                    save(name, rows)
         finally:
             llama.close()
     return 0
 
 
+def main_args(argv: list[str]) -> argparse.Namespace:
+    """The command line: the parts to run, or --check."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    choices = list(LABELS)
+    parser.add_argument("parts", nargs="*", metavar="PART", help=f"of {', '.join(choices)}")
+    parser.add_argument("--check", action="store_true", help="parse each part's flags, run nothing")
+    args = parser.parse_args(argv)
+    unknown = [n for n in args.parts if n not in choices]
+    if unknown:
+        parser.error(f"unknown parts {unknown}; parts: {', '.join(choices)}")
+    return args
+
+
 if __name__ == "__main__":
-    raise SystemExit(run(sys.argv[1:]))
+    args = main_args(sys.argv[1:])
+    raise SystemExit(run(args.parts, args.check))

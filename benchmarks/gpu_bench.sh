@@ -4,7 +4,7 @@
 #
 # Usage: bash benchmarks/gpu_bench.sh [OUTDIR]        (default OUTDIR: benchmarks/gpu)
 #
-# By default eight parts run in order of priority, each writing OUTDIR/NAME.json and
+# By default nine parts run in order of priority, each writing OUTDIR/NAME.json and
 # OUTDIR/NAME.html; OUTDIR/machine.txt records the GPU, the versions and any part skipped or cut
 # off. Rebuild a part's report from its JSON with
 #   python -m specviz bench saved OUTDIR/NAME.json NAME.html   (the HTML report)

@@ -27,7 +27,6 @@ from specviz.drafters.families import FAMILIES, Family
 from specviz.drafters.options import DefaultConfig, DrafterSpec
 
 LOOKUPS = tuple(name for name, f in FAMILIES.items() if f.lookup)
-COMBINATORS = ("LOOKUP+FAMILY", "tree-FAMILY")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,7 +161,6 @@ def _names() -> tuple[str, ...]:
 
 
 DRAFTER_NAMES: tuple[str, ...] = _names()
-FAMILY_NAMES = tuple(FAMILIES)
 # the listed names' entries (any other valid name: drafter_spec)
 REGISTRY: Mapping[str, DrafterSpec] = MappingProxyType({n: drafter_spec(n) for n in DRAFTER_NAMES})
 # The fastest exact configuration the benchmark measured for code at T = 0 (the headline table
@@ -238,7 +236,6 @@ EXIT_DRAFTERS = drafters_where(lambda s: s.reads_exit_layer)
 UNCONFIDENT_DRAFTERS = drafters_where(lambda s: not s.reads_confidence)
 WIDE_DRAFTERS = drafters_where(lambda s: s.reads_width)
 HYBRID_DRAFTERS = drafters_where(lambda s: s.hybrid)
-TRIMMED_DRAFTERS = drafters_where(lambda s: s.trims_head)
 BATCH_DRAFTERS = drafters_where(lambda s: s.batchable)
 MEMORY_DRAFTERS = drafters_where(lambda s: s.remembers)  # they read DrafterOptions.memory
 CROSS_TOKENIZER_DRAFTERS = drafters_where(lambda s: s.cross_tokenizer)  # another tokenizer

@@ -25,7 +25,6 @@ from typing import Any
 from specviz.endpoint.client import Endpoint, EndpointError, Job, Reply, get, send
 from specviz.endpoint.engine import counter_delta, parse_metrics, spec_counters
 
-SIDES = ("spec", "base")
 Progress = Callable[[int, int, str], None]
 
 

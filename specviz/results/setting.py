@@ -16,12 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from specviz.drafters.names import (
-    ALL_DRAFTERS,
-    CHAIN_MODEL_DRAFTERS,
-    EXIT_DRAFTERS,
-    HYBRID_DRAFTERS,
-)
+from specviz.drafters.names import CHAIN_MODEL_DRAFTERS, EXIT_DRAFTERS, HYBRID_DRAFTERS
 from specviz.drafters.names import TREE_DRAFTERS as REGISTERED_TREES
 from specviz.gamma.policies import POLICY_NAMES
 from specviz.results.names import RENAMED
@@ -32,7 +27,7 @@ from specviz.tree.verify import EXACT_TREE, TYPICAL, TreeRule
 class BenchSetting:
     """One point of a sweep; a tree drafter's gamma is its depth (specviz.results.setting)."""
 
-    drafter: str  # one of DRAFTERS
+    drafter: str  # a drafter's name (specviz.drafters.names)
     gamma: int
     temperature: float
     draft_name: str = "draft"
@@ -77,7 +72,6 @@ _HYBRIDS = (*HYBRID_DRAFTERS, *RETIRED_HYBRID_DRAFTERS)
 # gamma tokens but stops after one whose draft top probability is below CONFIDENCE (the same
 # rule and default as transformers' assistant_confidence_threshold).
 POLICIES = (*POLICY_NAMES, "confidence")
-DRAFTERS = ALL_DRAFTERS  # the listed ones; `in` takes any drafter's name
 CONFIDENCE = 0.4
 
 

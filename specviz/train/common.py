@@ -1,15 +1,17 @@
-"""Shared helpers for the training steps: paths, logging, model loading."""
+"""Shared helpers for the training steps: paths, logging, model loading, resumable shards, and
+the optimiser's side of every training loop (the learning-rate schedule and one step)."""
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -24,10 +26,11 @@ def hours(value: str) -> float:
     return float(value) * 3600.0
 
 
-def work_dir() -> Path:
-    """Root of all training state: ``cache_dir()/train`` (override with SPECVIZ_TRAIN_DIR)."""
+def work_dir(sub: str = "") -> Path:
+    """Root of all training state: ``cache_dir()/train`` (override with SPECVIZ_TRAIN_DIR), or
+    its folder sub; made if missing."""
     override = os.environ.get("SPECVIZ_TRAIN_DIR")
-    path = Path(override).expanduser() if override else cache_dir() / "train"
+    path = (Path(override).expanduser() if override else cache_dir() / "train") / sub
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -54,11 +57,6 @@ def load_target(threads: int | None = None) -> tuple[Any, Any]:
     return model.eval(), tokenizer
 
 
-def load_tokenizer() -> Any:
-    """The target's tokenizer."""
-    return AutoTokenizer.from_pretrained(ensure_bundled_target(lambda m: LOG.info("%s", m)))
-
-
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON to ``path`` via a temp file + rename."""
     tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
@@ -82,6 +80,41 @@ class Deadline:
     def passed(self) -> bool:
         """Whether the budget is spent."""
         return self.end is not None and time.monotonic() >= self.end
+
+
+def fill_shards(
+    jobs: Iterable[int],
+    path_of: Callable[[int], Path],
+    make: Callable[[int], dict[str, Any]],
+    seconds: float | None,
+    log: logging.Logger,
+) -> Iterator[tuple[int, dict[str, Any], float]]:
+    """Make and save (save_atomic) each job's shard that is not at path_of(index) yet, until
+    seconds are spent (None: no limit); yields each made shard's index, the shard and the
+    seconds it took, saving included."""
+    deadline = Deadline(seconds)
+    for index in jobs:
+        path = path_of(index)
+        if path.exists():
+            continue
+        if deadline.passed():
+            log.info("time budget spent; stopping before job %d", index)
+            break
+        began = time.perf_counter()
+        shard = make(index)
+        save_atomic(shard, path)
+        yield index, shard, time.perf_counter() - began
+
+
+def fresh_shards(folder: Path, pattern: str, seen: Collection[str]) -> list[tuple[str, bool, Any]]:
+    """The shard files of folder matching pattern (NAME_INDEX.pt) whose names are not in seen,
+    in name order: each one's name, whether it is held out for validation (index % 20 == 1),
+    and its contents."""
+    fresh = [p for p in sorted(folder.glob(pattern)) if p.name not in seen]
+    return [
+        (p.name, int(p.stem.split("_")[1]) % 20 == 1, torch.load(p, weights_only=False))
+        for p in fresh
+    ]
 
 
 def claim_path(path: Path) -> Path:
@@ -143,3 +176,40 @@ def build_once(
         finally:
             claim.unlink(missing_ok=True)
     return False
+
+
+class Schedule(Protocol):
+    """A training config's schedule: peak rate, warm-up steps, steps to the end of decay."""
+
+    @property
+    def lr(self) -> float: ...
+
+    @property
+    def warmup(self) -> int: ...
+
+    @property
+    def total_steps(self) -> int: ...
+
+
+def learning_rate(cfg: Schedule, step: int) -> float:
+    """Linear warm-up, then cosine decay to 10 % at total_steps."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    frac = min(1.0, (step - cfg.warmup) / max(1, cfg.total_steps - cfg.warmup))
+    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+def descend(
+    optimizer: torch.optim.Optimizer,
+    loss: torch.Tensor,
+    parameters: Iterable[torch.nn.Parameter],
+    lr: float,
+    clip: float = 1.0,
+) -> None:
+    """One optimiser step down loss's gradient at rate lr, its norm clipped to clip."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()  # type: ignore[no-untyped-call]
+    torch.nn.utils.clip_grad_norm_(parameters, clip)
+    optimizer.step()

@@ -1,12 +1,16 @@
-"""The data room's building blocks on tiny models: sampled answers, features, prompts."""
+"""The data room's building blocks on tiny models: sampled answers, features, prompts, and the
+resumable loop that fills a folder with shards."""
 
 from __future__ import annotations
 
+import logging
 from itertools import islice
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from specviz.train.common import fill_shards
 from specviz.train.data.corpus import stdlib_files
 from specviz.train.data.features import target_features
 from specviz.train.data.prompts import CODE_TASKS, TOPICS, _function_prompts
@@ -56,3 +60,23 @@ def test_sampled_answers_keep_the_top_k_log_probs() -> None:
     gen = torch.Generator().manual_seed(0)
     again = sample_batch(model, [[1, 2, 3], [4, 5]], EOS, 4, 1.0, 2, gen)
     assert [r["tokens"].tolist() for r in again] == [r["tokens"].tolist() for r in records]
+
+
+def test_fill_shards_makes_only_the_missing_shards_and_saves_them(tmp_path: Path) -> None:
+    (tmp_path / "1.pt").write_bytes(b"kept")
+    made = list(
+        fill_shards(
+            range(3), lambda i: tmp_path / f"{i}.pt", lambda i: {"i": i}, None, logging.getLogger()
+        )
+    )
+    assert [(index, shard) for index, shard, _ in made] == [(0, {"i": 0}), (2, {"i": 2})]
+    assert (tmp_path / "1.pt").read_bytes() == b"kept"
+    assert torch.load(tmp_path / "2.pt") == {"i": 2}
+
+
+def test_fill_shards_stops_once_its_time_is_spent(tmp_path: Path) -> None:
+    shards = fill_shards(
+        range(3), lambda i: tmp_path / f"{i}.pt", lambda i: {"i": i}, 0.0, logging.getLogger()
+    )
+    assert list(shards) == []
+    assert not any(tmp_path.iterdir())

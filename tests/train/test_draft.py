@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from specviz.train.common import learning_rate
 from specviz.train.draft.evaluate import score_pair
 from specviz.train.draft.export import teacher_stats, token_ranking
-from specviz.train.draft.student import StudentConfig, kl_loss, learning_rate, make_student
+from specviz.train.draft.student import StudentConfig, kl_loss, make_student
 from tests.conftest import VOCAB, tiny_config, tiny_model
 
 

@@ -335,7 +335,8 @@ def test_a_run_without_checkpoint_starts_from_an_exported_head(
 
 
 def test_a_longer_schedule_warms_the_learning_rate_up_again(tmp_path: Path) -> None:
-    from specviz.train.heads.eagle import learning_rate, rewarmed
+    from specviz.train.common import learning_rate
+    from specviz.train.heads.eagle import rewarmed
 
     model = _model()
     (tmp_path / "data").mkdir()

@@ -171,23 +171,22 @@ class SuffixTries:
         self.memory.add_request(ids, prompt_len)
 
 
-class SuffixDrafter:
-    """Suffix decoding as a chain: the likeliest continuation of the best match."""
+class SuffixTriesDrafter:
+    """What both suffix drafters share: the request's trie beside the memory, fed and rolled
+    back as tokens commit, and a reusable one-hot q buffer."""
 
     def __init__(
         self,
         vocab_size: int,
-        *,
-        memory: SuffixMemory | None = None,
-        config: SuffixConfig | None = None,
-        device: str = "cpu",
-        explain: bool = False,
+        memory: SuffixMemory | None,
+        config: SuffixConfig | None,
+        explain: bool,
+        device: torch.device,
     ) -> None:
-        """Draft for a target of vocab_size tokens from memory (None: a private fresh one);
-        explain: say how each round drafted (explain)."""
+        """Tries for a target of vocab_size tokens over memory (None: a private fresh one)."""
         self.tries = SuffixTries(vocab_size, memory, config or SuffixConfig(), explain)
-        self.vocab_size, self.device = vocab_size, torch.device(device)
-        self.q = SparseRows(vocab_size, self.device)
+        self.vocab_size = vocab_size
+        self.q = SparseRows(vocab_size, device)
 
     @property
     def memory(self) -> SuffixMemory:
@@ -209,6 +208,24 @@ class SuffixDrafter:
     def explain(self, round_index: int) -> SuffixLookup | None:
         """The last proposal's match and speculation (None unless built with explain)."""
         return self.tries.lookup(round_index)
+
+
+class SuffixDrafter(SuffixTriesDrafter):
+    """Suffix decoding as a chain: the likeliest continuation of the best match."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        *,
+        memory: SuffixMemory | None = None,
+        config: SuffixConfig | None = None,
+        device: str = "cpu",
+        explain: bool = False,
+    ) -> None:
+        """Draft for a target of vocab_size tokens from memory (None: a private fresh one);
+        explain: say how each round drafted (explain)."""
+        self.device = torch.device(device)
+        super().__init__(vocab_size, memory, config, explain, self.device)
 
     def speculation(self, ids: list[int], gamma: int, stop_ids: Collection[int]) -> Speculation:
         """The chain this drafter would propose after ids, with its score."""
@@ -230,7 +247,7 @@ class SuffixDrafter:
         return Draft(tokens=tokens, q_draft=q_draft, forward_calls=0)
 
 
-class TreeSuffixDrafter:
+class TreeSuffixDrafter(SuffixTriesDrafter):
     """Suffix decoding as a tree: the likeliest continuations of the best match, best first."""
 
     def __init__(
@@ -247,30 +264,8 @@ class TreeSuffixDrafter:
         explain: say how each round drafted (explain)."""
         if nodes < 1 or depth < 1:
             raise ValueError(f"nodes and depth must be >= 1 (got nodes={nodes}, depth={depth})")
-        self.tries = SuffixTries(vocab_size, memory, config or SuffixConfig(), explain)
-        self.vocab_size, self.nodes, self.depth = vocab_size, nodes, depth
-        self.q = SparseRows(vocab_size, torch.device("cpu"))
-
-    @property
-    def memory(self) -> SuffixMemory:
-        """The memory of earlier requests this drafter reads and feeds."""
-        return self.tries.memory
-
-    def prefill(self, prefix: list[int]) -> None:
-        """Start the request's own trie with the prompt."""
-        self.tries.prefill(prefix)
-
-    def rollback(self, committed: int) -> None:
-        """Only committed tokens enter the tries: nothing to undo past them."""
-        self.tries.rollback(committed)
-
-    def remember(self, ids: list[int], prompt_len: int) -> None:
-        """Add the finished request to memory."""
-        self.tries.remember(ids, prompt_len)
-
-    def explain(self, round_index: int) -> SuffixLookup | None:
-        """The last proposal's match and speculation (None unless built with explain)."""
-        return self.tries.lookup(round_index)
+        super().__init__(vocab_size, memory, config, explain, torch.device("cpu"))
+        self.nodes, self.depth = nodes, depth
 
     def propose_tree(
         self, ids: list[int], max_depth: int, generator: torch.Generator, stop_ids: Collection[int]

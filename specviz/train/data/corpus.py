@@ -38,9 +38,7 @@ SKIP_DIRS = {
 
 def corpus_dir() -> Path:
     """Folder holding ``docs.jsonl`` and ``manifest.json``."""
-    path = work_dir() / "corpus"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return work_dir("corpus")
 
 
 def _skipped(path: Path, root: Path) -> bool:

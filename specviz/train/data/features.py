@@ -14,17 +14,17 @@ job with the same index scores those instead.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from specviz.train.common import Deadline, load_target, save_atomic, work_dir
+from specviz.train.common import fill_shards, load_target, work_dir
+from specviz.train.data.batching import right_pad
 from specviz.train.data.corpus import load_docs
 from specviz.train.data.prompts import training_prompts, workload_style_prompts
-from specviz.train.data.teacher import chat_ids, corpus_windows, sample_batch, shard_dir
+from specviz.train.data.teacher import corpus_windows, prompt_batch, sample_batch, shard_path
 
 LOG = logging.getLogger("specviz.train.data.features")
 TEMPERATURES = (1.0, 0.0, 1.0)
@@ -45,20 +45,13 @@ class FeatureConfig:
 
 def feature_dir() -> Path:
     """Folder of ``features_XXXXX.pt`` shards."""
-    path = work_dir() / "features"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return work_dir("features")
 
 
 @torch.inference_mode()
 def target_features(model: Any, seqs: list[list[int]], pad: int) -> list[dict[str, torch.Tensor]]:
     """Post-norm features (L, D) fp16 and log-normalisers (L,) for each sequence, one pass."""
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for row, s in enumerate(seqs):
-        ids[row, : len(s)] = torch.tensor(s)
-        mask[row, : len(s)] = 1
+    ids, mask = right_pad(seqs, pad)
     hidden = model.model(input_ids=ids, attention_mask=mask).last_hidden_state  # (B, L, D)
     out = []
     for row, s in enumerate(seqs):
@@ -70,7 +63,7 @@ def target_features(model: Any, seqs: list[list[int]], pad: int) -> list[dict[st
 
 def teacher_answers(index: int) -> list[dict[str, Any]] | None:
     """The records of the draft pipeline's teacher shard ``index``, if it made one."""
-    path = shard_dir() / f"shard_{index:05d}.pt"
+    path = shard_path(index)
     if not path.is_file():
         return None
     records: list[dict[str, Any]] = torch.load(path, weights_only=False)["records"]
@@ -95,11 +88,7 @@ def run_job(
         windows = corpus_windows(tokenizer, docs, cfg.score_batch, cfg.score_len, gen)
         seqs, starts, kind = windows.tolist(), [0] * len(windows), "corpus"
     else:
-        first = int(torch.randint(len(prompts) - cfg.gen_batch, (1,), generator=gen))
-        batch = [
-            chat_ids(tokenizer, prompts[i], cfg.max_prompt)
-            for i in range(first, first + cfg.gen_batch)
-        ]
+        batch = prompt_batch(tokenizer, prompts, cfg.gen_batch, cfg.max_prompt, gen)
         temperature = TEMPERATURES[index % len(TEMPERATURES)]
         records = sample_batch(model, batch, eos, cfg.max_new, temperature, 1, gen)
         seqs = [r["tokens"].tolist() for r in records]  # type: ignore[union-attr]
@@ -122,22 +111,12 @@ def run_features(cfg: FeatureConfig, jobs: range, seconds: float | None, threads
     pool = training_prompts(gen) + workload_style_prompts(docs, gen)
     order = torch.randperm(len(pool), generator=gen).tolist()
     prompts = sorted((pool[i] for i in order), key=len)
-    deadline = Deadline(seconds)
-    for index in jobs:
-        path = feature_dir() / f"features_{index:05d}.pt"
-        if path.exists():
-            continue
-        if deadline.passed():
-            LOG.info("time budget spent; stopping before job %d", index)
-            break
-        began = time.perf_counter()
-        shard = run_job(index, cfg, model, tokenizer, prompts, docs)
-        save_atomic(shard, path)
+    for index, shard, took in fill_shards(
+        jobs,
+        lambda index: feature_dir() / f"features_{index:05d}.pt",
+        lambda index: run_job(index, cfg, model, tokenizer, prompts, docs),
+        seconds,
+        LOG,
+    ):
         n = sum(int(s["tokens"].shape[0]) for s in shard["seqs"])
-        LOG.info(
-            "shard %d %s: %d positions, %.0f pos/s",
-            index,
-            shard["kind"],
-            n,
-            n / (time.perf_counter() - began),
-        )
+        LOG.info("shard %d %s: %d positions, %.0f pos/s", index, shard["kind"], n, n / took)

@@ -48,6 +48,7 @@ from specviz.train.common import (
     work_dir,
     write_json_atomic,
 )
+from specviz.train.data.batching import left_pad, next_tokens, right_pad, topk_logp
 from specviz.train.data.corpus import load_docs
 from specviz.train.data.prompts import training_prompts, workload_style_prompts
 from specviz.train.data.shards import (
@@ -84,9 +85,7 @@ class RegenConfig:
 
 def regen_dir() -> Path:
     """Folder of the features and the manifest: ``work_dir()/regen``."""
-    path = work_dir() / "regen"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return work_dir("regen")
 
 
 def prompt_pool(cfg: RegenConfig) -> list[tuple[str, str]]:
@@ -119,27 +118,9 @@ def prompt_pool(cfg: RegenConfig) -> list[tuple[str, str]]:
     return first + more
 
 
-def _topk(model: Any, hidden: Tensor, k: int) -> tuple[Tensor, Tensor]:
-    """Top-k token ids (int32) and log-probabilities (fp16) at T = 1 of final features (N, D)."""
-    logp = torch.log_softmax(model.lm_head(hidden).float(), dim=-1)
-    top = logp.topk(k, dim=-1)
-    return top.indices.to(torch.int32), top.values.to(torch.float16)
-
-
 def _fused(states: tuple[Tensor, ...], layers: tuple[int, ...]) -> Tensor:
     """The chosen hidden states (B, T, D) each, concatenated: (B, T, len(layers) * D), bf16."""
     return torch.cat([states[i] for i in layers], dim=-1).to(torch.bfloat16)
-
-
-def _left_pad(prompts: list[list[int]], pad: int) -> tuple[Tensor, Tensor, Tensor]:
-    """Left-padded ids, attention mask and position ids, each (B, W)."""
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for row, p in enumerate(prompts):
-        ids[row, width - len(p) :] = torch.tensor(p)
-        mask[row, width - len(p) :] = 1
-    return ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
 
 
 @torch.inference_mode()
@@ -159,7 +140,7 @@ def answer_batch(
     """
     layers = fused_layers(int(model.config.num_hidden_layers))
     dev = model.device
-    ids, mask, pos = (t.to(dev) for t in _left_pad(prompts, eos))
+    ids, mask, pos = (t.to(dev) for t in left_pad(prompts, eos))
     width, kwarg = ids.shape[1], forward_kwargs(model)[0]
     out = model.model(
         input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
@@ -172,11 +153,7 @@ def answer_batch(
     done = torch.zeros(len(prompts), dtype=torch.bool, device=dev)
     tokens: list[Tensor] = []
     for _ in range(cfg.max_new):
-        if temperature == 0.0:
-            token = logits.argmax(-1)
-        else:
-            probs = torch.softmax(logits.float() / temperature, dim=-1)
-            token = torch.multinomial(probs, 1, generator=gen).squeeze(1)
+        token = next_tokens(logits, temperature, gen)
         token = torch.where(done, torch.full_like(token, eos), token)
         tokens.append(token)
         done |= token == eos
@@ -199,7 +176,7 @@ def answer_batch(
         n = int(hits[0]) + 1 if len(hits) else answers.shape[1]
         seq = p + answers[row, :n].tolist()
         keep = slice(width - len(p), width - len(p) + len(seq) - 1)  # positions 0..L-2
-        top_ids, top_logp = _topk(model, last[row, keep], cfg.topk)
+        top_ids, top_logp = topk_logp(model, last[row, keep], cfg.topk)
         records.append(
             {
                 "tokens": torch.tensor(seq, dtype=torch.int32), "start": len(p),
@@ -214,12 +191,7 @@ def answer_batch(
 def score_batch(model: Any, seqs: list[list[int]], pad: int, topk: int) -> list[Record]:
     """The same features for given sequences, teacher-forced in one pass (no generation)."""
     layers = fused_layers(int(model.config.num_hidden_layers))
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for row, s in enumerate(seqs):
-        ids[row, : len(s)] = torch.tensor(s)
-        mask[row, : len(s)] = 1
+    ids, mask = right_pad(seqs, pad)
     out = model.model(
         input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
         output_hidden_states=True,
@@ -228,7 +200,7 @@ def score_batch(model: Any, seqs: list[list[int]], pad: int, topk: int) -> list[
     records = []
     for row, s in enumerate(seqs):
         keep = slice(0, len(s) - 1)
-        top_ids, top_logp = _topk(model, out.last_hidden_state[row, keep], topk)
+        top_ids, top_logp = topk_logp(model, out.last_hidden_state[row, keep], topk)
         records.append(
             {"hidden": feats[row, keep].cpu().clone(), "top_ids": top_ids.cpu(),
              "top_logp": top_logp.cpu()}

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import copy
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from specviz.train.common import Deadline, load_target, save_atomic, work_dir
+from specviz.train.common import fill_shards, load_target, work_dir
+from specviz.train.data.batching import left_pad, next_tokens, topk_logp
 from specviz.train.data.corpus import load_docs
 from specviz.train.data.prompts import training_prompts
 
@@ -40,9 +40,21 @@ class TeacherConfig:
 
 def shard_dir() -> Path:
     """Folder of ``shard_XXXXX.pt`` files."""
-    path = work_dir() / "teacher"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return work_dir("teacher")
+
+
+def shard_path(index: int) -> Path:
+    """Teacher shard index's file."""
+    return shard_dir() / f"shard_{index:05d}.pt"
+
+
+def prompt_batch(
+    tokenizer: Any, prompts: list[str], count: int, limit: int, gen: torch.Generator
+) -> list[list[int]]:
+    """A random slice of count prompts (sorted by length: little padding), as chat token ids
+    of at most limit tokens each."""
+    first = int(torch.randint(len(prompts) - count, (1,), generator=gen))
+    return [chat_ids(tokenizer, prompts[i], limit) for i in range(first, first + count)]
 
 
 def chat_ids(tokenizer: Any, prompt: str, limit: int) -> list[int]:
@@ -55,11 +67,7 @@ def chat_ids(tokenizer: Any, prompt: str, limit: int) -> list[int]:
 
 def _topk_rows(model: Any, hidden: torch.Tensor, topk: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k ids [B, L, K] (int32) and log-probs (fp16) from hidden states [B, L, D], row by row."""
-    ids, vals = [], []
-    for row in hidden:
-        top = torch.log_softmax(model.lm_head(row).float(), dim=-1).topk(topk, dim=-1)
-        ids.append(top.indices.to(torch.int32))
-        vals.append(top.values.to(torch.float16))
+    ids, vals = zip(*(topk_logp(model, row, topk) for row in hidden), strict=True)
     return torch.stack(ids), torch.stack(vals)
 
 
@@ -74,13 +82,8 @@ def sample_batch(
     gen: torch.Generator,
 ) -> list[dict[str, torch.Tensor | int]]:
     """Sample answers to left-padded prompts; keep T=1 top-k log-probs [L-1, K] per sequence."""
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), eos, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for row, p in enumerate(prompts):
-        ids[row, width - len(p) :] = torch.tensor(p)
-        mask[row, width - len(p) :] = 1
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    ids, mask, pos = left_pad(prompts, eos)
+    width = ids.shape[1]
     base = model.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
     prompt_ids, prompt_logp = _topk_rows(model, base.last_hidden_state[:, :-1], topk)
     cache, logits = base.cache, model.lm_head(base.last_hidden_state[:, -1])
@@ -89,11 +92,7 @@ def sample_batch(
     for _ in range(max_new):
         logp = torch.log_softmax(logits.float(), dim=-1)
         top = logp.topk(topk, dim=-1)
-        if temperature == 0.0:
-            token = logp.argmax(-1)
-        else:
-            probs = torch.softmax(logp / temperature, dim=-1)
-            token = torch.multinomial(probs, 1, generator=gen).squeeze(1)
+        token = next_tokens(logp, temperature, gen)
         token = torch.where(done, torch.full_like(token, eos), token)
         steps.append((token, top.indices.to(torch.int32), top.values.to(torch.float16)))
         done |= token == eos
@@ -176,9 +175,7 @@ def run_job(
     if index % cfg.score_every == cfg.score_every - 1:
         windows = corpus_windows(tokenizer, docs, cfg.score_batch, cfg.score_len, gen)
         return {"kind": "score", "records": score_batch(scorer, windows, cfg.topk)}
-    first = int(torch.randint(len(prompts) - cfg.gen_batch, (1,), generator=gen))
-    picks = range(first, first + cfg.gen_batch)
-    batch = [chat_ids(tokenizer, prompts[i], cfg.max_prompt) for i in picks]
+    batch = prompt_batch(tokenizer, prompts, cfg.gen_batch, cfg.max_prompt, gen)
     temperature = TEMPERATURES[index % len(TEMPERATURES)]
     records = sample_batch(
         model, batch, int(tokenizer.eos_token_id), cfg.max_new, temperature, cfg.topk, gen
@@ -192,21 +189,17 @@ def run_teacher(cfg: TeacherConfig, max_jobs: int, seconds: float | None, thread
     models = (model, copy.deepcopy(model).to(torch.bfloat16))
     prompts = sorted(training_prompts(torch.Generator().manual_seed(cfg.seed)), key=len)
     docs = load_docs()
-    deadline = Deadline(seconds)
     total = 0
-    for index in range(max_jobs):
-        path = shard_dir() / f"shard_{index:05d}.pt"
-        if path.exists():
-            continue
-        if deadline.passed():
-            LOG.info("time budget spent; stopping before job %d", index)
-            break
-        began = time.perf_counter()
-        shard = run_job(index, cfg, models, tokenizer, prompts, docs)
-        save_atomic(shard, path)
+    for index, shard, took in fill_shards(
+        range(max_jobs),
+        shard_path,
+        lambda index: run_job(index, cfg, models, tokenizer, prompts, docs),
+        seconds,
+        LOG,
+    ):
         n = sum(int(r["ids"].shape[0]) for r in shard["records"])
         total += n
-        rate = n / (time.perf_counter() - began)
+        rate = n / took
         LOG.info(
             "shard %d %s: %d positions, %.0f pos/s, %d this run",
             index,

@@ -65,9 +65,7 @@ HELD_OUT_CHAT = (
 
 def reference_path() -> Path:
     """Where the target's reference continuations are cached."""
-    path = work_dir() / "eval"
-    path.mkdir(parents=True, exist_ok=True)
-    return path / "reference.pt"
+    return work_dir("eval") / "reference.pt"
 
 
 def build_reference(target: Any, tokenizer: Any, per_kind: int) -> dict[str, Any]:

@@ -8,7 +8,6 @@ target's embedding matrix. Checkpoints go to ``work_dir()/student`` and a run re
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,7 +16,16 @@ from typing import Any
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from specviz.train.common import Deadline, load_target, save_atomic, work_dir, write_json_atomic
+from specviz.train.common import (
+    Deadline,
+    descend,
+    fresh_shards,
+    learning_rate,
+    load_target,
+    save_atomic,
+    work_dir,
+    write_json_atomic,
+)
 from specviz.train.data.teacher import shard_dir
 
 LOG = logging.getLogger("specviz.train.draft.student")
@@ -47,9 +55,7 @@ class StudentConfig:
 
 def student_dir() -> Path:
     """Folder with ``ckpt.pt`` and ``metrics.json``."""
-    path = work_dir() / "student"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return work_dir("student")
 
 
 def make_student(cfg: StudentConfig, target_config: Any) -> Any:
@@ -108,13 +114,11 @@ class ShardPool:
 
     def refresh(self) -> int:
         """Load shards that appeared since the last call; return the number of new ones."""
-        fresh = [p for p in sorted(shard_dir().glob("shard_*.pt")) if p.name not in self.loaded]
-        for path in fresh:
-            shard = torch.load(path, weights_only=False)
-            index = int(path.stem.split("_")[1])
+        fresh = fresh_shards(shard_dir(), "shard_*.pt", self.loaded)
+        for name, held_out, shard in fresh:
             records = [r for r in map(self.mark, shard["records"]) if int(r["n"]) > 0]
-            (self.val if index % 20 == 1 else self.train).extend(records)
-            self.loaded.add(path.name)
+            (self.val if held_out else self.train).extend(records)
+            self.loaded.add(name)
         return len(fresh)
 
     def mark(self, record: Record) -> Record:
@@ -198,14 +202,6 @@ def validate(model: Any, pool: ShardPool, cfg: StudentConfig) -> dict[str, float
     }
 
 
-def learning_rate(cfg: StudentConfig, step: int) -> float:
-    """Linear warm-up then cosine decay to 10% at ``total_steps``."""
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    frac = min(1.0, (step - cfg.warmup) / max(1, cfg.total_steps - cfg.warmup))
-    return cfg.lr * (0.1 + 0.45 * (1 + math.cos(math.pi * frac)))
-
-
 def _load_or_init(cfg: StudentConfig) -> tuple[Any, torch.optim.Optimizer, dict[str, Any]]:
     """Resume model/optimizer/state from ``ckpt.pt`` if present, else initialise them."""
     path = student_dir() / "ckpt.pt"
@@ -271,14 +267,9 @@ def run_student(
     deadline, last_ckpt, began = Deadline(seconds), time.monotonic(), time.monotonic()
     base_elapsed = state["elapsed"]
     while state["step"] < max_steps and not deadline.passed():
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(cfg, state["step"])
         batch = collate(sample_batch(pool.train, cfg.batch_positions, gen), cfg.max_len)
         kl, overlap = batch_loss(model, batch)
-        optimizer.zero_grad(set_to_none=True)
-        kl.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        descend(optimizer, kl, model.parameters(), learning_rate(cfg, state["step"]))
         state["step"] += 1
         state["positions"] += int(batch["ids"].shape[0])
         state["elapsed"] = base_elapsed + time.monotonic() - began

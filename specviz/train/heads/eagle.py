@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -39,7 +38,7 @@ from torch import Tensor
 
 from specviz.heads.eagle import Eagle3Head, fresh_head
 from specviz.heads.weights import save_eagle
-from specviz.train.common import save_atomic
+from specviz.train.common import descend, learning_rate, save_atomic
 from specviz.train.data.heldout import held_out_batches
 from specviz.train.data.shards import ids_path
 from specviz.train.data.stream import RegenStream, StreamConfig, collate, ready_shards
@@ -89,14 +88,6 @@ class EagleConfig:
             feats_dir=feats_dir, ids_dir=ids_dir, batch_positions=self.batch_positions,
             max_len=self.max_len, group=self.group, seed=self.seed, rescore=rescore,
         )  # fmt: skip
-
-
-def learning_rate(cfg: EagleConfig, step: int) -> float:
-    """Linear warm-up, then cosine decay to 10 % at total_steps."""
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    frac = min(1.0, (step - cfg.warmup) / max(1, cfg.total_steps - cfg.warmup))
-    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
 def rewarmed(cfg: EagleConfig, state: dict[str, Any], step: int) -> float:
@@ -258,19 +249,15 @@ def run_eagle(
     trainer.head.train()
     while state["step"] < max_steps and (seconds is None or time.monotonic() - began < seconds):
         step = state["step"]
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(cfg, step) * rewarmed(cfg, state, step)
+        lr = learning_rate(cfg, step) * rewarmed(cfg, state, step)
         kind = active_loss(cfg, step)
         if replay is not None and replay[1] > 0 and step % replay[1] == 0:
             batch = replay[0](step)
         else:
             batch = collate(stream.next_batch(), cfg.max_len, cfg.prompt_weight)
         loss, alphas = trainer.loss(batch, kind)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()  # type: ignore[no-untyped-call]
+        descend(optimizer, loss, trainer.head.parameters(), lr, cfg.clip)
         value = float(loss.detach())
-        torch.nn.utils.clip_grad_norm_(trainer.head.parameters(), cfg.clip)
-        optimizer.step()
         state["step"] = step + 1
         state["positions"] += int((batch["weight"] > 0).sum())
         state["answer_positions"] += int(batch["answer"].sum())

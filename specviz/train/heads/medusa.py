@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -26,7 +25,16 @@ from torch import Tensor
 
 from specviz.heads.medusa import MedusaHeads
 from specviz.heads.weights import bundled_head_tokens, save_head
-from specviz.train.common import Deadline, load_target, save_atomic, work_dir, write_json_atomic
+from specviz.train.common import (
+    Deadline,
+    descend,
+    fresh_shards,
+    learning_rate,
+    load_target,
+    save_atomic,
+    work_dir,
+    write_json_atomic,
+)
 from specviz.train.data.features import feature_dir
 
 LOG = logging.getLogger("specviz.train.heads.medusa")
@@ -52,9 +60,7 @@ class MedusaConfig:
 
 def head_dir(which: str) -> Path:
     """Folder with ``ckpt.pt`` and ``metrics.json`` for one head kind."""
-    path = work_dir() / f"head-{which}"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return work_dir(f"head-{which}")
 
 
 class ShardPool:
@@ -68,12 +74,10 @@ class ShardPool:
 
     def refresh(self) -> int:
         """Load the shards that appeared since the last call; return how many."""
-        fresh = [p for p in sorted(feature_dir().glob("features_*.pt")) if p.name not in self.names]
-        for path in fresh:
-            shard = torch.load(path, weights_only=False)
-            index = int(path.stem.split("_")[1])
-            (self.val if index % 20 == 1 else self.train).extend(shard["seqs"])
-            self.names.append(path.name)
+        fresh = fresh_shards(feature_dir(), "features_*.pt", self.names)
+        for name, held_out, shard in fresh:
+            (self.val if held_out else self.train).extend(shard["seqs"])
+            self.names.append(name)
         return len(fresh)
 
     def digest(self) -> str:
@@ -149,14 +153,6 @@ class Trainer:
         return {"alpha": (alpha * m).sum() / m.sum(), "agree": (agree * m).sum() / m.sum()}
 
 
-def learning_rate(cfg: MedusaConfig, step: int) -> float:
-    """Linear warmup, then cosine decay to 10 % over total_steps."""
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    frac = min(1.0, (step - cfg.warmup) / max(1, cfg.total_steps - cfg.warmup))
-    return cfg.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
-
-
 @torch.no_grad()
 def validate(trainer: Trainer, val: list[Seq], cfg: MedusaConfig) -> dict[str, float]:
     """Mean losses and quality over (up to 48 of) the held-out sequences."""
@@ -193,16 +189,12 @@ def run_medusa(cfg: MedusaConfig, max_steps: int, seconds: float | None, threads
     base = state["elapsed"]
     trainer.module.train()
     while state["step"] < max_steps and not deadline.passed():
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(cfg, state["step"])
         if state["step"] % cfg.refresh_every == 0 and pool.refresh():
             LOG.info("now %d train / %d validation sequences", len(pool.train), len(pool.val))
         batch = collate(pick(pool.train, cfg.batch_positions, cfg.max_len, gen), cfg.max_len)
         out = trainer.losses(batch)
-        optimizer.zero_grad(set_to_none=True)
-        out["loss"].backward()  # type: ignore[no-untyped-call]
-        torch.nn.utils.clip_grad_norm_(trainer.module.parameters(), 1.0)
-        optimizer.step()
+        lr = learning_rate(cfg, state["step"])
+        descend(optimizer, out["loss"], trainer.module.parameters(), lr)
         state["step"] += 1
         state["positions"] += int(batch["mask"].sum())
         state["elapsed"] = base + time.monotonic() - began
