@@ -156,8 +156,12 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--users", default="1,2,4,8", help="numbers of users (default: %(default)s)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument(
+        "--users", default="1,2,4,8", help="numbers of users (default: %(default)s)"
+    )
     parser.add_argument("--requests", type=int, default=4, help="requests per user (default: 4)")
     parser.add_argument("--target", default="bundled")
     parser.add_argument("--draft", default="bundled")

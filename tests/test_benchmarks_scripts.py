@@ -28,7 +28,7 @@ def _run(script: str, *argv: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_scripts_are_the_known_ones() -> None:
     names = {p.name for p in PYTHON_SCRIPTS}
-    assert names == {"agent_workloads.py", "audit_bench.py", "suffix_memory.py"}
+    assert names == {"agent_workloads.py", "app_load.py", "audit_bench.py", "suffix_memory.py"}
 
 
 @pytest.mark.parametrize("script", PYTHON_SCRIPTS, ids=lambda p: p.name)
