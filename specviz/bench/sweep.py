@@ -210,9 +210,10 @@ def check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 def check_tree_flags(args: argparse.Namespace, drafters: list[str], policies: list[str]) -> None:
     """ValueError, saying what to change, for tree options the run cannot honour."""
     for flag, value in (
-        ("--tree-nodes", args.tree_nodes), ("--tree-depth", args.tree_depth),
+        ("--tree-nodes", args.tree_nodes),
+        ("--tree-depth", args.tree_depth),
         ("--tree-width", args.tree_width),
-    ):  # fmt: skip
+    ):
         if value < 1:
             raise ValueError(f"{flag} must be an integer >= 1 (got {value})")
     trees = [d for d in drafters if d in TREE_DRAFTERS]
@@ -233,23 +234,38 @@ def add_tree_arguments(b: argparse.ArgumentParser) -> None:
     """Register the tree options every local study reads (--tree-nodes, --tree-depth,
     --tree-width, --tree-rule) and --tree-sweep, which asks for `specviz bench trees`."""
     defaults = DrafterOptions()
-    b.add_argument("--tree-nodes", type=int, default=defaults.tree_nodes,
-                   help="tree drafters: at most this many nodes a round")  # fmt: skip
     b.add_argument(
-        "--tree-depth", type=int, default=defaults.tree_depth,
+        "--tree-nodes",
+        type=int,
+        default=defaults.tree_nodes,
+        help="tree drafters: at most this many nodes a round",
+    )
+    b.add_argument(
+        "--tree-depth",
+        type=int,
+        default=defaults.tree_depth,
         help="tree drafters: levels a round drafts (their gamma; --gammas is the chains'), and "
         "the depth D of --tree-sweep",
-    )  # fmt: skip
-    b.add_argument("--tree-width", type=int, default=defaults.tree_width,
-                   help="tree drafters: at most this many children a node")  # fmt: skip
+    )
     b.add_argument(
-        "--tree-rule", default="exact", choices=sorted(TREE_RULES),
+        "--tree-width",
+        type=int,
+        default=defaults.tree_width,
+        help="tree drafters: at most this many children a node",
+    )
+    b.add_argument(
+        "--tree-rule",
+        default="exact",
+        choices=sorted(TREE_RULES),
         help="how tree drafters' trees are verified: exact (the output follows the target's "
         "law) or typical (Medusa's typical acceptance: LOSSY, its output does not follow the "
         "target's law; every table row and record that ran it says so)",
-    )  # fmt: skip
+    )
     b.add_argument(
-        "--tree-sweep", nargs="?", const=",".join(map(str, DEFAULT_NODES)), default=None,
+        "--tree-sweep",
+        nargs="?",
+        const=",".join(map(str, DEFAULT_NODES)),
+        default=None,
         metavar="N,...",
         help="run the node-budget sweep instead of the other settings: at depth --tree-depth, "
         "the chain (N = 1: the chain drafter at gamma = depth, as many draft calls a round) "
@@ -259,4 +275,4 @@ def add_tree_arguments(b: argparse.ArgumentParser) -> None:
         "where the tree pays (without a value: N = "
         f"{','.join(map(str, DEFAULT_NODES))}; --gammas, --policies and --tree-nodes are for "
         "the other settings)",
-    )  # fmt: skip
+    )

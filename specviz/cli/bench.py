@@ -55,9 +55,10 @@ SERVER_DRAFT = "the server's own speculation"  # an endpoint run's draft_forward
 def saved_command(argv: Sequence[str]) -> int:
     """`specviz bench saved RESULT.json OUT.html`: a saved result's HTML report, rebuilt."""
     parser = argparse.ArgumentParser(
-        prog="specviz bench saved", description="Write the self-contained HTML report of a saved "
+        prog="specviz bench saved",
+        description="Write the self-contained HTML report of a saved "
         "result (any schema version) again.",
-    )  # fmt: skip
+    )
     parser.add_argument("result", metavar="RESULT.json", help="a `specviz bench --out` result")
     parser.add_argument("html", metavar="OUT.html", help="the report to write")
     args = parser.parse_args(argv)
@@ -69,9 +70,10 @@ def saved_command(argv: Sequence[str]) -> int:
 def markdown_command(argv: Sequence[str]) -> int:
     """`specviz bench markdown RESULT.json ...`: every saved result's tables, as Markdown."""
     parser = argparse.ArgumentParser(
-        prog="specviz bench markdown", description="Print each saved result as a Markdown "
+        prog="specviz bench markdown",
+        description="Print each saved result as a Markdown "
         "section: its command, machine and every table, each number from the JSON.",
-    )  # fmt: skip
+    )
     parser.add_argument("results", nargs="+", metavar="RESULT.json", help="saved results")
     paths = parser.parse_args(argv).results
     sections = [render(resummarized(read_result(p)), Path(p).stem) for p in paths]
@@ -99,8 +101,12 @@ def commands() -> dict[str, Callable[[Sequence[str]], int]]:
     table: dict[str, Callable[[Sequence[str]], int]] = {
         s.name: partial(study_command, s) for s in studies() if s.own_flags
     }
-    return table | {"passes": passes_command, "identity": identity_command,
-                    "saved": saved_command, "markdown": markdown_command}  # fmt: skip
+    return table | {
+        "passes": passes_command,
+        "identity": identity_command,
+        "saved": saved_command,
+        "markdown": markdown_command,
+    }
 
 
 def subcommands() -> tuple[str, ...]:
@@ -146,31 +152,39 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "identity (a pair's greedy identity at T = 0), markdown (saved results' tables) and "
         "saved (a saved result's HTML report, rebuilt).",
         formatter_class=HelpFormatter,
-    )  # fmt: skip
+    )
     shared = [s for s in studies() if not s.own_flags]
     names = [s.name for s in shared]  # --study: set by the subcommand (study_argv)
     b.add_argument("--study", choices=names, default=None, help=argparse.SUPPRESS)
     b.add_argument("--target", default=BUNDLED, help=f"target: {MODEL_SPEC_HELP}")
     b.add_argument(
-        "--draft", action="append",
+        "--draft",
+        action="append",
         help=f"draft: {MODEL_SPEC_HELP}; repeat to compare drafts (default: {BUNDLED})",
-    )  # fmt: skip
+    )
     b.add_argument(
-        "--workloads", default=None,
+        "--workloads",
+        default=None,
         help=f"comma list of {(*WORKLOADS, *AGENT_WORKLOADS)} or JSONL paths (default: code; "
         "the memory study's: the agent workloads)",
-    )  # fmt: skip
+    )
     b.add_argument(
-        "--raw", action="store_true",
+        "--raw",
+        action="store_true",
         help="send each prompt as plain text to continue; by default it goes through the "
         "target tokenizer's chat template (one user turn) where the tokenizer has one",
-    )  # fmt: skip
+    )
     b.add_argument("--limit", type=int, default=0, help="first N prompts of each workload (0: all)")
     b.add_argument("--gammas", type=ints, default="4", help="comma list, e.g. 1,2,3,4,6,8")
-    b.add_argument("--temperatures", type=floats, default=None,
-                   help="comma list, e.g. 0,1 (default: each prompt's own)")  # fmt: skip
     b.add_argument(
-        "--drafters", default=None,
+        "--temperatures",
+        type=floats,
+        default=None,
+        help="comma list, e.g. 0,1 (default: each prompt's own)",
+    )
+    b.add_argument(
+        "--drafters",
+        default=None,
         help="comma list of model, model:trimmed (head cut to 8,192 tokens), ngram, early-exit, "
         "early-exit:shared (the same layers drafting into the target's own KV cache), "
         "ngram+model, ngram+model:trimmed (n-gram lookup where the text repeats, else the "
@@ -178,41 +192,50 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         "tree-model, tree-model:sampled, tree-ngram, tree-eagle, tree-medusa "
         "(token trees verified in one pass: --tree-nodes, --tree-depth, --tree-width; no "
         "transformers counterpart) (default: model; tree-model with --tree-sweep)",
-    )  # fmt: skip
+    )
     b.add_argument(
-        "--heads", metavar="DIR",
+        "--heads",
+        metavar="DIR",
         help="head drafters (eagle, medusa and their trees): the folder of "
         "eagle3.safetensors / medusa.safetensors trained for --target "
         "(default: the heads shipped for the bundled target); they verify through the target "
         "forward plain decoding runs on",
-    )  # fmt: skip
+    )
     shared[0].add_arguments(b)
     b.add_argument("--reps", type=int, default=3, help="timed repetitions after one warm-up")
     b.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
     b.add_argument(
-        "--price-per-hour", type=float, default=DEFAULT_PRICE_PER_HOUR,
+        "--price-per-hour",
+        type=float,
+        default=DEFAULT_PRICE_PER_HOUR,
         help="USD per device-hour for the cost per 1k tokens (default %(default)s: a small "
         "cloud CPU instance; give your GPU's rate there)",
-    )  # fmt: skip
-    b.add_argument("--dtype", default="float32", choices=sorted(DTYPES),
-                   help="weights' and compute dtype")  # fmt: skip
+    )
+    b.add_argument(
+        "--dtype", default="float32", choices=sorted(DTYPES), help="weights' and compute dtype"
+    )
     b.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     add_threads_argument(b)
     b.add_argument("--no-pack", action="store_true", help="no oneDNN weight pre-packing on CPU")
     b.add_argument(
-        "--no-lean", action="store_true",
+        "--no-lean",
+        action="store_true",
         help="draft through transformers' forward instead of specviz.fast.lean's "
         "(small Llama drafts; the drafting heads' target forward follows --lean-target)",
-    )  # fmt: skip
+    )
     b.add_argument(
-        "--lean-target", action="store_true",
+        "--lean-target",
+        action="store_true",
         help="run the target (plain and speculative) through specviz.fast.lean's forward where "
         "it applies (packed Llama targets); transformers' own generation keeps its forward",
-    )  # fmt: skip
+    )
     b.add_argument(
-        "--step-batch-sizes", type=ints, default=STEP_BATCH_SIZES, metavar="B,...",
+        "--step-batch-sizes",
+        type=ints,
+        default=STEP_BATCH_SIZES,
+        metavar="B,...",
         help="comma list of batch sizes at which to time one plain decode step of the target",
-    )  # fmt: skip
+    )
     for study in shared[1:]:
         study.add_arguments(b)
     b.add_argument("--out", default="bench.json", help="JSON results")
@@ -292,16 +315,28 @@ def run_bench(args: argparse.Namespace) -> int:
         sections[str(study.key)], fmt = outcome.section, outcome.prompt_format
         packed, forward = not args.no_pack, LEVERS_FORWARD
         drafts[(args.draft or [BUNDLED])[0]] = {  # no plain step timing in a levers run
-            "draft_forward": LEVERS_DRAFT_FORWARD, "batch_step_seconds": []}  # fmt: skip
+            "draft_forward": LEVERS_DRAFT_FORWARD,
+            "batch_step_seconds": [],
+        }
     if study.per_draft and any(d.endswith("model:trimmed") for d in drafters):  # ranking first
         for draft_spec in args.draft or [BUNDLED]:
             load_head_tokens(resolve(draft_spec, "draft", say))
     for draft_spec in (args.draft or [BUNDLED]) if study.per_draft else []:
-        pair = load_pair(args.target, draft_spec, dtype=parse_dtype(args.dtype),
-                         device=args.device, pack=not args.no_pack, progress=say)  # fmt: skip
+        pair = load_pair(
+            args.target,
+            draft_spec,
+            dtype=parse_dtype(args.dtype),
+            device=args.device,
+            pack=not args.no_pack,
+            progress=say,
+        )
         fmt = prompt_format(pair.tokenizer, raw=args.raw)  # the target's: the same each time
-        outcome = study.run(plan, Context(args=args, requests=requests, progress=progress_bar,
-                                          pair=pair, draft=draft_spec))  # fmt: skip
+        outcome = study.run(
+            plan,
+            Context(
+                args=args, requests=requests, progress=progress_bar, pair=pair, draft=draft_spec
+            ),
+        )
         records += outcome.records
         if study.key is not None:
             sections[study.key] = outcome.section
@@ -315,14 +350,22 @@ def run_bench(args: argparse.Namespace) -> int:
         packed = is_packed(pair.target.get_output_embeddings())  # the target's: the same each time
         forward = target_forward(args, pair.target)
     meta = {
-        "torch": torch.__version__, "transformers": transformers.__version__,
-        "python": platform.python_version(), "machine": platform.machine(),
-        "threads": torch.get_num_threads(), "cpu": cpu_name(), "device": args.device,
-        **gpu_meta(args.device), "dtype": args.dtype, "packed_weights": packed,
-        "target_forward": forward, "price_per_hour": args.price_per_hour, "prompt_format": fmt,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "threads": torch.get_num_threads(),
+        "cpu": cpu_name(),
+        "device": args.device,
+        **gpu_meta(args.device),
+        "dtype": args.dtype,
+        "packed_weights": packed,
+        "target_forward": forward,
+        "price_per_hour": args.price_per_hour,
+        "prompt_format": fmt,
         "command": shlex.join(["specviz", *sys.argv[1:]]),
         "profile": run_profile(args),
-    }  # fmt: skip
+    }
     if any(d in HEAD_DRAFTERS for d in drafters):  # whose features the heads were trained on
         meta["heads"] = args.heads or "shipped (specviz/assets/heads)"
     payload = saved_result(meta, drafts, records, sections)
@@ -339,17 +382,26 @@ def run_bench(args: argparse.Namespace) -> int:
 
 
 def _write(
-    args: argparse.Namespace, study: Sweep, payload: dict[str, Any], records: Sequence[Record],
-    title: str, said: str,
-) -> int:  # fmt: skip
+    args: argparse.Namespace,
+    study: Sweep,
+    payload: dict[str, Any],
+    records: Sequence[Record],
+    title: str,
+    said: str,
+) -> int:
     """Write the result's JSON and HTML report (figures of its records), print the study's
     section and where they are."""
     Path(args.out).write_text(json.dumps(payload, indent=2), encoding="utf-8")
     html = Path(args.html) if args.html else Path(args.out).with_suffix(".html")
     report = figures(
-        records, payload["gamma_curves"], batch_steps(payload), sweep=payload["batch_sweep"],
-        levers=payload["levers"], endpoint=payload["endpoint"], price_per_hour=args.price_per_hour,
-    )  # fmt: skip
+        records,
+        payload["gamma_curves"],
+        batch_steps(payload),
+        sweep=payload["batch_sweep"],
+        levers=payload["levers"],
+        endpoint=payload["endpoint"],
+        price_per_hour=args.price_per_hour,
+    )
     html.write_text(html_report(report, title), encoding="utf-8")
     if study.key is not None and payload[study.key] is not None:
         print(study.render(payload[study.key], args.price_per_hour))
@@ -366,9 +418,11 @@ def run_profile(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def saved_result(
-    meta: dict[str, Any], drafts: dict[str, dict[str, Any]], records: Sequence[Record],
+    meta: dict[str, Any],
+    drafts: dict[str, dict[str, Any]],
+    records: Sequence[Record],
     sections: Mapping[str, dict[str, Any] | None] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """What `specviz bench --out` writes (specviz.results.schema, version SCHEMA).
 
     meta: what is common to the run, its price_per_hour among it; drafts: each --draft's own
@@ -379,10 +433,14 @@ def saved_result(
     given = sections or {}
     rows = summarize(records, meta["price_per_hour"])
     payload = {
-        "schema": SCHEMA, "meta": meta, "drafts": drafts, "summary": rows,
-        "gamma_curves": gamma_curves(rows), "policies_vs_best_fixed": policies_vs_best_fixed(rows),
+        "schema": SCHEMA,
+        "meta": meta,
+        "drafts": drafts,
+        "summary": rows,
+        "gamma_curves": gamma_curves(rows),
+        "policies_vs_best_fixed": policies_vs_best_fixed(rows),
         **{s.key: given.get(s.key) for s in studies() if s.key is not None},
         "records": [r.to_dict() for r in records],
-    }  # fmt: skip
+    }
     validate(payload)
     return payload

@@ -60,9 +60,13 @@ def pass_medians(passes: Sequence[Pass], device: Any, repeats: int, warmup: int)
 
 
 def causal_pass_seconds(
-    make_cache: Callable[[Any], CachedForward], target: Any, prompt_ids: list[int],
-    widths: Sequence[int], repeats: int, warmup: int = 3,
-) -> dict[int, float]:  # fmt: skip
+    make_cache: Callable[[Any], CachedForward],
+    target: Any,
+    prompt_ids: list[int],
+    widths: Sequence[int],
+    repeats: int,
+    warmup: int = 3,
+) -> dict[int, float]:
     """Median seconds of a target pass over k tokens after the prompt, for each k in widths, on
     the forward make_cache builds; each pass keeps one position, so the context grows as it
     does in decoding. ValueError unless widths are positive and repeats exceed the warm-up."""
@@ -93,16 +97,23 @@ def binary_tree(nodes: int) -> TokenTree:
     """A tree of `nodes` nodes, two children a node, breadth first (tokens all 0)."""
     parents = tuple(-1 if i < 2 else i // 2 - 1 for i in range(nodes))
     return TokenTree(
-        tokens=torch.zeros(nodes, dtype=torch.long), parents=parents,
-        q_draft=torch.zeros(nodes + 1, 1), sampled=(False,) * nodes, forward_calls=0,
-    )  # fmt: skip
+        tokens=torch.zeros(nodes, dtype=torch.long),
+        parents=parents,
+        q_draft=torch.zeros(nodes + 1, 1),
+        sampled=(False,) * nodes,
+        forward_calls=0,
+    )
 
 
 @torch.no_grad()
 def tree_verify_seconds(
-    make_cache: Callable[[Any], Any], target: Any, prompt_ids: list[int], nodes: int,
-    repeats: int, warmup: int = 3,
-) -> tuple[float, float]:  # fmt: skip
+    make_cache: Callable[[Any], Any],
+    target: Any,
+    prompt_ids: list[int],
+    nodes: int,
+    repeats: int,
+    warmup: int = 3,
+) -> tuple[float, float]:
     """Median seconds of a 1-token step and of a tree verification as the tree decoder runs it
     (the root and binary_tree(nodes) in one pass, each node at its depth's position seeing the
     prefix and its ancestors, then keep_only of the prefix and the leftmost path), interleaved
@@ -127,9 +138,11 @@ def tree_verify_seconds(
         positions, visible = tree_inputs(tree, 1, held, held)
         start = clock(device)
         cache.forward(
-            torch.cat([token, tree.tokens.to(device)]), keep=nodes + 1,
-            positions=positions.to(device), visible=visible.to(device),
-        )  # fmt: skip
+            torch.cat([token, tree.tokens.to(device)]),
+            keep=nodes + 1,
+            positions=positions.to(device),
+            visible=visible.to(device),
+        )
         cache.keep_only(torch.tensor([*range(held + 1), *(held + 1 + i for i in path)]))
         seconds = clock(device) - start
         cache.crop(held)
@@ -152,9 +165,15 @@ class PassTiming:
 
 @torch.no_grad()
 def tree_pass_timings(
-    target: Any, ids: list[int], nodes: Sequence[int], *, depth: int, width: int,
-    repeats: int = 15, warmup: int = 3,
-) -> list[PassTiming]:  # fmt: skip
+    target: Any,
+    ids: list[int],
+    nodes: Sequence[int],
+    *,
+    depth: int,
+    width: int,
+    repeats: int = 15,
+    warmup: int = 3,
+) -> list[PassTiming]:
     """r(N) for each N in nodes over ids cached, through transformers' forward: the plain
     1-token step, the chain (N = 1: the fresh token and `depth` drafts, causal) and each top-k
     tree of N nodes (specviz.tree.proposal.top_k_shape, a 4D tree mask), the cache cut back to
@@ -186,9 +205,15 @@ def tree_pass_timings(
 
 @torch.no_grad()
 def batch_pass_timings(
-    target: Any, drafting: dict[str, Any], prompts: Sequence[list[int]],
-    batch_sizes: Sequence[int], widths: Sequence[int], *, repeats: int = 7, warmup: int = 2,
-) -> list[dict[str, Any]]:  # fmt: skip
+    target: Any,
+    drafting: dict[str, Any],
+    prompts: Sequence[list[int]],
+    batch_sizes: Sequence[int],
+    widths: Sequence[int],
+    *,
+    repeats: int = 7,
+    warmup: int = 2,
+) -> list[dict[str, Any]]:
     """Per batch size B: the target (TARGET) over B rows of 1 token and of each width in
     widths, and each drafting model (by name) over B rows of 1 token, through the batched cache
     after the first B prompts (all but their last token) are cached. A row's tokens are its
@@ -206,10 +231,14 @@ def batch_pass_timings(
                 cache.forward([p[:-1] for p in rows], keep=1)
         shapes = [(TARGET, w) for w in dict.fromkeys([1, *widths])] + [(d, 1) for d in drafting]
         passes = [
-            (caches[name], [[p[-1], *(p * (w // len(p) + 1))[: w - 1]] for p in rows],
-             {"keep": w}, caches[name].lengths)
+            (
+                caches[name],
+                [[p[-1], *(p * (w // len(p) + 1))[: w - 1]] for p in rows],
+                {"keep": w},
+                caches[name].lengths,
+            )
             for name, w in shapes
-        ]  # fmt: skip
+        ]
         seconds = pass_medians(passes, target.device, repeats, warmup)
         out += [
             {"batch_size": size, "model": name, "tokens_per_row": w, "seconds": s}

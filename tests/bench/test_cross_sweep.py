@@ -97,7 +97,7 @@ def test_a_tiny_pair_saves_a_row_per_run_and_renders_its_table(
 
 
 def test_a_malformed_cross_section_is_named() -> None:
-    from specviz.results.schema import problems
+    from specviz.results.sections import problems
 
     assert problems("cross", None) == []
     assert problems("cross", {"plan": {}, "runs": [{"request": "a"}], "baselines": []}) == [

@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from specviz.heads.eagle import fused_layers
-from specviz.train.data.regen import RegenConfig, answer_batch, score_batch, shard_temperature
+from specviz.train.data.regen import RegenConfig, shard_temperature
 from specviz.train.data.shards import _write_ids, read_ids
 from specviz.train.data.sources import debian_packages, man_page
+from specviz.train.data.target_passes import answer_batch, score_batch
 from tests.conftest import EOS, tiny_model
 
 CFG = RegenConfig(max_new=12, topk=5, batch=3)

@@ -108,8 +108,15 @@ def transformers_run(
     if not assistant:
         return generate(pair.target, ids, new_tokens, temperature)
     both = None if pair.same_tokenizer else (pair.tokenizer, pair.draft_tokenizer)
-    return generate(pair.target, ids, new_tokens, temperature, assistant=pair.draft,
-                    schedule=assistant, tokenizers=both)  # fmt: skip
+    return generate(
+        pair.target,
+        ids,
+        new_tokens,
+        temperature,
+        assistant=pair.draft,
+        schedule=assistant,
+        tokenizers=both,
+    )
 
 
 def per_token(seconds: float, tokens: int) -> float:
@@ -162,10 +169,11 @@ def run_cross(plan: CrossPlan, context: Context) -> Outcome:
     speculative runs (against transformers' assisted generation) and the section."""
     args, pair = context.args, context.pair
     translation = cross_tokenizers(
-        pair.tokenizer, pair.draft_tokenizer or pair.tokenizer,
+        pair.tokenizer,
+        pair.draft_tokenizer or pair.tokenizer,
         target_vocab=int(pair.target.config.vocab_size),
         draft_vocab=int(pair.draft.config.vocab_size),
-    )  # fmt: skip
+    )
     options = DrafterOptions(
         tokenizer=pair.tokenizer, draft_tokenizer=pair.draft_tokenizer, translation=translation
     )
@@ -181,28 +189,44 @@ def run_cross(plan: CrossPlan, context: Context) -> Outcome:
         for rep in range(-1, args.reps):  # rep -1 is the untimed warm-up
             sampling = SamplingConfig(temperature=temperature, seed=max(rep, 0))
             plain = autoregressive_generate(
-                pair.target, pair.tokenizer, ids, sampling=sampling, max_new_tokens=n,
+                pair.target,
+                pair.tokenizer,
+                ids,
+                sampling=sampling,
+                max_new_tokens=n,
                 make_cache=make_cache,
-            )  # fmt: skip
+            )
             alone = transformers_run(pair, ids, n, temperature, {})
             for drafter in plan.drafters:
                 for gamma in plan.gammas:
                     setting = BenchSetting(
-                        drafter=drafter, gamma=gamma, temperature=temperature,
+                        drafter=drafter,
+                        gamma=gamma,
+                        temperature=temperature,
                         draft_name=context.draft,
-                    )  # fmt: skip
+                    )
                     schedule = assistant_settings(setting)
-                    assisted = None if args.no_hf else transformers_run(
-                        pair, ids, n, temperature, schedule)  # fmt: skip
+                    assisted = (
+                        None
+                        if args.no_hf
+                        else transformers_run(pair, ids, n, temperature, schedule)
+                    )
                     built = build_drafter(
-                        drafter, target=pair.target, draft=pair.draft, sampling=sampling,
+                        drafter,
+                        target=pair.target,
+                        draft=pair.draft,
+                        sampling=sampling,
                         options=options,
-                    )  # fmt: skip
+                    )
                     spec = speculative_generate(
-                        pair.target, built, pair.tokenizer, ids, sampling=sampling,
+                        pair.target,
+                        built,
+                        pair.tokenizer,
+                        ids,
+                        sampling=sampling,
                         speculation=SpeculationConfig(gamma=gamma, max_new_tokens=n),
                         make_cache=make_cache,
-                    )  # fmt: skip
+                    )
                     if rep < 0:
                         continue
                     hf = (None, None) if assisted is None else assisted
@@ -280,12 +304,18 @@ def _number(title: str, key: str, fmt: str = ".2f") -> Column:
 
 
 COLUMNS = (
-    ("drafter", lambda r: r["drafter"]), ("γ", lambda r: str(r["gamma"])),
-    ("T", lambda r: f"{r['temperature']:g}"), ("runs", lambda r: str(r["runs"])),
-    _number("α", "alpha"), _number("tokens / pass", "tokens_per_pass"), _number("c", "c", ".3f"),
-    _number("× plain", "speedup_plain"), _number("× generate()", "speedup_generate"),
-    _number("× assisted", "speedup_assisted"), ("identical", lambda r: r["identical"]),
-)  # fmt: skip
+    ("drafter", lambda r: r["drafter"]),
+    ("γ", lambda r: str(r["gamma"])),
+    ("T", lambda r: f"{r['temperature']:g}"),
+    ("runs", lambda r: str(r["runs"])),
+    _number("α", "alpha"),
+    _number("tokens / pass", "tokens_per_pass"),
+    _number("c", "c", ".3f"),
+    _number("× plain", "speedup_plain"),
+    _number("× generate()", "speedup_generate"),
+    _number("× assisted", "speedup_assisted"),
+    ("identical", lambda r: r["identical"]),
+)
 
 
 def render_cross(section: dict[str, Any]) -> str:

@@ -120,10 +120,16 @@ def jobs_of(requests: Sequence[Request], temperatures: list[float] | None) -> li
     """Each request at each temperature (None: at its own), seeded by its position."""
     picked = [(r, t) for r in requests for t in (temperatures or [r.temperature])]
     return [
-        Job(request=r.id, category=r.category, prompt=r.prompt, max_tokens=r.max_new_tokens,
-            temperature=t, seed=i)
+        Job(
+            request=r.id,
+            category=r.category,
+            prompt=r.prompt,
+            max_tokens=r.max_new_tokens,
+            temperature=t,
+            seed=i,
+        )
         for i, (r, t) in enumerate(picked)
-    ]  # fmt: skip
+    ]
 
 
 def _baseline(args: argparse.Namespace) -> str:
@@ -146,9 +152,11 @@ def endpoint_section(
                 f"{args.baseline_result} is not an endpoint run: rerun it with --baseline-endpoint"
             )
     plan = EndpointPlan(
-        concurrency=tuple(args.concurrency), repetitions=args.reps, warmup=args.warmup,
+        concurrency=tuple(args.concurrency),
+        repetitions=args.reps,
+        warmup=args.warmup,
         baseline=_baseline(args),
-    )  # fmt: skip
+    )
     try:
         sides = {
             side: Endpoint(

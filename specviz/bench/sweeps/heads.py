@@ -375,9 +375,12 @@ class Heads:
         return with_flags(args, drafters=args.drafters or HEADS_DRAFTERS)
 
     def plan(
-        self, args: argparse.Namespace, drafters: Sequence[str], policies: Sequence[str],
+        self,
+        args: argparse.Namespace,
+        drafters: Sequence[str],
+        policies: Sequence[str],
         requests: Sequence[Request],
-    ) -> SpeedupPlan | None:  # fmt: skip
+    ) -> SpeedupPlan | None:
         if getattr(args, "study", None) != self.name:
             return None
         return Speedup().plan(args, drafters, policies, requests)
