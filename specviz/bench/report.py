@@ -13,13 +13,13 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from specviz.batch.rows import rebatch
 from specviz.bench.summary import gamma_curves, policies_vs_best_fixed, summarize
 from specviz.bench.sweeps import RENDER_ORDER, by_key
-from specviz.bench.sweeps.batch import rebatch
-from specviz.bench.sweeps.levers import lever_rows
 from specviz.bench.sweeps.speedup import cost_table, summary_tables
 from specviz.bench.sweeps.trees import resweep
 from specviz.endpoint.figure import speedup_figure, tpot_figure
+from specviz.results.lever_tables import lever_rows
 from specviz.results.records import DEFAULT_PRICE_PER_HOUR, Record
 from specviz.results.schema import batch_steps, flat_meta, migrate, read_result
 from specviz.results.setting import drafter_label

@@ -138,14 +138,6 @@ def rotated(items: Sequence[T], k: int) -> list[T]:
     return [*items[k:], *items[:k]]
 
 
-def grouped(items: Iterable[T], key: Callable[[T], Any]) -> dict[Any, list[T]]:
-    """items by key(item), each key in the order it first comes."""
-    out: dict[Any, list[T]] = {}
-    for item in items:
-        out.setdefault(key(item), []).append(item)
-    return out
-
-
 def plain(plan: Any, **extra: Any) -> dict[str, Any]:
     """A plan (a frozen dataclass) as JSON data, its tuples as lists, with extra keys."""
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(plan).items()} | extra

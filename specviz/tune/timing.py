@@ -6,6 +6,8 @@ the machine's drift touches them alike; the first `warmup` repeats are not count
 shape's seconds are the median of the rest. Ratios against a plain 1-token step are what the
 speedup arithmetic reads: r(k) for a causal pass over k tokens (a chain's verification), r(N)
 for a pass over a token tree of N nodes, and the same at B rows through the batched cache.
+measure_costs prices a drafter's rounds: a draft step right after a target pass, and a target
+pass over 1..k tokens (PassCosts, what `specviz bench replay` replays policies at).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from transformers import DynamicCache
 from specviz.batch.cache import BatchKVCache
 from specviz.core.cache import CachedForward, KVCache, forward_kwargs
 from specviz.core.decoding import clock
+from specviz.core.drafter import Drafter, SharesTargetCache
 from specviz.tree.decoding import tree_inputs
 from specviz.tree.proposal import TokenTree, top_k_shape
 
@@ -269,3 +272,66 @@ def step_times(
             times.append(clock(target.device) - start)
         out.append((b, statistics.median(times)))
     return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassCosts:
+    """Measured seconds: one draft step, and a target pass over k tokens (verify[k - 1])."""
+
+    draft_step: float
+    verify: tuple[float, ...]
+
+    def target(self, k: int) -> float:
+        """Seconds of a k-token pass; beyond the measured widths, the last step extrapolated."""
+        n = len(self.verify)
+        if k <= n:
+            return self.verify[k - 1]
+        slope = self.verify[-1] - self.verify[-2] if n > 1 else 0.0
+        return self.verify[-1] + max(slope, 0.0) * (k - n)
+
+
+@torch.no_grad()
+def measure_costs(
+    target: Any,
+    drafter: Drafter,
+    prompt_ids: list[int],
+    widths: int,
+    repeats: int = 7,
+    make_cache: Callable[[Any], CachedForward] = KVCache,
+) -> PassCosts:
+    """Time the target's passes over 1..widths tokens, each followed by 3 draft steps.
+
+    As in a real round, draft steps run right after a target pass (which has pushed the draft's
+    weights out of the CPU's caches): timed alone, back to back, they would look cheaper.
+    make_cache: the target's forward (transformers' by default; specviz.fast.lean's for a lean
+    target). A drafter that shares the target's cache (a drafting head) is timed on its own
+    forward of the target instead: the one its rounds verify through, which records the
+    features it drafts from.
+    """
+    if isinstance(drafter, SharesTargetCache):
+        cache = drafter.target_cache(target)
+    else:
+        cache = make_cache(target)
+    cache.forward(torch.tensor(prompt_ids, device=target.device))
+    held = len(cache)
+    drafter.prefill(prompt_ids[:-1])
+    generator = torch.Generator(device=target.device)
+    verify: dict[int, list[float]] = {k: [] for k in range(1, widths + 1)}
+    steps: list[float] = []
+    for repeat in range(repeats + 1):  # interleaved, so that drift touches every width alike
+        for k, times in verify.items():
+            start = clock(target.device)
+            cache.forward(torch.tensor(prompt_ids[-1:] * k, device=target.device))
+            middle = clock(target.device)
+            for _ in range(3):
+                drafter.propose(prompt_ids, 1, generator, ())
+                drafter.rollback(len(prompt_ids))
+            end = clock(target.device)
+            cache.crop(held)
+            if repeat:  # the first round warms up every width
+                times.append(middle - start)
+                steps.append((end - middle) / 3)
+    return PassCosts(
+        draft_step=statistics.median(steps),
+        verify=tuple(statistics.median(v) for v in verify.values()),
+    )

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
+from specviz.batch.rows import _stops_from
 from specviz.bench.report import figures, load_result_view, render, resummarized
 from specviz.bench.sweep import plain as as_data
 from specviz.bench.sweep import unplain
-from specviz.bench.sweeps.batch import BatchPlan, _stops_from, render_batch, sweep_requests
+from specviz.bench.sweeps.batch import BatchPlan, render_batch, sweep_requests
 from specviz.cli import bench as bench_cli
 from specviz.cli import main
 from specviz.gamma.theory import expected_tokens_per_round, pass_speedup, token_bound_from

@@ -23,7 +23,7 @@ from specviz.bench.runner import (
     speculative_cache,
 )
 from specviz.bench.sweeps.heads import target_path
-from specviz.bench.sweeps.replay import GREEDY, PassCosts, lookaheads, measure_costs, replay
+from specviz.bench.sweeps.replay import GREEDY, lookaheads, replay
 from specviz.cli import main
 from specviz.core.cache import KVCache
 from specviz.core.config import SpeculationConfig
@@ -41,6 +41,7 @@ from specviz.heads.tap import FeatureCache, FeatureLean
 from specviz.heads.weights import save_eagle, save_head
 from specviz.models.loading import ModelPair
 from specviz.results.setting import BenchSetting
+from specviz.tune.timing import PassCosts, measure_costs
 from specviz.workloads import Request
 
 from ..conftest import VOCAB, PairFactory, save_pair

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from specviz.bench.report import load_result_view, render, resummarized
-from specviz.bench.sweeps.levers import ALL, lever_rows, render_levers
 from specviz.cli import main
 from specviz.quant.levers import REFERENCE, Lever, parse_lever, parse_levers
+from specviz.results.lever_tables import ALL, lever_rows, render_levers
 from specviz.results.schema import SCHEMA, validate
 
 from ..conftest import PairFactory, save_pair

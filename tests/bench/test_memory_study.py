@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from specviz.bench.report import render, resummarized
-from specviz.bench.sweeps.memory import render_memory, step_curves
 from specviz.cli import main
+from specviz.results.memory_tables import render_memory, step_curves
 from specviz.results.schema import validate
 from tools.report.documents import MEMORY_REPORT, marked_tables, refreshed
 from tools.report.saved import RESULTS_DIR, Saved

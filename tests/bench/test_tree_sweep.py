@@ -11,10 +11,11 @@ import pytest
 from specviz.bench.report import load_result_view, render, resummarized
 from specviz.bench.runner import has_hf_counterpart, run_request
 from specviz.bench.sweep import unplain
-from specviz.bench.sweeps.trees import PASS_REPEATS, SweepPlan, parse_nodes, sweep_table
+from specviz.bench.sweeps.trees import PASS_REPEATS, SweepPlan, parse_nodes
 from specviz.cli import main
 from specviz.results.schema import SCHEMA, migrate, validate
 from specviz.results.setting import LOSSY, BenchSetting
+from specviz.results.tree_tables import sweep_table
 from specviz.tree.proposal import top_k_capacity, top_k_shape
 from specviz.tune.timing import tree_pass_timings
 from specviz.workloads import Request

@@ -31,7 +31,7 @@ from typing import Any
 
 from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
 from specviz.bench.runner import assistant_settings, record
-from specviz.bench.sweep import Context, Outcome, by_temperature, grouped, with_flags
+from specviz.bench.sweep import Context, Outcome, by_temperature, with_flags
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.drafters.cross_vocab import CrossTokenizers, cross_tokenizers
@@ -40,7 +40,7 @@ from specviz.drafters.options import DrafterOptions
 from specviz.drafters.registry import build_drafter
 from specviz.fast.lean import lean_target_cache
 from specviz.models.generate import generate
-from specviz.results.records import Record, request_metrics
+from specviz.results.records import Record, grouped, request_metrics
 from specviz.results.setting import BenchSetting
 from specviz.results.table import Column, column_table, number_cell
 from specviz.workloads import Request, checked_prompt_ids
