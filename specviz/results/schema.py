@@ -15,16 +15,17 @@ Versions (1 and 2 carry no "schema" key and are told apart by their records):
    text, `--raw`).
 5. "schema": 5. Tree drafters: settings hold tree_nodes, tree_width and tree_rule (null for a
    chain drafter; a tree's gamma is its depth), records an "exact" flag (false where a lossy
-   tree rule chose tokens), and the file a "tree_sweep" section (null unless `--tree-sweep`
-   ran: specviz.bench.sweeps.trees). Added within this version: a "batch_sweep" section, null
-   unless `--batch-sizes` ran the batch sweep (specviz.bench.sweeps.batch); files written before
-   it have no such key, which reads as no batch sweep (a sweep's --batch-sizes was then
-   --step-batch-sizes: the plain decode step timings, batch_step_seconds in each draft); and a
-   "levers" section, null unless `--levers` ran the levers sweep (specviz.bench.sweeps.levers),
-   absent from files written before it; an "endpoint" section, null unless `--endpoint`
-   benchmarked a server (specviz.bench.sweeps.endpoint), absent from files written before it; a
-   "memory" section, null unless `specviz bench memory` ran (specviz.bench.sweeps.memory),
-   absent from files written before it; a "cross" section, null unless `specviz bench
+   tree rule chose tokens), and the file a "tree_sweep" section (null unless `specviz bench
+   trees` ran: specviz.bench.sweeps.trees). Added within this version: a "batch_sweep"
+   section, null unless `specviz bench batch` ran the batch sweep (specviz.bench.sweeps.batch);
+   files written before it have no such key, which reads as no batch sweep (a sweep's
+   --batch-sizes was then --step-batch-sizes: the plain decode step timings,
+   batch_step_seconds in each draft); and a "levers" section, null unless `specviz bench
+   levers` ran the levers sweep (specviz.bench.sweeps.levers), absent from files written
+   before it; an "endpoint" section, null unless `specviz bench endpoint` benchmarked a server
+   (specviz.bench.sweeps.endpoint), absent from files written before it; a "memory" section,
+   null unless `specviz bench memory` ran (specviz.bench.sweeps.memory), absent from files
+   written before it; a "cross" section, null unless `specviz bench
    cross` ran the cross-tokenizer study (specviz.bench.sweeps.cross), absent from files
    written before it; and meta's "profile": the tuned profile of the machine for the target and
    the first draft (specviz.tune) as {"path", "content"}, or null where there was none; absent
@@ -43,7 +44,9 @@ packed_weights or target_forward in meta nor draft_forward in its draft (gpu and
 only ever there on CUDA). What it fills in is what those runs did: exit layer 8, the fixed
 policy, no draft-model cap, the last --draft of their command (else the bundled draft), raw
 prompts (versions 1 to 3 sent every prompt as plain text), chain drafters and no tree sweep
-(versions 1 to 4 had no tree drafters).
+(versions 1 to 4 had no tree drafters). Commands saved before the studies were subcommands
+(`--tree-sweep`, `--batch-sizes`, `--levers`, `--cross`, `--endpoint`) are read in their
+spelling now (specviz.results.commands).
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from specviz.models.loading import BUNDLED
+from specviz.results.commands import respelled_commands
 from specviz.results.names import renamed
 from specviz.results.records import DEFAULT_PRICE_PER_HOUR, RequestMetrics
 from specviz.results.sections import section_problems
@@ -97,7 +101,7 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
             f"this bench result has schema {v}, newer than this specviz reads (up to {SCHEMA}): "
             "upgrade specviz to read it"
         )
-    out = copy.deepcopy(data)
+    out: dict[str, Any] = respelled_commands(copy.deepcopy(data), batch_sweep="batch_sweep" in data)
     try:
         for step in STEPS[v - 1 :]:
             out = step(out)

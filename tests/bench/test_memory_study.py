@@ -115,9 +115,9 @@ def test_the_study_runs_requests_in_order_with_one_memory_each(
 
 def test_the_study_defaults_to_the_agent_workloads_and_suffix_drafters() -> None:
     from specviz.cli import build_parser
-    from specviz.cli.bench import study_argv, study_of
+    from specviz.cli.bench import study_of
 
-    args = build_parser().parse_args(study_argv(["bench", "memory"]))
+    args = build_parser().parse_args(["bench", "memory"])
     study = study_of(args)
     chosen = study.chosen(args)
     assert study.name == "memory" and chosen.workloads == "agent-tools,agent-code,agent-sql"

@@ -1,4 +1,4 @@
-"""`specviz bench batch` (alias --batch-sizes): where speculative decoding stops paying as more
+"""`specviz bench batch`: where speculative decoding stops paying as more
 requests share a pass.
 
 The runs: N requests decoded in groups of B rows for each batch size B, plainly and with each
@@ -17,7 +17,7 @@ from typing import Any
 from specviz.api import stop_ids
 from specviz.batch.rows import pass_seconds, rebatch
 from specviz.batch.sweep import Setting, run_batch_sweep
-from specviz.bench.sweep import Context, Outcome, ints, plain, with_flags
+from specviz.bench.sweep import Context, Outcome, ints, plain
 from specviz.console import say
 from specviz.drafters.names import BATCH_DRAFTERS, REGISTRY
 from specviz.drafters.trimmed import load_head_tokens, trim_head
@@ -252,9 +252,9 @@ class Batch:
         b.add_argument(
             "--batch-sizes",
             type=ints,
-            default=None,
+            default=STEP_BATCH_SIZES,
             metavar="B,...",
-            help="run the batch sweep instead of the other settings, e.g. 1,2,4,8,16,32: "
+            help="the batch sizes to sweep, e.g. 1,2,4,8,16,32 (default: %(default)s): "
             "--batch-requests requests decoded in consecutive groups of B rows for each B, "
             "plainly and speculatively (each drafter of --drafters with a batched form: model, "
             "model:trimmed, ngram; each of --gammas) on the same requests and seeds, through "
@@ -279,11 +279,8 @@ class Batch:
             "max_new_tokens among its requests)",
         )
 
-    def asked(self, args: argparse.Namespace) -> bool:
-        return args.batch_sizes is not None
-
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
-        return args if self.asked(args) else with_flags(args, batch_sizes=ints(STEP_BATCH_SIZES))
+        return args
 
     def plan(
         self,
@@ -291,25 +288,10 @@ class Batch:
         drafters: Sequence[str],
         policies: Sequence[str],
         requests: Sequence[Request],
-    ) -> BatchPlan | None:
-        """The sweep --batch-sizes asks for (None without it); ValueError, saying what to
-        change, for what it cannot run."""
-        if args.batch_sizes is None:
-            given = [
-                flag
-                for flag, value in (
-                    ("--batch-requests", args.batch_requests),
-                    ("--batch-new-tokens", args.batch_new_tokens),
-                )
-                if value is not None
-            ]
-            if given:
-                raise ValueError(
-                    f"{' and '.join(given)} apply to the batch sweep: add --batch-sizes"
-                )
-            return None
+    ) -> BatchPlan:
+        """The sweep of --batch-sizes; ValueError, saying what to change, for what it cannot
+        run."""
         for wrong, message in (
-            (args.tree_sweep is not None, "and --tree-sweep are two sweeps: run one at a time"),
             (
                 args.lean_target,
                 "decodes each batch through transformers' forward "
@@ -323,7 +305,7 @@ class Batch:
             (not requests, "has no requests: check --workloads and --limit"),
         ):
             if wrong:
-                raise ValueError(f"--batch-sizes {message}")
+                raise ValueError(f"specviz bench batch {message}")
         sizes = sorted(args.batch_sizes)
         fewest = min(r.max_new_tokens for r in requests)
         return BatchPlan(

@@ -1,4 +1,4 @@
-"""`specviz bench cross` (alias --cross): a draft with another tokenizer than the target's,
+"""`specviz bench cross`: a draft with another tokenizer than the target's,
 each cross-tokenizer drafter at each γ, against plain decoding, transformers' generate() and
 transformers' own assisted generation with the same draft (Universal Assisted Generation).
 
@@ -48,23 +48,6 @@ from specviz.workloads import Request, checked_prompt_ids
 DEFAULT_CROSS = ",".join(CROSS_TOKENIZER_DRAFTERS)
 
 
-def add_cross_arguments(b: argparse.ArgumentParser) -> None:
-    """Register --cross."""
-    b.add_argument(
-        "--cross",
-        nargs="?",
-        const=DEFAULT_CROSS,
-        default=None,
-        metavar="DRAFTER,...",
-        help="run the cross-tokenizer study instead of the other settings: one --draft whose "
-        "tokenizer may differ from the target's, each of these drafters (default: "
-        f"{DEFAULT_CROSS}) at each of --gammas, against plain decoding, transformers' "
-        "generate() and transformers' assisted generation with the same draft; reports alpha, "
-        "tokens per target pass, the draft cost c (draft seconds a round over target seconds "
-        "a pass), the speedups and the greedy identity at T = 0",
-    )
-
-
 @dataclass(frozen=True, kw_only=True)
 class CrossPlan:
     """The drafters and γs each request runs, and the command that asked for them."""
@@ -74,26 +57,23 @@ class CrossPlan:
     command: str
 
 
-def cross_plan(args: argparse.Namespace, policies: Sequence[str]) -> CrossPlan | None:
-    """The study --cross asks for (None without it); ValueError, saying what to change, for
-    what it cannot run. No model is loaded."""
-    if args.cross is None:
-        return None
-    drafters = tuple(d.strip() for d in args.cross.split(",") if d.strip())
+def cross_plan(args: argparse.Namespace, policies: Sequence[str]) -> CrossPlan:
+    """The study of --drafters (the cross-tokenizer drafters: by default every one); ValueError,
+    saying what to change, for what it cannot run. No model is loaded."""
+    drafters = tuple(d.strip() for d in args.drafters.split(",") if d.strip())
     unknown = [d for d in drafters if d not in CROSS_TOKENIZER_DRAFTERS]
     if not drafters or unknown:
         raise ValueError(
-            f"--cross must list some of {DEFAULT_CROSS} (got {args.cross!r}): the drafters that "
-            "translate between tokenizers"
+            f"specviz bench cross runs the drafters that translate between tokenizers: "
+            f"--drafters must list some of {DEFAULT_CROSS} (got {args.drafters!r})"
         )
     for flag, clash in (
-        ("--drafters", args.drafters is not None),
         ("--policies", list(policies) != ["fixed"]),
         ("--draft twice", len(args.draft or []) > 1),
     ):
         if clash:
             raise ValueError(
-                f"--cross runs its own drafters at fixed gammas on one --draft: drop {flag}"
+                f"specviz bench cross runs its drafters at fixed gammas on one --draft: drop {flag}"
             )
     command = shlex.join(["specviz", *sys.argv[1:]])
     return CrossPlan(drafters=drafters, gammas=tuple(args.gammas), command=command)
@@ -355,13 +335,10 @@ class Cross:
     own_flags: bool = False
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        add_cross_arguments(parser)
-
-    def asked(self, args: argparse.Namespace) -> bool:
-        return args.cross is not None
+        """None of its own: it runs the cross-tokenizer drafters of --drafters."""
 
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
-        return args if self.asked(args) else with_flags(args, cross=DEFAULT_CROSS)
+        return with_flags(args, drafters=args.drafters or DEFAULT_CROSS)
 
     def plan(
         self,
@@ -369,7 +346,7 @@ class Cross:
         drafters: Sequence[str],
         policies: Sequence[str],
         requests: Sequence[Request],
-    ) -> CrossPlan | None:
+    ) -> CrossPlan:
         return cross_plan(args, policies)
 
     def run(self, plan: CrossPlan, context: Context) -> Outcome:

@@ -368,9 +368,6 @@ class Heads:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """None of its own: --heads and the tree options are every study's."""
 
-    def asked(self, args: argparse.Namespace) -> bool:
-        return False  # only its subcommand asks for it
-
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
         return with_flags(args, drafters=args.drafters or HEADS_DRAFTERS)
 
@@ -380,9 +377,7 @@ class Heads:
         drafters: Sequence[str],
         policies: Sequence[str],
         requests: Sequence[Request],
-    ) -> SpeedupPlan | None:
-        if getattr(args, "study", None) != self.name:
-            return None
+    ) -> SpeedupPlan:
         return Speedup().plan(args, drafters, policies, requests)
 
     def run(self, plan: SpeedupPlan, context: Context) -> Outcome:

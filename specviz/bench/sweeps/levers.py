@@ -1,4 +1,4 @@
-"""`specviz bench levers` (alias --levers): speculation beside the other speed-ups, every lever
+"""`specviz bench levers`: speculation beside the other speed-ups, every lever
 (specviz.quant.levers: the target, the draft alone, speculation or transformers' generate(),
 each model at a precision) on the same requests, timed and measured for its distance from the
 fp32 target.
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specviz.api import stop_ids
-from specviz.bench.sweep import Context, Outcome, refuse, rotated, with_flags
+from specviz.bench.sweep import Context, Outcome, refuse, rotated
 from specviz.console import say
 from specviz.core.config import SamplingConfig
 from specviz.core.events import Rejected
@@ -216,24 +216,19 @@ class Levers:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             "--levers",
-            nargs="?",
-            const=DEFAULT_LEVERS,
-            default=None,
+            default=DEFAULT_LEVERS,
             metavar="LEVER,...",
-            help="run the levers sweep instead of the other settings: speculation beside lower "
-            "precision and the small model, on the same requests, each timed (tokens/s, "
+            help="the levers to compare: speculation beside lower precision and the small "
+            "model, on the same requests, each timed (tokens/s, "
             "latency, cost per 1k tokens, weights) and measured for its distance from the fp32 "
             "target (greedy agreement, first divergence, mean total variation along the "
-            f"target's own samples). Each lever is {GRAMMAR}. Alone, --levers runs "
-            f"{DEFAULT_LEVERS}. Speculation uses the first of --drafters (model or "
+            f"target's own samples). Each lever is {GRAMMAR} (default: "
+            f"{DEFAULT_LEVERS}). Speculation uses the first of --drafters (model or "
             "model:trimmed) at the first of --gammas; int8 needs torchao",
         )
 
-    def asked(self, args: argparse.Namespace) -> bool:
-        return args.levers is not None
-
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
-        return args if self.asked(args) else with_flags(args, levers=DEFAULT_LEVERS)
+        return args
 
     def plan(
         self,
@@ -241,17 +236,13 @@ class Levers:
         drafters: Sequence[str],
         policies: Sequence[str],
         requests: Sequence[Request],
-    ) -> LeverPlan | None:
-        """The sweep --levers asks for (None without it); ValueError, saying what to change,
-        for what it cannot run. Checks flags and libraries only: no model is loaded."""
-        if args.levers is None:
-            return None
+    ) -> LeverPlan:
+        """The sweep of --levers; ValueError, saying what to change, for what it cannot run.
+        Checks flags and libraries only: no model is loaded."""
         refuse(
-            "--levers sets each model's precision and runs fixed gamma speculation on one draft "
-            "through transformers' target forward",
+            "specviz bench levers sets each model's precision and runs fixed gamma speculation "
+            "on one draft through transformers' target forward",
             (
-                ("--tree-sweep", args.tree_sweep is not None),
-                ("--batch-sizes", args.batch_sizes is not None),
                 ("--lean-target", args.lean_target),
                 ("--dtype", args.dtype != "float32"),
                 ("--policies", list(policies) != ["fixed"]),

@@ -93,11 +93,9 @@ class MemoryPlan:
     suffix_factors: tuple[float | None, ...] = (None,)  # None: the registry's default
 
 
-def memory_plan(args: argparse.Namespace, drafters: Sequence[str]) -> MemoryPlan | None:
-    """The plan `specviz bench memory` asks for (None for another study); ValueError, saying
-    what to change, for what it cannot run."""
-    if getattr(args, "study", None) != "memory":
-        return None
+def memory_plan(args: argparse.Namespace, drafters: Sequence[str]) -> MemoryPlan:
+    """The plan of `specviz bench memory`; ValueError, saying what to change, for what it
+    cannot run."""
     if args.suffix_gamma < 1:
         raise ValueError(f"--suffix-gamma must be >= 1 (got {args.suffix_gamma})")
     if any(not f > 0 for f in args.suffix_factors):
@@ -329,9 +327,6 @@ class Memory:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_memory_arguments(parser)
 
-    def asked(self, args: argparse.Namespace) -> bool:
-        return False  # only its subcommand asks for it
-
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
         drafters, workloads = args.drafters or DEFAULT_DRAFTERS, args.workloads or DEFAULT_WORKLOADS
         return with_flags(args, drafters=drafters, workloads=workloads)
@@ -342,7 +337,7 @@ class Memory:
         drafters: Sequence[str],
         policies: Sequence[str],
         requests: Sequence[Request],
-    ) -> MemoryPlan | None:
+    ) -> MemoryPlan:
         return memory_plan(args, drafters)
 
     def run(self, plan: MemoryPlan, context: Context) -> Outcome:

@@ -274,9 +274,6 @@ class Replay:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_replay_arguments(parser)
 
-    def asked(self, args: argparse.Namespace) -> bool:
-        return False  # only its subcommand asks for it
-
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
         return args
 

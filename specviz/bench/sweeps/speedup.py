@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specviz.bench.runner import run_all
-from specviz.bench.sweep import Context, Outcome, by_temperature, ints
+from specviz.bench.sweep import Context, Outcome, by_temperature
 from specviz.drafters.names import (
     EXIT_DRAFTERS,
     HYBRID_DRAFTERS,
@@ -24,14 +24,9 @@ from specviz.drafters.names import (
     UNCONFIDENT_DRAFTERS,
 )
 from specviz.results.records import Record
-from specviz.results.setting import POLICIES, BenchSetting, drafter_label, setting_label
+from specviz.results.setting import BenchSetting, drafter_label, setting_label
 from specviz.results.table import NONE, Column, column_table, number_cell, spread_cell
 from specviz.workloads import Request
-
-
-def _caps(text: str) -> list[int | None]:
-    """'none,2' → [None, 2]: draft-model caps of the hybrid drafters (none: no cap)."""
-    return [None if x.strip() == "none" else int(x) for x in text.split(",") if x.strip()]
 
 
 def settings(
@@ -261,32 +256,8 @@ class Speedup:
     per_draft: bool = True
     own_flags: bool = False
 
-    def add_arguments(self, b: argparse.ArgumentParser) -> None:
-        """Register --exit-layer, --model-gamma, --policies and --start-gamma."""
-        b.add_argument(
-            "--exit-layer",
-            type=ints,
-            default="8",
-            help="layers the early-exit drafter uses (comma list to compare draft sizes)",
-        )
-        b.add_argument(
-            "--model-gamma",
-            type=_caps,
-            default="none",
-            help="hybrid drafters (ngram+...): at most this many draft-model tokens a round "
-            "while lookup copies run to gamma; comma list to compare, 'none' for no cap (default)",
-        )
-        b.add_argument(
-            "--policies",
-            default="fixed",
-            help=f"comma list of gamma policies {POLICIES}; fixed sweeps --gammas",
-        )
-        b.add_argument(
-            "--start-gamma", type=int, default=4, help="where the dynamic gamma policies start"
-        )
-
-    def asked(self, args: argparse.Namespace) -> bool:
-        return True  # what runs when no other study is asked for
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """None of its own: its settings are every study's (specviz.bench.sweep)."""
 
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
         return args

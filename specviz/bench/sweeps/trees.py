@@ -1,4 +1,4 @@
-"""`specviz bench trees` (alias --tree-sweep): the chain and trees of N nodes at one depth D,
+"""`specviz bench trees`: the chain and trees of N nodes at one depth D,
 each against plain decoding (the tree options every study reads: specviz.bench.sweep).
 
 Every setting makes the same draft calls a round: the chain (N = 1) is the chain drafter at
@@ -32,15 +32,12 @@ from typing import Any
 from specviz.api import autoregressive_generate
 from specviz.bench.runner import has_hf_counterpart, hf_generate, record, speculative_run
 from specviz.bench.sweep import (
-    DEFAULT_NODES,
     Context,
     Outcome,
-    add_tree_arguments,
     by_temperature,
     plain,
     rotated,
     unplain,
-    with_flags,
 )
 from specviz.console import say
 from specviz.core.cache import KVCache
@@ -55,6 +52,7 @@ from specviz.tree.proposal import top_k_capacity
 from specviz.tune.timing import tree_pass_timings
 from specviz.workloads import Request
 
+DEFAULT_NODES = (1, 4, 8, 16, 32)  # the node budgets N compared when --nodes is not given
 NODES_HINT = "e.g. 1,4,8,16,32: 1 (the chain) first, then tree node budgets, increasing"
 PASS_REPEATS = 15  # timed passes of each tree shape, after a warm-up (specviz.tune.timing)
 Pair = tuple[str, int]  # (request id, repetition)
@@ -66,7 +64,7 @@ def parse_nodes(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise ValueError(f"--tree-sweep takes node budgets ({NODES_HINT}; got {text!r})") from None
+        raise ValueError(f"--nodes takes node budgets ({NODES_HINT}; got {text!r})") from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,14 +88,15 @@ class SweepPlan:
         )
         if not drafters or any(d not in TREE_DRAFTERS for d in drafters):
             raise ValueError(
-                "--tree-sweep compares tree drafters with their chain: --drafters must list some "
+                "specviz bench trees compares tree drafters with their chain: --drafters must list "
+                "some "
                 f"of {', '.join(TREE_DRAFTERS)} (got {', '.join(drafters) or 'none'})"
             )
         if len(set(drafters)) != len(drafters):
             raise ValueError(f"--drafters names a drafter twice (got {', '.join(drafters)})")
         increasing = all(a < b for a, b in itertools.pairwise(nodes))
         if len(nodes) < 2 or nodes[0] != 1 or not increasing:
-            raise ValueError(f"--tree-sweep takes node budgets ({NODES_HINT}; got {list(nodes)})")
+            raise ValueError(f"--nodes takes node budgets ({NODES_HINT}; got {list(nodes)})")
         for flag, value in (("--tree-depth", depth), ("--tree-width", width)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{flag} must be an integer >= 1 (got {value!r})")
@@ -105,7 +104,7 @@ class SweepPlan:
             raise ValueError(
                 f"a tree of depth {depth} and width {width} holds at most {most} nodes, so a "
                 f"node budget of {nodes[-1]} is never reached: lower the largest N in "
-                "--tree-sweep, or raise --tree-width or --tree-depth"
+                "--nodes, or raise --tree-width or --tree-depth"
             )
         if rule not in TREE_RULES:
             raise ValueError(f"--tree-rule must be one of {', '.join(TREE_RULES)} (got {rule!r})")
@@ -299,14 +298,22 @@ class Trees:
     own_flags: bool = False
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        add_tree_arguments(parser)  # the tree options every study reads
-
-    def asked(self, args: argparse.Namespace) -> bool:
-        return args.tree_sweep is not None
+        """Register --nodes (the tree options are every study's: specviz.bench.sweep)."""
+        parser.add_argument(
+            "--nodes",
+            default=",".join(map(str, DEFAULT_NODES)),
+            metavar="N,...",
+            help="the node budgets N to compare at depth --tree-depth: the chain (N = 1: the "
+            "chain drafter at gamma = depth, as many draft calls a round) and each tree drafter "
+            "of --drafters (default: tree-model) at each N; reports tokens a target pass, r(N) "
+            "(a pass over N tree tokens against a 1-token step), the speedup over plain "
+            "decoding, the chain and transformers' assisted generation, and where the tree pays "
+            f"(default: {','.join(map(str, DEFAULT_NODES))}; --gammas, --policies and "
+            "--tree-nodes are for the other studies)",
+        )
 
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
-        nodes = ",".join(map(str, DEFAULT_NODES))
-        return args if self.asked(args) else with_flags(args, tree_sweep=nodes)
+        return args
 
     def plan(
         self,
@@ -314,12 +321,10 @@ class Trees:
         drafters: Sequence[str],
         policies: Sequence[str],
         requests: Sequence[Request],
-    ) -> SweepPlan | None:
-        if args.tree_sweep is None:
-            return None
+    ) -> SweepPlan:
         plan = SweepPlan(
             drafters=tuple(drafters),
-            nodes=parse_nodes(args.tree_sweep),
+            nodes=parse_nodes(args.nodes),
             depth=args.tree_depth,
             width=args.tree_width,
             rule=args.tree_rule,
@@ -330,7 +335,7 @@ class Trees:
             (args.lean_target, "runs the target on transformers' forward: drop --lean-target"),
         ):
             if wrong:
-                raise ValueError(f"--tree-sweep {message}")
+                raise ValueError(f"specviz bench trees {message}")
         return plan
 
     def run(self, plan: SweepPlan, context: Context) -> Outcome:
