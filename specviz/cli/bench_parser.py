@@ -27,6 +27,16 @@ RETIRED = {  # the flags that asked for a study before the subcommands, and thei
     "--tree-sweep": "specviz bench trees --nodes N,...",
     "--cross": "specviz bench cross --drafters DRAFTER,...",
 }
+STUDY_HELP = {  # each study's line in `specviz bench --help`
+    "speedup": "the γ sweep and policies against plain decoding and transformers (the default)",
+    "trees": "the tree drafters' node-budget sweep against their chain",
+    "batch": "plain and speculative decoding of the same requests at each batch size",
+    "levers": "speculation beside lower precision and the small model",
+    "memory": "drafting from memory on the agent workloads, run in order",
+    "cross": "a draft with another tokenizer: the cross-tokenizer drafters",
+    "endpoint": "a served model, with speculation on and off",
+    "heads": "the drafting heads beside the other drafters",
+}
 DESCRIPTION = (
     "Benchmark speculative decoding on workloads, interleaved with plain decoding and "
     "transformers' assisted generation; writes JSON and an HTML report. The first word names "
@@ -80,7 +90,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
         p = words.add_parser(
             study.name,
             parents=[suppressed],
-            help=(study.__doc__ or "").split("\n")[0],
+            help=STUDY_HELP[study.name],
             description=study.__doc__,
             formatter_class=HelpFormatter,
         )
