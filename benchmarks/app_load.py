@@ -169,7 +169,7 @@ def main() -> None:
     args = parser.parse_args()
     users = [int(u) for u in args.users.split(",")]
     torch.set_num_threads(1)
-    pair = {"target": args.target, "draft": args.draft}
+    pair = {"target": args.target, "draft": args.draft, "dtype": "float32"}
     modes = {
         "shared batches": Admission.of(),
         "one at a time": Admission.of(rows=1, batch=False),

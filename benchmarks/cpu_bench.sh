@@ -34,7 +34,7 @@ bench() {
   fi
   # --raw: most saved results were measured on the workloads' raw text; RAW= (empty) before a
   # part times the chat-formatted prompts that specviz sends by default, as the heads parts do.
-  # STUDY=NAME before a part runs the study with flags of its own (specviz bench NAME ...).
+  # STUDY=NAME before a part runs that study (specviz bench NAME ...) with its own options.
   python -m specviz bench ${STUDY:-} ${RAW---raw} "$@" --out "$OUT/$name.json" \
       --html "$OUT/$name.html"
 }
@@ -87,17 +87,17 @@ bench batch --workloads code --limit 1 --temperatures 0 --drafters model:trimmed
 #     seeds, through transformers' forward (specviz.batch); per B the throughput, per-request
 #     latency, cost, speedup, alpha and best gamma, beside the speedup predicted from batched
 #     passes timed at each B. About 20 minutes on 2 idle cores.
-bench batch-sweep --workloads code --temperatures 0 --drafters model:trimmed --gammas 1,2,3,4 \
-    --batch-sizes 1,2,4,8,16,32 --batch-requests 32 --batch-new-tokens 32 --reps 2 \
-    --step-batch-sizes 1
+STUDY=batch bench batch-sweep --workloads code --temperatures 0 --drafters model:trimmed \
+    --gammas 1,2,3,4 --batch-sizes 1,2,4,8,16,32 --batch-requests 32 --batch-new-tokens 32 \
+    --reps 2 --step-batch-sizes 1
 # 4b''. the levers (specviz bench levers): speculation beside the other speed-ups on the
 #     same requests: the target in fp32, bf16 and int8 (torchao: weight-only, and dynamic
 #     activations), the draft alone, and speculation (the draft model at gamma = 3) with each
 #     target and with an int8 draft; per configuration speed, cost, weights, and distance from
 #     the fp32 target (greedy agreement, first divergence, mean total variation). 2 code, 2 JSON
 #     (T = 0) and 2 prose (T = 1) prompts. About 17 minutes on 2 idle cores.
-bench levers --workloads code,json,prose --limit 2 --drafters model --gammas 3 --reps 2 \
-    --step-batch-sizes 1 --levers
+STUDY=levers bench levers --workloads code,json,prose --limit 2 --drafters model --gammas 3 \
+    --reps 2 --step-batch-sizes 1
 # 4b''''. drafting from memory (specviz bench memory): one part per workload, its requests in
 #     order, one suffix memory per drafter; suffix (chain, tree), n-gram (chain, tree), the
 #     trimmed draft and suffix-then-draft, twice; new tokens capped at 128 a request. About 40
@@ -147,9 +147,9 @@ STUDY=memory RAW= bench memory-chat --workloads repeat,code --lean-target \
 #     (its own tokenizer of 262,144 tokens) as the target, the bundled SmolLM2 draft, each
 #     cross-tokenizer drafter against plain decoding, transformers' generate() and transformers'
 #     assisted generation with the same draft; 3 code prompts at T = 0 (64 new tokens each)
-bench cross --workloads code --limit 3 --temperatures 0 --gammas 4 --reps 2 \
-    --step-batch-sizes 1 --target gemma3-270m --draft bundled --cross
-# 4b''''''. a served model (specviz bench --endpoint): llama.cpp's OpenAI-compatible server
+STUDY=cross bench cross --workloads code --limit 3 --temperatures 0 --gammas 4 --reps 2 \
+    --step-batch-sizes 1 --target gemma3-270m --draft bundled
+# 4b''''''. a served model (specviz bench endpoint): llama.cpp's OpenAI-compatible server
 #     (pip install -e ".[serve]") on the bundled GGUF (Q4_1) at 127.0.0.1, two threads, first
 #     without speculation, then restarted with its prompt lookup (2 tokens a step, its advice for
 #     CPUs): one server at a time, since an idle llama.cpp server's threads keep polling and
@@ -176,11 +176,11 @@ case " $PARTS " in *" endpoint "*)
     }
     SWEEP=(--workloads code,repeat,prose --limit 4 --concurrency 1,2,4,8 --reps 2)
     serve off
-    python -m specviz bench --baseline-endpoint "$URL" "${SWEEP[@]}" \
+    python -m specviz bench endpoint --baseline-endpoint "$URL" "${SWEEP[@]}" \
         --out "$OUT/endpoint-off.json" --html "$OUT/endpoint-off.html"
     kill $SERVER; wait $SERVER || true
     serve lookup --draft_model prompt-lookup-decoding --draft_model_num_pred_tokens 2
-    python -m specviz bench --endpoint "$URL" --baseline-result "$OUT/endpoint-off.json" \
+    python -m specviz bench endpoint --endpoint "$URL" --baseline-result "$OUT/endpoint-off.json" \
         "${SWEEP[@]}" --out "$OUT/endpoint.json" --html "$OUT/endpoint.html"
     kill $SERVER; wait $SERVER || true; trap - EXIT
     rm "$OUT/endpoint-off.json" "$OUT/endpoint-off.html"  # endpoint.json holds its runs
@@ -202,9 +202,9 @@ bench dynamic --workloads code --limit 4 --temperatures 0,1 --drafters model,mod
 #     transformers' assisted generation at gamma = 4, in the same repetition; r(N) timed over the
 #     first prompt. At T = 0 the draft's top-k children (EAGLE-2 style); at T = 1 also children
 #     sampled from the draft (SpecInfer style). Exact rules only.
-TREE="--tree-sweep 1,4,8,16,32 --tree-depth 4 --tree-width 4 --reps 2 --step-batch-sizes 1"
-bench tree-sweep --workloads code --limit 6 --temperatures 0 --drafters tree-model $TREE
-bench tree-sweep-t1 --workloads code --limit 4 --temperatures 1 \
+TREE="--nodes 1,4,8,16,32 --tree-depth 4 --tree-width 4 --reps 2 --step-batch-sizes 1"
+STUDY=trees bench tree-sweep --workloads code --limit 6 --temperatures 0 --drafters tree-model $TREE
+STUDY=trees bench tree-sweep-t1 --workloads code --limit 4 --temperatures 1 \
     --drafters tree-model,tree-model:sampled $TREE
 
 # 5b. the drafting heads trained on the target's own features (specviz/heads, weights in

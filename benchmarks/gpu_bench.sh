@@ -62,7 +62,7 @@ if [[ -n "${SMOKE:-}" ]]; then
   SMALL=(--limit 1 --gammas 2 --reps 1 --step-batch-sizes 1,2)
   BATCH_SMALL=(--batch-sizes 1,2 --batch-requests 2 --batch-new-tokens 8)
 fi
-part() {  # part NAME SECONDS_IT_NEEDS_AT_LEAST ARGS...: run one bench, within BUDGET if set
+part() {  # part NAME SECONDS_NEEDED [STUDY] ARGS...: run one bench, within BUDGET if set
   local name="$1" need="$2" limit=()
   shift 2
   if [[ -n "${PARTS:-}" && " $PARTS " != *" $name "* ]]; then
@@ -115,25 +115,25 @@ else
   #    nodes (the draft's top-k children), paired with plain decoding and transformers' assisted
   #    generation at gamma = 4; r(N), a target pass over N tree tokens against a 1-token step,
   #    is where a GPU differs most from a CPU
-  TREE=(--tree-sweep 1,4,8,16,32 --tree-depth 4 --tree-width 4 --reps 2 --step-batch-sizes 1)
-  part tree-sweep 90 --dtype bfloat16 --workloads code --limit 6 --temperatures 0 \
+  TREE=(--nodes 1,4,8,16,32 --tree-depth 4 --tree-width 4 --reps 2 --step-batch-sizes 1)
+  part tree-sweep 90 trees --dtype bfloat16 --workloads code --limit 6 --temperatures 0 \
       --drafters tree-model "${TREE[@]}"
   # 7. the same at T = 1, with children sampled from the draft too (SpecInfer style)
-  part tree-sweep-t1 90 --dtype bfloat16 --workloads code --limit 4 --temperatures 1 \
+  part tree-sweep-t1 90 trees --dtype bfloat16 --workloads code --limit 4 --temperatures 1 \
       --drafters tree-model,tree-model:sampled "${TREE[@]}"
   # 8. the batch sweep: 64 code requests (the 24 prompts, cycled) decoded in groups of B = 1..64
   #    rows, plainly and with the trimmed draft at gamma = 1..4, on the same requests and seeds,
   #    through transformers' forward (specviz.batch): where speculation stops paying as more
   #    requests share a pass, beside the speedup predicted from the batched passes timed at each
   #    B (on a GPU the passes stay weight-bound far longer than on a CPU). About 10 minutes.
-  part batch-sweep 420 --dtype bfloat16 --workloads code --temperatures 0 \
+  part batch-sweep 420 batch --dtype bfloat16 --workloads code --temperatures 0 \
       --drafters model:trimmed --gammas 1,2,3,4 --batch-sizes 1,2,4,8,16,32,64 \
       --batch-requests 64 --batch-new-tokens 48 --reps 1 --step-batch-sizes 1 "${BATCH_SMALL[@]}"
   # 9. the levers: the target in fp32, bf16 and int8 (torchao, which has CUDA kernels for both
   #    int8 modes), the draft alone, and speculation with each target and with an int8 draft,
   #    each timed and measured for its distance from the fp32 target (every model's precision is
   #    the lever's, so no --dtype here)
-  part levers 240 --workloads code,json,prose --limit 4 --drafters model --gammas 3 --reps 2 \
-      --step-batch-sizes 1 --levers
+  part levers 240 levers --workloads code,json,prose --limit 4 --drafters model --gammas 3 \
+      --reps 2 --step-batch-sizes 1
 fi
 echo "done in $((SECONDS - START))s" | tee -a "$OUT/machine.txt"

@@ -473,16 +473,29 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
     return dict(action.choices)
 
 
-@pytest.mark.parametrize("command", ["generate", "verify", "bench"])
+def _parser(command: str) -> argparse.ArgumentParser:
+    """The parser of a subcommand ("bench trees": a study of `specviz bench`)."""
+    parser = _subparsers()[command.split()[0]]
+    for word in command.split()[1:]:
+        (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        parser = action.choices[word]
+    return parser
+
+
+@pytest.mark.parametrize(
+    "command", ["generate", "verify", "bench", "bench trees", "bench batch", "bench endpoint"]
+)
 def test_help_gives_every_option_a_text_and_shows_its_default(command: str) -> None:
-    parser = _subparsers()[command]
+    parser = _parser(command)
     formatter = parser._get_formatter()
     for action in parser._actions:
-        if isinstance(action, argparse._HelpAction):
-            continue
+        hidden = action.help == argparse.SUPPRESS  # a flag refused with its spelling now
+        if isinstance(action, argparse._HelpAction | argparse._SubParsersAction) or hidden:
+            continue  # help itself, the study's name (each study its own help), hidden flags
         flag = action.option_strings[0]
         assert action.help, f"{command} {flag} has no help"
-        if action.default is not None and action.default is not False:
+        default = action.default
+        if default is not None and default is not False and default != argparse.SUPPRESS:
             shown = formatter._get_help_string(action) or ""
             assert "default" in shown, f"{command} {flag}: its help does not show its default"
 

@@ -140,9 +140,12 @@ def greedy_streams(pair: Any, workload: str, *, raw: bool) -> list[Stream]:
     for r in load_requests(workload_path(workload)):
         ids = checked_prompt_ids(pair.tokenizer, r, r.max_new_tokens, [pair.target], raw=raw)
         out = autoregressive_generate(
-            pair.target, pair.tokenizer, ids,
-            sampling=SamplingConfig(temperature=0.0), max_new_tokens=r.max_new_tokens,
-        )  # fmt: skip
+            pair.target,
+            pair.tokenizer,
+            ids,
+            sampling=SamplingConfig(temperature=0.0),
+            max_new_tokens=r.max_new_tokens,
+        )
         streams.append(Stream(prompt=ids, answer=list(out.tokens)))
     return streams
 

@@ -85,18 +85,30 @@ def replay(
         if not carried:
             memory.shares.clear()
         options = DrafterOptions(memory=memory, model_gamma=MODEL_GAMMA, model_min_alpha=alpha)
-        built = build_drafter(drafter, target=pair.target, draft=pair.draft,
-                              sampling=greedy, options=options)  # fmt: skip
+        built = build_drafter(
+            drafter, target=pair.target, draft=pair.draft, sampling=greedy, options=options
+        )
         out = speculative_generate(
-            pair.target, built, pair.tokenizer, ids, sampling=greedy,
+            pair.target,
+            built,
+            pair.tokenizer,
+            ids,
+            sampling=greedy,
             speculation=SpeculationConfig(gamma=SUFFIX_GAMMA, max_new_tokens=new),
-        )  # fmt: skip
+        )
         summaries = [e for e in out.events if isinstance(e, RoundSummary)]
         tokens += len(out.tokens)
         rounds += len(summaries)
         forwards += sum(e.draft_forward_calls for e in summaries)
-    return Replay(workload=workload, gate=gate, min_alpha=alpha, carried=carried,
-                  tokens=tokens, rounds=rounds, model_forwards=forwards)  # fmt: skip
+    return Replay(
+        workload=workload,
+        gate=gate,
+        min_alpha=alpha,
+        carried=carried,
+        tokens=tokens,
+        rounds=rounds,
+        model_forwards=forwards,
+    )
 
 
 def table(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -106,12 +118,21 @@ def table(rows: Sequence[dict[str, Any]]) -> list[str]:
 
     head = ["workload", "gate (model_min_alpha)", "share counted", "tokens", "target passes",
             "model forwards", "tokens/pass"]  # fmt: skip
-    return markdown_table(head, [
-        [r["workload"], f"{r['min_alpha']:g}", "across requests" if r["carried"] else "per request",
-         str(r["tokens"]), str(r["rounds"]), str(r["model_forwards"]),
-         f"{r['tokens'] / r['rounds']:.2f}"]
-        for r in rows
-    ])  # fmt: skip
+    return markdown_table(
+        head,
+        [
+            [
+                r["workload"],
+                f"{r['min_alpha']:g}",
+                "across requests" if r["carried"] else "per request",
+                str(r["tokens"]),
+                str(r["rounds"]),
+                str(r["model_forwards"]),
+                f"{r['tokens'] / r['rounds']:.2f}",
+            ]
+            for r in rows
+        ],
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -137,9 +158,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         for gate in gates:
             rows.append(replay(pair, w, requests, gate))
             if args.out is not None:
-                saved = {"drafter": DRAFTER, "suffix_gamma": SUFFIX_GAMMA,
-                         "model_gamma": MODEL_GAMMA, "max_new_tokens": MAX_NEW,
-                         "rows": [asdict(r) for r in rows]}  # fmt: skip
+                saved = {
+                    "drafter": DRAFTER,
+                    "suffix_gamma": SUFFIX_GAMMA,
+                    "model_gamma": MODEL_GAMMA,
+                    "max_new_tokens": MAX_NEW,
+                    "rows": [asdict(r) for r in rows],
+                }
                 args.out.write_text(json.dumps(saved, indent=1) + "\n")
             print("\n".join(table([asdict(rows[-1])])), flush=True)
 

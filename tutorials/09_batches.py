@@ -178,9 +178,9 @@ plt.show()
 # A better draft (higher $\alpha$) keeps speculation worth it to larger batches, because fewer of
 # the verified drafts are wasted. None of this changes what is written: the speedup model only
 # prices the passes. Measured numbers, rather than this model's, come from
-# `specviz bench --batch-sizes 1,2,4,8,16,32`, whose report has a *Batch* section; on a GPU the
-# weight-bound region is far wider (a pass reads gigabytes of weights to do little arithmetic at
-# small batches), so the same shape appears at much larger $B$.
+# `specviz bench batch --batch-sizes 1,2,4,8,16,32`, whose report has a *Batch* section; on a
+# GPU the weight-bound region is far wider (a pass reads gigabytes of weights to do little
+# arithmetic at small batches), so the same shape appears at much larger $B$.
 #
 # ## 3. A batch, decoded: each row on its own
 #

@@ -11,7 +11,7 @@
 # To compare them we need one ruler for "how far from the target", applied the same way to every
 # configuration. We build it first (two distances, on the bundled fp32 target as the reference),
 # use it on a quantized target, on the draft model alone and on speculation, and then read the
-# frontier that `specviz bench --levers` measured on the same pair: speed against distance.
+# frontier that `specviz bench levers` measured on the same pair: speed against distance.
 
 # %%
 import warnings
@@ -170,7 +170,7 @@ print("speculation on bf16 == bf16 alone:", speculative(bf16) == bf16_greedy)
 # %% [markdown]
 # ## 4. Reading the frontier
 #
-# `specviz bench --levers` (the `levers` part of `benchmarks/cpu_bench.sh`) runs every
+# `specviz bench levers` (the `levers` part of `benchmarks/cpu_bench.sh`) runs every
 # configuration on the same code, JSON and prose requests: the target in fp32, bf16 and int8
 # (torchao, weight-only and with dynamic int8 activations), the draft alone, and speculation with
 # each target and with an int8 draft. It times each one and measures both distances as above.

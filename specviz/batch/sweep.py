@@ -71,9 +71,13 @@ def _tally(
 
 
 def decode_all(
-    run: Run, prompts: Sequence[list[int]], seeds: Sequence[int], size: int, device: Any,
+    run: Run,
+    prompts: Sequence[list[int]],
+    seeds: Sequence[int],
+    size: int,
+    device: Any,
     groups: int | None = None,
-) -> Decode:  # fmt: skip
+) -> Decode:
     """Decode the prompts in consecutive groups of `size`; groups: only the first this many
     (None: all). run(group prompts, seeds) sets a group's decode up (a drafter, a decoder) and
     returns its lazy event stream: only draining the stream is timed."""
@@ -103,33 +107,55 @@ def _entry(
     )
     drafter, gamma = setting or (None, None)
     return {
-        "temperature": t, "batch_size": size, "drafter": drafter, "gamma": gamma,
-        "repetition": rep, "seconds": decode.seconds, "tokens": [len(x) for x in decode.tokens],
-        "latency": list(decode.latency), **decode.counts, "same_tokens_as_plain": same,
-    }  # fmt: skip
+        "temperature": t,
+        "batch_size": size,
+        "drafter": drafter,
+        "gamma": gamma,
+        "repetition": rep,
+        "seconds": decode.seconds,
+        "tokens": [len(x) for x in decode.tokens],
+        "latency": list(decode.latency),
+        **decode.counts,
+        "same_tokens_as_plain": same,
+    }
 
 
 def run_batch_sweep(
-    target: Any, draft: Any, prompts: Sequence[list[int]], *, batch_sizes: Sequence[int],
-    settings: Sequence[Setting], new_tokens: int, temperature: float, repetitions: int,
-    stop: frozenset[int], progress: Progress,
-) -> list[dict[str, Any]]:  # fmt: skip
+    target: Any,
+    draft: Any,
+    prompts: Sequence[list[int]],
+    *,
+    batch_sizes: Sequence[int],
+    settings: Sequence[Setting],
+    new_tokens: int,
+    temperature: float,
+    repetitions: int,
+    stop: frozenset[int],
+    progress: Progress,
+) -> list[dict[str, Any]]:
     """Every batch size's plain and speculative decodes (each setting) of the N prompts (token
     ids, checked), at most new_tokens each, `repetitions` times after a warm-up: the runs."""
     sampling = SamplingConfig(temperature=temperature, seed=0)
     new, n = new_tokens, len(prompts)
 
     def plain_run(rows: list[list[int]], seeds: list[int]) -> Iterator[Event]:
-        return batch_autoregressive_events(target, rows, sampling=sampling, max_new_tokens=new,
-                                           stop_ids=stop, seeds=seeds)  # fmt: skip
+        return batch_autoregressive_events(
+            target, rows, sampling=sampling, max_new_tokens=new, stop_ids=stop, seeds=seeds
+        )
 
     def speculative(drafter: str, gamma: int) -> Run:
         def run(rows: list[list[int]], seeds: list[int]) -> Iterator[Event]:
             batch = build_batch_drafter(drafter, target=target, draft=draft)
             speculation = SpeculationConfig(gamma=gamma, max_new_tokens=new)
-            return BatchSpeculativeDecoder(target, batch, rows, sampling=sampling,
-                                           speculation=speculation, stop_ids=stop,
-                                           seeds=seeds).events()  # fmt: skip
+            return BatchSpeculativeDecoder(
+                target,
+                batch,
+                rows,
+                sampling=sampling,
+                speculation=speculation,
+                stop_ids=stop,
+                seeds=seeds,
+            ).events()
 
         return run
 

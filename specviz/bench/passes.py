@@ -30,9 +30,10 @@ def passes_command(argv: Sequence[str]) -> int:
     """`specviz bench passes`: the pass-cost table for the target of `--target` (default: the
     bundled one), and with --tree-nodes a tree verification's r(N)."""
     parser = argparse.ArgumentParser(
-        prog="specviz bench passes", description="What a target pass over k new tokens costs "
+        prog="specviz bench passes",
+        description="What a target pass over k new tokens costs "
         "against a 1-token step (r), on transformers' forward and specviz.fast.lean's.",
-    )  # fmt: skip
+    )
     parser.add_argument("--target", default="bundled")
     parser.add_argument("--widths", default="1,2,4,5,9", help="tokens per pass, comma-separated")
     parser.add_argument("--repeats", type=int, default=25)
@@ -55,8 +56,10 @@ def passes_command(argv: Sequence[str]) -> int:
     problem = lean_problem(pair.target, wide=True)
     if problem is None:
         forwards["specviz.fast.lean"] = lean_target_cache
-    results = {name: causal_pass_seconds(make, pair.target, prompt_ids, widths, args.repeats)
-               for name, make in forwards.items()}  # fmt: skip
+    results = {
+        name: causal_pass_seconds(make, pair.target, prompt_ids, widths, args.repeats)
+        for name, make in forwards.items()
+    }
     print(f"threads: {torch.get_num_threads()}, target: {args.target}")
     if problem is not None:
         print(f"specviz.fast.lean does not apply: {problem}")

@@ -13,13 +13,13 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from specviz.batch.rows import rebatch
 from specviz.bench.summary import gamma_curves, policies_vs_best_fixed, summarize
 from specviz.bench.sweeps import RENDER_ORDER, by_key
-from specviz.bench.sweeps.batch import rebatch
-from specviz.bench.sweeps.levers import lever_rows
 from specviz.bench.sweeps.speedup import cost_table, summary_tables
 from specviz.bench.sweeps.trees import resweep
 from specviz.endpoint.figure import speedup_figure, tpot_figure
+from specviz.results.lever_tables import lever_rows
 from specviz.results.records import DEFAULT_PRICE_PER_HOUR, Record
 from specviz.results.schema import batch_steps, flat_meta, migrate, read_result
 from specviz.results.setting import drafter_label
@@ -35,9 +35,13 @@ SERIES = {"plain": "#999999", "speculative": "#0072B2", "transformers": "#E69F00
 def plain_look(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
     """The report's own look: white, the palette above, titled axes (the app passes its own)."""
     fig.update_layout(
-        title=title, template="plotly_white", colorway=list(PALETTE), xaxis_title=x,
-        yaxis_title=y, legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
-    )  # fmt: skip
+        title=title,
+        template="plotly_white",
+        colorway=list(PALETTE),
+        xaxis_title=x,
+        yaxis_title=y,
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
+    )
     return fig
 
 
@@ -107,9 +111,13 @@ def _speedups(records: Sequence[Record], look: Look, empty: Empty) -> go.Figure:
         mine = [r for r in records if r.category == workload]
         fig.add_box(
             x=[drafter_label(asdict(r.setting)) for r in mine],
-            y=[r.metrics.speedup for r in mine], name=workload, boxpoints="all", jitter=0.4,
-            pointpos=0, marker={"color": PALETTE[i % len(PALETTE)], "size": 4},
-        )  # fmt: skip
+            y=[r.metrics.speedup for r in mine],
+            name=workload,
+            boxpoints="all",
+            jitter=0.4,
+            pointpos=0,
+            marker={"color": PALETTE[i % len(PALETTE)], "size": 4},
+        )
     fig.update_layout(boxmode="group")
     return look(fig, title, "drafter", "speedup ×")
 
@@ -127,14 +135,22 @@ def _gamma_figure(curves: Sequence[dict[str, Any]], look: Look, empty: Empty) ->
         label = f"{c['workload']} {drafter_label(c)} T={c['temperature']:g}"
         colour = PALETTE[i % len(PALETTE)]
         fig.add_scatter(
-            x=c["gammas"], y=c["measured_speedup"], name=label, legendgroup=label,
-            mode="lines+markers", line={"color": colour},
-        )  # fmt: skip
+            x=c["gammas"],
+            y=c["measured_speedup"],
+            name=label,
+            legendgroup=label,
+            mode="lines+markers",
+            line={"color": colour},
+        )
         fig.add_scatter(
-            x=c["gammas"], y=c["theory_speedup"], name=f"{label} i.i.d. estimate",
-            legendgroup=label, showlegend=False, mode="lines",
+            x=c["gammas"],
+            y=c["theory_speedup"],
+            name=f"{label} i.i.d. estimate",
+            legendgroup=label,
+            showlegend=False,
+            mode="lines",
             line={"color": colour, "dash": "dash"},
-        )  # fmt: skip
+        )
     return _whole_x(look(fig, title, "γ", "speedup ×"))
 
 
@@ -147,9 +163,12 @@ def _alpha_figure(records: Sequence[Record], look: Look, empty: Empty) -> go.Fig
     for i, workload in enumerate(sorted({r.category for r in records})):
         alphas = [r.metrics.alpha for r in records if r.category == workload]
         fig.add_histogram(
-            x=alphas, name=workload, nbinsx=20, opacity=0.75,
+            x=alphas,
+            name=workload,
+            nbinsx=20,
+            opacity=0.75,
             marker_color=PALETTE[i % len(PALETTE)],
-        )  # fmt: skip
+        )
     fig.update_layout(barmode="overlay")
     return look(fig, title, "α", "requests")
 
@@ -169,9 +188,12 @@ def _latency_cdf(records: Sequence[Record], look: Look, empty: Empty) -> go.Figu
         xs = sorted(v for v in values if v is not None)
         if xs:
             fig.add_scatter(
-                x=xs, y=[(i + 1) / len(xs) for i in range(len(xs))], name=name,
-                mode="lines+markers", line={"color": SERIES[name], "shape": "hv"},
-            )  # fmt: skip
+                x=xs,
+                y=[(i + 1) / len(xs) for i in range(len(xs))],
+                name=name,
+                mode="lines+markers",
+                line={"color": SERIES[name], "shape": "hv"},
+            )
     return look(fig, title, "seconds per request", "share of requests")
 
 
@@ -185,9 +207,12 @@ def _batch_figure(
     fig = go.Figure()
     for i, (name, steps) in enumerate(batch.items()):
         fig.add_scatter(
-            x=[b for b, _ in steps], y=[t for _, t in steps], mode="lines+markers",
-            name=Path(name).name or name, line={"color": PALETTE[i % len(PALETTE)]},
-        )  # fmt: skip
+            x=[b for b, _ in steps],
+            y=[t for _, t in steps],
+            mode="lines+markers",
+            name=Path(name).name or name,
+            line={"color": PALETTE[i % len(PALETTE)]},
+        )
     return _whole_x(look(fig, title, "batch size", "seconds per step"))
 
 
@@ -209,14 +234,22 @@ def _sweep_figure(sweep: dict[str, Any], look: Look) -> go.Figure:
     for i, c in enumerate(curves.values()):
         colour = PALETTE[i % len(PALETTE)]
         fig.add_scatter(
-            x=c["batch_sizes"], y=c["measured"], name=c["label"], legendgroup=c["label"],
-            mode="lines+markers", line={"color": colour},
-        )  # fmt: skip
+            x=c["batch_sizes"],
+            y=c["measured"],
+            name=c["label"],
+            legendgroup=c["label"],
+            mode="lines+markers",
+            line={"color": colour},
+        )
         fig.add_scatter(
-            x=c["batch_sizes"], y=c["predicted"], name=f"{c['label']} predicted",
-            legendgroup=c["label"], showlegend=False, mode="lines",
+            x=c["batch_sizes"],
+            y=c["predicted"],
+            name=f"{c['label']} predicted",
+            legendgroup=c["label"],
+            showlegend=False,
+            mode="lines",
             line={"color": colour, "dash": "dash"},
-        )  # fmt: skip
+        )
     fig.add_hline(y=1.0, line={"color": SERIES["plain"], "dash": "dot"})  # plain decoding
     sizes = sorted(sweep["plan"]["batch_sizes"])
     fig = look(fig, title, "batch size (rows a pass)", "speedup ×")
@@ -242,10 +275,16 @@ def load_result_view(
     result = resummarized(read_result(path))
     records = [Record.from_dict(r) for r in result["records"]]
     figs = figures(
-        records, result["gamma_curves"], batch_steps(result), look, empty,
-        sweep=result.get("batch_sweep"), levers=result.get("levers"),
-        endpoint=result.get("endpoint"), price_per_hour=result["meta"]["price_per_hour"],
-    )  # fmt: skip
+        records,
+        result["gamma_curves"],
+        batch_steps(result),
+        look,
+        empty,
+        sweep=result.get("batch_sweep"),
+        levers=result.get("levers"),
+        endpoint=result.get("endpoint"),
+        price_per_hour=result["meta"]["price_per_hour"],
+    )
     return figs, render(result, Path(path).stem)
 
 
@@ -269,13 +308,17 @@ def frontier_figure(section: dict[str, Any], price_per_hour: float, look: Look) 
         if not mine:
             continue
         fig.add_scatter(
-            x=[p["tv"] for p in mine], y=[p["speedup"] for p in mine], name=KIND_NAMES[kind],
-            mode="markers+text", text=[p["lever"] for p in mine], textposition="top center",
+            x=[p["tv"] for p in mine],
+            y=[p["speedup"] for p in mine],
+            name=KIND_NAMES[kind],
+            mode="markers+text",
+            text=[p["lever"] for p in mine],
+            textposition="top center",
             marker={"color": colour, "size": 11},
             customdata=[[p["agreement"], p["memory_mb"]] for p in mine],
             hovertemplate="%{text}<br>TV %{x:.3f}, speedup %{y:.2f}×<br>greedy agreement "
             "%{customdata[0]:.0%}, weights %{customdata[1]:.0f} MB<extra></extra>",
-        )  # fmt: skip
+        )
     fig.add_hline(y=1.0, line={"dash": "dot", "color": "#999999"})
     title = "Speed against distance from the fp32 target (up and left is better)"
     return look(fig, title, "mean total variation from the fp32 target", "speedup × over fp32")

@@ -60,8 +60,9 @@ def hf_generate(
             target, prompt_ids, max_new_tokens, setting.temperature, lookup=setting.gamma
         )
     schedule = assistant_settings(setting)
-    return generate(target, prompt_ids, max_new_tokens, setting.temperature, assistant=draft,
-                    schedule=schedule)  # fmt: skip
+    return generate(
+        target, prompt_ids, max_new_tokens, setting.temperature, assistant=draft, schedule=schedule
+    )
 
 
 def has_hf_counterpart(setting: BenchSetting) -> bool:
@@ -142,8 +143,11 @@ def run_caches(settings: Sequence[BenchSetting], lean: bool, keep_prefix: bool) 
     }
     if not keep_prefix:
         return lambda run, ids: made[run]
-    prefixes = {k: PrefixCache(m or KVCache) for k, m in made.items()
-                if k is None or k.drafter not in SHARED_CACHE_DRAFTERS}  # fmt: skip
+    prefixes = {
+        k: PrefixCache(m or KVCache)
+        for k, m in made.items()
+        if k is None or k.drafter not in SHARED_CACHE_DRAFTERS
+    }
     return lambda run, ids: prefixes[run].reuse(ids) if run in prefixes else made[run]
 
 
@@ -238,14 +242,26 @@ def run_request(
     for rep in range(-1, repetitions):  # rep -1 is the untimed warm-up
         sampling = SamplingConfig(temperature=setting.temperature, seed=seed + max(rep, 0))
         plain = autoregressive_generate(
-            target, tokenizer, prompt_ids, sampling=sampling,
-            max_new_tokens=request.max_new_tokens, make_cache=plain_cache(setting, lean_target),
-        )  # fmt: skip
+            target,
+            tokenizer,
+            prompt_ids,
+            sampling=sampling,
+            max_new_tokens=request.max_new_tokens,
+            make_cache=plain_cache(setting, lean_target),
+        )
         spec = speculative_run(
-            target, draft, tokenizer, prompt_ids, setting, sampling=sampling,
-            max_new_tokens=request.max_new_tokens, costs=costs, lean=lean,
-            lean_target=lean_target, heads=heads,
-        )  # fmt: skip
+            target,
+            draft,
+            tokenizer,
+            prompt_ids,
+            setting,
+            sampling=sampling,
+            max_new_tokens=request.max_new_tokens,
+            costs=costs,
+            lean=lean,
+            lean_target=lean_target,
+            heads=heads,
+        )
         hf_seconds, hf_tokens = (
             hf_generate(target, draft, prompt_ids, setting, request.max_new_tokens)
             if with_hf and has_hf_counterpart(setting)

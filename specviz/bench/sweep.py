@@ -1,9 +1,9 @@
 """The protocol every `specviz bench` study follows: its flags, a plan, a run, a saved section
 and the Markdown that section renders to; and what the studies share.
 
-A study is chosen by its subcommand (`specviz bench trees ...`) or by the flag that asked for it
-before the subcommands (`--tree-sweep`, kept as an alias). Its plan checks the flags before any
-model is loaded; its run measures; what it saves is a section of the result JSON under its key
+A study is chosen by its subcommand (`specviz bench trees ...`; none: speedup), which parses the
+flags every local study reads and the study's own. Its plan checks the flags before any model
+is loaded; its run measures; what it saves is a section of the result JSON under its key
 (specviz.results.schema); its render turns that section, read back, into Markdown. A study with
 flags of its own (replay) parses them apart from `specviz bench`'s, and prints its section.
 
@@ -29,7 +29,6 @@ from specviz.workloads import Request
 
 Progress = Callable[[int, int, str], None]  # (done, total, label)
 T = TypeVar("T")
-DEFAULT_NODES = (1, 4, 8, 16, 32)  # the node budgets of `specviz bench trees`
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,13 +79,11 @@ class Sweep(Protocol):
         """True when its subcommand parses flags of its own, not `specviz bench`'s."""
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        """Register its own flags (on `specviz bench`'s parser, or on its own)."""
-
-    def asked(self, args: argparse.Namespace) -> bool:
-        """True when the flags ask for it without its subcommand (its alias flag is given)."""
+        """Register its own flags (on its subcommand's parser, or on its own)."""
 
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
-        """The flags as its subcommand means them (its alias flag set where it is not)."""
+        """The flags with its own defaults where the shared ones were not given (the drafters
+        and workloads a study runs when --drafters or --workloads is not given)."""
 
     def plan(
         self,
@@ -95,8 +92,8 @@ class Sweep(Protocol):
         policies: Sequence[str],
         requests: Sequence[Request],
     ) -> Any:
-        """What it will run (None where the flags do not ask for it); ValueError, saying what
-        to change, for what it cannot run. No model is loaded."""
+        """What it will run; ValueError, saying what to change, for what it cannot run. No
+        model is loaded."""
 
     def run(self, plan: Any, context: Context) -> Outcome:
         """Measure the plan."""
@@ -138,14 +135,6 @@ def rotated(items: Sequence[T], k: int) -> list[T]:
     return [*items[k:], *items[:k]]
 
 
-def grouped(items: Iterable[T], key: Callable[[T], Any]) -> dict[Any, list[T]]:
-    """items by key(item), each key in the order it first comes."""
-    out: dict[Any, list[T]] = {}
-    for item in items:
-        out.setdefault(key(item), []).append(item)
-    return out
-
-
 def plain(plan: Any, **extra: Any) -> dict[str, Any]:
     """A plan (a frozen dataclass) as JSON data, its tuples as lists, with extra keys."""
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(plan).items()} | extra
@@ -165,8 +154,8 @@ def refuse(why: str, clashes: Iterable[tuple[str, bool]]) -> None:
 
 
 def drafter_names(args: argparse.Namespace) -> list[str]:
-    """--drafters as a list (default: model, or tree-model under --tree-sweep)."""
-    given = args.drafters or ("tree-model" if args.tree_sweep else "model")
+    """--drafters as a list (default: model, or tree-model for `specviz bench trees`)."""
+    given = args.drafters or ("tree-model" if args.study == "trees" else "model")
     return [d.strip() for d in given.split(",") if d.strip()]
 
 
@@ -210,9 +199,10 @@ def check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 def check_tree_flags(args: argparse.Namespace, drafters: list[str], policies: list[str]) -> None:
     """ValueError, saying what to change, for tree options the run cannot honour."""
     for flag, value in (
-        ("--tree-nodes", args.tree_nodes), ("--tree-depth", args.tree_depth),
+        ("--tree-nodes", args.tree_nodes),
+        ("--tree-depth", args.tree_depth),
         ("--tree-width", args.tree_width),
-    ):  # fmt: skip
+    ):
         if value < 1:
             raise ValueError(f"{flag} must be an integer >= 1 (got {value})")
     trees = [d for d in drafters if d in TREE_DRAFTERS]
@@ -223,40 +213,72 @@ def check_tree_flags(args: argparse.Namespace, drafters: list[str], policies: li
             "attention mask, which --lean-target's forward does not take: drop --lean-target, "
             "or bench the tree drafters in a run of their own"
         )
-    if trees and "fixed" not in policies and args.tree_sweep is None:
+    if trees and "fixed" not in policies and args.study != "trees":
         raise ValueError(
             f"{', '.join(trees)} draft to a fixed depth (--tree-depth): add fixed to --policies"
         )
 
 
+def caps(text: str) -> list[int | None]:
+    """'none,2' → [None, 2]: draft-model caps of the hybrid drafters (none: no cap)."""
+    return [None if x.strip() == "none" else int(x) for x in text.split(",") if x.strip()]
+
+
+def add_policy_arguments(b: argparse.ArgumentParser) -> None:
+    """Register the drafting settings every local study reads beside the tree options: the γ
+    policies (--policies, --start-gamma), the hybrids' draft-model cap (--model-gamma) and the
+    early-exit drafter's layers (--exit-layer)."""
+    b.add_argument(
+        "--exit-layer",
+        type=ints,
+        default="8",
+        help="layers the early-exit drafter uses (comma list to compare draft sizes)",
+    )
+    b.add_argument(
+        "--model-gamma",
+        type=caps,
+        default="none",
+        help="hybrid drafters (ngram+...): at most this many draft-model tokens a round "
+        "while lookup copies run to gamma; comma list to compare, 'none' for no cap (default)",
+    )
+    b.add_argument(
+        "--policies",
+        default="fixed",
+        help=f"comma list of gamma policies {POLICIES}; fixed sweeps --gammas",
+    )
+    b.add_argument(
+        "--start-gamma", type=int, default=4, help="where the dynamic gamma policies start"
+    )
+
+
 def add_tree_arguments(b: argparse.ArgumentParser) -> None:
     """Register the tree options every local study reads (--tree-nodes, --tree-depth,
-    --tree-width, --tree-rule) and --tree-sweep, which asks for `specviz bench trees`."""
+    --tree-width, --tree-rule)."""
     defaults = DrafterOptions()
-    b.add_argument("--tree-nodes", type=int, default=defaults.tree_nodes,
-                   help="tree drafters: at most this many nodes a round")  # fmt: skip
     b.add_argument(
-        "--tree-depth", type=int, default=defaults.tree_depth,
+        "--tree-nodes",
+        type=int,
+        default=defaults.tree_nodes,
+        help="tree drafters: at most this many nodes a round",
+    )
+    b.add_argument(
+        "--tree-depth",
+        type=int,
+        default=defaults.tree_depth,
         help="tree drafters: levels a round drafts (their gamma; --gammas is the chains'), and "
-        "the depth D of --tree-sweep",
-    )  # fmt: skip
-    b.add_argument("--tree-width", type=int, default=defaults.tree_width,
-                   help="tree drafters: at most this many children a node")  # fmt: skip
+        "the depth D of `specviz bench trees`",
+    )
     b.add_argument(
-        "--tree-rule", default="exact", choices=sorted(TREE_RULES),
+        "--tree-width",
+        type=int,
+        default=defaults.tree_width,
+        help="tree drafters: at most this many children a node",
+    )
+    b.add_argument(
+        "--tree-rule",
+        default="exact",
+        choices=sorted(TREE_RULES),
         help="how tree drafters' trees are verified: exact (the output follows the target's "
         "law) or typical (Medusa's typical acceptance: LOSSY, its output does not follow the "
         "target's law; every table row and record that ran it says so)",
-    )  # fmt: skip
-    b.add_argument(
-        "--tree-sweep", nargs="?", const=",".join(map(str, DEFAULT_NODES)), default=None,
-        metavar="N,...",
-        help="run the node-budget sweep instead of the other settings: at depth --tree-depth, "
-        "the chain (N = 1: the chain drafter at gamma = depth, as many draft calls a round) "
-        "and each tree drafter of --drafters (default then: tree-model) at each node budget N; "
-        "reports tokens a target pass, r(N) (a pass over N tree tokens against a 1-token step), "
-        "the speedup over plain decoding, the chain and transformers' assisted generation, and "
-        "where the tree pays (without a value: N = "
-        f"{','.join(map(str, DEFAULT_NODES))}; --gammas, --policies and --tree-nodes are for "
-        "the other settings)",
-    )  # fmt: skip
+    )

@@ -1,9 +1,9 @@
 """`specviz bench`: measure speedup on workloads, interleaved, against transformers and theory.
 
-The first word after `bench` picks the study (specviz.bench.sweeps); a study with flags of its
-own (replay) and the commands beside the studies (passes, identity, markdown, saved) parse
-their own. A run writes its JSON result (specviz.results.schema) and a self-contained HTML
-report, and prints its summary.
+The first word after `bench` picks the study (specviz.bench.sweeps; its parser:
+specviz.cli.bench_parser); a study with flags of its own (replay) and the commands beside the
+studies (passes, identity, markdown, saved) parse their own. A run writes its JSON result
+(specviz.results.schema) and a self-contained HTML report, and prints its summary.
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ from specviz.bench.passes import passes_command
 from specviz.bench.report import figures, html_report, render, resummarized
 from specviz.bench.report import load_result_view as load_result_view  # specviz app's view
 from specviz.bench.summary import gamma_curves, policies_vs_best_fixed, summarize
-from specviz.bench.sweep import Context, Sweep, check, floats, ints
+from specviz.bench.sweep import Context, Sweep, check
 from specviz.bench.sweeps import studies
-from specviz.bench.sweeps.batch import STEP_BATCH_SIZES
 from specviz.bench.sweeps.endpoint import endpoint_meta
 from specviz.bench.sweeps.speedup import summary_line
 from specviz.console import progress_bar, say
@@ -36,28 +35,29 @@ from specviz.drafters.trimmed import load_head_tokens
 from specviz.fast.lean import lean_problem
 from specviz.fast.packed import is_packed
 from specviz.models.chat import prompt_format
-from specviz.models.loading import BUNDLED, DTYPES, MODEL_SPEC_HELP, load_pair, parse_dtype, resolve
+from specviz.models.loading import BUNDLED, load_pair, parse_dtype, resolve
 from specviz.results.records import DEFAULT_PRICE_PER_HOUR, Record
 from specviz.results.schema import SCHEMA, batch_steps, read_result, validate
-from specviz.runtime import HelpFormatter, add_threads_argument, cpu_name, gpu_meta
+from specviz.runtime import cpu_name, gpu_meta
 from specviz.stats.identity import identity_command
 from specviz.tune.defaults import resolve_defaults
 from specviz.tune.timing import step_times
-from specviz.workloads import AGENT_WORKLOADS, WORKLOADS, Request, load_requests
+from specviz.workloads import Request, load_requests
 
 PROMPT_FORMATS = {"chat": "through the chat template", "raw": "as raw text"}  # meta's wording
-LEVERS_FORWARD = "transformers (--levers: every lever's target; int8 weights through torchao)"
+LEVERS_FORWARD = "transformers (specviz bench levers: every lever's target; int8 through torchao)"
 LEVERS_DRAFT_FORWARD = "specviz.fast.lean where it applies (fp32, bf16), else transformers"
-BATCH_FORWARD = "transformers (--batch-sizes: batched through specviz.batch)"
+BATCH_FORWARD = "transformers (specviz bench batch: batched through specviz.batch)"
 SERVER_DRAFT = "the server's own speculation"  # an endpoint run's draft_forward
 
 
 def saved_command(argv: Sequence[str]) -> int:
     """`specviz bench saved RESULT.json OUT.html`: a saved result's HTML report, rebuilt."""
     parser = argparse.ArgumentParser(
-        prog="specviz bench saved", description="Write the self-contained HTML report of a saved "
+        prog="specviz bench saved",
+        description="Write the self-contained HTML report of a saved "
         "result (any schema version) again.",
-    )  # fmt: skip
+    )
     parser.add_argument("result", metavar="RESULT.json", help="a `specviz bench --out` result")
     parser.add_argument("html", metavar="OUT.html", help="the report to write")
     args = parser.parse_args(argv)
@@ -69,9 +69,10 @@ def saved_command(argv: Sequence[str]) -> int:
 def markdown_command(argv: Sequence[str]) -> int:
     """`specviz bench markdown RESULT.json ...`: every saved result's tables, as Markdown."""
     parser = argparse.ArgumentParser(
-        prog="specviz bench markdown", description="Print each saved result as a Markdown "
+        prog="specviz bench markdown",
+        description="Print each saved result as a Markdown "
         "section: its command, machine and every table, each number from the JSON.",
-    )  # fmt: skip
+    )
     parser.add_argument("results", nargs="+", metavar="RESULT.json", help="saved results")
     paths = parser.parse_args(argv).results
     sections = [render(resummarized(read_result(p)), Path(p).stem) for p in paths]
@@ -99,8 +100,12 @@ def commands() -> dict[str, Callable[[Sequence[str]], int]]:
     table: dict[str, Callable[[Sequence[str]], int]] = {
         s.name: partial(study_command, s) for s in studies() if s.own_flags
     }
-    return table | {"passes": passes_command, "identity": identity_command,
-                    "saved": saved_command, "markdown": markdown_command}  # fmt: skip
+    return table | {
+        "passes": passes_command,
+        "identity": identity_command,
+        "saved": saved_command,
+        "markdown": markdown_command,
+    }
 
 
 def subcommands() -> tuple[str, ...]:
@@ -118,124 +123,9 @@ def command(argv: Sequence[str]) -> Callable[[], int] | None:
     return lambda: run(rest)
 
 
-def study_argv(argv: Sequence[str]) -> list[str]:
-    """`bench STUDY ...` as `bench --study STUDY ...`: its subcommand as the hidden flag the
-    parser reads (the commands with parsers of their own are left to command)."""
-    shared = [s.name for s in studies() if not s.own_flags]
-    if len(argv) > 1 and argv[0] == "bench" and argv[1] in shared:
-        return ["bench", "--study", argv[1], *argv[2:]]
-    return list(argv)
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Register the bench subcommand."""
-    b = sub.add_parser(
-        "bench",
-        help="benchmark speedup on workloads against plain and transformers",
-        description="Benchmark speculative decoding on workloads, interleaved with plain "
-        "decoding and transformers' assisted generation; writes JSON and an HTML report. "
-        "The first word picks the study: speedup (the default), trees (the tree drafters' "
-        "node-budget sweep; alias --tree-sweep), batch (plain and speculative decoding of the "
-        "same requests at each batch size; alias --batch-sizes), levers (speculation beside "
-        "lower precision and the small model; alias --levers), memory (drafting from memory on "
-        "the agent workloads, run in order), cross (a draft with another tokenizer: the "
-        "cross-tokenizer drafters against transformers; alias --cross), endpoint (a served "
-        "model; alias --endpoint URL), heads (the drafting heads beside the other drafters). "
-        "With flags of their own (each with --help): replay (γ policies replayed on recorded "
-        "target passes), passes (a target pass against a 1-token step, on both forwards), "
-        "identity (a pair's greedy identity at T = 0), markdown (saved results' tables) and "
-        "saved (a saved result's HTML report, rebuilt).",
-        formatter_class=HelpFormatter,
-    )  # fmt: skip
-    shared = [s for s in studies() if not s.own_flags]
-    names = [s.name for s in shared]  # --study: set by the subcommand (study_argv)
-    b.add_argument("--study", choices=names, default=None, help=argparse.SUPPRESS)
-    b.add_argument("--target", default=BUNDLED, help=f"target: {MODEL_SPEC_HELP}")
-    b.add_argument(
-        "--draft", action="append",
-        help=f"draft: {MODEL_SPEC_HELP}; repeat to compare drafts (default: {BUNDLED})",
-    )  # fmt: skip
-    b.add_argument(
-        "--workloads", default=None,
-        help=f"comma list of {(*WORKLOADS, *AGENT_WORKLOADS)} or JSONL paths (default: code; "
-        "the memory study's: the agent workloads)",
-    )  # fmt: skip
-    b.add_argument(
-        "--raw", action="store_true",
-        help="send each prompt as plain text to continue; by default it goes through the "
-        "target tokenizer's chat template (one user turn) where the tokenizer has one",
-    )  # fmt: skip
-    b.add_argument("--limit", type=int, default=0, help="first N prompts of each workload (0: all)")
-    b.add_argument("--gammas", type=ints, default="4", help="comma list, e.g. 1,2,3,4,6,8")
-    b.add_argument("--temperatures", type=floats, default=None,
-                   help="comma list, e.g. 0,1 (default: each prompt's own)")  # fmt: skip
-    b.add_argument(
-        "--drafters", default=None,
-        help="comma list of model, model:trimmed (head cut to 8,192 tokens), ngram, early-exit, "
-        "early-exit:shared (the same layers drafting into the target's own KV cache), "
-        "ngram+model, ngram+model:trimmed (n-gram lookup where the text repeats, else the "
-        "draft), eagle, medusa (drafting heads on the target's own features: --heads), "
-        "tree-model, tree-model:sampled, tree-ngram, tree-eagle, tree-medusa "
-        "(token trees verified in one pass: --tree-nodes, --tree-depth, --tree-width; no "
-        "transformers counterpart) (default: model; tree-model with --tree-sweep)",
-    )  # fmt: skip
-    b.add_argument(
-        "--heads", metavar="DIR",
-        help="head drafters (eagle, medusa and their trees): the folder of "
-        "eagle3.safetensors / medusa.safetensors trained for --target "
-        "(default: the heads shipped for the bundled target); they verify through the target "
-        "forward plain decoding runs on",
-    )  # fmt: skip
-    shared[0].add_arguments(b)
-    b.add_argument("--reps", type=int, default=3, help="timed repetitions after one warm-up")
-    b.add_argument("--no-hf", action="store_true", help="skip transformers' assisted generation")
-    b.add_argument(
-        "--price-per-hour", type=float, default=DEFAULT_PRICE_PER_HOUR,
-        help="USD per device-hour for the cost per 1k tokens (default %(default)s: a small "
-        "cloud CPU instance; give your GPU's rate there)",
-    )  # fmt: skip
-    b.add_argument("--dtype", default="float32", choices=sorted(DTYPES),
-                   help="weights' and compute dtype")  # fmt: skip
-    b.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
-    add_threads_argument(b)
-    b.add_argument("--no-pack", action="store_true", help="no oneDNN weight pre-packing on CPU")
-    b.add_argument(
-        "--no-lean", action="store_true",
-        help="draft through transformers' forward instead of specviz.fast.lean's "
-        "(small Llama drafts; the drafting heads' target forward follows --lean-target)",
-    )  # fmt: skip
-    b.add_argument(
-        "--lean-target", action="store_true",
-        help="run the target (plain and speculative) through specviz.fast.lean's forward where "
-        "it applies (packed Llama targets); transformers' own generation keeps its forward",
-    )  # fmt: skip
-    b.add_argument(
-        "--step-batch-sizes", type=ints, default=STEP_BATCH_SIZES, metavar="B,...",
-        help="comma list of batch sizes at which to time one plain decode step of the target",
-    )  # fmt: skip
-    for study in shared[1:]:
-        study.add_arguments(b)
-    b.add_argument("--out", default="bench.json", help="JSON results")
-    b.add_argument(
-        "--html", default=None, help="self-contained plotly report (default: beside --out, .html)"
-    )
-
-
 def study_of(args: argparse.Namespace) -> Sweep:
-    """The study its subcommand names, else the one an alias flag asks for (the endpoint's
-    first), else speedup; ValueError when a subcommand meets another study's flag."""
-    default, *others = [s for s in studies() if not s.own_flags]
-    asked = [s for s in sorted(others, key=lambda s: s.name != "endpoint") if s.asked(args)]
-    named = getattr(args, "study", None)
-    if named is None:
-        return asked[0] if asked else default
-    study = next(s for s in studies() if s.name == named)
-    clash = [s.name for s in asked if s.name != named]
-    if clash:
-        raise ValueError(
-            f"specviz bench {named} runs one study: drop the flags that ask for {clash[0]}"
-        )
-    return study
+    """The study its subcommand names (speedup where none is named)."""
+    return next(s for s in studies() if s.name == args.study)
 
 
 def _requests(args: argparse.Namespace) -> list[Request]:
@@ -248,8 +138,8 @@ def draft_forward(args: argparse.Namespace, draft: Any) -> str:
     """How the draft model ran: specviz.fast.lean's forward, or transformers' (and why)."""
     if args.no_lean:
         return "transformers (--no-lean)"
-    if args.tree_sweep is not None:
-        return "transformers (--tree-sweep: the chain drafts as the tree drafters do)"
+    if args.study == "trees":
+        return "transformers (specviz bench trees: the chain drafts as the tree drafters do)"
     problem = lean_problem(draft)
     return "lean (specviz.fast.lean)" if problem is None else f"transformers ({problem})"
 
@@ -278,11 +168,7 @@ def run_bench(args: argparse.Namespace) -> int:
         steps = args.step_batch_sizes
         raise ValueError(f"--step-batch-sizes must be integers >= 1 (got {steps})")
     requests = _requests(args)
-    local = [s for s in studies() if s.name != "endpoint" and not s.own_flags]
-    plans = {  # every local study's plan: each checks its flags against the others'
-        s.name: s.plan(args, drafters, policies, requests) for s in local
-    }
-    plan = plans[study.name]
+    plan = study.plan(args, drafters, policies, requests)
     records: list[Record] = []
     sections: dict[str, dict[str, Any] | None] = {}
     drafts: dict[str, dict[str, Any]] = {}  # what was measured with each --draft loaded
@@ -292,16 +178,28 @@ def run_bench(args: argparse.Namespace) -> int:
         sections[str(study.key)], fmt = outcome.section, outcome.prompt_format
         packed, forward = not args.no_pack, LEVERS_FORWARD
         drafts[(args.draft or [BUNDLED])[0]] = {  # no plain step timing in a levers run
-            "draft_forward": LEVERS_DRAFT_FORWARD, "batch_step_seconds": []}  # fmt: skip
+            "draft_forward": LEVERS_DRAFT_FORWARD,
+            "batch_step_seconds": [],
+        }
     if study.per_draft and any(d.endswith("model:trimmed") for d in drafters):  # ranking first
         for draft_spec in args.draft or [BUNDLED]:
             load_head_tokens(resolve(draft_spec, "draft", say))
     for draft_spec in (args.draft or [BUNDLED]) if study.per_draft else []:
-        pair = load_pair(args.target, draft_spec, dtype=parse_dtype(args.dtype),
-                         device=args.device, pack=not args.no_pack, progress=say)  # fmt: skip
+        pair = load_pair(
+            args.target,
+            draft_spec,
+            dtype=parse_dtype(args.dtype),
+            device=args.device,
+            pack=not args.no_pack,
+            progress=say,
+        )
         fmt = prompt_format(pair.tokenizer, raw=args.raw)  # the target's: the same each time
-        outcome = study.run(plan, Context(args=args, requests=requests, progress=progress_bar,
-                                          pair=pair, draft=draft_spec))  # fmt: skip
+        outcome = study.run(
+            plan,
+            Context(
+                args=args, requests=requests, progress=progress_bar, pair=pair, draft=draft_spec
+            ),
+        )
         records += outcome.records
         if study.key is not None:
             sections[study.key] = outcome.section
@@ -315,14 +213,22 @@ def run_bench(args: argparse.Namespace) -> int:
         packed = is_packed(pair.target.get_output_embeddings())  # the target's: the same each time
         forward = target_forward(args, pair.target)
     meta = {
-        "torch": torch.__version__, "transformers": transformers.__version__,
-        "python": platform.python_version(), "machine": platform.machine(),
-        "threads": torch.get_num_threads(), "cpu": cpu_name(), "device": args.device,
-        **gpu_meta(args.device), "dtype": args.dtype, "packed_weights": packed,
-        "target_forward": forward, "price_per_hour": args.price_per_hour, "prompt_format": fmt,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "threads": torch.get_num_threads(),
+        "cpu": cpu_name(),
+        "device": args.device,
+        **gpu_meta(args.device),
+        "dtype": args.dtype,
+        "packed_weights": packed,
+        "target_forward": forward,
+        "price_per_hour": args.price_per_hour,
+        "prompt_format": fmt,
         "command": shlex.join(["specviz", *sys.argv[1:]]),
         "profile": run_profile(args),
-    }  # fmt: skip
+    }
     if any(d in HEAD_DRAFTERS for d in drafters):  # whose features the heads were trained on
         meta["heads"] = args.heads or "shipped (specviz/assets/heads)"
     payload = saved_result(meta, drafts, records, sections)
@@ -339,17 +245,26 @@ def run_bench(args: argparse.Namespace) -> int:
 
 
 def _write(
-    args: argparse.Namespace, study: Sweep, payload: dict[str, Any], records: Sequence[Record],
-    title: str, said: str,
-) -> int:  # fmt: skip
+    args: argparse.Namespace,
+    study: Sweep,
+    payload: dict[str, Any],
+    records: Sequence[Record],
+    title: str,
+    said: str,
+) -> int:
     """Write the result's JSON and HTML report (figures of its records), print the study's
     section and where they are."""
     Path(args.out).write_text(json.dumps(payload, indent=2), encoding="utf-8")
     html = Path(args.html) if args.html else Path(args.out).with_suffix(".html")
     report = figures(
-        records, payload["gamma_curves"], batch_steps(payload), sweep=payload["batch_sweep"],
-        levers=payload["levers"], endpoint=payload["endpoint"], price_per_hour=args.price_per_hour,
-    )  # fmt: skip
+        records,
+        payload["gamma_curves"],
+        batch_steps(payload),
+        sweep=payload["batch_sweep"],
+        levers=payload["levers"],
+        endpoint=payload["endpoint"],
+        price_per_hour=args.price_per_hour,
+    )
     html.write_text(html_report(report, title), encoding="utf-8")
     if study.key is not None and payload[study.key] is not None:
         print(study.render(payload[study.key], args.price_per_hour))
@@ -366,9 +281,11 @@ def run_profile(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def saved_result(
-    meta: dict[str, Any], drafts: dict[str, dict[str, Any]], records: Sequence[Record],
+    meta: dict[str, Any],
+    drafts: dict[str, dict[str, Any]],
+    records: Sequence[Record],
     sections: Mapping[str, dict[str, Any] | None] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """What `specviz bench --out` writes (specviz.results.schema, version SCHEMA).
 
     meta: what is common to the run, its price_per_hour among it; drafts: each --draft's own
@@ -379,10 +296,14 @@ def saved_result(
     given = sections or {}
     rows = summarize(records, meta["price_per_hour"])
     payload = {
-        "schema": SCHEMA, "meta": meta, "drafts": drafts, "summary": rows,
-        "gamma_curves": gamma_curves(rows), "policies_vs_best_fixed": policies_vs_best_fixed(rows),
+        "schema": SCHEMA,
+        "meta": meta,
+        "drafts": drafts,
+        "summary": rows,
+        "gamma_curves": gamma_curves(rows),
+        "policies_vs_best_fixed": policies_vs_best_fixed(rows),
         **{s.key: given.get(s.key) for s in studies() if s.key is not None},
         "records": [r.to_dict() for r in records],
-    }  # fmt: skip
+    }
     validate(payload)
     return payload

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from specviz.cli import audit as audit_cli
 from specviz.cli import bench as bench_cli
+from specviz.cli import bench_parser
 from specviz.cli import drafters as drafters_cli
 from specviz.cli import generate as generate_cli
 from specviz.cli import tune as tune_cli
@@ -32,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate_cli.add_parser(sub)
     verify_cli.add_parser(sub)
     audit_cli.add_parser(sub)
-    bench_cli.add_parser(sub)
+    bench_parser.add_parser(sub)
     sub.add_parser(
         "app",
         add_help=False,  # `specviz app --help` is the app's own (specviz.app.main)
@@ -61,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if command is not None:
             return command()
-        args = build_parser().parse_args(bench_cli.study_argv(given))
+        args = build_parser().parse_args(given)
         defaults = generate_defaults(args) if args.command == "generate" else None
         threads = getattr(args, "threads", None)  # tune sets its own, per measurement
         if threads is None and defaults is not None:

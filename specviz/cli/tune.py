@@ -91,11 +91,15 @@ def render(profile: Profile) -> list[str]:
         ]
         rows.append(
             [
-                m.forward, str(m.threads), f"{m.step_seconds * 1e3:.2f}",
-                *(f"{m.ratio(k):.2f}" for k in ks), f"{m.c:.3f}",
-                f"{m.round_seconds(profile.gamma) * 1e3:.2f}", ", ".join(chosen),
+                m.forward,
+                str(m.threads),
+                f"{m.step_seconds * 1e3:.2f}",
+                *(f"{m.ratio(k):.2f}" for k in ks),
+                f"{m.c:.3f}",
+                f"{m.round_seconds(profile.gamma) * 1e3:.2f}",
+                ", ".join(chosen),
             ]
-        )  # fmt: skip
+        )
     width = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = [
         "  ".join(cell.ljust(w) for cell, w in zip(r, width, strict=True)).rstrip() for r in rows

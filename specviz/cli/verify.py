@@ -292,13 +292,17 @@ def run_verify(args: argparse.Namespace) -> int:
         target, draft = pair.target, pair.draft
         if args.drafter in CROSS_TOKENIZER_DRAFTERS:
             translation = cross_tokenizers(  # once for the many drafters the suite builds
-                pair.tokenizer, pair.draft_tokenizer, target_vocab=vocab_size(target),
+                pair.tokenizer,
+                pair.draft_tokenizer,
+                target_vocab=vocab_size(target),
                 draft_vocab=vocab_size(draft),
-            )  # fmt: skip
+            )
             options = replace(
-                options, tokenizer=pair.tokenizer, draft_tokenizer=pair.draft_tokenizer,
+                options,
+                tokenizer=pair.tokenizer,
+                draft_tokenizer=pair.draft_tokenizer,
                 translation=translation,
-            )  # fmt: skip
+            )
         prompt = DEFAULT_PROMPT if args.prompt is None else utf8_text(args.prompt, "--prompt")
         context = prompt_ids(pair.tokenizer, prompt, raw=args.raw)
         fmt = prompt_format(pair.tokenizer, raw=args.raw)

@@ -106,9 +106,13 @@ class CrossTextDrafter:
         tokens = tokens if stop is None else tokens[: stop + 1]
         if self.explaining:
             self.last = Written(
-                text=text, context=context, written=written, ended=ended,
-                stable=len(stable), proposed=len(tokens),
-            )  # fmt: skip
+                text=text,
+                context=context,
+                written=written,
+                ended=ended,
+                stable=len(stable),
+                proposed=len(tokens),
+            )
         q_draft = torch.zeros(len(tokens), self.target_vocab)  # (k, V_target) one-hot rows
         q_draft[torch.arange(len(tokens)), torch.tensor(tokens, dtype=torch.long)] = 1.0
         return Draft(

@@ -1,4 +1,4 @@
-"""Speculation measured on a served model: `specviz bench --endpoint` (docs/serving.md).
+"""Speculation measured on a served model: `specviz bench endpoint` (docs/serving.md).
 
 client sends one timed request to an OpenAI-compatible server; engine reads acceptance as the
 engine reports it (Prometheus counters, per-request fields); sweep runs the paired load sweep;

@@ -24,12 +24,17 @@ def speedup_figure(section: dict[str, Any], price: float, look: Look) -> go.Figu
     rows = endpoint_rows(section, price)
     for t in sorted({r["temperature"] for r in rows}):
         mine = [r for r in rows if r["temperature"] == t]
-        for key, name, dash in (("paired_speedup", "paired, per token", "solid"),
-                                ("throughput_ratio", "throughput", "dot")):  # fmt: skip
+        for key, name, dash in (
+            ("paired_speedup", "paired, per token", "solid"),
+            ("throughput_ratio", "throughput", "dot"),
+        ):
             fig.add_scatter(
-                x=[r["concurrency"] for r in mine], y=[r[key] for r in mine],
-                name=f"{_mode(t)}: {name}", mode="lines+markers", line={"dash": dash},
-            )  # fmt: skip
+                x=[r["concurrency"] for r in mine],
+                y=[r[key] for r in mine],
+                name=f"{_mode(t)}: {name}",
+                mode="lines+markers",
+                line={"dash": dash},
+            )
     fig.add_hline(y=1.0, line={"dash": "dot", "color": "#999999"})
     fig.update_xaxes(type="log", dtick=0.30103)
     return look(fig, "Speculation on over off, against load (above 1: it pays)", "concurrency", "×")
@@ -44,9 +49,11 @@ def tpot_figure(section: dict[str, Any], price: float, look: Look) -> go.Figure:
         for side in ("base", "spec"):
             ys = [(r[side] or {}).get("tpot") for r in mine]
             fig.add_scatter(
-                x=[r["concurrency"] for r in mine], y=[None if y is None else y * 1e3 for y in ys],
-                name=f"{_mode(t)}: {side}", mode="lines+markers",
-            )  # fmt: skip
+                x=[r["concurrency"] for r in mine],
+                y=[None if y is None else y * 1e3 for y in ys],
+                name=f"{_mode(t)}: {side}",
+                mode="lines+markers",
+            )
     fig.update_xaxes(type="log", dtick=0.30103)
     title = "Time per output token after the first (absent without streaming)"
     return look(fig, title, "concurrency", "TPOT, ms")

@@ -76,12 +76,22 @@ def run_batch(
 def _run_row(side: str, c: int, rep: int, copy: int, job: Job, reply: Reply) -> dict[str, Any]:
     """One timed request as saved."""
     return {
-        "side": side, "concurrency": c, "rep": rep, "copy": copy, "request": job.request,
-        "category": job.category, "temperature": job.temperature, "ttft": reply.ttft,
-        "e2e": reply.e2e, "tokens": reply.completion_tokens, "prompt_tokens": reply.prompt_tokens,
-        "chunks": reply.chunks, "finish_reason": reply.finish_reason, "text": reply.text,
+        "side": side,
+        "concurrency": c,
+        "rep": rep,
+        "copy": copy,
+        "request": job.request,
+        "category": job.category,
+        "temperature": job.temperature,
+        "ttft": reply.ttft,
+        "e2e": reply.e2e,
+        "tokens": reply.completion_tokens,
+        "prompt_tokens": reply.prompt_tokens,
+        "chunks": reply.chunks,
+        "finish_reason": reply.finish_reason,
+        "text": reply.text,
         "engine": reply.engine,
-    }  # fmt: skip
+    }
 
 
 def _groups(jobs: Sequence[Job]) -> list[list[Job]]:
@@ -129,11 +139,17 @@ def run_endpoint_sweep(
                         _run_row(name, c, rep, copy, j, r)
                         for (copy, j), r in zip(batch, replies, strict=True)
                     ]
-                    batches.append({
-                        "side": name, "concurrency": c, "rep": rep,
-                        "temperature": group[0].temperature, "wall": wall,
-                        "requests": len(batch), "counters": counter_delta(before, after),
-                    })  # fmt: skip
+                    batches.append(
+                        {
+                            "side": name,
+                            "concurrency": c,
+                            "rep": rep,
+                            "temperature": group[0].temperature,
+                            "wall": wall,
+                            "requests": len(batch),
+                            "counters": counter_delta(before, after),
+                        }
+                    )
                     done += 1
                     progress(done, total, f"{name} c={c} T={group[0].temperature}")
     return {

@@ -111,19 +111,25 @@ def endpoint_rows(section: dict[str, Any], price: float) -> list[dict[str, Any]]
         spec, base = mine(runs, "spec"), mine(runs, "base")
         sides = {n: _side(mine(runs, n), mine(batches, n), price) for n in ("spec", "base")}
         tps = [(sides[n] or {}).get("tokens_per_second") for n in ("spec", "base")]
-        out.append({
-            "temperature": t, "concurrency": c, "requests": len(spec or base),
-            "spec": sides["spec"], "base": sides["base"], "pairs": len(here),
-            "paired_speedup": statistics.median(ratios) if ratios else None,
-            "throughput_ratio": tps[0] / tps[1] if None not in tps and tps[1] else None,
-            "identical": sum(b["text"] == s["text"] for b, s in here) if t == 0 else None,
-            "diverged_after": sorted(
-                _common(b["text"], s["text"])
-                for b, s in here
-                if t == 0 and b["text"] != s["text"]
-            ),
-            "engine": _engine(spec, mine(batches, "spec")),
-        })  # fmt: skip
+        out.append(
+            {
+                "temperature": t,
+                "concurrency": c,
+                "requests": len(spec or base),
+                "spec": sides["spec"],
+                "base": sides["base"],
+                "pairs": len(here),
+                "paired_speedup": statistics.median(ratios) if ratios else None,
+                "throughput_ratio": tps[0] / tps[1] if None not in tps and tps[1] else None,
+                "identical": sum(b["text"] == s["text"] for b, s in here) if t == 0 else None,
+                "diverged_after": sorted(
+                    _common(b["text"], s["text"])
+                    for b, s in here
+                    if t == 0 and b["text"] != s["text"]
+                ),
+                "engine": _engine(spec, mine(batches, "spec")),
+            }
+        )
     return out
 
 
@@ -219,8 +225,10 @@ def endpoint_table(section: dict[str, Any], price: float) -> list[str]:
 def render_endpoint(section: dict[str, Any], price: float) -> str:
     """The endpoint section in Markdown: what ran, the table, and the verdicts."""
     ends = section["endpoints"]
-    said = [f"{n} {e['url']} ({e['model']}, {'streamed' if e['stream'] else 'unstreamed: no TTFT'})"
-            for n, e in ends.items()]  # fmt: skip
+    said = [
+        f"{n} {e['url']} ({e['model']}, {'streamed' if e['stream'] else 'unstreamed: no TTFT'})"
+        for n, e in ends.items()
+    ]
     rows = endpoint_rows(section, price)
     out = [
         f"Endpoint load sweep: {'; '.join(said)}. Baseline: {section['plan']['baseline']}. "

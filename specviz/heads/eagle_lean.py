@@ -227,9 +227,12 @@ class LeanEagle3Cache(HeadCache):
         self.values[:, start:end] = qkv[:, (nh + nkv) * hd :].view(t, nkv, hd).transpose(0, 1)
         mask = causal_mask(start, t, ids.device) if visible is None else visible
         attended = F.scaled_dot_product_attention(  # (1, H, T, hd)
-            qk[None, :, :nh].transpose(1, 2), self.keys[None, :, :end],
-            self.values[None, :, :end], attn_mask=mask, enable_gqa=True,
-        )  # fmt: skip
+            qk[None, :, :nh].transpose(1, 2),
+            self.keys[None, :, :end],
+            self.values[None, :, :end],
+            attn_mask=mask,
+            enable_gqa=True,
+        )
         x = x + w.o(attended[0].transpose(0, 1).reshape(t, nh * hd))
         gate, up = w.gate_up(_norm(x, s.eps)).chunk(2, -1)
         out: Tensor = x + w.down(F.silu(gate) * up)

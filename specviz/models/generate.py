@@ -23,10 +23,17 @@ GENERATION_LOG = "transformers.generation.utils"
 
 @torch.no_grad()
 def generate(
-    model: Any, ids: list[int], max_new_tokens: int, temperature: float, *,
-    assistant: Any = None, schedule: dict[str, Any] | None = None, lookup: int = 0,
-    tokenizers: tuple[Any, Any] | None = None, stop: Collection[int] | None = None,
-) -> tuple[float, list[int]]:  # fmt: skip
+    model: Any,
+    ids: list[int],
+    max_new_tokens: int,
+    temperature: float,
+    *,
+    assistant: Any = None,
+    schedule: dict[str, Any] | None = None,
+    lookup: int = 0,
+    tokenizers: tuple[Any, Any] | None = None,
+    stop: Collection[int] | None = None,
+) -> tuple[float, list[int]]:
     """Seconds and new tokens of transformers' own generate() of model on ids: greedy at T = 0,
     else sampled at temperature with no top-k or top-p (its own defaults would filter).
 

@@ -119,9 +119,17 @@ def memory_bytes(lever: Lever, models: Models) -> int:
 
 
 def decode(
-    lever: Lever, models: Models, tokenizer: Any, prompt_ids: list[int], *, drafter: str,
-    gamma: int, sampling: SamplingConfig, max_new_tokens: int, stop: frozenset[int],
-) -> GenerationResult:  # fmt: skip
+    lever: Lever,
+    models: Models,
+    tokenizer: Any,
+    prompt_ids: list[int],
+    *,
+    drafter: str,
+    gamma: int,
+    sampling: SamplingConfig,
+    max_new_tokens: int,
+    stop: frozenset[int],
+) -> GenerationResult:
     """One decode of prompt_ids by the lever: a speculative one with a fresh `drafter` at
     `gamma`; hf@P's as a GenerationResult without events (transformers draws from torch's
     global generator, so at T > 0 its tokens are timed, never compared)."""
@@ -129,37 +137,63 @@ def decode(
     if lever.kind == "hf":
         seconds, tokens = generate(model, prompt_ids, max_new_tokens, sampling.temperature)
         return GenerationResult(
-            prompt_ids=tuple(prompt_ids), tokens=tuple(tokens), text=tokenizer.decode(tokens),
-            events=(), finish_reason="transformers", seconds=seconds,
-        )  # fmt: skip
+            prompt_ids=tuple(prompt_ids),
+            tokens=tuple(tokens),
+            text=tokenizer.decode(tokens),
+            events=(),
+            finish_reason="transformers",
+            seconds=seconds,
+        )
     if not lever.speculative:
-        return autoregressive_generate(model, tokenizer, prompt_ids, sampling=sampling,
-                                       max_new_tokens=max_new_tokens, stop=stop)  # fmt: skip
+        return autoregressive_generate(
+            model,
+            tokenizer,
+            prompt_ids,
+            sampling=sampling,
+            max_new_tokens=max_new_tokens,
+            stop=stop,
+        )
     target, draft = models[("target", lever.target)], models[("draft", lever.draft)]
     built = build_drafter(drafter, target=target, draft=draft, sampling=sampling)
     speculation = SpeculationConfig(gamma=gamma, max_new_tokens=max_new_tokens)
-    return speculative_generate(target, built, tokenizer, prompt_ids, sampling=sampling,
-                                speculation=speculation, stop=stop)  # fmt: skip
+    return speculative_generate(
+        target, built, tokenizer, prompt_ids, sampling=sampling, speculation=speculation, stop=stop
+    )
 
 
 def distances(
-    levers: Sequence[Lever], models: Models, tokenizer: Any, prompt_ids: list[int],
-    max_new_tokens: int, stop: frozenset[int], **speculation: Any,
-) -> list[dict[str, Any]]:  # fmt: skip
+    levers: Sequence[Lever],
+    models: Models,
+    tokenizer: Any,
+    prompt_ids: list[int],
+    max_new_tokens: int,
+    stop: frozenset[int],
+    **speculation: Any,
+) -> list[dict[str, Any]]:
     """Each lever's greedy agreement with the first (the reference, target@fp32) and mean TV
     from it on one prompt (speculation: decode's drafter and gamma)."""
     greedy = {
         lever.name: decode(
-            lever, models, tokenizer, prompt_ids, sampling=SamplingConfig(temperature=0.0),
-            max_new_tokens=max_new_tokens, stop=stop, **speculation,
+            lever,
+            models,
+            tokenizer,
+            prompt_ids,
+            sampling=SamplingConfig(temperature=0.0),
+            max_new_tokens=max_new_tokens,
+            stop=stop,
+            **speculation,
         ).tokens
         for lever in levers
-    }  # fmt: skip
+    }
     reference = models[("target", "fp32")]
     sampled = autoregressive_generate(
-        reference, tokenizer, prompt_ids, sampling=SamplingConfig(temperature=1.0, seed=0),
-        max_new_tokens=max_new_tokens, stop=stop,
-    ).tokens  # fmt: skip
+        reference,
+        tokenizer,
+        prompt_ids,
+        sampling=SamplingConfig(temperature=1.0, seed=0),
+        max_new_tokens=max_new_tokens,
+        stop=stop,
+    ).tokens
     ids = [*prompt_ids, *sampled]
     tv: dict[tuple[str, str], float] = {}
     for lever in levers:
@@ -170,10 +204,15 @@ def distances(
     for lever in levers:
         agree = greedy_agreement(greedy[levers[0].name], greedy[lever.name])
         role, precision = lever.law_model
-        out.append({
-            "lever": lever.name, "matched": agree.matched, "compared": agree.compared,
-            "first_divergence": agree.first_divergence, "tv": tv[lever.law_model],
-            "tv_of": f"{role}@{precision}",  # a speculative lever: its verifying target's
-            "tv_positions": len(sampled),
-        })  # fmt: skip
+        out.append(
+            {
+                "lever": lever.name,
+                "matched": agree.matched,
+                "compared": agree.compared,
+                "first_divergence": agree.first_divergence,
+                "tv": tv[lever.law_model],
+                "tv_of": f"{role}@{precision}",  # a speculative lever: its verifying target's
+                "tv_positions": len(sampled),
+            }
+        )
     return out

@@ -1,19 +1,20 @@
 """The records of a saved result: what one request measured under one setting (its metrics from
 the events of a speculative run and its paired plain run), and the arithmetic every table shares
-(spreads, cost per 1k tokens)."""
+(spreads, cost per 1k tokens, rows grouped by a key)."""
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from specviz.api import GenerationResult
 from specviz.core.events import Rejected, Sampled
 from specviz.gamma.theory import speedup_bound
 from specviz.results.setting import BenchSetting
 
+T = TypeVar("T")
 DEFAULT_PRICE_PER_HOUR = 0.10  # USD per device-hour; a small cloud CPU instance (documented)
 
 
@@ -201,6 +202,14 @@ def spread(values: Sequence[float]) -> Spread:
     if not values:
         raise ValueError("spread of no values")
     return Spread(median=statistics.median(values), low=min(values), high=max(values))
+
+
+def grouped(items: Iterable[T], key: Callable[[T], Any]) -> dict[Any, list[T]]:
+    """items by key(item), each key in the order it first comes."""
+    out: dict[Any, list[T]] = {}
+    for item in items:
+        out.setdefault(key(item), []).append(item)
+    return out
 
 
 @dataclass(frozen=True, kw_only=True)

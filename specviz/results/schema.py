@@ -15,16 +15,17 @@ Versions (1 and 2 carry no "schema" key and are told apart by their records):
    text, `--raw`).
 5. "schema": 5. Tree drafters: settings hold tree_nodes, tree_width and tree_rule (null for a
    chain drafter; a tree's gamma is its depth), records an "exact" flag (false where a lossy
-   tree rule chose tokens), and the file a "tree_sweep" section (null unless `--tree-sweep`
-   ran: specviz.bench.sweeps.trees). Added within this version: a "batch_sweep" section, null
-   unless `--batch-sizes` ran the batch sweep (specviz.bench.sweeps.batch); files written before
-   it have no such key, which reads as no batch sweep (a sweep's --batch-sizes was then
-   --step-batch-sizes: the plain decode step timings, batch_step_seconds in each draft); and a
-   "levers" section, null unless `--levers` ran the levers sweep (specviz.bench.sweeps.levers),
-   absent from files written before it; an "endpoint" section, null unless `--endpoint`
-   benchmarked a server (specviz.bench.sweeps.endpoint), absent from files written before it; a
-   "memory" section, null unless `specviz bench memory` ran (specviz.bench.sweeps.memory),
-   absent from files written before it; a "cross" section, null unless `specviz bench
+   tree rule chose tokens), and the file a "tree_sweep" section (null unless `specviz bench
+   trees` ran: specviz.bench.sweeps.trees). Added within this version: a "batch_sweep"
+   section, null unless `specviz bench batch` ran the batch sweep (specviz.bench.sweeps.batch);
+   files written before it have no such key, which reads as no batch sweep (a sweep's
+   --batch-sizes was then --step-batch-sizes: the plain decode step timings,
+   batch_step_seconds in each draft); and a "levers" section, null unless `specviz bench
+   levers` ran the levers sweep (specviz.bench.sweeps.levers), absent from files written
+   before it; an "endpoint" section, null unless `specviz bench endpoint` benchmarked a server
+   (specviz.bench.sweeps.endpoint), absent from files written before it; a "memory" section,
+   null unless `specviz bench memory` ran (specviz.bench.sweeps.memory), absent from files
+   written before it; a "cross" section, null unless `specviz bench
    cross` ran the cross-tokenizer study (specviz.bench.sweeps.cross), absent from files
    written before it; and meta's "profile": the tuned profile of the machine for the target and
    the first draft (specviz.tune) as {"path", "content"}, or null where there was none; absent
@@ -43,7 +44,9 @@ packed_weights or target_forward in meta nor draft_forward in its draft (gpu and
 only ever there on CUDA). What it fills in is what those runs did: exit layer 8, the fixed
 policy, no draft-model cap, the last --draft of their command (else the bundled draft), raw
 prompts (versions 1 to 3 sent every prompt as plain text), chain drafters and no tree sweep
-(versions 1 to 4 had no tree drafters).
+(versions 1 to 4 had no tree drafters). Commands saved before the studies were subcommands
+(`--tree-sweep`, `--batch-sizes`, `--levers`, `--cross`, `--endpoint`) are read in their
+spelling now (specviz.results.commands).
 """
 
 from __future__ import annotations
@@ -52,14 +55,16 @@ import copy
 import itertools
 import json
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 from specviz.models.loading import BUNDLED
+from specviz.results.commands import respelled_commands
 from specviz.results.names import renamed
 from specviz.results.records import DEFAULT_PRICE_PER_HOUR, RequestMetrics
+from specviz.results.sections import section_problems
 from specviz.results.setting import BenchSetting, drafter_label
 
 SCHEMA = 6  # what `specviz bench` writes now
@@ -96,7 +101,7 @@ def migrate(data: dict[str, Any]) -> dict[str, Any]:
             f"this bench result has schema {v}, newer than this specviz reads (up to {SCHEMA}): "
             "upgrade specviz to read it"
         )
-    out = copy.deepcopy(data)
+    out: dict[str, Any] = respelled_commands(copy.deepcopy(data), batch_sweep="batch_sweep" in data)
     try:
         for step in STEPS[v - 1 :]:
             out = step(out)
@@ -220,10 +225,14 @@ def _split_memory_rows(data: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(memory, dict) or not isinstance(memory.get("rows"), list):
         return data
     metrics = {
-        (r["request_id"], drafter_label(r["setting"]), r["setting"]["temperature"],
-         r["repetition"]): r["metrics"]
+        (
+            r["request_id"],
+            drafter_label(r["setting"]),
+            r["setting"]["temperature"],
+            r["repetition"],
+        ): r["metrics"]
         for r in data["records"]
-    }  # fmt: skip
+    }
     for row in memory["rows"]:
         if isinstance(row, dict) and "plain_decode_seconds" not in row:
             key = (row["request"], row["drafter"], row["temperature"], row["rep"])
@@ -298,101 +307,3 @@ def _is_profile(profile: object) -> bool:
         and isinstance(profile.get("path"), str)
         and isinstance(profile.get("content"), dict)
     )
-
-
-# Each study's section (specviz.bench.sweep.Sweep.key): the parts a whole one holds, by name,
-# with their types, and the keys every row of its lists holds, by list (its rows' noun, keys).
-Rows = dict[str, tuple[str, tuple[str, ...]]]
-SECTIONS: dict[str, tuple[Mapping[str, type], Rows]] = {
-    "tree_sweep": ({"plan": dict, "passes": dict, "rows": list, "verdicts": list}, {}),
-    "batch_sweep": (
-        {"plan": dict, "requests": list, "runs": list, "passes": list, "rows": list}
-        | {"best": list, "verdicts": list, "verify": list},
-        {"runs": ("run", ("temperature", "batch_size", "drafter", "gamma", "repetition",
-                          "seconds", "tokens", "latency", "row_rounds", "accepted", "rejected",
-                          "same_tokens_as_plain"))},
-    ),
-    "levers": (
-        {"plan": dict, "memory_bytes": dict, "distances": list, "runs": list},
-        {"runs": ("run", ("request", "category", "temperature", "lever", "rep", "seconds",
-                          "tokens", "proposed", "accepted", "rejected")),
-         "distances": ("distance", ("request", "category", "lever", "matched", "compared",
-                                    "first_divergence", "tv", "tv_of"))},
-    ),
-    "endpoint": (
-        {"plan": dict, "endpoints": dict, "runs": list, "batches": list},
-        {"runs": ("run", ("side", "concurrency", "rep", "request", "temperature", "ttft", "e2e",
-                          "tokens", "text", "engine")),
-         "batches": ("batch", ("side", "concurrency", "rep", "temperature", "wall", "counters"))},
-    ),
-    "memory": (
-        {"plan": dict, "rows": list, "sizes": list},
-        {"rows": ("row", ("workload", "request", "task", "step", "drafter", "rep", "temperature",
-                          "tokens", "rounds", "accepted", "verified", "latency", "plain_latency",
-                          "draft_seconds", "step_seconds", "prefill_seconds",
-                          "plain_decode_seconds", "identical")),
-         "sizes": ("size", ("workload", "drafter", "rep", "tokens", "bytes_per_token",
-                            "update_seconds_per_token"))},
-    ),
-    "cross": (
-        {"plan": dict, "runs": list, "baselines": list},
-        {"runs": ("run", ("request", "category", "temperature", "rep", "drafter", "gamma",
-                          "tokens", "alpha", "tokens_per_pass", "c", "speedup_plain",
-                          "speedup_generate", "speedup_assisted", "identical")),
-         "baselines": ("baseline", ("request", "temperature", "rep", "plain_seconds",
-                                    "generate_seconds"))},
-    ),
-}  # fmt: skip
-BATCH_PLAN = ("batch_sizes", "requests", "gammas", "drafters", "new_tokens")
-REQUIRED = ("tree_sweep",)  # in every file of this version; the later ones may lack the rest
-
-
-def _is_section(section: object, parts: Mapping[str, type]) -> TypeGuard[dict[str, Any]]:
-    """True for an object whose every part has its type."""
-    return isinstance(section, dict) and all(
-        isinstance(section.get(k), t) for k, t in parts.items()
-    )
-
-
-def problems(key: str, section: object) -> list[str]:
-    """What is wrong with a result's section saved under key ([] for none, or a whole one):
-    a part missing or of another type, a row lacking a key, and what the study adds."""
-    parts, rows = SECTIONS[key]
-    if section is None:
-        return []
-    if not _is_section(section, parts):
-        return [f"{key} is neither null nor a sweep ({', '.join(parts)})"]
-    owner = f"{key}'" if key == "levers" else f"{key}'s"  # a plural's possessive: levers'
-    out = []
-    for part, (noun, keys) in rows.items():
-        whole = [isinstance(r, dict) and not set(keys) - set(r) for r in section[part]]
-        bad = whole.index(False) if False in whole else None
-        if bad is not None:
-            out.append(f"{owner} {noun} {bad} lacks some of {', '.join(keys)}")
-    return out + _own_problems(key, section)
-
-
-def _own_problems(key: str, section: dict[str, Any]) -> list[str]:
-    """What a study's section must hold beyond its parts and rows."""
-    if key == "batch_sweep" and (lacks := sorted(set(BATCH_PLAN) - set(section["plan"]))):
-        return [f"batch_sweep's plan lacks {', '.join(lacks)}"]
-    if key == "levers":
-        levers = section["plan"].get("levers")
-        if not isinstance(levers, list) or set(levers) - set(section["memory_bytes"]):
-            return ["levers' plan lists levers without memory_bytes"]
-    if key == "endpoint" and any(
-        isinstance(r, dict) and not isinstance(r.get("tokens"), int) for r in section["runs"]
-    ):
-        return ["endpoint's runs must count tokens from the server's usage"]
-    return []
-
-
-def section_problems(data: dict[str, Any]) -> list[str]:
-    """What is wrong with a result's study sections. Each is saved under its study's key in one
-    envelope: null where the run did not make it, else an object with its plan and the parts
-    SECTIONS lists; a file older than a section lacks its key, read as null."""
-    return [
-        problem
-        for key in SECTIONS
-        for problem in problems(key, data.get(key, "missing" if key in REQUIRED else None))
-    ]

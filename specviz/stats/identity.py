@@ -161,9 +161,13 @@ def greedy_identity(
                 name, target=pair.target, draft=pair.draft, sampling=GREEDY, options=options
             )
             spec = speculative_generate(
-                pair.target, drafter, pair.tokenizer, ids, sampling=GREEDY,
+                pair.target,
+                drafter,
+                pair.tokenizer,
+                ids,
+                sampling=GREEDY,
                 speculation=SpeculationConfig(gamma=gamma, max_new_tokens=max_new_tokens),
-            )  # fmt: skip
+            )
             tokens = list(spec.tokens)
             same = tokens == reference and tokens == generated
             other = reference if tokens != reference else generated
@@ -237,15 +241,21 @@ def identity_command(argv: Sequence[str] | None = None) -> int:
             progress=lambda m: print(m, file=sys.stderr),
         )
         rows = greedy_identity(
-            pair, args.prompt or PROMPTS, drafters, gamma=args.gamma,
-            max_new_tokens=args.max_new_tokens, raw=not args.chat,
-        )  # fmt: skip
+            pair,
+            args.prompt or PROMPTS,
+            drafters,
+            gamma=args.gamma,
+            max_new_tokens=args.max_new_tokens,
+            raw=not args.chat,
+        )
     except (ValueError, ModelLoadError) as err:
         print(f"identity: error: {err}", file=sys.stderr)
         return 2
     for row in rows:
         print(row_line(row))
     same, ties = sum(r.identical for r in rows), sum(r.tie for r in rows)
-    print(f"{same} of {len(rows)} greedy decodes identical to the target's own"
-          + (f", {ties} more up to a rounding tie" if ties else ""))  # fmt: skip
+    print(
+        f"{same} of {len(rows)} greedy decodes identical to the target's own"
+        + (f", {ties} more up to a rounding tie" if ties else "")
+    )
     return 0 if same + ties == len(rows) else 1

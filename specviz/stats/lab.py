@@ -120,9 +120,12 @@ def toy_pair() -> LabPair:
     """The suite's toy pair (vocabulary of 6, exact law enumerable), as `specviz verify` uses."""
     target, draft = random_pair(6, seed=0, sharpness=1.0, draft_noise=1.0)
     return LabPair(
-        target=target, draft=draft, prompt_ids=[1, 2], stop_ids=frozenset(),
+        target=target,
+        draft=draft,
+        prompt_ids=[1, 2],
+        stop_ids=frozenset(),
         decode=lambda t: f"t{t}",
-    )  # fmt: skip
+    )
 
 
 def model_part(drafter: Drafter) -> ModelDrafter | None:
@@ -198,16 +201,30 @@ def samplers(
     the plain target sampler of k tokens."""
     variant = req.variant
     refuse_tree_mutant(pair, variant)
-    spec = tree_sampler(pair, req, sampling, gamma) if pair.tree else speculative_sampler(
-        pair.target, pair.draft, pair.prompt_ids, sampling=sampling,
-        speculation=SpeculationConfig(gamma=gamma, max_new_tokens=max(req.k, gamma + 1)),
-        k=req.k, stop_ids=pair.stop_ids, variant=variant,
-        make_drafter=lab_drafter(pair, variant), make_policy=make_policy,
-    )  # fmt: skip
+    spec = (
+        tree_sampler(pair, req, sampling, gamma)
+        if pair.tree
+        else speculative_sampler(
+            pair.target,
+            pair.draft,
+            pair.prompt_ids,
+            sampling=sampling,
+            speculation=SpeculationConfig(gamma=gamma, max_new_tokens=max(req.k, gamma + 1)),
+            k=req.k,
+            stop_ids=pair.stop_ids,
+            variant=variant,
+            make_drafter=lab_drafter(pair, variant),
+            make_policy=make_policy,
+        )
+    )
     plain = plain_sampler(
-        pair.target, pair.prompt_ids, sampling=sampling, max_new_tokens=req.k, k=req.k,
+        pair.target,
+        pair.prompt_ids,
+        sampling=sampling,
+        max_new_tokens=req.k,
+        k=req.k,
         stop_ids=pair.stop_ids,
-    )  # fmt: skip
+    )
     return spec, plain
 
 
@@ -223,9 +240,14 @@ def tree_sampler(pair: LabPair, req: LabPlan, sampling: SamplingConfig, depth: i
         )
         assert isinstance(drafter, TreeDrafter)  # pair.tree
         decoder = TreeDecoder(
-            pair.target, drafter, pair.prompt_ids, sampling=seeded,
-            max_new_tokens=max(req.k, depth + 1), stop_ids=pair.stop_ids, rule=pair.tree_rule,
-        )  # fmt: skip
+            pair.target,
+            drafter,
+            pair.prompt_ids,
+            sampling=seeded,
+            max_new_tokens=max(req.k, depth + 1),
+            stop_ids=pair.stop_ids,
+            rule=pair.tree_rule,
+        )
         return outcome(list(decoder.events()), req.k)
 
     return run
@@ -322,8 +344,15 @@ def run_lab(
         yield LabProgress("testing…", 1.0)
         results, law, first_law = equivalence_tests(pair, req, sampling, spec, plain)
     yield LabResult(
-        spec=spec, plain=plain, exact=law, exact_first=first_law, decode=pair.decode,
-        sampler=sampler_label(pair, v), alpha=req.alpha,
-        rows=rows(results), rejected=sum(r.reject for r in results),
-        seconds=time.perf_counter() - start, prompt_format=pair.prompt_format,
-    )  # fmt: skip
+        spec=spec,
+        plain=plain,
+        exact=law,
+        exact_first=first_law,
+        decode=pair.decode,
+        sampler=sampler_label(pair, v),
+        alpha=req.alpha,
+        rows=rows(results),
+        rejected=sum(r.reject for r in results),
+        seconds=time.perf_counter() - start,
+        prompt_format=pair.prompt_format,
+    )

@@ -79,9 +79,13 @@ def plan_tune(
         )
     repeats = QUICK_REPEATS if quick else REPEATS
     return TunePlan(
-        target=target, draft=draft, dtype=dtype, threads=tuple(range(1, top + 1)),
-        repeats=repeats, quick=quick,
-    )  # fmt: skip
+        target=target,
+        draft=draft,
+        dtype=dtype,
+        threads=tuple(range(1, top + 1)),
+        repeats=repeats,
+        quick=quick,
+    )
 
 
 def widths(gamma: int) -> tuple[int, ...]:
@@ -112,24 +116,40 @@ def tune(plan: TunePlan, progress: Callable[[str], None] = lambda _m: None) -> P
                 progress(f"timing the {forward} forward on {threads} thread(s)")
                 torch.set_num_threads(threads)
                 seconds, draft_seconds = time_rounds(
-                    pair.target, make_cache(forward), draft_stepper(name, pair), prompt_ids,
-                    widths(gamma), plan.repeats,
-                )  # fmt: skip
+                    pair.target,
+                    make_cache(forward),
+                    draft_stepper(name, pair),
+                    prompt_ids,
+                    widths(gamma),
+                    plan.repeats,
+                )
                 measured.append(
                     Measurement(
-                        forward=forward, threads=threads, pass_seconds=seconds,
+                        forward=forward,
+                        threads=threads,
+                        pass_seconds=seconds,
                         draft_seconds=draft_seconds,
                     )
-                )  # fmt: skip
+                )
     finally:
         torch.set_num_threads(before)
     found = tuple(measured)
     return Profile(
-        machine=this_machine(), target=plan.target, draft=plan.draft, dtype=plan.dtype,
-        pair=pair_id(plan.target, plan.draft, plan.dtype), drafter=name, gamma=gamma,
-        torch=torch.__version__, quick=plan.quick, repeats=plan.repeats, measurements=found,
-        skipped=skipped, plain=fastest_plain(found), speculative=fastest_speculative(found, gamma),
-    )  # fmt: skip
+        machine=this_machine(),
+        target=plan.target,
+        draft=plan.draft,
+        dtype=plan.dtype,
+        pair=pair_id(plan.target, plan.draft, plan.dtype),
+        drafter=name,
+        gamma=gamma,
+        torch=torch.__version__,
+        quick=plan.quick,
+        repeats=plan.repeats,
+        measurements=found,
+        skipped=skipped,
+        plain=fastest_plain(found),
+        speculative=fastest_speculative(found, gamma),
+    )
 
 
 def default_drafter(pair: ModelPair, draft: str) -> str:
@@ -173,9 +193,12 @@ def draft_stepper(name: str, pair: ModelPair) -> Drafter:
     step: a lookup-then-model drafter's model (its lookups cost next to nothing)."""
     options = DrafterOptions(tokenizer=pair.tokenizer, draft_tokenizer=pair.draft_tokenizer)
     drafter = build_drafter(
-        name, target=pair.target, draft=pair.draft, options=options,
+        name,
+        target=pair.target,
+        draft=pair.draft,
+        options=options,
         sampling=SamplingConfig(temperature=DEFAULT_CONFIG.temperature),
-    )  # fmt: skip
+    )
     if isinstance(drafter, LookupThenModelDrafter):
         return drafter.model
     if not isinstance(drafter, Drafter):

@@ -285,17 +285,25 @@ def _from_json(data: dict[str, Any]) -> Profile:
         raise ValueError("a measurement lacks the 1-token pass")
     return Profile(
         machine=Machine(
-            system=str(machine["system"]), arch=str(machine["arch"]), cpu=str(machine["cpu"]),
+            system=str(machine["system"]),
+            arch=str(machine["arch"]),
+            cpu=str(machine["cpu"]),
             cores=int(machine["cores"]),
         ),
-        target=str(data["pair"]["target"]), draft=str(data["pair"]["draft"]),
+        target=str(data["pair"]["target"]),
+        draft=str(data["pair"]["draft"]),
         pair=str(data["pair"]["id"]),
-        dtype=str(data["dtype"]), drafter=str(data["drafter"]), gamma=int(data["gamma"]),
-        torch=str(data["torch"]), quick=bool(data["quick"]), repeats=int(data["repeats"]),
+        dtype=str(data["dtype"]),
+        drafter=str(data["drafter"]),
+        gamma=int(data["gamma"]),
+        torch=str(data["torch"]),
+        quick=bool(data["quick"]),
+        repeats=int(data["repeats"]),
         measurements=measurements,
         skipped={str(k): str(v) for k, v in dict(data["skipped"]).items()},
-        plain=Choice(**data["plain"]), speculative=Choice(**data["speculative"]),
-    )  # fmt: skip
+        plain=Choice(**data["plain"]),
+        speculative=Choice(**data["speculative"]),
+    )
 
 
 def _seconds(value: object) -> float:

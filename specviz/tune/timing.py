@@ -6,6 +6,8 @@ the machine's drift touches them alike; the first `warmup` repeats are not count
 shape's seconds are the median of the rest. Ratios against a plain 1-token step are what the
 speedup arithmetic reads: r(k) for a causal pass over k tokens (a chain's verification), r(N)
 for a pass over a token tree of N nodes, and the same at B rows through the batched cache.
+measure_costs prices a drafter's rounds: a draft step right after a target pass, and a target
+pass over 1..k tokens (PassCosts, what `specviz bench replay` replays policies at).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from transformers import DynamicCache
 from specviz.batch.cache import BatchKVCache
 from specviz.core.cache import CachedForward, KVCache, forward_kwargs
 from specviz.core.decoding import clock
+from specviz.core.drafter import Drafter, SharesTargetCache
 from specviz.tree.decoding import tree_inputs
 from specviz.tree.proposal import TokenTree, top_k_shape
 
@@ -60,9 +63,13 @@ def pass_medians(passes: Sequence[Pass], device: Any, repeats: int, warmup: int)
 
 
 def causal_pass_seconds(
-    make_cache: Callable[[Any], CachedForward], target: Any, prompt_ids: list[int],
-    widths: Sequence[int], repeats: int, warmup: int = 3,
-) -> dict[int, float]:  # fmt: skip
+    make_cache: Callable[[Any], CachedForward],
+    target: Any,
+    prompt_ids: list[int],
+    widths: Sequence[int],
+    repeats: int,
+    warmup: int = 3,
+) -> dict[int, float]:
     """Median seconds of a target pass over k tokens after the prompt, for each k in widths, on
     the forward make_cache builds; each pass keeps one position, so the context grows as it
     does in decoding. ValueError unless widths are positive and repeats exceed the warm-up."""
@@ -93,16 +100,23 @@ def binary_tree(nodes: int) -> TokenTree:
     """A tree of `nodes` nodes, two children a node, breadth first (tokens all 0)."""
     parents = tuple(-1 if i < 2 else i // 2 - 1 for i in range(nodes))
     return TokenTree(
-        tokens=torch.zeros(nodes, dtype=torch.long), parents=parents,
-        q_draft=torch.zeros(nodes + 1, 1), sampled=(False,) * nodes, forward_calls=0,
-    )  # fmt: skip
+        tokens=torch.zeros(nodes, dtype=torch.long),
+        parents=parents,
+        q_draft=torch.zeros(nodes + 1, 1),
+        sampled=(False,) * nodes,
+        forward_calls=0,
+    )
 
 
 @torch.no_grad()
 def tree_verify_seconds(
-    make_cache: Callable[[Any], Any], target: Any, prompt_ids: list[int], nodes: int,
-    repeats: int, warmup: int = 3,
-) -> tuple[float, float]:  # fmt: skip
+    make_cache: Callable[[Any], Any],
+    target: Any,
+    prompt_ids: list[int],
+    nodes: int,
+    repeats: int,
+    warmup: int = 3,
+) -> tuple[float, float]:
     """Median seconds of a 1-token step and of a tree verification as the tree decoder runs it
     (the root and binary_tree(nodes) in one pass, each node at its depth's position seeing the
     prefix and its ancestors, then keep_only of the prefix and the leftmost path), interleaved
@@ -127,9 +141,11 @@ def tree_verify_seconds(
         positions, visible = tree_inputs(tree, 1, held, held)
         start = clock(device)
         cache.forward(
-            torch.cat([token, tree.tokens.to(device)]), keep=nodes + 1,
-            positions=positions.to(device), visible=visible.to(device),
-        )  # fmt: skip
+            torch.cat([token, tree.tokens.to(device)]),
+            keep=nodes + 1,
+            positions=positions.to(device),
+            visible=visible.to(device),
+        )
         cache.keep_only(torch.tensor([*range(held + 1), *(held + 1 + i for i in path)]))
         seconds = clock(device) - start
         cache.crop(held)
@@ -152,9 +168,15 @@ class PassTiming:
 
 @torch.no_grad()
 def tree_pass_timings(
-    target: Any, ids: list[int], nodes: Sequence[int], *, depth: int, width: int,
-    repeats: int = 15, warmup: int = 3,
-) -> list[PassTiming]:  # fmt: skip
+    target: Any,
+    ids: list[int],
+    nodes: Sequence[int],
+    *,
+    depth: int,
+    width: int,
+    repeats: int = 15,
+    warmup: int = 3,
+) -> list[PassTiming]:
     """r(N) for each N in nodes over ids cached, through transformers' forward: the plain
     1-token step, the chain (N = 1: the fresh token and `depth` drafts, causal) and each top-k
     tree of N nodes (specviz.tree.proposal.top_k_shape, a 4D tree mask), the cache cut back to
@@ -186,9 +208,15 @@ def tree_pass_timings(
 
 @torch.no_grad()
 def batch_pass_timings(
-    target: Any, drafting: dict[str, Any], prompts: Sequence[list[int]],
-    batch_sizes: Sequence[int], widths: Sequence[int], *, repeats: int = 7, warmup: int = 2,
-) -> list[dict[str, Any]]:  # fmt: skip
+    target: Any,
+    drafting: dict[str, Any],
+    prompts: Sequence[list[int]],
+    batch_sizes: Sequence[int],
+    widths: Sequence[int],
+    *,
+    repeats: int = 7,
+    warmup: int = 2,
+) -> list[dict[str, Any]]:
     """Per batch size B: the target (TARGET) over B rows of 1 token and of each width in
     widths, and each drafting model (by name) over B rows of 1 token, through the batched cache
     after the first B prompts (all but their last token) are cached. A row's tokens are its
@@ -206,10 +234,14 @@ def batch_pass_timings(
                 cache.forward([p[:-1] for p in rows], keep=1)
         shapes = [(TARGET, w) for w in dict.fromkeys([1, *widths])] + [(d, 1) for d in drafting]
         passes = [
-            (caches[name], [[p[-1], *(p * (w // len(p) + 1))[: w - 1]] for p in rows],
-             {"keep": w}, caches[name].lengths)
+            (
+                caches[name],
+                [[p[-1], *(p * (w // len(p) + 1))[: w - 1]] for p in rows],
+                {"keep": w},
+                caches[name].lengths,
+            )
             for name, w in shapes
-        ]  # fmt: skip
+        ]
         seconds = pass_medians(passes, target.device, repeats, warmup)
         out += [
             {"batch_size": size, "model": name, "tokens_per_row": w, "seconds": s}
@@ -240,3 +272,66 @@ def step_times(
             times.append(clock(target.device) - start)
         out.append((b, statistics.median(times)))
     return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassCosts:
+    """Measured seconds: one draft step, and a target pass over k tokens (verify[k - 1])."""
+
+    draft_step: float
+    verify: tuple[float, ...]
+
+    def target(self, k: int) -> float:
+        """Seconds of a k-token pass; beyond the measured widths, the last step extrapolated."""
+        n = len(self.verify)
+        if k <= n:
+            return self.verify[k - 1]
+        slope = self.verify[-1] - self.verify[-2] if n > 1 else 0.0
+        return self.verify[-1] + max(slope, 0.0) * (k - n)
+
+
+@torch.no_grad()
+def measure_costs(
+    target: Any,
+    drafter: Drafter,
+    prompt_ids: list[int],
+    widths: int,
+    repeats: int = 7,
+    make_cache: Callable[[Any], CachedForward] = KVCache,
+) -> PassCosts:
+    """Time the target's passes over 1..widths tokens, each followed by 3 draft steps.
+
+    As in a real round, draft steps run right after a target pass (which has pushed the draft's
+    weights out of the CPU's caches): timed alone, back to back, they would look cheaper.
+    make_cache: the target's forward (transformers' by default; specviz.fast.lean's for a lean
+    target). A drafter that shares the target's cache (a drafting head) is timed on its own
+    forward of the target instead: the one its rounds verify through, which records the
+    features it drafts from.
+    """
+    if isinstance(drafter, SharesTargetCache):
+        cache = drafter.target_cache(target)
+    else:
+        cache = make_cache(target)
+    cache.forward(torch.tensor(prompt_ids, device=target.device))
+    held = len(cache)
+    drafter.prefill(prompt_ids[:-1])
+    generator = torch.Generator(device=target.device)
+    verify: dict[int, list[float]] = {k: [] for k in range(1, widths + 1)}
+    steps: list[float] = []
+    for repeat in range(repeats + 1):  # interleaved, so that drift touches every width alike
+        for k, times in verify.items():
+            start = clock(target.device)
+            cache.forward(torch.tensor(prompt_ids[-1:] * k, device=target.device))
+            middle = clock(target.device)
+            for _ in range(3):
+                drafter.propose(prompt_ids, 1, generator, ())
+                drafter.rollback(len(prompt_ids))
+            end = clock(target.device)
+            cache.crop(held)
+            if repeat:  # the first round warms up every width
+                times.append(middle - start)
+                steps.append((end - middle) / 3)
+    return PassCosts(
+        draft_step=statistics.median(steps),
+        verify=tuple(statistics.median(v) for v in verify.values()),
+    )

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
+from specviz.batch.rows import _stops_from
 from specviz.bench.report import figures, load_result_view, render, resummarized
 from specviz.bench.sweep import plain as as_data
 from specviz.bench.sweep import unplain
-from specviz.bench.sweeps.batch import BatchPlan, _stops_from, render_batch, sweep_requests
+from specviz.bench.sweeps.batch import BatchPlan, render_batch, sweep_requests
 from specviz.cli import bench as bench_cli
 from specviz.cli import main
 from specviz.gamma.theory import expected_tokens_per_round, pass_speedup, token_bound_from
@@ -59,7 +60,15 @@ def swept(
 ) -> tuple[Path, dict[str, Any], str]:
     """One sweep: B = 1, 2, 4 over 5 requests, model and n-gram drafters at γ = 1, 2, T = 0."""
     root = _save(tmp_path_factory.mktemp("batch"), pair, tokenizer)
-    sweep = ["--batch-sizes", "4,1,2", "--batch-requests", str(N), "--batch-new-tokens", str(NEW)]
+    sweep = [
+        "batch",
+        "--batch-sizes",
+        "4,1,2",
+        "--batch-requests",
+        str(N),
+        "--batch-new-tokens",
+        str(NEW),
+    ]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         argv = _argv(root, *sweep, "--gammas", "1,2", "--drafters", "model,ngram")
@@ -177,7 +186,7 @@ def test_at_t_1_each_request_writes_the_same_tokens_at_every_batch_size(
     pair: PairFactory, tokenizer: Any, tmp_path: Path
 ) -> None:
     root = _save(tmp_path, pair, tokenizer)
-    sweep = ["--batch-sizes", "1,3", "--batch-new-tokens", "8", "--temperatures", "1"]
+    sweep = ["batch", "--batch-sizes", "1,3", "--batch-new-tokens", "8", "--temperatures", "1"]
     assert main(_argv(root, *sweep, "--gammas", "3", "--reps", "1")) == 0
     runs = json.loads((root / "b.json").read_text())["batch_sweep"]["runs"]
     for drafter in (None, "model"):  # row r is seeded alike at every B: the same draws
@@ -188,18 +197,28 @@ def test_at_t_1_each_request_writes_the_same_tokens_at_every_batch_size(
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--batch-sizes", "1,2", "--drafters", "eagle"], "from model, model:trimmed, ngram"),
-        (["--batch-sizes", "1,2", "--drafters", "tree-model"], "tree-model has no batched"),
-        (["--batch-sizes", "0,2"], r"two or more batch sizes >= 1"),
-        (["--batch-sizes", "1"], "the plain decode step timing is --step-batch-sizes"),
-        (["--batch-sizes", "2,2"], "names a batch size twice"),
-        (["--batch-sizes", "1,4", "--batch-requests", "2"], "at least the largest batch size, 4"),
-        (["--batch-sizes", "1,2", "--batch-new-tokens", "0"], "--batch-new-tokens must be"),
-        (["--batch-sizes", "1,2", "--lean-target"], "drop --lean-target"),
-        (["--batch-sizes", "1,2", "--tree-sweep"], "two sweeps: run one at a time"),
-        (["--batch-sizes", "1,2", "--policies", "fixed,theory"], "drop --policies"),
-        (["--batch-sizes", "1,2", "--draft", "a", "--draft", "b"], "give one --draft"),
-        (["--batch-requests", "4"], "apply to the batch sweep: add --batch-sizes"),
+        (
+            ["batch", "--batch-sizes", "1,2", "--drafters", "eagle"],
+            "from model, model:trimmed, ngram",
+        ),
+        (
+            ["batch", "--batch-sizes", "1,2", "--drafters", "tree-model"],
+            "tree-model has no batched",
+        ),
+        (["batch", "--batch-sizes", "0,2"], r"two or more batch sizes >= 1"),
+        (["batch", "--batch-sizes", "1"], "the plain decode step timing is --step-batch-sizes"),
+        (["batch", "--batch-sizes", "2,2"], "names a batch size twice"),
+        (
+            ["batch", "--batch-sizes", "1,4", "--batch-requests", "2"],
+            "at least the largest batch size, 4",
+        ),
+        (
+            ["batch", "--batch-sizes", "1,2", "--batch-new-tokens", "0"],
+            "--batch-new-tokens must be",
+        ),
+        (["batch", "--batch-sizes", "1,2", "--lean-target"], "drop --lean-target"),
+        (["batch", "--batch-sizes", "1,2", "--policies", "fixed,theory"], "drop --policies"),
+        (["batch", "--batch-sizes", "1,2", "--draft", "a", "--draft", "b"], "give one --draft"),
         (["--step-batch-sizes", "0"], "--step-batch-sizes must be integers >= 1"),
     ],
 )

@@ -13,6 +13,7 @@ import pytest
 from specviz.bench.report import load_result_view, render, resummarized
 from specviz.cli import main
 from specviz.cli.bench import run_profile, saved_result
+from specviz.results.commands import respelled_commands
 from specviz.results.names import rename, renamed
 from specviz.results.records import Record
 from specviz.results.saved import saved_results
@@ -65,12 +66,14 @@ def test_every_saved_result_migrates_to_the_current_shape(path: str) -> None:
 @pytest.mark.parametrize("path", CURRENT, ids=[Path(p).stem for p in CURRENT])
 def test_a_result_saved_in_schema_5_loads_with_its_drafters_renamed(path: str) -> None:
     """The saved results predate names by family: reading one renames its drafters (and the
-    commands that ran them), and changes nothing else."""
+    commands that ran them, spelled as the studies' subcommands now), and changes nothing
+    else."""
     raw = _raw(path)
     assert raw["schema"] == 5 == SCHEMA - 1
     now = migrate(raw)
     validate(now)
-    assert now == renamed(raw) | {"schema": SCHEMA}
+    respelled = respelled_commands(raw, batch_sweep="batch_sweep" in raw)
+    assert now == renamed(respelled) | {"schema": SCHEMA}
     assert migrate(now) == now
 
 

@@ -11,32 +11,33 @@ import pytest
 
 from specviz.bench.sweeps.cross import DEFAULT_CROSS, cross_plan, render_cross
 from specviz.cli import build_parser, main
-from specviz.cli.bench import study_argv
+from specviz.cli.bench import study_of
 from specviz.results.schema import validate
 
 from ..drafters.cross_pairs import char, char_bpe, tiny_llama
 
 
 def _args(*argv: str) -> Any:
-    return build_parser().parse_args(study_argv(["bench", "cross", *argv]))
+    """The flags of `specviz bench cross ARGV`, with the study's defaults."""
+    args = build_parser().parse_args(["bench", "cross", *argv])
+    return study_of(args).chosen(args)
 
 
 def test_the_plan_runs_the_cross_drafters_at_each_gamma() -> None:
-    plan = cross_plan(_args("--cross", "--gammas", "2,4"), ["fixed"])
-    assert plan is not None and plan.drafters == ("cross", "cross:text")
+    plan = cross_plan(_args("--gammas", "2,4"), ["fixed"])
+    assert plan.drafters == ("cross", "cross:text")
     assert plan.gammas == (2, 4) and DEFAULT_CROSS == "cross,cross:text"
-    assert cross_plan(_args("--gammas", "2"), ["fixed"]) is None  # the subcommand sets --cross
-    only = cross_plan(_args("--cross", "cross:text"), ["fixed"])
-    assert only is not None and only.drafters == ("cross:text",)
+    only = cross_plan(_args("--drafters", "cross:text"), ["fixed"])
+    assert only.drafters == ("cross:text",)
 
 
 @pytest.mark.parametrize(
     ("argv", "policies", "message"),
     [
-        (["--cross", "model"], ["fixed"], r"--cross must list some of cross,cross:text"),
-        (["--cross", "--drafters", "model"], ["fixed"], r"drop --drafters"),
-        (["--cross"], ["fixed", "heuristic"], r"drop --policies"),
-        (["--cross", "--draft", "a", "--draft", "b"], ["fixed"], r"drop --draft twice"),
+        (["--drafters", "model"], ["fixed"], r"--drafters must list some of cross,cross:text"),
+        (["--drafters", "cross,model"], ["fixed"], r"--drafters must list some of cross"),
+        ([], ["fixed", "heuristic"], r"drop --policies"),
+        (["--draft", "a", "--draft", "b"], ["fixed"], r"drop --draft twice"),
     ],
 )
 def test_the_plan_refuses_what_it_cannot_run(
@@ -97,7 +98,7 @@ def test_a_tiny_pair_saves_a_row_per_run_and_renders_its_table(
 
 
 def test_a_malformed_cross_section_is_named() -> None:
-    from specviz.results.schema import problems
+    from specviz.results.sections import problems
 
     assert problems("cross", None) == []
     assert problems("cross", {"plan": {}, "runs": [{"request": "a"}], "baselines": []}) == [

@@ -23,7 +23,7 @@ from specviz.bench.runner import (
     speculative_cache,
 )
 from specviz.bench.sweeps.heads import target_path
-from specviz.bench.sweeps.replay import GREEDY, PassCosts, lookaheads, measure_costs, replay
+from specviz.bench.sweeps.replay import GREEDY, lookaheads, replay
 from specviz.cli import main
 from specviz.core.cache import KVCache
 from specviz.core.config import SpeculationConfig
@@ -41,6 +41,7 @@ from specviz.heads.tap import FeatureCache, FeatureLean
 from specviz.heads.weights import save_eagle, save_head
 from specviz.models.loading import ModelPair
 from specviz.results.setting import BenchSetting
+from specviz.tune.timing import PassCosts, measure_costs
 from specviz.workloads import Request
 
 from ..conftest import VOCAB, PairFactory, save_pair
@@ -183,7 +184,7 @@ def test_the_bench_runs_every_head_drafter_without_a_confidence_policy(
 def test_the_tree_sweep_compares_a_head_tree_with_the_head_s_chain(
     pair: PairFactory, tokenizer: Any, heads_dir: Path, tmp_path: Path
 ) -> None:
-    extra = ["--tree-sweep", "1,3", "--drafters", "tree-eagle", "--heads", str(heads_dir)]
+    extra = ["trees", "--nodes", "1,3", "--drafters", "tree-eagle", "--heads", str(heads_dir)]
     result = _bench(tmp_path, pair, tokenizer, *extra, "--tree-depth", "2", "--tree-width", "2")
     ran = {(r["setting"]["drafter"], r["setting"]["tree_nodes"]) for r in result["records"]}
     assert ran == {("eagle", None), ("tree-eagle", 3)}
@@ -197,8 +198,8 @@ def test_the_tree_sweep_compares_a_head_tree_with_the_head_s_chain(
         (["--drafters", "tree-eagle"], "the tree-eagle drafter reads the eagle3 head shipped"),
         (["--drafters", "tree-model,tree-eagle", "--lean-target"], "tree-model verify their"),
         (
-            ["--tree-sweep", "--drafters", "tree-eagle", "--heads", "{heads}", "--lean-target"],
-            "--tree-sweep runs the target on transformers' forward: drop --lean-target",
+            ["trees", "--drafters", "tree-eagle", "--heads", "{heads}", "--lean-target"],
+            "specviz bench trees runs the target on transformers' forward: drop --lean-target",
         ),
     ],
 )

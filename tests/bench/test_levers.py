@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from specviz.bench.report import load_result_view, render, resummarized
-from specviz.bench.sweeps.levers import ALL, lever_rows, render_levers
 from specviz.cli import main
 from specviz.quant.levers import REFERENCE, Lever, parse_lever, parse_levers
+from specviz.results.lever_tables import ALL, lever_rows, render_levers
 from specviz.results.schema import SCHEMA, validate
 
 from ..conftest import PairFactory, save_pair
@@ -57,7 +57,7 @@ def swept(
     (root / "w.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert main(_argv(root, "--levers", LEVERS)) == 0
+        assert main(_argv(root, "levers", "--levers", LEVERS)) == 0
     return root, json.loads((root / "l.json").read_text()), out.getvalue()
 
 
@@ -166,12 +166,14 @@ def test_a_broken_levers_section_is_refused(swept: tuple[Path, dict[str, Any], s
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--levers", "spec@fp16"], "is not a lever"),
-        (["--levers", "--batch-sizes", "1,2"], "drop --batch-sizes"),
-        (["--levers", "--dtype", "float64"], "drop --dtype"),
-        (["--levers", "--lean-target"], "drop --lean-target"),
-        (["--levers", "spec@fp32/int8-weight", "--drafters", "model:trimmed"], "--drafters model"),
-        (["--levers", "--drafters", "ngram"], "model, model:trimmed"),
+        (["levers", "--levers", "spec@fp16"], "is not a lever"),
+        (["levers", "--dtype", "float64"], "drop --dtype"),
+        (["levers", "--lean-target"], "drop --lean-target"),
+        (
+            ["levers", "--levers", "spec@fp32/int8-weight", "--drafters", "model:trimmed"],
+            "--drafters model",
+        ),
+        (["levers", "--drafters", "ngram"], "model, model:trimmed"),
     ],
 )
 def test_what_the_sweep_cannot_run_is_refused_before_any_model_loads(

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from specviz.bench.report import render, resummarized
-from specviz.bench.sweeps.memory import render_memory, step_curves
 from specviz.cli import main
+from specviz.results.memory_tables import render_memory, step_curves
 from specviz.results.schema import validate
 from tools.report.documents import MEMORY_REPORT, marked_tables, refreshed
 from tools.report.saved import RESULTS_DIR, Saved
@@ -115,9 +115,9 @@ def test_the_study_runs_requests_in_order_with_one_memory_each(
 
 def test_the_study_defaults_to_the_agent_workloads_and_suffix_drafters() -> None:
     from specviz.cli import build_parser
-    from specviz.cli.bench import study_argv, study_of
+    from specviz.cli.bench import study_of
 
-    args = build_parser().parse_args(study_argv(["bench", "memory"]))
+    args = build_parser().parse_args(["bench", "memory"])
     study = study_of(args)
     chosen = study.chosen(args)
     assert study.name == "memory" and chosen.workloads == "agent-tools,agent-code,agent-sql"

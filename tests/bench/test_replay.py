@@ -19,10 +19,8 @@ from specviz.bench.sweeps.heads import (
 )
 from specviz.bench.sweeps.replay import (
     GREEDY,
-    PassCosts,
     compare,
     lookaheads,
-    measure_costs,
     replay,
     report,
 )
@@ -37,6 +35,7 @@ from specviz.drafters.ngram import NgramDrafter
 from specviz.fast.lean import lean_target_cache
 from specviz.gamma.policies import HeuristicGamma
 from specviz.stats.testing import two_sample
+from specviz.tune.timing import PassCosts, measure_costs
 
 from ..conftest import PairFactory
 

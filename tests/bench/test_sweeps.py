@@ -1,19 +1,20 @@
-"""`specviz bench STUDY`: one protocol for every study; the old flags still pick theirs."""
+"""`specviz bench STUDY`: one protocol for every study, each a subcommand with its own options;
+the flags that once asked for a study are refused with their spelling now."""
 
 from __future__ import annotations
 
 import pytest
 
-from specviz.bench.sweep import DEFAULT_NODES
 from specviz.bench.sweeps import studies
 from specviz.bench.sweeps.batch import STEP_BATCH_SIZES
+from specviz.bench.sweeps.trees import DEFAULT_NODES
 from specviz.cli import build_parser, main
-from specviz.cli.bench import command, study_argv, study_of, subcommands
+from specviz.cli.bench import command, study_of, subcommands
 from specviz.quant.levers import DEFAULT_LEVERS
 
 
 def _args(*argv: str):  # type: ignore[no-untyped-def]
-    return build_parser().parse_args(study_argv(["bench", *argv]))
+    return build_parser().parse_args(["bench", *argv])
 
 
 def test_each_study_has_its_own_name_and_section_key() -> None:
@@ -33,36 +34,69 @@ def test_each_study_has_its_own_name_and_section_key() -> None:
         ([], "speedup"),
         (["speedup"], "speedup"),
         (["trees"], "trees"),
-        (["--tree-sweep"], "trees"),
         (["batch"], "batch"),
-        (["--batch-sizes", "1,2"], "batch"),
         (["levers"], "levers"),
-        (["--levers"], "levers"),
+        (["memory"], "memory"),
         (["cross"], "cross"),
-        (["--cross"], "cross"),
-        (["--endpoint", "http://127.0.0.1:1"], "endpoint"),
         (["endpoint", "--endpoint", "http://127.0.0.1:1"], "endpoint"),
+        (["heads"], "heads"),
     ],
 )
-def test_the_subcommand_and_its_old_flag_pick_the_same_study(argv: list[str], name: str) -> None:
+def test_the_subcommand_picks_the_study(argv: list[str], name: str) -> None:
     assert study_of(_args(*argv)).name == name
 
 
-def test_a_subcommand_means_what_its_old_flag_meant_without_a_value() -> None:
-    def chosen(name: str):  # type: ignore[no-untyped-def]
-        args = _args(name)
-        return study_of(args).chosen(args)
-
-    assert chosen("trees").tree_sweep == ",".join(map(str, DEFAULT_NODES))
-    assert chosen("batch").batch_sizes == [int(b) for b in STEP_BATCH_SIZES.split(",")]
-    assert chosen("levers").levers == DEFAULT_LEVERS
-    assert _args("trees", "--tree-sweep", "1,8").tree_sweep == "1,8"
+def test_each_study_has_its_own_options_with_their_defaults() -> None:
+    assert _args("trees").nodes == ",".join(map(str, DEFAULT_NODES))
+    assert _args("trees", "--nodes", "1,8").nodes == "1,8"
+    assert _args("batch").batch_sizes == [int(b) for b in STEP_BATCH_SIZES.split(",")]
+    assert _args("levers").levers == DEFAULT_LEVERS
+    args = _args("cross")
+    assert study_of(args).chosen(args).drafters == "cross,cross:text"
 
 
-def test_a_subcommand_with_another_studys_flag_is_refused() -> None:
-    with pytest.raises(ValueError, match="runs one study"):
-        study_of(_args("speedup", "--levers"))
-    assert main(["bench", "trees", "--batch-sizes", "1,2"]) == 2
+def test_the_shared_options_stand_before_or_after_the_study_name() -> None:
+    assert _args("trees").reps == 3  # the default
+    assert _args("--reps", "5", "trees").reps == 5
+    assert _args("trees", "--reps", "5").reps == 5
+    assert _args("--gammas", "2,3", "batch", "--batch-sizes", "1,2").gammas == [2, 3]
+
+
+TREES = "specviz bench trees --nodes N,..."
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag", "spelling"),
+    [
+        (["--tree-sweep"], "--tree-sweep", TREES),
+        (["--tree-sweep", "1,4"], "--tree-sweep", TREES),
+        (["trees", "--tree-sweep", "1,4"], "--tree-sweep", TREES),
+        (["--batch-sizes", "1,2"], "--batch-sizes", "specviz bench batch --batch-sizes"),
+        (["--levers"], "--levers", "specviz bench levers --levers"),
+        (["--cross", "cross:text"], "--cross", "specviz bench cross --drafters DRAFTER,..."),
+        (["--endpoint", "http://127.0.0.1:1"], "--endpoint", "specviz bench endpoint --endpoint"),
+        (["trees", "--batch-sizes", "1,2"], "--batch-sizes", "specviz bench batch --batch-sizes"),
+        (["speedup", "--levers"], "--levers", "specviz bench levers --levers"),
+        (["--batch-requests", "4"], "--batch-requests", "specviz bench batch --batch-requests"),
+    ],
+)
+def test_an_old_study_flag_is_refused_with_its_spelling_now(
+    argv: list[str], flag: str, spelling: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        _args(*argv)
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"{flag} is now spelled: {spelling}" in error
+
+
+def test_the_new_spelling_is_not_refused() -> None:
+    """Negative control: the option that is refused before the study's name is taken after it."""
+    assert _args("batch", "--batch-sizes", "1,2").batch_sizes == [1, 2]
+    assert _args("levers", "--levers", "target@bf16").levers == "target@bf16"
+
+
+def test_a_study_without_what_it_needs_is_refused() -> None:
     assert main(["bench", "endpoint"]) == 2
 
 

@@ -11,10 +11,11 @@ import pytest
 from specviz.bench.report import load_result_view, render, resummarized
 from specviz.bench.runner import has_hf_counterpart, run_request
 from specviz.bench.sweep import unplain
-from specviz.bench.sweeps.trees import PASS_REPEATS, SweepPlan, parse_nodes, sweep_table
+from specviz.bench.sweeps.trees import PASS_REPEATS, SweepPlan, parse_nodes
 from specviz.cli import main
 from specviz.results.schema import SCHEMA, migrate, validate
 from specviz.results.setting import LOSSY, BenchSetting
+from specviz.results.tree_tables import sweep_table
 from specviz.tree.proposal import top_k_capacity, top_k_shape
 from specviz.tune.timing import tree_pass_timings
 from specviz.workloads import Request
@@ -40,7 +41,7 @@ def _argv(root: Path, pair: PairFactory, tokenizer: Any, *extra: str) -> list[st
 
 
 def _sweep(root: Path, pair: PairFactory, tokenizer: Any, *extra: str) -> dict[str, Any]:
-    argv = _argv(root, pair, tokenizer, "--tree-sweep", "1,4,8", "--tree-depth", "3", *extra)
+    argv = _argv(root, pair, tokenizer, "trees", "--nodes", "1,4,8", "--tree-depth", "3", *extra)
     assert main(argv) == 0
     result: dict[str, Any] = json.loads((root / "b.json").read_text())
     return result
@@ -167,20 +168,20 @@ def test_a_tree_drafter_with_the_lean_target_forward_is_refused(
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--tree-sweep", "4,8"], "1 (the chain) first"),
-        (["--tree-sweep", "1"], "1 (the chain) first, then tree node budgets"),
-        (["--tree-sweep", "1,8,4"], "increasing"),
-        (["--tree-sweep", "1,4,4"], "increasing"),
-        (["--tree-sweep", "1,four"], "--tree-sweep takes node budgets"),
-        (["--tree-sweep", "1,0"], "increasing"),
-        (["--tree-sweep", "--tree-depth", "0"], "--tree-depth must be an integer >= 1"),
-        (["--tree-sweep", "--tree-width", "0"], "--tree-width must be an integer >= 1"),
-        (["--tree-sweep", "1,4,64"], "holds at most 52 nodes"),
-        (["--tree-sweep", "--tree-depth", "1"], "depth 1 and width 4 holds at most 4 nodes"),
-        (["--tree-sweep", "--drafters", "model"], "--drafters must list some of tree-model"),
-        (["--tree-sweep", "--drafters", "tree-model,tree-model"], "names a drafter twice"),
-        (["--tree-sweep", "--policies", "fixed,heuristic"], "drop --policies"),
-        (["--tree-sweep", "--draft", "a", "--draft", "b"], "give one --draft"),
+        (["trees", "--nodes", "4,8"], "1 (the chain) first"),
+        (["trees", "--nodes", "1"], "1 (the chain) first, then tree node budgets"),
+        (["trees", "--nodes", "1,8,4"], "increasing"),
+        (["trees", "--nodes", "1,4,4"], "increasing"),
+        (["trees", "--nodes", "1,four"], "--nodes takes node budgets"),
+        (["trees", "--nodes", "1,0"], "increasing"),
+        (["trees", "--tree-depth", "0"], "--tree-depth must be an integer >= 1"),
+        (["trees", "--tree-width", "0"], "--tree-width must be an integer >= 1"),
+        (["trees", "--nodes", "1,4,64"], "holds at most 52 nodes"),
+        (["trees", "--tree-depth", "1"], "depth 1 and width 4 holds at most 4 nodes"),
+        (["trees", "--drafters", "model"], "--drafters must list some of tree-model"),
+        (["trees", "--drafters", "tree-model,tree-model"], "names a drafter twice"),
+        (["trees", "--policies", "fixed,heuristic"], "drop --policies"),
+        (["trees", "--draft", "a", "--draft", "b"], "give one --draft"),
         (["--drafters", "tree-model", "--tree-depth", "0"], "--tree-depth must be an integer"),
         (["--drafters", "tree-model", "--policies", "heuristic"], "add fixed to --policies"),
     ],

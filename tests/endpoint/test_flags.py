@@ -1,4 +1,4 @@
-"""`specviz bench --endpoint` refuses bad input with one line saying what to change, before any
+"""`specviz bench endpoint` refuses bad input with one line saying what to change, before any
 request is sent."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ DOWN = "http://127.0.0.1:9"  # nothing listens on the discard port
     ("flags", "message"),
     [
         (["--endpoint", "127.0.0.1:8000"], "http(s) URL"),
-        (["--endpoint", DOWN, "--levers"], "--levers sets up local models"),
+        (["--endpoint", DOWN, "--draft", "x"], "--draft sets up local models"),
         (["--endpoint", DOWN, "--drafters", "ngram"], "--drafters sets up local models"),
         (["--baseline-result", "x.json"], "add it"),
         (["--endpoint", DOWN, "--baseline-result", "missing.json"], "no such file"),
@@ -29,7 +29,8 @@ DOWN = "http://127.0.0.1:9"  # nothing listens on the discard port
 def test_bad_flags_exit_2_with_a_message(
     flags: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: object
 ) -> None:
-    assert main(["bench", "--out", "/dev/null", "--html", "/dev/null", *flags]) == 2
+    argv = ["bench", "endpoint", "--out", "/dev/null", "--html", "/dev/null", *flags]
+    assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert err.count("\n") == 1

@@ -1,4 +1,4 @@
-"""End to end: `specviz bench --endpoint` against llama.cpp's OpenAI-compatible server
+"""End to end: `specviz bench endpoint` against llama.cpp's OpenAI-compatible server
 (llama-cpp-python), serving the bundled SmolLM2 GGUF on the CPU at 127.0.0.1, with its prompt
 lookup speculation on and off.
 
@@ -117,9 +117,9 @@ def _bench(tmp_path: Path, name: str, *flags: str) -> Path:
     workload = tmp_path / "requests.jsonl"
     workload.write_text("\n".join(json.dumps(r) for r in REQUESTS) + "\n")
     out = tmp_path / f"{name}.json"
-    code = main(["bench", "--workloads", str(workload), "--concurrency", "1,2", "--reps", "1",
-                 "--warmup", "1", "--out", str(out), "--html", str(tmp_path / f"{name}.html"),
-                 *flags])  # fmt: skip
+    argv = ["bench", "endpoint", "--workloads", str(workload), "--concurrency", "1,2"]
+    argv += ["--reps", "1", "--warmup", "1", "--out", str(out)]
+    code = main([*argv, "--html", str(tmp_path / f"{name}.html"), *flags])
     assert code == 0
     return out
 

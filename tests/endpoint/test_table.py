@@ -102,7 +102,7 @@ def test_verdicts_say_where_speculation_stops_paying() -> None:
 
 
 def test_the_saved_section_must_count_tokens_from_usage() -> None:
-    from specviz.results.schema import problems
+    from specviz.results.sections import problems
 
     runs = [_run("spec", 1, "a", 1.0, 0.1, 10)]
     good = _section(runs, [_batch("spec", 1, 1.0)])

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from specviz.heads.eagle import EagleShape
-from specviz.train.data.regen import RegenConfig, rescorer, score_batch
+from specviz.train.data.regen import RegenConfig, rescorer
 from specviz.train.data.shards import _write_ids
 from specviz.train.data.stream import (
     RegenStream,
@@ -20,6 +20,7 @@ from specviz.train.data.stream import (
     load_shard,
     ready_shards,
 )
+from specviz.train.data.target_passes import score_batch
 from specviz.train.heads.accept import alpha, draft_index, position_loss, soft_labels
 from specviz.train.heads.eagle import EagleConfig, EagleTrainer, curve_row, run_eagle
 from specviz.train.heads.vocab import (

@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from specviz.heads.eagle import fused_layers
-from specviz.train.data.regen import RegenConfig, answer_batch, score_batch, shard_temperature
+from specviz.train.data.regen import RegenConfig, shard_temperature
 from specviz.train.data.shards import _write_ids, read_ids
 from specviz.train.data.sources import debian_packages, man_page
+from specviz.train.data.target_passes import answer_batch, score_batch
 from tests.conftest import EOS, tiny_model
 
 CFG = RegenConfig(max_new=12, topk=5, batch=3)
@@ -36,7 +37,15 @@ def test_generated_features_equal_teacher_forced(temperature: float) -> None:
     model = _model()
     prompts = [[3, 4, 5], [7, 8, 9, 10, 11, 12], [2]]  # different lengths: left padding matters
     gen = torch.Generator().manual_seed(1)
-    records = answer_batch(model, prompts, EOS, CFG, temperature, gen)
+    records = answer_batch(
+        model,
+        prompts,
+        EOS,
+        temperature,
+        gen,
+        max_new=CFG.max_new,
+        topk=CFG.topk,
+    )
     forced = score_batch(model, [r["tokens"].tolist() for r in records], EOS, CFG.topk)
     width = 3 * int(model.config.hidden_size)  # type: ignore[attr-defined]
     for prompt, rec, ref in zip(prompts, records, forced, strict=True):
@@ -59,7 +68,15 @@ def test_generated_features_equal_teacher_forced(temperature: float) -> None:
 
 def test_soft_labels_are_normalised_log_probs() -> None:
     model = _model()
-    rec = answer_batch(model, [[4, 5, 6]], EOS, CFG, 1.0, torch.Generator().manual_seed(2))[0]
+    rec = answer_batch(
+        model,
+        [[4, 5, 6]],
+        EOS,
+        1.0,
+        torch.Generator().manual_seed(2),
+        max_new=CFG.max_new,
+        topk=CFG.topk,
+    )[0]
     mass = rec["top_logp"].float().exp().sum(-1)
     assert bool((mass <= 1.0 + 1e-3).all()) and bool((mass > 0.0).all())
     assert bool((rec["top_logp"][:, :-1] >= rec["top_logp"][:, 1:]).all())  # sorted
@@ -67,8 +84,24 @@ def test_soft_labels_are_normalised_log_probs() -> None:
 
 def test_same_seed_same_answers_and_greedy_shards() -> None:
     model = _model()
-    a = answer_batch(model, [[4, 5]], EOS, CFG, 1.0, torch.Generator().manual_seed(3))
-    b = answer_batch(model, [[4, 5]], EOS, CFG, 1.0, torch.Generator().manual_seed(3))
+    a = answer_batch(
+        model,
+        [[4, 5]],
+        EOS,
+        1.0,
+        torch.Generator().manual_seed(3),
+        max_new=CFG.max_new,
+        topk=CFG.topk,
+    )
+    b = answer_batch(
+        model,
+        [[4, 5]],
+        EOS,
+        1.0,
+        torch.Generator().manual_seed(3),
+        max_new=CFG.max_new,
+        topk=CFG.topk,
+    )
     assert torch.equal(a[0]["tokens"], b[0]["tokens"])
     assert [shard_temperature(i, CFG) for i in range(4)] == [1.0, 0.0, 1.0, 1.0]
 

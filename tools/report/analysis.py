@@ -33,9 +33,16 @@ def copy_bound(_: Saved, folder: Path = ANALYSIS) -> list[str]:
     head = ["workload", "prompt", "tokens", "suffix", "own-text oracle", "anchored oracle"]
     head += ["free oracle"]
     keys = ("suffix_rounds", "own_oracle_rounds", "anchored_oracle_rounds", "free_oracle_rounds")
-    rows = [[b["workload"], "raw" if data["raw"] else "chat template", str(b["tokens"]),
-             *(f"{b['tokens'] / b[k]:.2f}" for k in keys)]
-            for data in runs for b in data["bounds"]]  # fmt: skip
+    rows = [
+        [
+            b["workload"],
+            "raw" if data["raw"] else "chat template",
+            str(b["tokens"]),
+            *(f"{b['tokens'] / b[k]:.2f}" for k in keys),
+        ]
+        for data in runs
+        for b in data["bounds"]
+    ]
     return markdown_table(head, rows)
 
 

@@ -27,12 +27,21 @@ def _rows_table(rows: list[dict[str, Any]]) -> list[str]:
     α₁…α₅."""
     head = ["step", "positions trained", "hours", "loss", "draft vocabulary", "held-out positions"]
     head += [f"α{d}" for d in "₁₂₃₄₅"[:DEPTHS]]
-    return markdown_table(head, [
-        [str(r["step"]), f"{r['positions']:,}", f"{r['hours']:.2f}", str(r.get("loss", "—")),
-         f"{r.get('vocab', FIRST_VOCAB):,}", f"{r['eval_positions']:,}",
-         *(f"{r[f'alpha_{d}']:.3f}" for d in range(1, DEPTHS + 1))]
-        for r in rows
-    ])  # fmt: skip
+    return markdown_table(
+        head,
+        [
+            [
+                str(r["step"]),
+                f"{r['positions']:,}",
+                f"{r['hours']:.2f}",
+                str(r.get("loss", "—")),
+                f"{r.get('vocab', FIRST_VOCAB):,}",
+                f"{r['eval_positions']:,}",
+                *(f"{r[f'alpha_{d}']:.3f}" for d in range(1, DEPTHS + 1)),
+            ]
+            for r in rows
+        ],
+    )
 
 
 def heads_curve(saved: Saved, path: Path = CURVE) -> list[str]:
@@ -56,12 +65,24 @@ def heads_curve(saved: Saved, path: Path = CURVE) -> list[str]:
         else f"{slope:+.3f} of α₁ per doubling of positions, over the last doubling"
     )
     figure = f"![Held-out α against positions trained](results/{CURVE_FIGURE})"
-    out = [*_rows_table(newest), "", f"Stop rule (gain under 0.01): {rule}.", "",
-           f"Trend: {trend}.", "", figure]  # fmt: skip
+    out = [
+        *_rows_table(newest),
+        "",
+        f"Stop rule (gain under 0.01): {rule}.",
+        "",
+        f"Trend: {trend}.",
+        "",
+        figure,
+    ]
     older = [r for r in rows if r not in newest]
     if older:
-        out += ["", f"Rows read on earlier held-out sets ({len(older)}; they compare only with "
-                "rows of the same held-out positions):", "", *_rows_table(older)]  # fmt: skip
+        out += [
+            "",
+            f"Rows read on earlier held-out sets ({len(older)}; they compare only with "
+            "rows of the same held-out positions):",
+            "",
+            *_rows_table(older),
+        ]
     return out
 
 
@@ -81,10 +102,17 @@ def curve_figure(saved: Saved, path: Path = CURVE) -> Path | None:
     fig, ax = plt.subplots(figsize=(7, 4))
     for d in range(1, DEPTHS + 1):
         key = f"alpha_{d}"
-        line = ax.plot([r["positions"] for r in newest], [r[key] for r in newest], marker="o",
-                       label=f"α{d}")  # fmt: skip
-        ax.plot([r["positions"] for r in older], [r[key] for r in older], marker="o",
-                linestyle="none", fillstyle="none", color=line[0].get_color())  # fmt: skip
+        line = ax.plot(
+            [r["positions"] for r in newest], [r[key] for r in newest], marker="o", label=f"α{d}"
+        )
+        ax.plot(
+            [r["positions"] for r in older],
+            [r[key] for r in older],
+            marker="o",
+            linestyle="none",
+            fillstyle="none",
+            color=line[0].get_color(),
+        )
     ax.set_xscale("log")
     ax.set(xlabel="positions trained", ylabel="held-out α (T = 1)")
     ax.legend(fontsize=7, title="draft depth", title_fontsize=7)
@@ -110,22 +138,33 @@ def heads_replay(saved: Saved, folder: Path = REPLAY) -> list[str]:
     if not shared:
         return markdown_table(["on-policy replay"], [["the arms share no evaluated step yet"]])
     step = shared[-1]
-    rows = {name: next(r for r in arm if r["step"] == step) for name, arm in
-            (("replay", on), ("control", off))}  # fmt: skip
+    rows = {
+        name: next(r for r in arm if r["step"] == step)
+        for name, arm in (("replay", on), ("control", off))
+    }
     head = ["arm", "batches replayed", "steps past the start", "held-out positions"]
     head += [f"α{d}" for d in "₁₂₃₄₅"[:DEPTHS]]
     every = {"replay": f"1 batch in {collected['every']}", "control": "none"}
-    body = [[name, every[name], str(step - collected["start"]), f"{r['eval_positions']:,}",
-             *(f"{r[f'alpha_{d}']:.4f}" for d in range(1, DEPTHS + 1))]
-            for name, r in rows.items()]  # fmt: skip
+    body = [
+        [
+            name,
+            every[name],
+            str(step - collected["start"]),
+            f"{r['eval_positions']:,}",
+            *(f"{r[f'alpha_{d}']:.4f}" for d in range(1, DEPTHS + 1)),
+        ]
+        for name, r in rows.items()
+    ]
     gains = ", ".join(
         f"{rows['replay'][f'alpha_{d}'] - rows['control'][f'alpha_{d}']:+.4f}"
         for d in range(1, DEPTHS + 1)
     )
-    note = (f"From step {collected['start']}: {collected['rejected']:,} rejected positions "
-            f"collected from {collected['shards']} training shards in "
-            f"{collected['seconds']:.0f} s. Gain of replay over the control at step {step}, "
-            f"α₁…α₅: {gains}.")  # fmt: skip
+    note = (
+        f"From step {collected['start']}: {collected['rejected']:,} rejected positions "
+        f"collected from {collected['shards']} training shards in "
+        f"{collected['seconds']:.0f} s. Gain of replay over the control at step {step}, "
+        f"α₁…α₅: {gains}."
+    )
     return [*markdown_table(head, body), "", note]
 
 
@@ -151,9 +190,16 @@ def heads_vocab(saved: Saved, path: Path = VOCAB, cut: Path = VOCAB_CUT) -> list
         r = scored.get(int(row["size"]))
         alphas = [f"{r[f'alpha_{d}']:.4f}" for d in range(1, DEPTHS + 1)] if r else ["—"] * DEPTHS
         change = f"{r['alpha_1'] - top:+.4f}" if r else "—"
-        body.append([f"{row['size']:,}", f"{row['coverage']:.2%}",
-                     f"{row.get('held_out_coverage', float('nan')):.2%}",
-                     f"{row['head_ms_per_step']:.3f}", *alphas, change])  # fmt: skip
+        body.append(
+            [
+                f"{row['size']:,}",
+                f"{row['coverage']:.2%}",
+                f"{row.get('held_out_coverage', float('nan')):.2%}",
+                f"{row['head_ms_per_step']:.3f}",
+                *alphas,
+                change,
+            ]
+        )
     step = next(iter(scored.values()), {}).get("step")
     note = f"α: the step-{step} snapshot on the held-out set's answer positions." if step else ""
     return [*markdown_table(head, body), *(["", note] if note else [])]

@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from specviz.bench.sweeps.levers import lever_rows, levers_table
-from specviz.bench.sweeps.memory import render_memory, step_curves
 from specviz.endpoint.table import endpoint_table
+from specviz.results.lever_tables import lever_rows, levers_table
+from specviz.results.memory_tables import render_memory, step_curves
 from specviz.results.table import markdown_table, number_cell, spread_cell
 from tools.report.saved import Saved
 

@@ -1,33 +1,27 @@
-"""`specviz bench batch` (alias --batch-sizes): where speculative decoding stops paying as more
+"""`specviz bench batch`: where speculative decoding stops paying as more
 requests share a pass.
 
 The runs: N requests decoded in groups of B rows for each batch size B, plainly and with each
-batched drafter at each fixed gamma, on the same requests and seeds (specviz.batch.sweep). Each
-row (T, drafter, B, gamma) pairs every repetition's speculative run with that repetition's
-plain run at the same B: throughput (all tokens over wall seconds), the mean per-request tokens
-per second and latency, the cost per 1k tokens, the speedup (plain over speculative seconds per
-token), alpha, and the speedup predicted from batched passes timed at each B (specviz.tune.timing;
-specviz.gamma.theory.pass_speedup). r = t_verify / t_plain is near 1 while the target is
-weight-bound and climbs toward gamma + 1 as B (gamma + 1) tokens fill the device: token-bound
-from the first B where (r - 1) / gamma >= TOKEN_BOUND. rebatch recomputes every number.
+batched drafter at each fixed gamma, on the same requests and seeds (specviz.batch.sweep); its
+rows, each batch size's best gamma and the verdicts, computed from the saved runs and the
+batched passes timed at each B, are specviz.batch.rows'. Here: the plan, the run, the Markdown.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from specviz.api import stop_ids
+from specviz.batch.rows import pass_seconds, rebatch
 from specviz.batch.sweep import Setting, run_batch_sweep
-from specviz.bench.sweep import Context, Outcome, grouped, ints, plain, with_flags
+from specviz.bench.sweep import Context, Outcome, ints, plain
 from specviz.console import say
 from specviz.drafters.names import BATCH_DRAFTERS, REGISTRY
 from specviz.drafters.trimmed import load_head_tokens, trim_head
-from specviz.gamma.theory import TOKEN_BOUND, pass_speedup, token_bound_from
-from specviz.results.records import cost_per_1k_tokens, spread
+from specviz.gamma.theory import TOKEN_BOUND
 from specviz.results.table import column_table, markdown_table, spread_cell
 from specviz.tune.timing import TARGET, batch_pass_timings
 from specviz.workloads import Request, checked_prompt_ids
@@ -91,121 +85,11 @@ def sweep_requests(pool: Sequence[Request], n: int) -> list[Request]:
     return [pool[i % len(pool)] for i in range(n)]
 
 
-def pass_seconds(passes: Sequence[dict[str, Any]]) -> dict[tuple[int, str, int], float]:
-    """Saved pass timings by (batch size, model, tokens a row)."""
-    return {(int(p["batch_size"]), str(p["model"]), int(p["tokens_per_row"])): float(p["seconds"])
-            for p in passes}  # fmt: skip
-
-
-def _medians(runs: Sequence[dict[str, Any]], price: float) -> dict[str, float]:
-    """Each measure's median over the runs: a run's totals over its N requests (seconds,
-    tokens, tokens_per_second, cost_per_1k_tokens) and its per-request means (latency,
-    request_tokens_per_second)."""
-    values = [{
-        "seconds": r["seconds"], "tokens": sum(r["tokens"]),
-        "tokens_per_second": sum(r["tokens"]) / r["seconds"],
-        "latency": statistics.fmean(r["latency"]),
-        "request_tokens_per_second": statistics.fmean(
-            n / s for n, s in zip(r["tokens"], r["latency"], strict=True) if s > 0),
-        "cost_per_1k_tokens": cost_per_1k_tokens(r["seconds"], sum(r["tokens"]), price),
-    } for r in runs]  # fmt: skip
-    return {k: statistics.median(v[k] for v in values) for k in values[0]}
-
-
-def batch_rows(section: dict[str, Any], price: float) -> list[dict[str, Any]]:
-    """One row per (T, drafter, B, gamma) that ran, in that order."""
-    timed, runs = pass_seconds(section["passes"]), section["runs"]
-    plains = {(r["temperature"], r["batch_size"], r["repetition"]): r
-              for r in runs if r["drafter"] is None}  # fmt: skip
-    specs = [r for r in runs if r["drafter"] is not None]
-    groups = grouped(specs, lambda r: (r["temperature"], r["drafter"], r["batch_size"], r["gamma"]))
-    rows = []
-    for (t, drafter, size, gamma), specs in sorted(groups.items()):
-        pairs = [(s, plains[t, size, s["repetition"]]) for s in specs]
-        verified = [(s["accepted"], s["accepted"] + s["rejected"]) for s, _ in pairs]
-        alphas = [float(k) / v for k, v in verified if v]
-        a = statistics.median(alphas) if alphas else None
-        step, verify = timed[size, TARGET, 1], timed[size, TARGET, gamma + 1]
-        draft = timed.get((size, drafter, 1), 0.0)  # n-gram lookup: no model pass
-        per_token = [(p["seconds"] / sum(p["tokens"]), s["seconds"] / sum(s["tokens"]))
-                     for s, p in pairs]  # fmt: skip
-        rounds = [sum(s["tokens"]) / s["row_rounds"] for s, _ in pairs]
-        same = sum(s["same_tokens_as_plain"] for s, _ in pairs)
-        rows.append({
-            "temperature": t, "drafter": drafter, "batch_size": size, "gamma": gamma,
-            "runs": len(pairs), "plain": _medians([p for _, p in pairs], price),
-            "speculative": _medians([s for s, _ in pairs], price),
-            "speedup": asdict(spread([p / s for p, s in per_token])), "alpha": a,
-            "tokens_per_round": statistics.median(rounds), "verify_ratio": verify / step,
-            "draft_ratio": draft / step,
-            "predicted_speedup": pass_speedup(a or 0.0, gamma, step, draft, verify),
-            "same_tokens": same / sum(len(s["tokens"]) for s, _ in pairs),
-        })  # fmt: skip
-    return rows
-
-
-def best_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (T, drafter, B): the row of the gamma with the highest median speedup, with the
-    gamma theory would pick (the highest predicted speedup) beside it."""
-    out = []
-    by_size = grouped(rows, lambda r: (r["temperature"], r["drafter"], r["batch_size"]))
-    for group in by_size.values():
-        best = max(group, key=lambda r: r["speedup"]["median"])
-        theory = max(group, key=lambda r: r["predicted_speedup"])
-        out.append(best | {"predicted_gamma": theory["gamma"],
-                           "predicted_best": theory["predicted_speedup"]})  # fmt: skip
-    return out
-
-
-def _stops_from(points: Sequence[tuple[int, float]]) -> int | None:
-    """The least batch size from which every larger one has a speedup <= 1 (None: the largest
-    still pays)."""
-    stops = None
-    for size, value in sorted(points, reverse=True):
-        if value > 1.0:
-            break
-        stops = size
-    return stops
-
-
-def verdicts(best: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (T, drafter): the batch sizes where speculation pays (its best gamma beats plain
-    decoding), from which it stops paying, and from which theory says it does."""
-    out = []
-    for (t, drafter), group in grouped(best, lambda r: (r["temperature"], r["drafter"])).items():
-        measured = [(r["batch_size"], r["speedup"]["median"]) for r in group]
-        predicted = [(r["batch_size"], r["predicted_best"]) for r in group]
-        top = max(group, key=lambda r: r["speedup"]["median"])
-        out.append({
-            "temperature": t, "drafter": drafter, "pays_at": [b for b, s in measured if s > 1.0],
-            "stops_from": _stops_from(measured),
-            "predicted_pays_at": [b for b, s in predicted if s > 1.0],
-            "predicted_stops_from": _stops_from(predicted), "best_batch_size": top["batch_size"],
-            "best_gamma": top["gamma"], "best_speedup": top["speedup"]["median"],
-        })  # fmt: skip
-    return out
-
-
-def rebatch(section: dict[str, Any], price: float) -> dict[str, Any]:
-    """A saved section with rows, best rows, verdicts and verification costs recomputed from
-    its plan, requests, runs and pass timings (verify: per gamma, r(B) = t_verify(B, gamma + 1)
-    / t_plain(B) at each B, and from which B the pass is token-bound)."""
-    rows = batch_rows(section, price)
-    best = best_rows(rows)
-    timed, plan = pass_seconds(section["passes"]), section["plan"]
-    verify = []
-    for gamma in plan["gammas"]:
-        ratios = [(b, timed[b, TARGET, gamma + 1] / timed[b, TARGET, 1])
-                  for b in plan["batch_sizes"]]  # fmt: skip
-        verify.append({"gamma": gamma, "ratios": [[b, r] for b, r in ratios],
-                       "token_bound_from": token_bound_from(ratios, gamma)})  # fmt: skip
-    kept = {k: section[k] for k in ("plan", "requests", "runs", "passes")}
-    return kept | {"rows": rows, "best": best, "verdicts": verdicts(best), "verify": verify}
-
-
 ROW_COLUMNS = (
-    ("T", lambda r: f"{r['temperature']:g}"), ("drafter", lambda r: r["drafter"]),
-    ("B", lambda r: str(r["batch_size"])), ("γ", lambda r: str(r["gamma"])),
+    ("T", lambda r: f"{r['temperature']:g}"),
+    ("drafter", lambda r: r["drafter"]),
+    ("B", lambda r: str(r["batch_size"])),
+    ("γ", lambda r: str(r["gamma"])),
     ("plain tok/s", lambda r: f"{r['plain']['tokens_per_second']:.1f}"),
     ("speculative tok/s", lambda r: f"{r['speculative']['tokens_per_second']:.1f}"),
     ("speedup (min–max)", lambda r: spread_cell(r["speedup"])),
@@ -216,12 +100,14 @@ ROW_COLUMNS = (
     ("plain latency s", lambda r: f"{r['plain']['latency']:.2f}"),
     ("speculative latency s", lambda r: f"{r['speculative']['latency']:.2f}"),
     ("plain tok/s a request", lambda r: f"{r['plain']['request_tokens_per_second']:.1f}"),
-    ("speculative tok/s a request",
-     lambda r: f"{r['speculative']['request_tokens_per_second']:.1f}"),
+    (
+        "speculative tok/s a request",
+        lambda r: f"{r['speculative']['request_tokens_per_second']:.1f}",
+    ),
     ("plain $/1k tok", lambda r: f"{r['plain']['cost_per_1k_tokens']:.3g}"),
     ("speculative $/1k tok", lambda r: f"{r['speculative']['cost_per_1k_tokens']:.3g}"),
     ("same tokens as plain", lambda r: f"{r['same_tokens']:.0%}"),
-)  # fmt: skip
+)
 
 
 def passes_table(section: dict[str, Any]) -> list[str]:
@@ -233,9 +119,14 @@ def passes_table(section: dict[str, Any]) -> list[str]:
     for b in plan["batch_sizes"]:
         step = timed[b, TARGET, 1]
         verify = [timed[b, TARGET, g + 1] for g in plan["gammas"]]
-        body.append([str(b), f"{step * 1e3:.1f}",
-                     *(f"{v * 1e3:.1f} ({v / step:.2f})" for v in verify),
-                     *(f"{timed[b, d, 1] * 1e3:.1f}" for d in drafts)])  # fmt: skip
+        body.append(
+            [
+                str(b),
+                f"{step * 1e3:.1f}",
+                *(f"{v * 1e3:.1f} ({v / step:.2f})" for v in verify),
+                *(f"{timed[b, d, 1] * 1e3:.1f}" for d in drafts),
+            ]
+        )
     return markdown_table([*header, *(f"{d} draft step ms" for d in drafts)], body)
 
 
@@ -270,21 +161,33 @@ def render_batch(section: dict[str, Any]) -> str:
         )
     largest = max(plan["batch_sizes"])
     bound = "; ".join(
-        f"at γ = {c['gamma']} " + (f"at no B up to {largest}" if c["token_bound_from"] is None
-                                  else f"from B = {c['token_bound_from']}")
+        f"at γ = {c['gamma']} "
+        + (
+            f"at no B up to {largest}"
+            if c["token_bound_from"] is None
+            else f"from B = {c['token_bound_from']}"
+        )
         for c in section["verify"]
-    )  # fmt: skip
-    return "\n".join([*lines, (
-        f"- The verification pass of γ + 1 tokens a row is token-bound ((r − 1)/γ ≥ "
-        f"{TOKEN_BOUND:g}: past halfway from a plain step's cost to γ + 1 steps') {bound}."
-    )])  # fmt: skip
+    )
+    return "\n".join(
+        [
+            *lines,
+            (
+                f"- The verification pass of γ + 1 tokens a row is token-bound ((r − 1)/γ ≥ "
+                f"{TOKEN_BOUND:g}: past halfway from a plain step's cost to γ + 1 steps') {bound}."
+            ),
+        ]
+    )
 
 
 def drafting_models(draft: Any, drafters: Sequence[str]) -> dict[str, Any]:
     """The model each batched drafter drafts with (model:trimmed: its trimmed head); n-gram
     lookup has none (its lookups are priced at 0)."""
-    return {name: trim_head(draft, load_head_tokens(draft)) if REGISTRY[name].trims_head else draft
-            for name in drafters if REGISTRY[name].uses_draft_model}  # fmt: skip
+    return {
+        name: trim_head(draft, load_head_tokens(draft)) if REGISTRY[name].trims_head else draft
+        for name in drafters
+        if REGISTRY[name].uses_draft_model
+    }
 
 
 def batch_result(plan: BatchPlan, context: Context) -> dict[str, Any]:
@@ -299,24 +202,39 @@ def batch_result(plan: BatchPlan, context: Context) -> dict[str, Any]:
     for t in temps:
         pool = [r for r in context.requests if given is not None or r.temperature == t]
         picked = sweep_requests(pool, plan.requests)
-        ids = [checked_prompt_ids(pair.tokenizer, r, plan.new_tokens, models, raw=args.raw)
-               for r in picked]  # fmt: skip
+        ids = [
+            checked_prompt_ids(pair.tokenizer, r, plan.new_tokens, models, raw=args.raw)
+            for r in picked
+        ]
         chosen.append((t, picked, ids))
     stop, runs = stop_ids(pair.target, pair.tokenizer), []
     for t, _, prompts in chosen:
         runs += run_batch_sweep(
-            pair.target, pair.draft, prompts, batch_sizes=plan.batch_sizes,
-            settings=plan.settings(), new_tokens=plan.new_tokens, temperature=t,
-            repetitions=args.reps, stop=stop, progress=context.progress,
-        )  # fmt: skip
+            pair.target,
+            pair.draft,
+            prompts,
+            batch_sizes=plan.batch_sizes,
+            settings=plan.settings(),
+            new_tokens=plan.new_tokens,
+            temperature=t,
+            repetitions=args.reps,
+            stop=stop,
+            progress=context.progress,
+        )
     say("timing the batched target and draft passes at each batch size")
     widths = sorted({g + 1 for g in plan.gammas})
-    passes = batch_pass_timings(pair.target, drafting_models(pair.draft, plan.drafters),
-                                chosen[0][2], plan.batch_sizes, widths)  # fmt: skip
+    passes = batch_pass_timings(
+        pair.target,
+        drafting_models(pair.draft, plan.drafters),
+        chosen[0][2],
+        plan.batch_sizes,
+        widths,
+    )
     requests = [
         {"temperature": t, "id": r.id, "category": r.category, "prompt_tokens": len(ids)}
-        for t, picked, prompts in chosen for r, ids in zip(picked, prompts, strict=True)
-    ]  # fmt: skip
+        for t, picked, prompts in chosen
+        for r, ids in zip(picked, prompts, strict=True)
+    ]
     section = {"plan": plain(plan), "requests": requests, "runs": runs, "passes": passes}
     return rebatch(section, args.price_per_hour)
 
@@ -332,65 +250,71 @@ class Batch:
 
     def add_arguments(self, b: argparse.ArgumentParser) -> None:
         b.add_argument(
-            "--batch-sizes", type=ints, default=None, metavar="B,...",
-            help="run the batch sweep instead of the other settings, e.g. 1,2,4,8,16,32: "
+            "--batch-sizes",
+            type=ints,
+            default=STEP_BATCH_SIZES,
+            metavar="B,...",
+            help="the batch sizes to sweep, e.g. 1,2,4,8,16,32 (default: %(default)s): "
             "--batch-requests requests decoded in consecutive groups of B rows for each B, "
             "plainly and speculatively (each drafter of --drafters with a batched form: model, "
             "model:trimmed, ngram; each of --gammas) on the same requests and seeds, through "
             "transformers' forward; reports throughput, per-request latency, cost per 1k "
             "tokens, the speedup, alpha, the best gamma per B, and the speedup predicted from "
             "timed batched passes (the plain decode step timing is --step-batch-sizes)",
-        )  # fmt: skip
+        )
         b.add_argument(
-            "--batch-requests", type=int, default=None, metavar="N",
+            "--batch-requests",
+            type=int,
+            default=None,
+            metavar="N",
             help="the batch sweep's requests: the first N prompts of --workloads, cycled where "
             "there are fewer (default: the largest of --batch-sizes)",
-        )  # fmt: skip
+        )
         b.add_argument(
-            "--batch-new-tokens", type=int, default=None, metavar="N",
+            "--batch-new-tokens",
+            type=int,
+            default=None,
+            metavar="N",
             help="the batch sweep: at most N new tokens a request (default: the fewest "
             "max_new_tokens among its requests)",
-        )  # fmt: skip
-
-    def asked(self, args: argparse.Namespace) -> bool:
-        return args.batch_sizes is not None
+        )
 
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
-        return args if self.asked(args) else with_flags(args, batch_sizes=ints(STEP_BATCH_SIZES))
+        return args
 
     def plan(
-        self, args: argparse.Namespace, drafters: Sequence[str], policies: Sequence[str],
+        self,
+        args: argparse.Namespace,
+        drafters: Sequence[str],
+        policies: Sequence[str],
         requests: Sequence[Request],
-    ) -> BatchPlan | None:  # fmt: skip
-        """The sweep --batch-sizes asks for (None without it); ValueError, saying what to
-        change, for what it cannot run."""
-        if args.batch_sizes is None:
-            given = [flag for flag, value in (("--batch-requests", args.batch_requests),
-                     ("--batch-new-tokens", args.batch_new_tokens))
-                     if value is not None]  # fmt: skip
-            if given:
-                raise ValueError(
-                    f"{' and '.join(given)} apply to the batch sweep: add --batch-sizes"
-                )
-            return None
+    ) -> BatchPlan:
+        """The sweep of --batch-sizes; ValueError, saying what to change, for what it cannot
+        run."""
         for wrong, message in (
-            (args.tree_sweep is not None, "and --tree-sweep are two sweeps: run one at a time"),
-            (args.lean_target, "decodes each batch through transformers' forward "
-             "(specviz.batch), not specviz.fast.lean's: drop --lean-target"),
-            (list(policies) != ["fixed"],
-             "runs each of --gammas as a fixed gamma: drop --policies"),
+            (
+                args.lean_target,
+                "decodes each batch through transformers' forward "
+                "(specviz.batch), not specviz.fast.lean's: drop --lean-target",
+            ),
+            (
+                list(policies) != ["fixed"],
+                "runs each of --gammas as a fixed gamma: drop --policies",
+            ),
             (len(args.draft or []) > 1, "compares batch sizes on one draft: give one --draft"),
             (not requests, "has no requests: check --workloads and --limit"),
-        ):  # fmt: skip
+        ):
             if wrong:
-                raise ValueError(f"--batch-sizes {message}")
+                raise ValueError(f"specviz bench batch {message}")
         sizes = sorted(args.batch_sizes)
         fewest = min(r.max_new_tokens for r in requests)
         return BatchPlan(
-            batch_sizes=tuple(sizes), gammas=tuple(args.gammas), drafters=tuple(drafters),
+            batch_sizes=tuple(sizes),
+            gammas=tuple(args.gammas),
+            drafters=tuple(drafters),
             requests=args.batch_requests if args.batch_requests is not None else max(sizes),
             new_tokens=args.batch_new_tokens if args.batch_new_tokens is not None else fewest,
-        )  # fmt: skip
+        )
 
     def run(self, plan: BatchPlan, context: Context) -> Outcome:
         return Outcome(section=batch_result(plan, context))

@@ -1,4 +1,4 @@
-"""`specviz bench cross` (alias --cross): a draft with another tokenizer than the target's,
+"""`specviz bench cross`: a draft with another tokenizer than the target's,
 each cross-tokenizer drafter at each γ, against plain decoding, transformers' generate() and
 transformers' own assisted generation with the same draft (Universal Assisted Generation).
 
@@ -31,7 +31,7 @@ from typing import Any
 
 from specviz.api import GenerationResult, autoregressive_generate, speculative_generate
 from specviz.bench.runner import assistant_settings, record
-from specviz.bench.sweep import Context, Outcome, by_temperature, grouped, with_flags
+from specviz.bench.sweep import Context, Outcome, by_temperature, with_flags
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.drafters.cross_vocab import CrossTokenizers, cross_tokenizers
@@ -40,29 +40,12 @@ from specviz.drafters.options import DrafterOptions
 from specviz.drafters.registry import build_drafter
 from specviz.fast.lean import lean_target_cache
 from specviz.models.generate import generate
-from specviz.results.records import Record, request_metrics
+from specviz.results.records import Record, grouped, request_metrics
 from specviz.results.setting import BenchSetting
 from specviz.results.table import Column, column_table, number_cell
 from specviz.workloads import Request, checked_prompt_ids
 
 DEFAULT_CROSS = ",".join(CROSS_TOKENIZER_DRAFTERS)
-
-
-def add_cross_arguments(b: argparse.ArgumentParser) -> None:
-    """Register --cross."""
-    b.add_argument(
-        "--cross",
-        nargs="?",
-        const=DEFAULT_CROSS,
-        default=None,
-        metavar="DRAFTER,...",
-        help="run the cross-tokenizer study instead of the other settings: one --draft whose "
-        "tokenizer may differ from the target's, each of these drafters (default: "
-        f"{DEFAULT_CROSS}) at each of --gammas, against plain decoding, transformers' "
-        "generate() and transformers' assisted generation with the same draft; reports alpha, "
-        "tokens per target pass, the draft cost c (draft seconds a round over target seconds "
-        "a pass), the speedups and the greedy identity at T = 0",
-    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,26 +57,23 @@ class CrossPlan:
     command: str
 
 
-def cross_plan(args: argparse.Namespace, policies: Sequence[str]) -> CrossPlan | None:
-    """The study --cross asks for (None without it); ValueError, saying what to change, for
-    what it cannot run. No model is loaded."""
-    if args.cross is None:
-        return None
-    drafters = tuple(d.strip() for d in args.cross.split(",") if d.strip())
+def cross_plan(args: argparse.Namespace, policies: Sequence[str]) -> CrossPlan:
+    """The study of --drafters (the cross-tokenizer drafters: by default every one); ValueError,
+    saying what to change, for what it cannot run. No model is loaded."""
+    drafters = tuple(d.strip() for d in args.drafters.split(",") if d.strip())
     unknown = [d for d in drafters if d not in CROSS_TOKENIZER_DRAFTERS]
     if not drafters or unknown:
         raise ValueError(
-            f"--cross must list some of {DEFAULT_CROSS} (got {args.cross!r}): the drafters that "
-            "translate between tokenizers"
+            f"specviz bench cross runs the drafters that translate between tokenizers: "
+            f"--drafters must list some of {DEFAULT_CROSS} (got {args.drafters!r})"
         )
     for flag, clash in (
-        ("--drafters", args.drafters is not None),
         ("--policies", list(policies) != ["fixed"]),
         ("--draft twice", len(args.draft or []) > 1),
     ):
         if clash:
             raise ValueError(
-                f"--cross runs its own drafters at fixed gammas on one --draft: drop {flag}"
+                f"specviz bench cross runs its drafters at fixed gammas on one --draft: drop {flag}"
             )
     command = shlex.join(["specviz", *sys.argv[1:]])
     return CrossPlan(drafters=drafters, gammas=tuple(args.gammas), command=command)
@@ -108,8 +88,15 @@ def transformers_run(
     if not assistant:
         return generate(pair.target, ids, new_tokens, temperature)
     both = None if pair.same_tokenizer else (pair.tokenizer, pair.draft_tokenizer)
-    return generate(pair.target, ids, new_tokens, temperature, assistant=pair.draft,
-                    schedule=assistant, tokenizers=both)  # fmt: skip
+    return generate(
+        pair.target,
+        ids,
+        new_tokens,
+        temperature,
+        assistant=pair.draft,
+        schedule=assistant,
+        tokenizers=both,
+    )
 
 
 def per_token(seconds: float, tokens: int) -> float:
@@ -162,10 +149,11 @@ def run_cross(plan: CrossPlan, context: Context) -> Outcome:
     speculative runs (against transformers' assisted generation) and the section."""
     args, pair = context.args, context.pair
     translation = cross_tokenizers(
-        pair.tokenizer, pair.draft_tokenizer or pair.tokenizer,
+        pair.tokenizer,
+        pair.draft_tokenizer or pair.tokenizer,
         target_vocab=int(pair.target.config.vocab_size),
         draft_vocab=int(pair.draft.config.vocab_size),
-    )  # fmt: skip
+    )
     options = DrafterOptions(
         tokenizer=pair.tokenizer, draft_tokenizer=pair.draft_tokenizer, translation=translation
     )
@@ -181,28 +169,44 @@ def run_cross(plan: CrossPlan, context: Context) -> Outcome:
         for rep in range(-1, args.reps):  # rep -1 is the untimed warm-up
             sampling = SamplingConfig(temperature=temperature, seed=max(rep, 0))
             plain = autoregressive_generate(
-                pair.target, pair.tokenizer, ids, sampling=sampling, max_new_tokens=n,
+                pair.target,
+                pair.tokenizer,
+                ids,
+                sampling=sampling,
+                max_new_tokens=n,
                 make_cache=make_cache,
-            )  # fmt: skip
+            )
             alone = transformers_run(pair, ids, n, temperature, {})
             for drafter in plan.drafters:
                 for gamma in plan.gammas:
                     setting = BenchSetting(
-                        drafter=drafter, gamma=gamma, temperature=temperature,
+                        drafter=drafter,
+                        gamma=gamma,
+                        temperature=temperature,
                         draft_name=context.draft,
-                    )  # fmt: skip
+                    )
                     schedule = assistant_settings(setting)
-                    assisted = None if args.no_hf else transformers_run(
-                        pair, ids, n, temperature, schedule)  # fmt: skip
+                    assisted = (
+                        None
+                        if args.no_hf
+                        else transformers_run(pair, ids, n, temperature, schedule)
+                    )
                     built = build_drafter(
-                        drafter, target=pair.target, draft=pair.draft, sampling=sampling,
+                        drafter,
+                        target=pair.target,
+                        draft=pair.draft,
+                        sampling=sampling,
                         options=options,
-                    )  # fmt: skip
+                    )
                     spec = speculative_generate(
-                        pair.target, built, pair.tokenizer, ids, sampling=sampling,
+                        pair.target,
+                        built,
+                        pair.tokenizer,
+                        ids,
+                        sampling=sampling,
                         speculation=SpeculationConfig(gamma=gamma, max_new_tokens=n),
                         make_cache=make_cache,
-                    )  # fmt: skip
+                    )
                     if rep < 0:
                         continue
                     hf = (None, None) if assisted is None else assisted
@@ -280,12 +284,18 @@ def _number(title: str, key: str, fmt: str = ".2f") -> Column:
 
 
 COLUMNS = (
-    ("drafter", lambda r: r["drafter"]), ("γ", lambda r: str(r["gamma"])),
-    ("T", lambda r: f"{r['temperature']:g}"), ("runs", lambda r: str(r["runs"])),
-    _number("α", "alpha"), _number("tokens / pass", "tokens_per_pass"), _number("c", "c", ".3f"),
-    _number("× plain", "speedup_plain"), _number("× generate()", "speedup_generate"),
-    _number("× assisted", "speedup_assisted"), ("identical", lambda r: r["identical"]),
-)  # fmt: skip
+    ("drafter", lambda r: r["drafter"]),
+    ("γ", lambda r: str(r["gamma"])),
+    ("T", lambda r: f"{r['temperature']:g}"),
+    ("runs", lambda r: str(r["runs"])),
+    _number("α", "alpha"),
+    _number("tokens / pass", "tokens_per_pass"),
+    _number("c", "c", ".3f"),
+    _number("× plain", "speedup_plain"),
+    _number("× generate()", "speedup_generate"),
+    _number("× assisted", "speedup_assisted"),
+    ("identical", lambda r: r["identical"]),
+)
 
 
 def render_cross(section: dict[str, Any]) -> str:
@@ -325,13 +335,10 @@ class Cross:
     own_flags: bool = False
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        add_cross_arguments(parser)
-
-    def asked(self, args: argparse.Namespace) -> bool:
-        return args.cross is not None
+        """None of its own: it runs the cross-tokenizer drafters of --drafters."""
 
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
-        return args if self.asked(args) else with_flags(args, cross=DEFAULT_CROSS)
+        return with_flags(args, drafters=args.drafters or DEFAULT_CROSS)
 
     def plan(
         self,
@@ -339,7 +346,7 @@ class Cross:
         drafters: Sequence[str],
         policies: Sequence[str],
         requests: Sequence[Request],
-    ) -> CrossPlan | None:
+    ) -> CrossPlan:
         return cross_plan(args, policies)
 
     def run(self, plan: CrossPlan, context: Context) -> Outcome:

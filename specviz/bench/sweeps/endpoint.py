@@ -1,4 +1,4 @@
-"""`specviz bench endpoint` (alias --endpoint URL): the workloads sent to an OpenAI-compatible
+"""`specviz bench endpoint`: the workloads sent to an OpenAI-compatible
 server with speculation on and to a baseline without it, at each concurrency
 (specviz.endpoint)."""
 
@@ -25,9 +25,8 @@ from specviz.workloads import Request
 SECOND_SERVER = "a second server without speculation, interleaved batch by batch"
 SERVER_FORWARD = "the server's own (specviz sends requests only)"
 CLASHES = (  # local-bench flags an endpoint run has no use for: (flag, attribute, its default)
-    ("--levers", "levers", None), ("--batch-sizes", "batch_sizes", None),
-    ("--tree-sweep", "tree_sweep", None), ("--drafters", "drafters", None),
-    ("--draft", "draft", None), ("--heads", "heads", None), ("--lean-target", "lean_target", False),
+    ("--drafters", "drafters", None), ("--draft", "draft", None), ("--heads", "heads", None),
+    ("--lean-target", "lean_target", False),
 )  # fmt: skip
 
 
@@ -80,16 +79,16 @@ def add_endpoint_arguments(b: argparse.ArgumentParser) -> None:
     )
 
 
-def endpoint_asked(args: argparse.Namespace) -> bool:
-    """True when the command benchmarks a server instead of local models."""
-    return bool(args.endpoint or args.baseline_endpoint or args.baseline_result)
-
-
 def check_endpoint_flags(args: argparse.Namespace) -> dict[str, str]:
     """Each side's base URL; ValueError, saying what to change, before any request."""
+    if not (args.endpoint or args.baseline_endpoint or args.baseline_result):
+        raise ValueError(
+            "specviz bench endpoint measures a server: give --endpoint URL (or "
+            "--baseline-endpoint URL for the baseline alone)"
+        )
     for flag, attr, default in CLASHES:
         if getattr(args, attr) != default:
-            raise ValueError(f"{flag} sets up local models: drop it from an --endpoint run")
+            raise ValueError(f"{flag} sets up local models: drop it from specviz bench endpoint")
     if args.baseline_result and args.baseline_endpoint:
         raise ValueError("give the baseline once: --baseline-endpoint or --baseline-result")
     if args.baseline_result and not args.endpoint:
@@ -120,10 +119,16 @@ def jobs_of(requests: Sequence[Request], temperatures: list[float] | None) -> li
     """Each request at each temperature (None: at its own), seeded by its position."""
     picked = [(r, t) for r in requests for t in (temperatures or [r.temperature])]
     return [
-        Job(request=r.id, category=r.category, prompt=r.prompt, max_tokens=r.max_new_tokens,
-            temperature=t, seed=i)
+        Job(
+            request=r.id,
+            category=r.category,
+            prompt=r.prompt,
+            max_tokens=r.max_new_tokens,
+            temperature=t,
+            seed=i,
+        )
         for i, (r, t) in enumerate(picked)
-    ]  # fmt: skip
+    ]
 
 
 def _baseline(args: argparse.Namespace) -> str:
@@ -146,9 +151,11 @@ def endpoint_section(
                 f"{args.baseline_result} is not an endpoint run: rerun it with --baseline-endpoint"
             )
     plan = EndpointPlan(
-        concurrency=tuple(args.concurrency), repetitions=args.reps, warmup=args.warmup,
+        concurrency=tuple(args.concurrency),
+        repetitions=args.reps,
+        warmup=args.warmup,
         baseline=_baseline(args),
-    )  # fmt: skip
+    )
     try:
         sides = {
             side: Endpoint(
@@ -193,15 +200,7 @@ class Served:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_endpoint_arguments(parser)
 
-    def asked(self, args: argparse.Namespace) -> bool:
-        return endpoint_asked(args)
-
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
-        if not self.asked(args):
-            raise ValueError(
-                "specviz bench endpoint measures a server: give --endpoint URL (or "
-                "--baseline-endpoint URL for the baseline alone)"
-            )
         return args
 
     def plan(
@@ -210,9 +209,7 @@ class Served:
         drafters: Sequence[str],
         policies: Sequence[str],
         requests: Sequence[Request],
-    ) -> dict[str, str] | None:
-        if not self.asked(args):
-            return None
+    ) -> dict[str, str]:
         if args.reps < 1 or not args.price_per_hour > 0:
             raise ValueError("--reps must be >= 1 and --price-per-hour > 0 USD")
         return check_endpoint_flags(args)

@@ -368,18 +368,16 @@ class Heads:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         """None of its own: --heads and the tree options are every study's."""
 
-    def asked(self, args: argparse.Namespace) -> bool:
-        return False  # only its subcommand asks for it
-
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
         return with_flags(args, drafters=args.drafters or HEADS_DRAFTERS)
 
     def plan(
-        self, args: argparse.Namespace, drafters: Sequence[str], policies: Sequence[str],
+        self,
+        args: argparse.Namespace,
+        drafters: Sequence[str],
+        policies: Sequence[str],
         requests: Sequence[Request],
-    ) -> SpeedupPlan | None:  # fmt: skip
-        if getattr(args, "study", None) != self.name:
-            return None
+    ) -> SpeedupPlan:
         return Speedup().plan(args, drafters, policies, requests)
 
     def run(self, plan: SpeedupPlan, context: Context) -> Outcome:

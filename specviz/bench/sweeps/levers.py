@@ -1,4 +1,4 @@
-"""`specviz bench levers` (alias --levers): speculation beside the other speed-ups, every lever
+"""`specviz bench levers`: speculation beside the other speed-ups, every lever
 (specviz.quant.levers: the target, the draft alone, speculation or transformers' generate(),
 each model at a precision) on the same requests, timed and measured for its distance from the
 fp32 target.
@@ -21,14 +21,13 @@ over verified drafts), greedy agreement, first divergence and mean TV.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from specviz.api import stop_ids
-from specviz.bench.sweep import Context, Outcome, refuse, rotated, with_flags
+from specviz.bench.sweep import Context, Outcome, refuse, rotated
 from specviz.console import say
 from specviz.core.config import SamplingConfig
 from specviz.core.events import Rejected
@@ -44,12 +43,10 @@ from specviz.quant.levers import (
     Models,
     decode,
     distances,
-    parse_lever,
     parse_levers,
 )
 from specviz.quant.precision import INT8, check_precision, load_at_precision, weight_bytes
-from specviz.results.records import cost_per_1k_tokens
-from specviz.results.table import column_table, number_cell
+from specviz.results.lever_tables import render_levers
 from specviz.workloads import Request, checked_prompt_ids
 
 LEVER_DRAFTERS = CHAIN_MODEL_DRAFTERS
@@ -99,15 +96,23 @@ def load_models(plan: LeverPlan, target: str, draft: str, **loading: Any) -> tup
     for role, precision in plan.models():
         say(f"loading {role} at {precision}")
         spec = target if role == "target" else draft
-        models[role, precision] = load_at_precision(spec, precision, role=role, progress=say,
-                                                    **loading)  # fmt: skip
+        models[role, precision] = load_at_precision(
+            spec, precision, role=role, progress=say, **loading
+        )
     return models, tokenizer
 
 
 def timed_runs(
-    plan: LeverPlan, models: Models, tokenizer: Any, request: Request, ids: list[int], *,
-    temperature: float, repetitions: int, stop: frozenset[int],
-) -> list[dict[str, Any]]:  # fmt: skip
+    plan: LeverPlan,
+    models: Models,
+    tokenizer: Any,
+    request: Request,
+    ids: list[int],
+    *,
+    temperature: float,
+    repetitions: int,
+    stop: frozenset[int],
+) -> list[dict[str, Any]]:
     """`repetitions` rounds of every lever at `temperature`, the order rotating each round."""
     runs = []
     for rep in range(repetitions):
@@ -115,16 +120,31 @@ def timed_runs(
             sampling = SamplingConfig(temperature=temperature, seed=rep)
             start = time.perf_counter()
             result = decode(
-                lever, models, tokenizer, ids, drafter=plan.drafter, gamma=plan.gamma,
-                sampling=sampling, max_new_tokens=request.max_new_tokens, stop=stop,
-            )  # fmt: skip
+                lever,
+                models,
+                tokenizer,
+                ids,
+                drafter=plan.drafter,
+                gamma=plan.gamma,
+                sampling=sampling,
+                max_new_tokens=request.max_new_tokens,
+                stop=stop,
+            )
             seconds = time.perf_counter() - start
-            runs.append({
-                "request": request.id, "category": request.category, "temperature": temperature,
-                "lever": lever.name, "rep": rep, "seconds": seconds, "tokens": len(result.tokens),
-                "proposed": result.proposed, "accepted": result.accepted,
-                "rejected": sum(isinstance(e, Rejected) for e in result.events),
-            })  # fmt: skip
+            runs.append(
+                {
+                    "request": request.id,
+                    "category": request.category,
+                    "temperature": temperature,
+                    "lever": lever.name,
+                    "rep": rep,
+                    "seconds": seconds,
+                    "tokens": len(result.tokens),
+                    "proposed": result.proposed,
+                    "accepted": result.accepted,
+                    "rejected": sum(isinstance(e, Rejected) for e in result.events),
+                }
+            )
     return runs
 
 
@@ -135,8 +155,9 @@ def levers_section(plan: LeverPlan, context: Context) -> tuple[dict[str, Any], s
     args, requests = context.args, context.requests
     if not requests:
         raise ValueError("--levers has no requests: check --workloads and --limit")
-    models, tokenizer = load_models(plan, args.target, (args.draft or [BUNDLED])[0],
-                                    device=args.device, pack=not args.no_pack)  # fmt: skip
+    models, tokenizer = load_models(
+        plan, args.target, (args.draft or [BUNDLED])[0], device=args.device, pack=not args.no_pack
+    )
     reference = models["target", "fp32"]
     checked = [reference, *models.values()]  # the reference first: its vocabulary
     picked = [(r, t) for r in requests for t in args.temperatures or [r.temperature]]
@@ -150,151 +171,36 @@ def levers_section(plan: LeverPlan, context: Context) -> tuple[dict[str, Any], s
     for i, (request, ids, t) in enumerate(chosen):
         context.progress(i, len(chosen), f"levers: {request.id} (T={t})")
         if request.id not in {d["request"] for d in rows}:
-            rows += [{"request": request.id, "category": request.category} | d for d in distances(
-                plan.levers, models, tokenizer, ids, request.max_new_tokens, stop,
-                drafter=plan.drafter, gamma=plan.gamma)]  # fmt: skip
-        runs += timed_runs(plan, models, tokenizer, request, ids, temperature=t,
-                           repetitions=args.reps, stop=stop)  # fmt: skip
+            rows += [
+                {"request": request.id, "category": request.category} | d
+                for d in distances(
+                    plan.levers,
+                    models,
+                    tokenizer,
+                    ids,
+                    request.max_new_tokens,
+                    stop,
+                    drafter=plan.drafter,
+                    gamma=plan.gamma,
+                )
+            ]
+        runs += timed_runs(
+            plan, models, tokenizer, request, ids, temperature=t, repetitions=args.reps, stop=stop
+        )
     context.progress(len(chosen), len(chosen), "levers: done")
     section = {
-        "plan": {"levers": [lv.name for lv in plan.levers], "drafter": plan.drafter,
-                 "gamma": plan.gamma},
-        "memory_bytes": {lv.name: sum(weight_bytes(models[m]) for m in lv.models())
-                         for lv in plan.levers},  # each model once; packed copies not counted
-        "distances": rows, "runs": runs,
-    }  # fmt: skip
-    return section, prompt_format(tokenizer, raw=args.raw)
-
-
-ALL = "all"  # the row over every workload
-
-
-def _paired_speedups(runs: Sequence[dict[str, Any]], lever: str) -> list[float]:
-    """Reference seconds per token over the lever's, paired by (request, T, repetition)."""
-
-    def per_token(r: dict[str, Any]) -> float:
-        return float(r["seconds"]) / max(int(r["tokens"]), 1)
-
-    ref = {(r["request"], r["temperature"], r["rep"]): r for r in runs if r["lever"] == REFERENCE}
-    return [
-        per_token(ref[key]) / per_token(r)
-        for r in runs
-        if r["lever"] == lever and (key := (r["request"], r["temperature"], r["rep"])) in ref
-    ]
-
-
-def _row(
-    category: str,
-    lever: str,
-    runs: Sequence[dict[str, Any]],
-    dists: Sequence[dict[str, Any]],
-    all_runs: Sequence[dict[str, Any]],
-    memory: int,
-    price_per_hour: float,
-) -> dict[str, Any]:
-    """One (workload, lever) row from its runs and distances."""
-    seconds = sum(float(r["seconds"]) for r in runs)
-    tokens = sum(int(r["tokens"]) for r in runs)
-    accepted = sum(int(r["accepted"]) for r in runs)
-    verified = accepted + sum(int(r["rejected"]) for r in runs)  # drafts after a rejection: not
-    speedups = _paired_speedups(all_runs, lever)
-    firsts = [d["first_divergence"] for d in dists]
-    compared = sum(int(d["compared"]) for d in dists)
-    return {
-        "workload": category,
-        "lever": lever,
-        "label": parse_lever(lever).label,
-        "requests": len(dists),
-        "runs": len(runs),
-        "tokens_per_second": tokens / seconds if seconds else 0.0,
-        "latency": statistics.median(float(r["seconds"]) for r in runs),
-        "cost_per_1k_tokens": cost_per_1k_tokens(seconds, tokens, price_per_hour),
-        "speedup": statistics.median(speedups) if speedups else float("nan"),
-        "memory_mb": memory / 1e6,
-        "alpha": accepted / verified if verified else None,  # per verified draft, as the bench
-        "agreement": sum(int(d["matched"]) for d in dists) / compared if compared else 1.0,
-        "identical": sum(f is None for f in firsts),
-        "first_divergence": statistics.median(f for f in firsts if f is not None)
-        if any(f is not None for f in firsts)
-        else None,
-        "tv": statistics.fmean(float(d["tv"]) for d in dists),
-        "tv_of": dists[0]["tv_of"],
+        "plan": {
+            "levers": [lv.name for lv in plan.levers],
+            "drafter": plan.drafter,
+            "gamma": plan.gamma,
+        },
+        "memory_bytes": {
+            lv.name: sum(weight_bytes(models[m]) for m in lv.models()) for lv in plan.levers
+        },  # each model once; packed copies not counted
+        "distances": rows,
+        "runs": runs,
     }
-
-
-def _mine(rows: Sequence[dict[str, Any]], lever: str | None, category: str) -> list[Any]:
-    """The rows of a lever (None: every lever) in a workload (ALL: every workload)."""
-    return [r for r in rows if lever in (None, r["lever"]) and category in (ALL, r["category"])]
-
-
-def lever_rows(section: dict[str, Any], price_per_hour: float) -> list[dict[str, Any]]:
-    """Every (workload, lever) row, then each lever over all workloads (workload 'all')."""
-    runs, dists = section["runs"], section["distances"]
-    categories = list(dict.fromkeys(d["category"] for d in dists))
-    out = []
-    for category in [*categories, ALL] if len(categories) > 1 else categories:
-        scope = _mine(runs, None, category)
-        for lever in section["plan"]["levers"]:
-            row = _row(
-                category,
-                lever,
-                _mine(runs, lever, category),
-                _mine(dists, lever, category),
-                scope,
-                section["memory_bytes"][lever],
-                price_per_hour,
-            )
-            out.append(row)
-    return out
-
-
-def _tv(row: dict[str, Any]) -> str:
-    """The mean TV, with where it comes from for a speculative lever (its target's law)."""
-    value = f"{row['tv']:.3f}"
-    return f"{value} (= {row['tv_of']}: exact)" if row["lever"].startswith("spec@") else value
-
-
-COLUMNS = (
-    ("workload", lambda r: r["workload"]), ("configuration", lambda r: r["label"]),
-    ("tok/s", lambda r: f"{r['tokens_per_second']:.1f}"),
-    ("speedup", lambda r: f"{r['speedup']:.2f}"), ("latency s", lambda r: f"{r['latency']:.2f}"),
-    ("$/1k tok", lambda r: f"{r['cost_per_1k_tokens']:.3g}"),
-    ("weights MB", lambda r: f"{r['memory_mb']:.0f}"), ("α", lambda r: number_cell(r["alpha"])),
-    ("greedy agreement", lambda r: f"{r['agreement']:.0%}"),
-    ("identical", lambda r: f"{r['identical']}/{r['requests']}"),
-    ("first divergence", lambda r: number_cell(r["first_divergence"], "g")),
-    ("mean TV from fp32 target", _tv),
-)  # fmt: skip
-
-
-def levers_table(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Speed and distance side by side, one line per (workload, lever)."""
-    return column_table(COLUMNS, rows)
-
-
-def note(section: dict[str, Any]) -> str:
-    """What the sweep ran and how its columns are read."""
-    plan = section["plan"]
-    reps = max((int(r["rep"]) for r in section["runs"]), default=0) + 1
-    requests = len({d["request"] for d in section["distances"]})
-    return (
-        f"Levers: {requests} requests, each configuration timed {reps} time(s) after a greedy "
-        f"warm-up, speculation with the {plan['drafter']} drafter at γ = {plan['gamma']}. "
-        "tok/s: tokens over wall time; α: accepted over verified drafts; speedup: the fp32 "
-        "target's seconds per token over the "
-        "configuration's, paired by request and repetition (median); latency: one request end "
-        "to end (median); weights MB: the weights it holds; greedy agreement: share of positions "
-        "whose T = 0 token equals the fp32 target's, identical: requests with no difference, "
-        "first divergence: the position of the first difference (median over the others); "
-        "mean TV: total variation of the next-token law from the fp32 target's along the "
-        "target's own sampled continuation. A speculative configuration's law is its verifying "
-        "target's (specviz verify), so its TV is that target's."
-    )
-
-
-def render_levers(section: dict[str, Any], price_per_hour: float) -> str:
-    """The note and the table."""
-    return "\n".join([note(section), "", *levers_table(lever_rows(section, price_per_hour))])
+    return section, prompt_format(tokenizer, raw=args.raw)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -309,40 +215,40 @@ class Levers:
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
-            "--levers", nargs="?", const=DEFAULT_LEVERS, default=None, metavar="LEVER,...",
-            help="run the levers sweep instead of the other settings: speculation beside lower "
-            "precision and the small model, on the same requests, each timed (tokens/s, "
+            "--levers",
+            default=DEFAULT_LEVERS,
+            metavar="LEVER,...",
+            help="the levers to compare: speculation beside lower precision and the small "
+            "model, on the same requests, each timed (tokens/s, "
             "latency, cost per 1k tokens, weights) and measured for its distance from the fp32 "
             "target (greedy agreement, first divergence, mean total variation along the "
-            f"target's own samples). Each lever is {GRAMMAR}. Alone, --levers runs "
-            f"{DEFAULT_LEVERS}. Speculation uses the first of --drafters (model or "
+            f"target's own samples). Each lever is {GRAMMAR} (default: "
+            f"{DEFAULT_LEVERS}). Speculation uses the first of --drafters (model or "
             "model:trimmed) at the first of --gammas; int8 needs torchao",
-        )  # fmt: skip
-
-    def asked(self, args: argparse.Namespace) -> bool:
-        return args.levers is not None
+        )
 
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
-        return args if self.asked(args) else with_flags(args, levers=DEFAULT_LEVERS)
+        return args
 
     def plan(
-        self, args: argparse.Namespace, drafters: Sequence[str], policies: Sequence[str],
+        self,
+        args: argparse.Namespace,
+        drafters: Sequence[str],
+        policies: Sequence[str],
         requests: Sequence[Request],
-    ) -> LeverPlan | None:  # fmt: skip
-        """The sweep --levers asks for (None without it); ValueError, saying what to change,
-        for what it cannot run. Checks flags and libraries only: no model is loaded."""
-        if args.levers is None:
-            return None
+    ) -> LeverPlan:
+        """The sweep of --levers; ValueError, saying what to change, for what it cannot run.
+        Checks flags and libraries only: no model is loaded."""
         refuse(
-            "--levers sets each model's precision and runs fixed gamma speculation on one draft "
-            "through transformers' target forward", (
-                ("--tree-sweep", args.tree_sweep is not None),
-                ("--batch-sizes", args.batch_sizes is not None),
-                ("--lean-target", args.lean_target), ("--dtype", args.dtype != "float32"),
+            "specviz bench levers sets each model's precision and runs fixed gamma speculation "
+            "on one draft through transformers' target forward",
+            (
+                ("--lean-target", args.lean_target),
+                ("--dtype", args.dtype != "float32"),
                 ("--policies", list(policies) != ["fixed"]),
                 ("--draft twice", len(args.draft or []) > 1),
             ),
-        )  # fmt: skip
+        )
         levers = parse_levers(args.levers)
         for lever in levers:
             for _role, precision in lever.models():

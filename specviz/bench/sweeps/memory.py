@@ -23,14 +23,13 @@ A request is cold at step 0 of its task (only other tasks' requests can be in me
 from __future__ import annotations
 
 import argparse
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from specviz.api import autoregressive_generate, speculative_generate
 from specviz.bench.runner import Caches, record, run_caches
-from specviz.bench.sweep import Context, Outcome, by_temperature, grouped, rotated, with_flags
+from specviz.bench.sweep import Context, Outcome, by_temperature, rotated, with_flags
 from specviz.bench.sweep import floats as float_list
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.drafters.names import HYBRID_DRAFTERS, MEMORY_DRAFTERS, MODEL_DRAFTERS, TREE_DRAFTERS
@@ -39,39 +38,45 @@ from specviz.drafters.registry import build_drafter
 from specviz.drafters.suffix.memory import SuffixMemory, replayed_size
 from specviz.models.chat import prompt_ids as chat_prompt_ids
 from specviz.models.generate import generate
-from specviz.results.records import Record
+from specviz.results.memory_tables import render_memory
+from specviz.results.records import Record, grouped
 from specviz.results.setting import TREE_RULES, BenchSetting, drafter_label
-from specviz.results.table import markdown_table
-from specviz.stats.identity import TIE_TOLERANCE, Divergence, divergence
+from specviz.stats.identity import Divergence, divergence
 from specviz.workloads import AGENT_WORKLOADS, Request
 
 DEFAULT_DRAFTERS = "suffix,tree-suffix,ngram,tree-ngram,model:trimmed,suffix+model:trimmed"
 DEFAULT_WORKLOADS = ",".join(AGENT_WORKLOADS)
-Curves = dict[str, list[tuple[int, float]]]  # per curve, (step, speedup) in step order
 
 
 def add_memory_arguments(b: argparse.ArgumentParser) -> None:
     """Register --suffix-gamma, --max-new-tokens and --no-prefix-cache."""
     b.add_argument(
-        "--suffix-gamma", type=int, default=16,
+        "--suffix-gamma",
+        type=int,
+        default=16,
         help="memory study: the most tokens a suffix drafter proposes a round (a chain's "
         "gamma, a tree's depth, the hybrid's suffix rounds; the hybrid's draft-model rounds "
         "take the first of --gammas)",
-    )  # fmt: skip
+    )
     b.add_argument(
-        "--suffix-factors", type=float_list, default=[],
+        "--suffix-factors",
+        type=float_list,
+        default=[],
         help="memory study: comma list; the suffix drafters at each speculation factor (at "
         "most factor × match length tokens a round; default: the registry's default only)",
-    )  # fmt: skip
+    )
     b.add_argument(
-        "--max-new-tokens", type=int, default=0,
+        "--max-new-tokens",
+        type=int,
+        default=0,
         help="memory study: at most this many new tokens a request (0: each request's own)",
-    )  # fmt: skip
+    )
     b.add_argument(
-        "--no-prefix-cache", action="store_true",
+        "--no-prefix-cache",
+        action="store_true",
         help="memory study: pass each whole prompt through the target (by default every run, "
         "plain ones too, keeps the target's cache and skips the prefix the last request shares)",
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,11 +93,9 @@ class MemoryPlan:
     suffix_factors: tuple[float | None, ...] = (None,)  # None: the registry's default
 
 
-def memory_plan(args: argparse.Namespace, drafters: Sequence[str]) -> MemoryPlan | None:
-    """The plan `specviz bench memory` asks for (None for another study); ValueError, saying
-    what to change, for what it cannot run."""
-    if getattr(args, "study", None) != "memory":
-        return None
+def memory_plan(args: argparse.Namespace, drafters: Sequence[str]) -> MemoryPlan:
+    """The plan of `specviz bench memory`; ValueError, saying what to change, for what it
+    cannot run."""
     if args.suffix_gamma < 1:
         raise ValueError(f"--suffix-gamma must be >= 1 (got {args.suffix_gamma})")
     if any(not f > 0 for f in args.suffix_factors):
@@ -109,11 +112,15 @@ def memory_plan(args: argparse.Namespace, drafters: Sequence[str]) -> MemoryPlan
             "tree drafters from --drafters"
         )
     return MemoryPlan(
-        drafters=tuple(drafters), suffix_gamma=args.suffix_gamma, gamma=args.gammas[0],
-        tree_nodes=args.tree_nodes, tree_width=args.tree_width,
-        max_new_tokens=args.max_new_tokens, prefix_cache=not args.no_prefix_cache,
+        drafters=tuple(drafters),
+        suffix_gamma=args.suffix_gamma,
+        gamma=args.gammas[0],
+        tree_nodes=args.tree_nodes,
+        tree_width=args.tree_width,
+        max_new_tokens=args.max_new_tokens,
+        prefix_cache=not args.no_prefix_cache,
         suffix_factors=tuple(args.suffix_factors) or (None,),
-    )  # fmt: skip
+    )
 
 
 def memory_settings(plan: MemoryPlan, draft: str, temperature: float) -> list[BenchSetting]:
@@ -122,36 +129,57 @@ def memory_settings(plan: MemoryPlan, draft: str, temperature: float) -> list[Be
     out = []
     for d in plan.drafters:
         remembers, tree = d in MEMORY_DRAFTERS, d in TREE_DRAFTERS
-        out += [BenchSetting(suffix_factor=factor,
-            drafter=d, gamma=plan.suffix_gamma if remembers else plan.gamma,
-            temperature=temperature, draft_name=draft if d in MODEL_DRAFTERS else d,
-            model_gamma=plan.gamma if d in HYBRID_DRAFTERS and remembers else None,
-            tree_nodes=max(plan.tree_nodes, plan.suffix_gamma if remembers else 0) if tree
-            else None,
-            tree_width=plan.tree_width if tree else None, tree_rule="exact" if tree else None,
-        ) for factor in (plan.suffix_factors if remembers else (None,))]  # fmt: skip
+        out += [
+            BenchSetting(
+                suffix_factor=factor,
+                drafter=d,
+                gamma=plan.suffix_gamma if remembers else plan.gamma,
+                temperature=temperature,
+                draft_name=draft if d in MODEL_DRAFTERS else d,
+                model_gamma=plan.gamma if d in HYBRID_DRAFTERS and remembers else None,
+                tree_nodes=max(plan.tree_nodes, plan.suffix_gamma if remembers else 0)
+                if tree
+                else None,
+                tree_width=plan.tree_width if tree else None,
+                tree_rule="exact" if tree else None,
+            )
+            for factor in (plan.suffix_factors if remembers else (None,))
+        ]
     return out
 
 
 def _speculative(
-    pair: Any, setting: BenchSetting, memory: SuffixMemory, prompt_ids: list[int],
-    sampling: SamplingConfig, max_new_tokens: int, make_cache: Any,
-) -> Any:  # fmt: skip
+    pair: Any,
+    setting: BenchSetting,
+    memory: SuffixMemory,
+    prompt_ids: list[int],
+    sampling: SamplingConfig,
+    max_new_tokens: int,
+    make_cache: Any,
+) -> Any:
     """One speculative decode of the setting with its memory (fed when it finishes)."""
     defaults = DrafterOptions()
     options = DrafterOptions(
-        memory=memory, model_gamma=setting.model_gamma, tree_depth=setting.gamma,
+        memory=memory,
+        model_gamma=setting.model_gamma,
+        tree_depth=setting.gamma,
         tree_nodes=setting.tree_nodes or defaults.tree_nodes,
         tree_width=setting.tree_width or defaults.tree_width,
         suffix_factor=setting.suffix_factor or defaults.suffix_factor,
-    )  # fmt: skip
-    drafter = build_drafter(setting.drafter, target=pair.target, draft=pair.draft,
-                            sampling=sampling, options=options)  # fmt: skip
+    )
+    drafter = build_drafter(
+        setting.drafter, target=pair.target, draft=pair.draft, sampling=sampling, options=options
+    )
     return speculative_generate(
-        pair.target, drafter, pair.tokenizer, prompt_ids, sampling=sampling,
+        pair.target,
+        drafter,
+        pair.tokenizer,
+        prompt_ids,
+        sampling=sampling,
         speculation=SpeculationConfig(gamma=setting.gamma, max_new_tokens=max_new_tokens),
-        make_cache=make_cache, tree_rule=TREE_RULES["exact"],
-    )  # fmt: skip
+        make_cache=make_cache,
+        tree_rule=TREE_RULES["exact"],
+    )
 
 
 def request_row(
@@ -162,14 +190,25 @@ def request_row(
     m = rec.metrics
     gap = None if split is None or split.gap == float("inf") else round(split.gap, 7)
     return {
-        "workload": request.category, "request": request.id, "task": request.task,
-        "step": request.step, "drafter": drafter_label(vars(setting)), "rep": rec.repetition,
-        "temperature": setting.temperature, "tokens": m.tokens, "rounds": m.rounds,
-        "accepted": m.accepted, "verified": m.accepted + m.rejected, "latency": m.latency,
-        "plain_latency": m.plain_latency, "draft_seconds": m.draft_seconds,
-        "step_seconds": m.step_seconds, "prefill_seconds": m.prefill_seconds,
-        "plain_decode_seconds": m.plain_decode_seconds, "identical": split is None,
-    } | ({} if split is None else {"diverges": split.position, "tie_gap": gap})  # fmt: skip
+        "workload": request.category,
+        "request": request.id,
+        "task": request.task,
+        "step": request.step,
+        "drafter": drafter_label(vars(setting)),
+        "rep": rec.repetition,
+        "temperature": setting.temperature,
+        "tokens": m.tokens,
+        "rounds": m.rounds,
+        "accepted": m.accepted,
+        "verified": m.accepted + m.rejected,
+        "latency": m.latency,
+        "plain_latency": m.plain_latency,
+        "draft_seconds": m.draft_seconds,
+        "step_seconds": m.step_seconds,
+        "prefill_seconds": m.prefill_seconds,
+        "plain_decode_seconds": m.plain_decode_seconds,
+        "identical": split is None,
+    } | ({} if split is None else {"diverges": split.position, "tie_gap": gap})
 
 
 def _workloads(requests: Sequence[Request]) -> list[tuple[str, list[Request]]]:
@@ -208,26 +247,44 @@ def run_memory(plan: MemoryPlan, context: Context) -> tuple[list[Record], dict[s
                 for s in settings:
                     if s.drafter in MEMORY_DRAFTERS:
                         size = replayed_size(memories[s])
-                        sizes.append({"workload": workload, "drafter": drafter_label(vars(s)),
-                                      "rep": rep, "temperature": temperature} | size)  # fmt: skip
+                        sizes.append(
+                            {
+                                "workload": workload,
+                                "drafter": drafter_label(vars(s)),
+                                "rep": rep,
+                                "temperature": temperature,
+                            }
+                            | size
+                        )
     context.progress(total, total, "memory study done")
     section = {
         "plan": {
-            "drafters": list(plan.drafters), "suffix_gamma": plan.suffix_gamma,
-            "gamma": plan.gamma, "tree_nodes": plan.tree_nodes, "tree_width": plan.tree_width,
-            "max_new_tokens": plan.max_new_tokens, "reps": args.reps, "hf": not args.no_hf,
-            "prefix_cache": plan.prefix_cache, "suffix_factors": list(plan.suffix_factors),
+            "drafters": list(plan.drafters),
+            "suffix_gamma": plan.suffix_gamma,
+            "gamma": plan.gamma,
+            "tree_nodes": plan.tree_nodes,
+            "tree_width": plan.tree_width,
+            "max_new_tokens": plan.max_new_tokens,
+            "reps": args.reps,
+            "hf": not args.no_hf,
+            "prefix_cache": plan.prefix_cache,
+            "suffix_factors": list(plan.suffix_factors),
         },
         "rows": rows,
         "sizes": sizes,
-    }  # fmt: skip
+    }
     return records, section
 
 
 def _request(
-    plan: MemoryPlan, context: Context, request: Request, settings: Sequence[BenchSetting],
-    memories: dict[BenchSetting, SuffixMemory], caches: Caches, rep: int,
-) -> tuple[list[dict[str, Any]], list[Record]]:  # fmt: skip
+    plan: MemoryPlan,
+    context: Context,
+    request: Request,
+    settings: Sequence[BenchSetting],
+    memories: dict[BenchSetting, SuffixMemory],
+    caches: Caches,
+    rep: int,
+) -> tuple[list[dict[str, Any]], list[Record]]:
     """One request: plain, each setting (rotated by rep), then transformers' generate()."""
     args, pair = context.args, context.pair
     ids = chat_prompt_ids(pair.tokenizer, request.prompt, raw=args.raw)
@@ -236,13 +293,18 @@ def _request(
     temperature = settings[0].temperature
     sampling = SamplingConfig(temperature=temperature, seed=max(rep, 0))
     plain = autoregressive_generate(
-        pair.target, pair.tokenizer, ids, sampling=sampling, max_new_tokens=limit,
+        pair.target,
+        pair.tokenizer,
+        ids,
+        sampling=sampling,
+        max_new_tokens=limit,
         make_cache=caches(None, ids),
-    )  # fmt: skip
+    )
     rows, recs = [], []
     for setting in rotated(settings, max(rep, 0)):
-        spec = _speculative(pair, setting, memories[setting], ids, sampling, limit,
-                            caches(setting, ids))  # fmt: skip
+        spec = _speculative(
+            pair, setting, memories[setting], ids, sampling, limit, caches(setting, ids)
+        )
         rec = record(request, setting, max(rep, 0), spec, plain, None, None)
         split = divergence(pair.target, ids, plain.tokens, spec.tokens) if not temperature else None
         rows.append(request_row(request, setting, rec, split))
@@ -251,115 +313,6 @@ def _request(
         hf, _ = generate(pair.target, ids, limit, temperature)  # transformers' own, no assistant
         rows = [r | {"hf_latency": hf} for r in rows]
     return rows, recs
-
-
-def _sum(rows: Sequence[dict[str, Any]], key: str) -> float:
-    return float(sum(r[key] for r in rows))
-
-
-def _ratio(rows: Sequence[dict[str, Any]], decode: bool = False) -> float:
-    """Plain seconds over speculative seconds summed over rows; decode: each less its prompt
-    pass (nan where a row lacks the split)."""
-    if not decode:
-        return _sum(rows, "plain_latency") / _sum(rows, "latency")
-    if any(not r.get("plain_decode_seconds") for r in rows):
-        return float("nan")
-    speculative = _sum(rows, "latency") - _sum(rows, "prefill_seconds")
-    return _sum(rows, "plain_decode_seconds") / speculative
-
-
-def _speedup(rows: Sequence[dict[str, Any]], decode: bool = False) -> str:
-    """_ratio as a cell ("—" for no rows or no split)."""
-    x = _ratio(rows, decode) if rows else float("nan")
-    return f"{x:.2f}×" if x == x else "—"
-
-
-def _cells(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Cold and warm speedup (end to end, and of the decode alone), tokens a pass, α, c,
-    greedy identity, vs transformers."""
-    cold = [r for r in rows if not r["step"]]
-    warm = [r for r in rows if r["step"]]
-    verified = _sum(rows, "verified")
-    c = _sum(rows, "draft_seconds") / sum(r["rounds"] * r["step_seconds"] for r in rows)
-    same = sum(r["identical"] for r in rows)
-    ties = sum(r.get("tie_gap") is not None and r["tie_gap"] <= TIE_TOLERANCE for r in rows)
-    identity = "—" if rows[0]["temperature"] > 0 else f"{same}/{len(rows)}"
-    identity += f" (+{ties} tie{'s' * (ties > 1)})" if ties else ""
-    hf = [r for r in rows if r.get("hf_latency") is not None]
-    vs_hf = f"{_sum(hf, 'hf_latency') / _sum(hf, 'latency'):.2f}×" if hf else "—"
-    return [
-        _speedup(cold), _speedup(warm), _speedup(cold, decode=True), _speedup(warm, decode=True),
-        f"{_sum(rows, 'tokens') / _sum(rows, 'rounds'):.2f}",
-        f"{_sum(rows, 'accepted') / verified:.2f}" if verified else "—", f"{c:.4f}", identity,
-        vs_hf,
-    ]  # fmt: skip
-
-
-def _grouped(rows: Sequence[dict[str, Any]], *keys: str) -> dict[Any, list[Any]]:
-    """rows by their values under keys, in order."""
-    return grouped(rows, lambda r: tuple(r[k] for k in keys))
-
-
-def _rows(section: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rows, each with its prompt pass: "prefix kept" (a PrefixCache) or "whole" (rows
-    saved before the prefix cache say nothing: their plan's, else whole)."""
-    kept = section.get("plan", {}).get("prefix_cache", False)
-    return [r | {"prompt": "prefix kept" if r.get("prefix_cache", kept) else "whole"}
-            for r in section["rows"]]  # fmt: skip
-
-
-def step_curves(section: dict[str, Any], decode: bool = False) -> Curves:
-    """Per drafter, (step, plain seconds over speculative seconds summed over every task's
-    request at that step and every repetition; decode: each less its prompt pass), steps in
-    order."""
-    rows = [r for r in _rows(section) if r["step"] is not None]
-    mixed = len({r["prompt"] for r in rows}) > 1  # then each curve names its prompt pass
-    for r in rows:
-        r["curve"] = f"{r['drafter']}, {r['prompt']}" if mixed else r["drafter"]
-    curves: Curves = {}
-    for (curve, step), rs in sorted(_grouped(rows, "curve", "step").items(), key=lambda x: x[0][1]):
-        curves.setdefault(curve, []).append((int(step), _ratio(rs, decode)))
-    return {d: curves[d] for d in dict.fromkeys(r["curve"] for r in rows)}
-
-
-def _step_table(curves: Curves) -> list[str]:
-    """One row a drafter, one column a step ("—" where a drafter has no ratio there)."""
-    steps = sorted({s for points in curves.values() for s, _ in points})
-    cell = {(d, s): f"{x:.2f}×" for d, points in curves.items() for s, x in points if x == x}
-    return markdown_table(
-        ["drafter", *map(str, steps)],
-        [[d, *(cell.get((d, s), "—") for s in steps)] for d in curves],
-    )
-
-
-def render_memory(section: dict[str, Any]) -> str:
-    """The memory study's tables: per workload and drafter; speedup by step; memory size."""
-    rows, plan = _rows(section), section["plan"]
-    head = ["workload", "drafter", "T", "prompt", "cold", "warm", "cold decode", "warm decode",
-            "tokens/pass", "α", "c", "greedy =", "vs transformers"]  # fmt: skip
-    by = _grouped(rows, "workload", "drafter", "temperature", "prompt")
-    cells = [[w, d, f"{t:g}", p, *_cells(rs)] for (w, d, t, p), rs in by.items()]
-    out = [
-        f"### Drafting from memory (suffix drafters up to {plan['suffix_gamma']} tokens a "
-        f"round, others at γ = {plan['gamma']}; {plan['reps']} repetitions)",
-        "",
-        *markdown_table(head, cells),
-    ]
-    for decode, what in ((False, "end to end"), (True, "the decode alone, less the prompt")):
-        out += ["", f"Speedup over plain decoding by step, {what} (every task of every workload):",
-                ""]  # fmt: skip
-        out += _step_table(step_curves(section, decode))
-    sizes = _grouped(section["sizes"], "workload", "drafter")
-    out += [
-        "", "Memory after each workload (a fresh replay of what it stored):", "",
-        *markdown_table(["workload", "drafter", "tokens", "MB per M tokens", "µs per token"], [
-            [w, d, f"{statistics.median(x['tokens'] for x in xs):.0f}",
-             f"{statistics.median(x['bytes_per_token'] for x in xs):.0f}",
-             f"{1e6 * statistics.median(x['update_seconds_per_token'] for x in xs):.1f}"]
-            for (w, d), xs in sizes.items()
-        ]),
-    ]  # fmt: skip
-    return "\n".join(out)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -374,17 +327,17 @@ class Memory:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_memory_arguments(parser)
 
-    def asked(self, args: argparse.Namespace) -> bool:
-        return False  # only its subcommand asks for it
-
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
         drafters, workloads = args.drafters or DEFAULT_DRAFTERS, args.workloads or DEFAULT_WORKLOADS
         return with_flags(args, drafters=drafters, workloads=workloads)
 
     def plan(
-        self, args: argparse.Namespace, drafters: Sequence[str], policies: Sequence[str],
+        self,
+        args: argparse.Namespace,
+        drafters: Sequence[str],
+        policies: Sequence[str],
         requests: Sequence[Request],
-    ) -> MemoryPlan | None:  # fmt: skip
+    ) -> MemoryPlan:
         return memory_plan(args, drafters)
 
     def run(self, plan: MemoryPlan, context: Context) -> Outcome:

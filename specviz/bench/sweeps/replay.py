@@ -32,14 +32,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from specviz.bench.sweep import Context, Outcome
 from specviz.bench.sweeps.heads import Lookahead, lookaheads, target_paths
-from specviz.core.cache import CachedForward, KVCache
+from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig
-from specviz.core.decoding import clock
-from specviz.core.drafter import Drafter, SharesTargetCache
+from specviz.core.drafter import Drafter
 from specviz.core.events import RoundSummary
 from specviz.core.policy import FixedGamma, GammaPolicy
 from specviz.drafters.hybrid import LookupThenModelDrafter
@@ -57,25 +54,10 @@ from specviz.gamma.policies import CostModel, make_policy
 from specviz.heads.build import head_forward
 from specviz.heads.lookup import check_heads
 from specviz.models.loading import load_pair
+from specviz.tune.timing import PassCosts, measure_costs
 from specviz.workloads import Request, load_requests
 
 GREEDY = SamplingConfig(temperature=0.0)
-
-
-@dataclass(frozen=True, kw_only=True)
-class PassCosts:
-    """Measured seconds: one draft step, and a target pass over k tokens (verify[k - 1])."""
-
-    draft_step: float
-    verify: tuple[float, ...]
-
-    def target(self, k: int) -> float:
-        """Seconds of a k-token pass; beyond the measured widths, the last step extrapolated."""
-        n = len(self.verify)
-        if k <= n:
-            return self.verify[k - 1]
-        slope = self.verify[-1] - self.verify[-2] if n > 1 else 0.0
-        return self.verify[-1] + max(slope, 0.0) * (k - n)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,10 +88,16 @@ def replay(look: Lookahead, policy: GammaPolicy, costs: PassCosts) -> Replayed:
         kept = min(look.kept[position], proposed)
         calls = proposed if look.model_drafts(position) else 0
         summary = RoundSummary(
-            round=len(rounds), gamma=gamma, proposed=proposed, accepted=kept, emitted=kept + 1,
-            draft_seconds=calls * costs.draft_step, target_seconds=costs.target(proposed + 1),
-            draft_forward_calls=calls, prompt_tokens=0 if rounds else 1,
-        )  # fmt: skip
+            round=len(rounds),
+            gamma=gamma,
+            proposed=proposed,
+            accepted=kept,
+            emitted=kept + 1,
+            draft_seconds=calls * costs.draft_step,
+            target_seconds=costs.target(proposed + 1),
+            draft_forward_calls=calls,
+            prompt_tokens=0 if rounds else 1,
+        )
         policy.update(summary)
         rounds.append(summary)
         position += kept + 1
@@ -117,59 +105,20 @@ def replay(look: Lookahead, policy: GammaPolicy, costs: PassCosts) -> Replayed:
     return Replayed(rounds=tuple(rounds), seconds=seconds, plain_seconds=n * costs.target(1))
 
 
-@torch.no_grad()
-def measure_costs(
-    target: Any, drafter: Drafter, prompt_ids: list[int], widths: int, repeats: int = 7,
-    make_cache: Callable[[Any], CachedForward] = KVCache,
-) -> PassCosts:  # fmt: skip
-    """Time the target's passes over 1..widths tokens, each followed by 3 draft steps.
-
-    As in a real round, draft steps run right after a target pass (which has pushed the draft's
-    weights out of the CPU's caches): timed alone, back to back, they would look cheaper.
-    make_cache: the target's forward (transformers' by default; specviz.fast.lean's for a lean
-    target). A drafter that shares the target's cache (a drafting head) is timed on its own
-    forward of the target instead: the one its rounds verify through, which records the
-    features it drafts from.
-    """
-    if isinstance(drafter, SharesTargetCache):
-        cache = drafter.target_cache(target)
-    else:
-        cache = make_cache(target)
-    cache.forward(torch.tensor(prompt_ids, device=target.device))
-    held = len(cache)
-    drafter.prefill(prompt_ids[:-1])
-    generator = torch.Generator(device=target.device)
-    verify: dict[int, list[float]] = {k: [] for k in range(1, widths + 1)}
-    steps: list[float] = []
-    for repeat in range(repeats + 1):  # interleaved, so that drift touches every width alike
-        for k, times in verify.items():
-            start = clock(target.device)
-            cache.forward(torch.tensor(prompt_ids[-1:] * k, device=target.device))
-            middle = clock(target.device)
-            for _ in range(3):
-                drafter.propose(prompt_ids, 1, generator, ())
-                drafter.rollback(len(prompt_ids))
-            end = clock(target.device)
-            cache.crop(held)
-            if repeat:  # the first round warms up every width
-                times.append(middle - start)
-                steps.append((end - middle) / 3)
-    return PassCosts(
-        draft_step=statistics.median(steps),
-        verify=tuple(statistics.median(v) for v in verify.values()),
-    )
-
-
 def compare(
-    looks: Sequence[Lookahead], costs: PassCosts, gammas: Sequence[int], policies: Sequence[str],
+    looks: Sequence[Lookahead],
+    costs: PassCosts,
+    gammas: Sequence[int],
+    policies: Sequence[str],
     start: int,
-) -> dict[str, list[float]]:  # fmt: skip
+) -> dict[str, list[float]]:
     """Per-request speedups of each fixed gamma and each policy (costs shared per policy)."""
     out = {f"γ={g}": [replay(look, FixedGamma(g), costs).speedup for look in looks] for g in gammas}
     for name in policies:
         shared = CostModel()  # as in the bench: one setting's requests share measured costs
-        out[name] = [replay(look, make_policy(name, start, shared), costs).speedup
-                     for look in looks]  # fmt: skip
+        out[name] = [
+            replay(look, make_policy(name, start, shared), costs).speedup for look in looks
+        ]
     return out
 
 
@@ -200,17 +149,19 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=int, default=2, help="target decodes a request (T > 0)")
     parser.add_argument("--draws", type=int, default=4, help="verdict draws a decode (T > 0)")
     parser.add_argument(
-        "--lean-target", action="store_true",
+        "--lean-target",
+        action="store_true",
         help="price the target's passes on specviz.fast.lean's (the heads' forward too)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--model-gamma", type=int, help="cap on the draft model's tokens a round (ngram+...)"
     )
     parser.add_argument(
-        "--heads", metavar="DIR",
+        "--heads",
+        metavar="DIR",
         help="eagle, medusa: the folder of their weights, trained for the bundled target "
         "(default: the shipped ones)",
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -242,21 +193,34 @@ def replay_plan(args: argparse.Namespace) -> ReplayPlan:
         raise ValueError(f"--temperature: {error}") from None
     drafters, policies = args.drafters.split(","), args.policies.split(",")
     for wrong, message in (
-        (min(gammas) < 1 or args.start_gamma < 1 or args.limit < 0,
-         "--gammas and --start-gamma must be >= 1, --limit >= 0"),
+        (
+            min(gammas) < 1 or args.start_gamma < 1 or args.limit < 0,
+            "--gammas and --start-gamma must be >= 1, --limit >= 0",
+        ),
         (args.samples < 1 or args.draws < 1, "--samples and --draws must be >= 1"),
-        (args.model_gamma is not None and args.model_gamma < 1,
-         f"--model-gamma must be >= 1 (got {args.model_gamma})"),
-        (bool(bad := sorted(set(drafters) - set(DRAFTERS))),
-         f"--drafters: replay supports {', '.join(DRAFTERS)} (got {bad})"),
-        (bool(odd := sorted(set(policies) - {"heuristic", "theory"})),
-         f"--policies: heuristic and/or theory (fixed gammas: --gammas; got {odd})"),
-    ):  # fmt: skip
+        (
+            args.model_gamma is not None and args.model_gamma < 1,
+            f"--model-gamma must be >= 1 (got {args.model_gamma})",
+        ),
+        (
+            bool(bad := sorted(set(drafters) - set(DRAFTERS))),
+            f"--drafters: replay supports {', '.join(DRAFTERS)} (got {bad})",
+        ),
+        (
+            bool(odd := sorted(set(policies) - {"heuristic", "theory"})),
+            f"--policies: heuristic and/or theory (fixed gammas: --gammas; got {odd})",
+        ),
+    ):
         if wrong:
             raise ValueError(message)
     check_heads(drafters, args.heads, flag="--drafters")
-    return ReplayPlan(workloads=tuple(work), drafters=tuple(drafters), gammas=gammas,
-                      policies=tuple(policies), sampling=sampling)  # fmt: skip
+    return ReplayPlan(
+        workloads=tuple(work),
+        drafters=tuple(drafters),
+        gammas=gammas,
+        policies=tuple(policies),
+        sampling=sampling,
+    )
 
 
 def replay_rows(plan: ReplayPlan, args: argparse.Namespace, pair: Any) -> list[dict[str, Any]]:
@@ -267,15 +231,28 @@ def replay_rows(plan: ReplayPlan, args: argparse.Namespace, pair: Any) -> list[d
     for workload, requests in plan.workloads:
         paths = target_paths(pair, requests, plan.sampling, args.samples)
         for name in plan.drafters:
-            make = drafter_factory(name, pair, plan.sampling, args.model_gamma, heads=args.heads,
-                                   lean_target=args.lean_target)  # fmt: skip
-            looks = [look for seed, path in enumerate(paths)
-                     for look in lookaheads(make(), path, args.draws, seed, pair.target)
-                     ]  # fmt: skip
+            make = drafter_factory(
+                name,
+                pair,
+                plan.sampling,
+                args.model_gamma,
+                heads=args.heads,
+                lean_target=args.lean_target,
+            )
+            looks = [
+                look
+                for seed, path in enumerate(paths)
+                for look in lookaheads(make(), path, args.draws, seed, pair.target)
+            ]
             timed = make()  # a hybrid's draft steps are its model's
             timed = timed.model if isinstance(timed, LookupThenModelDrafter) else timed
-            costs = measure_costs(pair.target, timed, list(paths[0].prompt_ids),
-                                  widths=max(plan.gammas) + 2, make_cache=forward)  # fmt: skip
+            costs = measure_costs(
+                pair.target,
+                timed,
+                list(paths[0].prompt_ids),
+                widths=max(plan.gammas) + 2,
+                make_cache=forward,
+            )
             c = costs.draft_step / costs.target(1) if name != "ngram" else 0.0
             capped = name.startswith("ngram+") and args.model_gamma is not None
             kind = f"{name} (model ≤ {args.model_gamma})" if capped else name
@@ -297,16 +274,16 @@ class Replay:
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         add_replay_arguments(parser)
 
-    def asked(self, args: argparse.Namespace) -> bool:
-        return False  # only its subcommand asks for it
-
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
         return args
 
     def plan(
-        self, args: argparse.Namespace, drafters: Sequence[str], policies: Sequence[str],
+        self,
+        args: argparse.Namespace,
+        drafters: Sequence[str],
+        policies: Sequence[str],
         requests: Sequence[Request],
-    ) -> ReplayPlan:  # fmt: skip
+    ) -> ReplayPlan:
         return replay_plan(args)
 
     def run(self, plan: ReplayPlan, context: Context) -> Outcome:
@@ -328,9 +305,14 @@ DRAFTERS = tuple(n for n in DRAFTER_NAMES if n not in UNREPLAYED)
 
 
 def drafter_factory(
-    name: str, pair: Any, sampling: SamplingConfig, model_gamma: int | None = None, *,
-    heads: str | None = None, lean_target: bool = False,
-) -> Callable[[], Drafter]:  # fmt: skip
+    name: str,
+    pair: Any,
+    sampling: SamplingConfig,
+    model_gamma: int | None = None,
+    *,
+    heads: str | None = None,
+    lean_target: bool = False,
+) -> Callable[[], Drafter]:
     """Fresh drafters of one registered chain kind, as the bench builds them (model_gamma: the
     draft model's share of a round ahead of lookup; heads: the drafting heads' weights folder,
     their target forward lean with lean_target); ValueError for a tree drafter."""

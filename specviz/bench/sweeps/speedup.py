@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specviz.bench.runner import run_all
-from specviz.bench.sweep import Context, Outcome, by_temperature, ints
+from specviz.bench.sweep import Context, Outcome, by_temperature
 from specviz.drafters.names import (
     EXIT_DRAFTERS,
     HYBRID_DRAFTERS,
@@ -24,20 +24,18 @@ from specviz.drafters.names import (
     UNCONFIDENT_DRAFTERS,
 )
 from specviz.results.records import Record
-from specviz.results.setting import POLICIES, BenchSetting, drafter_label, setting_label
+from specviz.results.setting import BenchSetting, drafter_label, setting_label
 from specviz.results.table import NONE, Column, column_table, number_cell, spread_cell
 from specviz.workloads import Request
 
 
-def _caps(text: str) -> list[int | None]:
-    """'none,2' → [None, 2]: draft-model caps of the hybrid drafters (none: no cap)."""
-    return [None if x.strip() == "none" else int(x) for x in text.split(",") if x.strip()]
-
-
 def settings(
-    drafters: Sequence[str], policies: Sequence[str], args: argparse.Namespace, draft: str,
+    drafters: Sequence[str],
+    policies: Sequence[str],
+    args: argparse.Namespace,
+    draft: str,
     t: float,
-) -> list[BenchSetting]:  # fmt: skip
+) -> list[BenchSetting]:
     """Every drafter x policy x gamma (x exit layer, x draft-model cap) point; n-gram and the
     head drafters have no confidence policy (they never stop drafting on their q).
 
@@ -49,14 +47,28 @@ def settings(
         return draft if d in MODEL_DRAFTERS else d
 
     trees = [
-        BenchSetting(drafter=d, gamma=args.tree_depth, temperature=t, draft_name=name(d),
-                     tree_nodes=args.tree_nodes, tree_width=args.tree_width,
-                     tree_rule=args.tree_rule)
-        for d in drafters if d in TREE_DRAFTERS
-    ]  # fmt: skip
+        BenchSetting(
+            drafter=d,
+            gamma=args.tree_depth,
+            temperature=t,
+            draft_name=name(d),
+            tree_nodes=args.tree_nodes,
+            tree_width=args.tree_width,
+            tree_rule=args.tree_rule,
+        )
+        for d in drafters
+        if d in TREE_DRAFTERS
+    ]
     return trees + [
-        BenchSetting(drafter=d, gamma=g, temperature=t, draft_name=name(d), exit_layer=k,
-                     policy=p, model_gamma=cap)
+        BenchSetting(
+            drafter=d,
+            gamma=g,
+            temperature=t,
+            draft_name=name(d),
+            exit_layer=k,
+            policy=p,
+            model_gamma=cap,
+        )
         for d in drafters
         if d not in TREE_DRAFTERS
         for k in (args.exit_layer if d in EXIT_DRAFTERS else args.exit_layer[:1])
@@ -64,7 +76,7 @@ def settings(
         for p in policies
         if not (p == "confidence" and d in UNCONFIDENT_DRAFTERS)
         for g in (args.gammas if p == "fixed" else [args.start_gamma])
-    ]  # fmt: skip
+    ]
 
 
 def summary_line(row: dict[str, Any]) -> str:
@@ -109,10 +121,14 @@ def _titled(title: str, column: Column) -> Column:
 
 
 SUMMARY = (
-    *_head("workload", "T", "setting"), ("n", lambda r: str(r["requests"])),
-    _spread("speedup"), _median("bound"), _spread("efficiency"),
+    *_head("workload", "T", "setting"),
+    ("n", lambda r: str(r["requests"])),
+    _spread("speedup"),
+    _median("bound"),
+    _spread("efficiency"),
     _titled("decode speedup", _spread("decode_speedup")),
-    _titled("decode efficiency", _spread("decode_efficiency")), _titled("α", _spread("alpha")),
+    _titled("decode efficiency", _spread("decode_efficiency")),
+    _titled("α", _spread("alpha")),
     ("c", lambda r: f"{r['cost_ratio']['median']:.3f}"),
     ("r", lambda r: f"{r['verify_ratio']['median']:.2f}"),
     _titled("bound with r", _median("refined_bound")),
@@ -120,44 +136,68 @@ SUMMARY = (
     ("tokens/round", lambda r: f"{r['tokens_per_round']['median']:.2f}"),
     ("target calls/token", lambda r: f"{r['target_calls_per_token']['median']:.2f}"),
     _titled("ours/HF time per token", _spread("ours_over_transformers_time_per_token")),
-    ("ours faster than HF (pairs; sign test p)", lambda r: NONE
-     if not (w := r["ours_faster_than_transformers"])
-     else f"{w['faster']}/{w['pairs']} ({w['p_value']:.2g})"),
+    (
+        "ours faster than HF (pairs; sign test p)",
+        lambda r: (
+            NONE
+            if not (w := r["ours_faster_than_transformers"])
+            else f"{w['faster']}/{w['pairs']} ({w['p_value']:.2g})"
+        ),
+    ),
     ("same tokens as HF", lambda r: number_cell(r["identical_to_transformers"], ".0%")),
-)  # fmt: skip
+)
 LATENCY = (
-    *_head("workload", "T", "setting"), ("tokens", lambda r: f"{r['tokens']['median']:.0f}"),
-    _titled("plain s", _spread("plain_latency")), _titled("speculative s", _spread("latency")),
+    *_head("workload", "T", "setting"),
+    ("tokens", lambda r: f"{r['tokens']['median']:.0f}"),
+    _titled("plain s", _spread("plain_latency")),
+    _titled("speculative s", _spread("latency")),
     _titled("transformers s", _spread("hf_latency")),
     _titled("plain tok/s", _spread("plain_tokens_per_second", ".1f")),
     _titled("speculative tok/s", _spread("tokens_per_second", ".1f")),
     _titled("transformers tok/s", _spread("hf_tokens_per_second", ".1f")),
     ("accepted drafts/round", lambda r: f"{r['accepted_per_round']['median']:.2f}"),
     ("tokens/round (with bonus or resample)", lambda r: f"{r['tokens_per_round']['median']:.2f}"),
-)  # fmt: skip
+)
 CURVES = (
-    ("workload", lambda c: c["workload"]), ("drafter", drafter_label),
-    ("T", lambda c: f"{c['temperature']:g}"), ("α", lambda c: f"{c['alpha']:.2f}"),
+    ("workload", lambda c: c["workload"]),
+    ("drafter", drafter_label),
+    ("T", lambda c: f"{c['temperature']:g}"),
+    ("α", lambda c: f"{c['alpha']:.2f}"),
     ("c", lambda c: f"{c['cost_ratio']:.3f}"),
-    ("γ: measured speedup", lambda c: ", ".join(
-        f"{g}: {m:.2f}" for g, m in zip(c["gammas"], c["measured_speedup"], strict=True))),
+    (
+        "γ: measured speedup",
+        lambda c: ", ".join(
+            f"{g}: {m:.2f}" for g, m in zip(c["gammas"], c["measured_speedup"], strict=True)
+        ),
+    ),
     ("best γ", lambda c: str(c["measured_best_gamma"])),
     ("theory γ", lambda c: str(c["theory_best_gamma"])),
-)  # fmt: skip
+)
 POLICY = (
-    ("workload", lambda d: d["workload"]), ("drafter", lambda d: d["drafter"]),
+    ("workload", lambda d: d["workload"]),
+    ("drafter", lambda d: d["drafter"]),
     ("T", lambda d: f"{d['temperature']:g}"),
     ("policy", lambda d: f"{d['policy']} from γ={d['start_gamma']}"),
     ("speedup", lambda d: f"{d['speedup']:.2f}"),
-    ("best fixed γ (speedup)",
-     lambda d: f"{d['best_fixed_gamma']} ({d['best_fixed_speedup']:.2f})"),
+    (
+        "best fixed γ (speedup)",
+        lambda d: f"{d['best_fixed_gamma']} ({d['best_fixed_speedup']:.2f})",
+    ),
     ("ratio", lambda d: f"{d['ratio']:.2f}"),
-    ("priced speedup", lambda d: number_cell(d["priced_speedup"] if d["priced_ratio"] is not None
-                                             else None)),
-    ("best fixed γ priced", lambda d: NONE if d["priced_ratio"] is None
-     else f"{d['best_fixed_priced_gamma']} ({d['best_fixed_priced_speedup']:.2f})"),
+    (
+        "priced speedup",
+        lambda d: number_cell(d["priced_speedup"] if d["priced_ratio"] is not None else None),
+    ),
+    (
+        "best fixed γ priced",
+        lambda d: (
+            NONE
+            if d["priced_ratio"] is None
+            else f"{d['best_fixed_priced_gamma']} ({d['best_fixed_priced_speedup']:.2f})"
+        ),
+    ),
     ("priced ratio", lambda d: number_cell(d["priced_ratio"])),
-)  # fmt: skip
+)
 COST = (
     *_head("workload", "T", "setting"),
     ("price/h", lambda r: f"{r['cost_per_1k_tokens']['price_per_hour']:.2f}"),
@@ -174,18 +214,22 @@ def summary_tables(result: dict[str, Any]) -> list[str]:
         out += [*column_table(SUMMARY, result["summary"]), ""]
         out += [
             "Latency and throughput per request (medians with min–max; at T > 0 the plain "
-            "run's seconds are scaled to the speculative run's length):", "",
-            *column_table(LATENCY, result["summary"]), "",
-        ]  # fmt: skip
+            "run's seconds are scaled to the speculative run's length):",
+            "",
+            *column_table(LATENCY, result["summary"]),
+            "",
+        ]
     if result["gamma_curves"]:
         out += ["Speedup against γ, and the γ theory picks for the measured α and c:", ""]
         out += [*column_table(CURVES, result["gamma_curves"]), ""]
     if result["policies_vs_best_fixed"]:
         out += [
             "Dynamic γ against the best fixed γ (ratio of median speedups; priced: every run's "
-            "work at the sweep's median costs, free of timing noise):", "",
-            *column_table(POLICY, result["policies_vs_best_fixed"]), "",
-        ]  # fmt: skip
+            "work at the sweep's median costs, free of timing noise):",
+            "",
+            *column_table(POLICY, result["policies_vs_best_fixed"]),
+            "",
+        ]
     return out
 
 
@@ -212,35 +256,19 @@ class Speedup:
     per_draft: bool = True
     own_flags: bool = False
 
-    def add_arguments(self, b: argparse.ArgumentParser) -> None:
-        """Register --exit-layer, --model-gamma, --policies and --start-gamma."""
-        b.add_argument(
-            "--exit-layer", type=ints, default="8",
-            help="layers the early-exit drafter uses (comma list to compare draft sizes)",
-        )  # fmt: skip
-        b.add_argument(
-            "--model-gamma", type=_caps, default="none",
-            help="hybrid drafters (ngram+...): at most this many draft-model tokens a round "
-            "while lookup copies run to gamma; comma list to compare, 'none' for no cap (default)",
-        )  # fmt: skip
-        b.add_argument(
-            "--policies", default="fixed",
-            help=f"comma list of gamma policies {POLICIES}; fixed sweeps --gammas",
-        )  # fmt: skip
-        b.add_argument(
-            "--start-gamma", type=int, default=4, help="where the dynamic gamma policies start"
-        )
-
-    def asked(self, args: argparse.Namespace) -> bool:
-        return True  # what runs when no other study is asked for
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """None of its own: its settings are every study's (specviz.bench.sweep)."""
 
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
         return args
 
     def plan(
-        self, args: argparse.Namespace, drafters: Sequence[str], policies: Sequence[str],
+        self,
+        args: argparse.Namespace,
+        drafters: Sequence[str],
+        policies: Sequence[str],
         requests: Sequence[Request],
-    ) -> SpeedupPlan:  # fmt: skip
+    ) -> SpeedupPlan:
         return SpeedupPlan(drafters=tuple(drafters), policies=tuple(policies))
 
     def run(self, plan: SpeedupPlan, context: Context) -> Outcome:
@@ -248,12 +276,19 @@ class Speedup:
         records: list[Record] = []
         for temperature, subset in by_temperature(args, context.requests):
             records += run_all(
-                pair.target, pair.draft, pair.tokenizer, subset,
+                pair.target,
+                pair.draft,
+                pair.tokenizer,
+                subset,
                 settings(plan.drafters, plan.policies, args, context.draft, temperature),
-                repetitions=args.reps, with_hf=not args.no_hf, progress=context.progress,
-                lean=not args.no_lean, lean_target=args.lean_target, raw=args.raw,
+                repetitions=args.reps,
+                with_hf=not args.no_hf,
+                progress=context.progress,
+                lean=not args.no_lean,
+                lean_target=args.lean_target,
+                raw=args.raw,
                 heads=args.heads,
-            )  # fmt: skip
+            )
         return Outcome(records=tuple(records))
 
     def render(self, section: dict[str, Any], price_per_hour: float) -> str:

@@ -1,4 +1,4 @@
-"""`specviz bench trees` (alias --tree-sweep): the chain and trees of N nodes at one depth D,
+"""`specviz bench trees`: the chain and trees of N nodes at one depth D,
 each against plain decoding (the tree options every study reads: specviz.bench.sweep).
 
 Every setting makes the same draft calls a round: the chain (N = 1) is the chain drafter at
@@ -25,7 +25,6 @@ import argparse
 import itertools
 import statistics
 import time
-from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -33,16 +32,13 @@ from typing import Any
 from specviz.api import autoregressive_generate
 from specviz.bench.runner import has_hf_counterpart, hf_generate, record, speculative_run
 from specviz.bench.sweep import (
-    DEFAULT_NODES,
     Context,
     Outcome,
-    add_tree_arguments,
     by_temperature,
     plain,
     rotated,
     unplain,
-    with_flags,
-)  # fmt: skip
+)
 from specviz.console import say
 from specviz.core.cache import KVCache
 from specviz.core.config import SamplingConfig
@@ -50,12 +46,13 @@ from specviz.drafters.names import CHAIN_OF, MODEL_DRAFTERS, TREE_DRAFTERS
 from specviz.gamma.policies import CostModel
 from specviz.models.chat import prompt_ids as chat_prompt_ids
 from specviz.results.records import Record, RequestMetrics, spread
-from specviz.results.setting import LOSSY, TREE_RULES, BenchSetting, tree_label
-from specviz.results.table import column_table, number_cell, spread_cell
+from specviz.results.setting import TREE_RULES, BenchSetting, tree_label
+from specviz.results.tree_tables import sweep_table, verdicts
 from specviz.tree.proposal import top_k_capacity
 from specviz.tune.timing import tree_pass_timings
 from specviz.workloads import Request
 
+DEFAULT_NODES = (1, 4, 8, 16, 32)  # the node budgets N compared when --nodes is not given
 NODES_HINT = "e.g. 1,4,8,16,32: 1 (the chain) first, then tree node budgets, increasing"
 PASS_REPEATS = 15  # timed passes of each tree shape, after a warm-up (specviz.tune.timing)
 Pair = tuple[str, int]  # (request id, repetition)
@@ -67,7 +64,7 @@ def parse_nodes(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
-        raise ValueError(f"--tree-sweep takes node budgets ({NODES_HINT}; got {text!r})") from None
+        raise ValueError(f"--nodes takes node budgets ({NODES_HINT}; got {text!r})") from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,14 +88,15 @@ class SweepPlan:
         )
         if not drafters or any(d not in TREE_DRAFTERS for d in drafters):
             raise ValueError(
-                "--tree-sweep compares tree drafters with their chain: --drafters must list some "
+                "specviz bench trees compares tree drafters with their chain: --drafters must list "
+                "some "
                 f"of {', '.join(TREE_DRAFTERS)} (got {', '.join(drafters) or 'none'})"
             )
         if len(set(drafters)) != len(drafters):
             raise ValueError(f"--drafters names a drafter twice (got {', '.join(drafters)})")
         increasing = all(a < b for a, b in itertools.pairwise(nodes))
         if len(nodes) < 2 or nodes[0] != 1 or not increasing:
-            raise ValueError(f"--tree-sweep takes node budgets ({NODES_HINT}; got {list(nodes)})")
+            raise ValueError(f"--nodes takes node budgets ({NODES_HINT}; got {list(nodes)})")
         for flag, value in (("--tree-depth", depth), ("--tree-width", width)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{flag} must be an integer >= 1 (got {value!r})")
@@ -106,7 +104,7 @@ class SweepPlan:
             raise ValueError(
                 f"a tree of depth {depth} and width {width} holds at most {most} nodes, so a "
                 f"node budget of {nodes[-1]} is never reached: lower the largest N in "
-                "--tree-sweep, or raise --tree-width or --tree-depth"
+                "--nodes, or raise --tree-width or --tree-depth"
             )
         if rule not in TREE_RULES:
             raise ValueError(f"--tree-rule must be one of {', '.join(TREE_RULES)} (got {rule!r})")
@@ -117,17 +115,23 @@ class SweepPlan:
         tree = nodes > 1
         name = drafter if tree else CHAIN_OF[drafter]
         return BenchSetting(
-            drafter=name, gamma=self.depth, temperature=temperature,
+            drafter=name,
+            gamma=self.depth,
+            temperature=temperature,
             draft_name=draft if name in MODEL_DRAFTERS else name,
-            tree_nodes=nodes if tree else None, tree_width=self.width if tree else None,
+            tree_nodes=nodes if tree else None,
+            tree_width=self.width if tree else None,
             tree_rule=self.rule if tree else None,
-        )  # fmt: skip
+        )
 
     def settings(self, temperature: float, draft_name: str) -> list[BenchSetting]:
         """The chains (one per chain drafter), then every tree drafter at every N > 1."""
         chains = [self.setting(d, 1, temperature, draft_name) for d in self.drafters]
-        trees = [self.setting(d, n, temperature, draft_name)
-                 for d in self.drafters for n in self.nodes[1:]]  # fmt: skip
+        trees = [
+            self.setting(d, n, temperature, draft_name)
+            for d in self.drafters
+            for n in self.nodes[1:]
+        ]
         return list(dict.fromkeys(chains)) + trees
 
     def to_dict(self) -> dict[str, Any]:
@@ -136,9 +140,14 @@ class SweepPlan:
 
 
 def run_sweep_request(
-    pair: Any, request: Request, plan: SweepPlan, args: argparse.Namespace, *,
-    temperature: float, draft_name: str,
-) -> Iterator[Record]:  # fmt: skip
+    pair: Any,
+    request: Request,
+    plan: SweepPlan,
+    args: argparse.Namespace,
+    *,
+    temperature: float,
+    draft_name: str,
+) -> Iterator[Record]:
     """Warm up, then per repetition (--reps, seeded by it): plain, transformers' assisted
     generation of each chain (unless --no-hf), and every setting's speculative run (their order
     rotating), each paired with that plain run."""
@@ -148,15 +157,27 @@ def run_sweep_request(
     n = request.max_new_tokens
     for rep in range(-1, args.reps):  # rep -1 is the untimed warm-up
         sampling = SamplingConfig(temperature=temperature, seed=max(rep, 0))
-        base = autoregressive_generate(target, tokenizer, ids, sampling=sampling,
-                                       max_new_tokens=n, make_cache=KVCache)  # fmt: skip
-        hf = {s: hf_generate(target, draft, ids, s, n)
-              for s in settings if not args.no_hf and has_hf_counterpart(s)}  # fmt: skip
+        base = autoregressive_generate(
+            target, tokenizer, ids, sampling=sampling, max_new_tokens=n, make_cache=KVCache
+        )
+        hf = {
+            s: hf_generate(target, draft, ids, s, n)
+            for s in settings
+            if not args.no_hf and has_hf_counterpart(s)
+        }
         for setting in rotated(settings, max(rep, 0)):
             spec = speculative_run(
-                target, draft, tokenizer, ids, setting, sampling=sampling, max_new_tokens=n,
-                costs=CostModel(), lean=True, heads=args.heads,
-            )  # fmt: skip
+                target,
+                draft,
+                tokenizer,
+                ids,
+                setting,
+                sampling=sampling,
+                max_new_tokens=n,
+                costs=CostModel(),
+                lean=True,
+                heads=args.heads,
+            )
             if rep >= 0:
                 yield record(request, setting, rep, spec, base, *hf.get(setting, (None, None)))
 
@@ -173,8 +194,11 @@ def resweep(section: dict[str, Any], records: Sequence[Record]) -> dict[str, Any
 def _runs(records: Sequence[Record], workload: str, match: dict[str, Any]) -> tuple[Any, Runs]:
     """The setting of workload's records whose setting has the `match` fields, and its metrics
     by (request, repetition) (None, {} where none ran)."""
-    chosen = [r for r in records if r.category == workload
-              and all(getattr(r.setting, k) == v for k, v in match.items())]  # fmt: skip
+    chosen = [
+        r
+        for r in records
+        if r.category == workload and all(getattr(r.setting, k) == v for k, v in match.items())
+    ]
     setting = chosen[0].setting if chosen else None
     return setting, {(r.request_id, r.repetition): r.metrics for r in chosen}
 
@@ -212,8 +236,11 @@ def sweep_rows(
                 setting, runs = _runs(records, workload, match)
                 if setting is None:
                     continue
-                versus = [hf[workload, chain, k] / _per_token(m)
-                          for k, m in runs.items() if (workload, chain, k) in hf]  # fmt: skip
+                versus = [
+                    hf[workload, chain, k] / _per_token(m)
+                    for k, m in runs.items()
+                    if (workload, chain, k) in hf
+                ]
                 rows.append(
                     {"workload": workload, "drafter": drafter}
                     | _row(setting, n, runs, chain_runs, ratios[n], base)
@@ -241,94 +268,23 @@ def _row(
     vs_chain = None if n == 1 or not versus else asdict(spread(versus))
     label = f"chain ({setting.drafter} γ={setting.gamma})" if n == 1 else None
     return {
-        "temperature": setting.temperature, "nodes": n,
-        "label": label or tree_label(asdict(setting)), "setting": setting.saved(),
+        "temperature": setting.temperature,
+        "nodes": n,
+        "label": label or tree_label(asdict(setting)),
+        "setting": setting.saved(),
         "exact": setting.exact,  # False: a lossy tree rule, not the target's law
-        "runs": len(values), "nodes_per_round": statistics.median(m.mean_gamma for m in values),
+        "runs": len(values),
+        "nodes_per_round": statistics.median(m.mean_gamma for m in values),
         "draft_calls_per_round": statistics.median(m.draft_calls / m.rounds for m in values),
         "tokens_per_pass": asdict(spread([m.tokens_per_round for m in values])),
-        "pass_ratio": ratio, "run_pass_ratio": asdict(spread([m.verify_ratio for m in values])),
+        "pass_ratio": ratio,
+        "run_pass_ratio": asdict(spread([m.verify_ratio for m in values])),
         "draft_steps_per_round": statistics.median(_draft_steps(m) for m in values),
-        "speedup": asdict(spread([m.speedup for m in values])), "vs_chain": vs_chain,
+        "speedup": asdict(spread([m.speedup for m in values])),
+        "vs_chain": vs_chain,
         "priced_vs_chain": None if n == 1 else priced,
         "pays": None if vs_chain is None else vs_chain["median"] > 1.0,
-    }  # fmt: skip
-
-
-def verdicts(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (workload, T, tree drafter): the N where a tree beats the chain, the fastest N
-    against the chain (the chain itself counts 1.0), and the N after it, from which more
-    nodes stopped paying."""
-    groups: dict[tuple[str, float, str], list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        groups[row["workload"], row["temperature"], row["drafter"]].append(row)
-    out = []
-    for (workload, temperature, drafter), group in groups.items():
-        best = max(group, key=_vs_chain)
-        later = [r["nodes"] for r in group if r["nodes"] > best["nodes"]]
-        out.append({
-            "workload": workload, "temperature": temperature, "drafter": drafter,
-            "best_nodes": best["nodes"], "best_vs_chain": _vs_chain(best),
-            "best_speedup": best["speedup"]["median"],
-            "pays_at": [r["nodes"] for r in group if r["pays"]],
-            "slower_from": min(later) if later else None,
-            "exact": all(r["exact"] for r in group),
-        })  # fmt: skip
-    return out
-
-
-def _vs_chain(row: dict[str, Any]) -> float:
-    """A row's median speedup over the chain (1.0 for the chain; 0.0 where none was paired)."""
-    if row["nodes"] == 1:
-        return 1.0
-    return float(row["vs_chain"]["median"]) if row["vs_chain"] else 0.0
-
-
-def verdict_text(v: dict[str, Any]) -> str:
-    """One sentence: where the tree pays and where it stops paying."""
-    head = f"{v['workload']}, T = {v['temperature']:g}, {v['drafter']}"
-    told = ("no tree was faster than the chain" if not v["pays_at"]
-            else f"faster than the chain at N = {', '.join(map(str, v['pays_at']))}")  # fmt: skip
-    best = (f"fastest: the chain ({v['best_speedup']:.2f}× plain)" if v["best_nodes"] == 1
-            else f"fastest: N = {v['best_nodes']} ({v['best_vs_chain']:.2f}× the chain, "
-            f"{v['best_speedup']:.2f}× plain)")  # fmt: skip
-    text = f"{head}: {told}; {best}"
-    if v["slower_from"] is not None:
-        text += f"; more nodes stopped paying from N = {v['slower_from']}"
-    return text + ("." if v["exact"] else f" [trees {LOSSY}].")
-
-
-COLUMNS = (
-    ("workload", lambda r: r["workload"]), ("T", lambda r: f"{r['temperature']:g}"),
-    ("N", lambda r: str(r["nodes"])), ("setting", lambda r: r["label"]),
-    ("exact", lambda r: "yes" if r["exact"] else f"no: {LOSSY}"),
-    ("nodes/round", lambda r: f"{r['nodes_per_round']:.1f}"),
-    ("draft calls/round", lambda r: f"{r['draft_calls_per_round']:.1f}"),
-    ("tokens/pass", lambda r: spread_cell(r["tokens_per_pass"])),
-    ("r(N)", lambda r: f"{r['pass_ratio']:.2f}"),
-    ("r in the run", lambda r: spread_cell(r["run_pass_ratio"])),
-    ("draft cost/round (plain steps)", lambda r: f"{r['draft_steps_per_round']:.2f}"),
-    ("speedup vs plain", lambda r: spread_cell(r["speedup"])),
-    ("vs chain", lambda r: spread_cell(r["vs_chain"])),
-    ("priced vs chain", lambda r: number_cell(r["priced_vs_chain"])),
-    ("vs transformers", lambda r: spread_cell(r["vs_transformers"])),
-    ("pays", lambda r: "–" if r["pays"] is None else ("yes" if r["pays"] else "no")),
-)  # fmt: skip
-
-
-def sweep_table(section: dict[str, Any]) -> list[str]:
-    """The sweep as GitHub Markdown lines: a note on the plan, the table, the verdicts."""
-    plan, passes = section["plan"], section["passes"]
-    note = (
-        f"Tree sweep at depth D = {plan['depth']}, width {plan['width']}, rule {plan['rule']}: "
-        f"N = 1 is the chain at γ = {plan['depth']}, as many draft calls a round as a tree. "
-        f"r(N): one target pass over the fresh token and N tree nodes (the chain: its "
-        f"{plan['depth']} drafts) after {passes['prompt_tokens']} cached tokens, over a plain "
-        f"1-token step (median of {passes['repeats']}). vs transformers: against its assisted "
-        "generation of the chain."
-    )
-    table = column_table(COLUMNS, section["rows"])
-    return [note, "", *table, "", *(f"- {verdict_text(v)}" for v in section["verdicts"])]
+    }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -342,32 +298,44 @@ class Trees:
     own_flags: bool = False
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        add_tree_arguments(parser)  # the tree options every study reads
-
-    def asked(self, args: argparse.Namespace) -> bool:
-        return args.tree_sweep is not None
+        """Register --nodes (the tree options are every study's: specviz.bench.sweep)."""
+        parser.add_argument(
+            "--nodes",
+            default=",".join(map(str, DEFAULT_NODES)),
+            metavar="N,...",
+            help="the node budgets N to compare at depth --tree-depth: the chain (N = 1: the "
+            "chain drafter at gamma = depth, as many draft calls a round) and each tree drafter "
+            "of --drafters (default: tree-model) at each N; reports tokens a target pass, r(N) "
+            "(a pass over N tree tokens against a 1-token step), the speedup over plain "
+            "decoding, the chain and transformers' assisted generation, and where the tree pays "
+            f"(default: {','.join(map(str, DEFAULT_NODES))}; --gammas, --policies and "
+            "--tree-nodes are for the other studies)",
+        )
 
     def chosen(self, args: argparse.Namespace) -> argparse.Namespace:
-        nodes = ",".join(map(str, DEFAULT_NODES))
-        return args if self.asked(args) else with_flags(args, tree_sweep=nodes)
+        return args
 
     def plan(
-        self, args: argparse.Namespace, drafters: Sequence[str], policies: Sequence[str],
+        self,
+        args: argparse.Namespace,
+        drafters: Sequence[str],
+        policies: Sequence[str],
         requests: Sequence[Request],
-    ) -> SweepPlan | None:  # fmt: skip
-        if args.tree_sweep is None:
-            return None
+    ) -> SweepPlan:
         plan = SweepPlan(
-            drafters=tuple(drafters), nodes=parse_nodes(args.tree_sweep), depth=args.tree_depth,
-            width=args.tree_width, rule=args.tree_rule,
-        )  # fmt: skip
+            drafters=tuple(drafters),
+            nodes=parse_nodes(args.nodes),
+            depth=args.tree_depth,
+            width=args.tree_width,
+            rule=args.tree_rule,
+        )
         for wrong, message in (
             (len(args.draft or []) > 1, "compares node budgets on one draft: give one --draft"),
             (args.policies.strip() != "fixed", "drafts to a fixed depth: drop --policies"),
             (args.lean_target, "runs the target on transformers' forward: drop --lean-target"),
         ):
             if wrong:
-                raise ValueError(f"--tree-sweep {message}")
+                raise ValueError(f"specviz bench trees {message}")
         return plan
 
     def run(self, plan: SweepPlan, context: Context) -> Outcome:
@@ -384,10 +352,14 @@ class Trees:
         context.progress(len(picked), len(picked), f"done in {time.perf_counter() - t0:.0f} s")
         say("timing the target's passes over each tree size")
         ids = chat_prompt_ids(pair.tokenizer, context.requests[0].prompt, raw=args.raw)
-        timings = tree_pass_timings(pair.target, ids, plan.nodes, depth=plan.depth,
-                                    width=plan.width, repeats=PASS_REPEATS)  # fmt: skip
-        passes = {"prompt_tokens": len(ids) - 1, "repeats": PASS_REPEATS,
-                  "timings": [asdict(t) for t in timings]}  # fmt: skip
+        timings = tree_pass_timings(
+            pair.target, ids, plan.nodes, depth=plan.depth, width=plan.width, repeats=PASS_REPEATS
+        )
+        passes = {
+            "prompt_tokens": len(ids) - 1,
+            "repeats": PASS_REPEATS,
+            "timings": [asdict(t) for t in timings],
+        }
         section = resweep({"plan": plan.to_dict(), "passes": passes}, records)
         return Outcome(records=tuple(records), section=section)
 

@@ -65,9 +65,19 @@ class NodeTable:
     def nbytes(self) -> int:
         """Bytes held by the columns and the hash table (their allocated buffers)."""
         columns = (
-            self.depth, self.pos, self.parent, self.label, self.first, self.next, self.prev,
-            self.bucket, self.bcount, self.bhead, self.btail, self._slots,
-        )  # fmt: skip
+            self.depth,
+            self.pos,
+            self.parent,
+            self.label,
+            self.first,
+            self.next,
+            self.prev,
+            self.bucket,
+            self.bcount,
+            self.bhead,
+            self.btail,
+            self._slots,
+        )
         return sum(sys.getsizeof(column) for column in columns)
 
     @property

@@ -52,8 +52,9 @@ def read_curve(path: str | Path) -> list[dict[str, Any]]:
             row = json.loads(line)
         except json.JSONDecodeError as err:
             raise ValueError(f"{path}:{n} is not JSON: {err}") from None
-        missing = [k for k in ("step", "positions", "hours", "eval_positions", "alpha_1")
-                   if k not in row]  # fmt: skip
+        missing = [
+            k for k in ("step", "positions", "hours", "eval_positions", "alpha_1") if k not in row
+        ]
         if missing:
             raise ValueError(f"{path}:{n} lacks {', '.join(missing)}: not a curve.jsonl row")
         rows.append(row)

@@ -28,8 +28,11 @@ def held_out_sequences(stream: StreamConfig, count: int) -> list[Seq]:
     trained = shard_prompts(stream.ids_dir, train)
     seqs: list[Seq] = []
     for index in held:
-        seqs += [s for s in load_shard(stream, index)
-                 if prompt_key(s["tokens"].tolist(), s["start"]) not in trained]  # fmt: skip
+        seqs += [
+            s
+            for s in load_shard(stream, index)
+            if prompt_key(s["tokens"].tolist(), s["start"]) not in trained
+        ]
         if len(seqs) >= count:
             break
     return [s for s in seqs[:count] if s["tokens"].shape[0] > 1]

@@ -36,9 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
 
-from specviz.core.cache import forward_kwargs
 from specviz.heads.eagle import fused_layers
 from specviz.train.common import (
     Deadline,
@@ -48,7 +46,6 @@ from specviz.train.common import (
     work_dir,
     write_json_atomic,
 )
-from specviz.train.data.batching import left_pad, next_tokens, right_pad, topk_logp
 from specviz.train.data.corpus import load_docs
 from specviz.train.data.prompts import training_prompts, workload_style_prompts
 from specviz.train.data.shards import (
@@ -61,6 +58,7 @@ from specviz.train.data.shards import (
     shard_prompts,
 )
 from specviz.train.data.sources import source_prompts
+from specviz.train.data.target_passes import answer_batch, score_batch
 from specviz.train.data.teacher import chat_ids
 
 LOG = logging.getLogger("specviz.train.data.regen")
@@ -118,96 +116,6 @@ def prompt_pool(cfg: RegenConfig) -> list[tuple[str, str]]:
     return first + more
 
 
-def _fused(states: tuple[Tensor, ...], layers: tuple[int, ...]) -> Tensor:
-    """The chosen hidden states (B, T, D) each, concatenated: (B, T, len(layers) * D), bf16."""
-    return torch.cat([states[i] for i in layers], dim=-1).to(torch.bfloat16)
-
-
-@torch.inference_mode()
-def answer_batch(
-    model: Any,
-    prompts: list[list[int]],
-    eos: int,
-    cfg: RegenConfig,
-    temperature: float,
-    gen: torch.Generator,
-) -> list[Record]:
-    """The target's answers to B prompts, with fused hidden states and top-k soft labels.
-
-    Returns per row: tokens (L,) int32 (prompt + answer, ending at the first eos), start (the
-    prompt's length), hidden (L - 1, 3D) bf16 and top_ids / top_logp (L - 1, K) for positions
-    0..L-2, all taken from the passes that generated the answer.
-    """
-    layers = fused_layers(int(model.config.num_hidden_layers))
-    dev = model.device
-    ids, mask, pos = (t.to(dev) for t in left_pad(prompts, eos))
-    width, kwarg = ids.shape[1], forward_kwargs(model)[0]
-    out = model.model(
-        input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
-        output_hidden_states=True,
-    )  # fmt: skip
-    hidden = [_fused(out.hidden_states, layers)]  # (B, W, 3D), then (B, 1, 3D) per step
-    finals = [out.last_hidden_state]
-    cache = getattr(out, "past_key_values", None) or getattr(out, "cache", None)
-    logits = model.lm_head(out.last_hidden_state[:, -1])
-    done = torch.zeros(len(prompts), dtype=torch.bool, device=dev)
-    tokens: list[Tensor] = []
-    for _ in range(cfg.max_new):
-        token = next_tokens(logits, temperature, gen)
-        token = torch.where(done, torch.full_like(token, eos), token)
-        tokens.append(token)
-        done |= token == eos
-        if bool(done.all()) or len(tokens) == cfg.max_new:
-            break
-        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-        pos = pos[:, -1:] + 1
-        out = model.model(
-            input_ids=token[:, None], attention_mask=mask, position_ids=pos, use_cache=True,
-            output_hidden_states=True, **{kwarg: cache},
-        )  # fmt: skip
-        cache = getattr(out, "past_key_values", None) or getattr(out, "cache", None)
-        hidden.append(_fused(out.hidden_states, layers))
-        finals.append(out.last_hidden_state)
-        logits = model.lm_head(out.last_hidden_state[:, -1])
-    answers, feats, last = torch.stack(tokens, 1), torch.cat(hidden, 1), torch.cat(finals, 1)
-    records = []
-    for row, p in enumerate(prompts):
-        hits = (answers[row] == eos).nonzero()
-        n = int(hits[0]) + 1 if len(hits) else answers.shape[1]
-        seq = p + answers[row, :n].tolist()
-        keep = slice(width - len(p), width - len(p) + len(seq) - 1)  # positions 0..L-2
-        top_ids, top_logp = topk_logp(model, last[row, keep], cfg.topk)
-        records.append(
-            {
-                "tokens": torch.tensor(seq, dtype=torch.int32), "start": len(p),
-                "hidden": feats[row, keep].cpu().clone(), "top_ids": top_ids.cpu(),
-                "top_logp": top_logp.cpu(),
-            }
-        )  # fmt: skip
-    return records
-
-
-@torch.inference_mode()
-def score_batch(model: Any, seqs: list[list[int]], pad: int, topk: int) -> list[Record]:
-    """The same features for given sequences, teacher-forced in one pass (no generation)."""
-    layers = fused_layers(int(model.config.num_hidden_layers))
-    ids, mask = right_pad(seqs, pad)
-    out = model.model(
-        input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
-        output_hidden_states=True,
-    )  # fmt: skip
-    feats = _fused(out.hidden_states, layers)
-    records = []
-    for row, s in enumerate(seqs):
-        keep = slice(0, len(s) - 1)
-        top_ids, top_logp = topk_logp(model, out.last_hidden_state[row, keep], topk)
-        records.append(
-            {"hidden": feats[row, keep].cpu().clone(), "top_ids": top_ids.cpu(),
-             "top_logp": top_logp.cpu()}
-        )  # fmt: skip
-    return records
-
-
 def shard_temperature(index: int, cfg: RegenConfig) -> float:
     """0.0 (greedy) for index % greedy_every == 1, else 1.0."""
     return 0.0 if index % cfg.greedy_every == 1 else 1.0
@@ -237,7 +145,15 @@ def make_shard(
         chunk = encoded[at : at + cfg.batch]
         for (i, src, _), rec in zip(
             chunk,
-            answer_batch(model, [c[2] for c in chunk], eos, cfg, temperature, gen),
+            answer_batch(
+                model,
+                [c[2] for c in chunk],
+                eos,
+                temperature,
+                gen,
+                max_new=cfg.max_new,
+                topk=cfg.topk,
+            ),
             strict=True,
         ):
             ids["prompt_index"].append(i)
@@ -289,11 +205,15 @@ def _entry(ids_file: Path, feat_path: Path, ids: Record, seconds: float, made: s
     """A manifest row: files with sizes and sha256, counts, time."""
     answer = sum(len(t) - s for t, s in zip(ids["tokens"], ids["start"], strict=True))
     return {
-        "ids": _file_entry(ids_file), "feats": _file_entry(feat_path),
-        "sequences": len(ids["tokens"]), "positions": sum(len(t) - 1 for t in ids["tokens"]),
-        "answer_tokens": answer, "temperature": ids["temperature"], "seconds": round(seconds, 2),
+        "ids": _file_entry(ids_file),
+        "feats": _file_entry(feat_path),
+        "sequences": len(ids["tokens"]),
+        "positions": sum(len(t) - 1 for t in ids["tokens"]),
+        "answer_tokens": answer,
+        "temperature": ids["temperature"],
+        "seconds": round(seconds, 2),
         "made": made,
-    }  # fmt: skip
+    }
 
 
 def run_regen(
@@ -358,7 +278,11 @@ def run_regen(
         row = manifest["shards"][str(index)]
         LOG.info(
             "shard %d (%s, T=%s): %d answer tokens in %.0f s, %.1f answer tok/s",
-            index, made, ids["temperature"], row["answer_tokens"], took,
+            index,
+            made,
+            ids["temperature"],
+            row["answer_tokens"],
+            took,
             row["answer_tokens"] / took,
-        )  # fmt: skip
+        )
     return manifest

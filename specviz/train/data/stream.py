@@ -82,8 +82,10 @@ def load_shard(cfg: StreamConfig, index: int) -> list[Seq]:
     seqs = []
     for tokens, start, rec in zip(ids["tokens"], ids["start"], feats["seqs"], strict=True):
         if rec["hidden"].shape[0] != len(tokens) - 1:
-            raise ValueError(f"shard {index}: features of {rec['hidden'].shape[0]} positions "
-                             f"for {len(tokens)} tokens")  # fmt: skip
+            raise ValueError(
+                f"shard {index}: features of {rec['hidden'].shape[0]} positions "
+                f"for {len(tokens)} tokens"
+            )
         seqs.append({"tokens": torch.tensor(tokens, dtype=torch.long), "start": int(start), **rec})
     return seqs
 
@@ -118,8 +120,14 @@ def collate(seqs: list[Seq], max_len: int, prompt_weight: float) -> dict[str, Te
         answer[row, max(0, s["start"] - 1) : m] = True
         weight[row, :m] = prompt_weight
         weight[row, answer[row]] = 1.0
-    return {"tokens": tokens, "first": first, "top_ids": top_ids, "top_logp": top_logp,
-            "answer": answer, "weight": weight}  # fmt: skip
+    return {
+        "tokens": tokens,
+        "first": first,
+        "top_ids": top_ids,
+        "top_logp": top_logp,
+        "answer": answer,
+        "weight": weight,
+    }
 
 
 class RegenStream:
@@ -206,10 +214,14 @@ class RegenStream:
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint keeps to resume the stream exactly."""
         return {
-            "epoch": self.epoch, "queue": list(self.queue), "seen": list(self.seen),
-            "group": list(self.group), "plan": [list(b) for b in self.plan],
-            "cursor": self.cursor, "gen": self.gen.get_state(),
-        }  # fmt: skip
+            "epoch": self.epoch,
+            "queue": list(self.queue),
+            "seen": list(self.seen),
+            "group": list(self.group),
+            "plan": [list(b) for b in self.plan],
+            "cursor": self.cursor,
+            "gen": self.gen.get_state(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume from state_dict's output (reloading the current group's shards)."""

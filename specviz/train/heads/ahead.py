@@ -68,8 +68,9 @@ def pick(groups: list[list[int]], missing: set[int], feats_dir: Path) -> int | N
     process is building, of the first group that has one (the run rebuilds its group's shards
     first to last, so the two meet in the middle); None when all of them are being built."""
     for group in groups:
-        free = [i for i in group
-                if i in missing and not claim_path(feats_path(feats_dir, i)).exists()]  # fmt: skip
+        free = [
+            i for i in group if i in missing and not claim_path(feats_path(feats_dir, i)).exists()
+        ]
         if free:
             return free[-1]
     return None
@@ -106,8 +107,12 @@ def rescore_ahead(
             LOG.info("the next %d groups' shards all have features", groups)
             break
         index = pick(ahead, missing, cfg.feats_dir)
-        LOG.info("order read in %.1f s; %d shards ahead lack features; next: %s",
-                 time.perf_counter() - began, len(missing), index)  # fmt: skip
+        LOG.info(
+            "order read in %.1f s; %d shards ahead lack features; next: %s",
+            time.perf_counter() - began,
+            len(missing),
+            index,
+        )
         if index is None:  # all of them being built elsewhere
             time.sleep(poll_s)
             continue

@@ -85,9 +85,14 @@ class EagleConfig:
         """The data stream this training reads: its batch size, length, grouping and seed;
         rescore: rebuilds a shard's missing features when it is first read."""
         return StreamConfig(
-            feats_dir=feats_dir, ids_dir=ids_dir, batch_positions=self.batch_positions,
-            max_len=self.max_len, group=self.group, seed=self.seed, rescore=rescore,
-        )  # fmt: skip
+            feats_dir=feats_dir,
+            ids_dir=ids_dir,
+            batch_positions=self.batch_positions,
+            max_len=self.max_len,
+            group=self.group,
+            seed=self.seed,
+            rescore=rescore,
+        )
 
 
 def rewarmed(cfg: EagleConfig, state: dict[str, Any], step: int) -> float:
@@ -106,8 +111,13 @@ def extend_schedule(cfg: EagleConfig, saved: dict[str, Any], state: dict[str, An
     changed = cfg.total_steps != int(saved.get("total_steps", cfg.total_steps))
     if changed or cfg.lr != float(saved.get("lr", cfg.lr)):
         state["schedule_start"] = state["step"]
-        LOG.info("schedule of %d steps at lr %.1e from step %d (warm-up of %d steps)",
-                 cfg.total_steps, cfg.lr, state["step"], cfg.warmup)  # fmt: skip
+        LOG.info(
+            "schedule of %d steps at lr %.1e from step %d (warm-up of %d steps)",
+            cfg.total_steps,
+            cfg.lr,
+            state["step"],
+            cfg.warmup,
+        )
 
 
 def active_loss(cfg: EagleConfig, step: int) -> str:
@@ -152,8 +162,9 @@ class EagleTrainer:
             with self._autocast():
                 logits = self.head.logits(hidden[mask])
             q_log = torch.log_softmax(logits.float(), -1)
-            p = soft_labels(batch["top_ids"][mask], batch["top_logp"][mask], self.t2d,
-                            self.head.size)  # fmt: skip
+            p = soft_labels(
+                batch["top_ids"][mask], batch["top_logp"][mask], self.t2d, self.head.size
+            )
             yield d, p, q_log, mask
 
     def loss(self, batch: Batch, kind: str) -> tuple[Tensor, list[float]]:
@@ -226,8 +237,13 @@ def run_eagle(
         trainer.head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
     )
     stream = RegenStream(stream_cfg)
-    state: dict[str, Any] = {"step": 0, "positions": 0, "answer_positions": 0, "elapsed": 0.0,
-                             "last_eval": 0.0}  # fmt: skip
+    state: dict[str, Any] = {
+        "step": 0,
+        "positions": 0,
+        "answer_positions": 0,
+        "elapsed": 0.0,
+        "last_eval": 0.0,
+    }
     if ckpt is not None:
         trainer.head.load_state_dict(ckpt["head"])
         optimizer.load_state_dict(ckpt["optimizer"])
@@ -263,9 +279,15 @@ def run_eagle(
         state["answer_positions"] += int(batch["answer"].sum())
         state["elapsed"] = base + time.monotonic() - began
         if state["step"] % cfg.log_every == 0:
-            LOG.info("step %d %s loss %.4f alpha %s lr %.2e epoch %d", state["step"], kind,
-                     value, [round(a, 3) for a in alphas], optimizer.param_groups[0]["lr"],
-                     stream.epoch)  # fmt: skip
+            LOG.info(
+                "step %d %s loss %.4f alpha %s lr %.2e epoch %d",
+                state["step"],
+                kind,
+                value,
+                [round(a, 3) for a in alphas],
+                optimizer.param_groups[0]["lr"],
+                stream.epoch,
+            )
         hourly = state["elapsed"] - state["last_eval"] >= cfg.eval_hours * 3600
         if state["step"] % cfg.eval_every == 0 or hourly:
             if len(held) * 8 < cfg.eval_sequences:
@@ -310,9 +332,12 @@ def curve_row(
     and restart marks, or where a score came from), the held-out set's size and α_1 … α_depth,
     rounded as curve.jsonl keeps them."""
     row: dict[str, Any] = {
-        "positions": state["positions"], "answer_positions": state["answer_positions"],
-        "step": state["step"], "hours": round(state["elapsed"] / 3600, 4), "loss": kind,
-    }  # fmt: skip
+        "positions": state["positions"],
+        "answer_positions": state["answer_positions"],
+        "step": state["step"],
+        "hours": round(state["elapsed"] / 3600, 4),
+        "loss": kind,
+    }
     row |= extra | {"eval_positions": eval_positions}
     return row | {f"alpha_{d}": round(a, 5) for d, a in enumerate(alphas, start=1)}
 
@@ -350,9 +375,12 @@ def _checkpoint(
     """Save the head, optimizer, progress, stream state and RNG atomically."""
     save_atomic(
         {
-            "head": trainer.head.state_dict(), "optimizer": optimizer.state_dict(),
-            "state": dict(state), "stream": stream.state_dict(), "rng": torch.get_rng_state(),
+            "head": trainer.head.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "state": dict(state),
+            "stream": stream.state_dict(),
+            "rng": torch.get_rng_state(),
             "config": asdict(cfg),
         },
         path,
-    )  # fmt: skip
+    )

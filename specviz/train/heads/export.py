@@ -155,10 +155,12 @@ def warm_start(folder: Path, target: Any) -> tuple[Eagle3Head, dict[str, Any], R
     head = load_eagle(target, folder / EAGLE_FILE).float().train()
     step = int(summary["steps"])
     state: dict[str, Any] = {
-        "step": step, "positions": int(summary["trained_positions"]),
+        "step": step,
+        "positions": int(summary["trained_positions"]),
         "answer_positions": int(summary["trained_answer_positions"]),
-        "elapsed": float(summary["hours"]) * 3600, "warm_start": step,
-    }  # fmt: skip
+        "elapsed": float(summary["hours"]) * 3600,
+        "warm_start": step,
+    }
     state["last_eval"] = state["elapsed"]
     rows = [r for r in summary.get("held_out", []) if int(r["step"]) <= step]
     return head, state, rows

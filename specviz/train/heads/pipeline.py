@@ -82,9 +82,15 @@ def run_pipeline(
     budget = cfg.minutes * 60.0
     regen_out = out_dir / "regen"
     manifest = run_regen(
-        cfg.regen, range(cfg.shards), ids_dir, budget * cfg.data_share, 0,
-        loaded=(target, tokenizer), out_dir=regen_out, pool=pool,
-    )  # fmt: skip
+        cfg.regen,
+        range(cfg.shards),
+        ids_dir,
+        budget * cfg.data_share,
+        0,
+        loaded=(target, tokenizer),
+        out_dir=regen_out,
+        pool=pool,
+    )
     data_seconds = time.monotonic() - began
     h = cfg.eagle
     stream = h.stream(regen_out, ids_dir)

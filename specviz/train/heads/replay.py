@@ -98,8 +98,11 @@ def collect(trainer: Any, stream: StreamConfig, cfg: ReplayConfig) -> list[list[
     for shard in ready_shards(stream)[0][: cfg.shards]:
         seqs = load_shard(stream, shard)
         for at in range(0, len(seqs), 8):
-            part = [(j, s) for j, s in enumerate(seqs[at : at + 8], start=at)
-                    if s["tokens"].shape[0] > 1]  # fmt: skip
+            part = [
+                (j, s)
+                for j, s in enumerate(seqs[at : at + 8], start=at)
+                if s["tokens"].shape[0] > 1
+            ]
             if not part:
                 continue
             batch = collate([s for _, s in part], stream.max_len, 0.0)
@@ -174,9 +177,14 @@ def run_replay(
         trainer.head.load_state_dict(ckpt["head"])
         began = time.monotonic()
         found = collect(trainer, stream, cfg) if cfg.every > 0 else []
-        meta = {"from": str(source), "start": int(ckpt["state"]["step"]), "every": cfg.every,
-                "shards": cfg.shards, "rejected": sum(len(f) - 2 for f in found),
-                "seconds": round(time.monotonic() - began, 1)}  # fmt: skip
+        meta = {
+            "from": str(source),
+            "start": int(ckpt["state"]["step"]),
+            "every": cfg.every,
+            "shards": cfg.shards,
+            "rejected": sum(len(f) - 2 for f in found),
+            "seconds": round(time.monotonic() - began, 1),
+        }
         save_index(out, found, meta)
         LOG.info("collected %s", meta)
     meta = json.loads((out / INDEX).read_text(encoding="utf-8"))
