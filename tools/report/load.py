@@ -11,7 +11,8 @@ from specviz.results.table import markdown_table
 from tools.report.saved import Saved
 
 LOAD_FILE = "app-load.json"  # under the results folder
-HEADER = ["users", "scheduler", "answered", "messages", "p50 s", "p95 s", "first token p50 s"]
+HEADER = ["users", "scheduler", "answered", "messages", "greedy = alone", "p50 s", "p95 s"]
+HEADER += ["first token p50 s"]
 HEADER += ["first token p95 s", "tokens/s served", "RSS MB"]
 
 
@@ -31,4 +32,6 @@ def _row(r: dict[str, Any]) -> list[str]:
     mode = f"{r['mode']} ({r['rows']} rows)"
     times = [f"{r[k]:.1f}" for k in ("p50", "p95", "ttft_p50", "ttft_p95")]
     served, rss = f"{r['tokens_per_second']:.1f}", f"{r['rss_mb']:.0f}"
-    return [str(r["users"]), mode, str(r["answered"]), str(r["messages"]), *times, served, rss]
+    greedy = f"{r['greedy_same']} of {r['greedy']}"
+    counts = [str(r["answered"]), str(r["messages"]), greedy]
+    return [str(r["users"]), mode, *counts, *times, served, rss]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -38,7 +39,8 @@ from specviz.tune.defaults import lean_applies
 
 log = logging.getLogger("specviz.app")
 Stream = Iterator[Event]
-PLOT_EVERY = 4  # while streaming a full decode, redraw the plots every this many rounds
+PLOT_EVERY = 4  # while streaming a full decode, redraw the plots every this many rounds,
+PLOT_SECONDS = 1.0  # and at most once a second (a figure costs more than the rest of a view)
 
 
 class DecodeTab:
@@ -137,12 +139,16 @@ class DecodeTab:
         if not run.exact:
             note += " · LOSSY: typical acceptance, not the target's law"
         tree = bool(trees)
-        figs = {
-            "acceptance": views.acceptance_figure(rounds, tree=tree),
-            "lengths": views.accepted_length_figure(rounds, tree=tree),
-            "histogram": views.accepted_histogram(rounds, tree=tree),
-            "pq": views.pq_figure(cells),
-        }
+        figs = (
+            {  # drawn only when shown: a figure costs more than the rest of the view
+                "acceptance": views.acceptance_figure(rounds, tree=tree),
+                "lengths": views.accepted_length_figure(rounds, tree=tree),
+                "histogram": views.accepted_histogram(rounds, tree=tree),
+                "pq": views.pq_figure(cells),
+            }
+            if plots
+            else {}
+        )
         shown = views.pick_round(trees, None)  # the latest round that drafted a tree
         latest = shown.round if shown else None
         return outputs(
@@ -151,7 +157,7 @@ class DecodeTab:
                 cells, run.prompt, prompt_format=run.prompt_format, lossy=not run.exact
             ),
             status=views.status_html(f"round {len(rounds)} · {note}"),
-            **(figs if plots else {}),
+            **figs,
             summary=views.summary_html(run.summary()), tree_round=latest,
             text=run.text(), result=run.result(),
             tree=views.tree_panel_html(trees, latest, run.text_of),
@@ -176,8 +182,12 @@ class DecodeTab:
         shown), then stream the view after every round of its row."""
 
         def work(p: ModelPair, events: Stream) -> Iterator[list[Any]]:
+            drawn = -PLOT_SECONDS  # when the plots were last drawn
             for r in self.run_of(for_pair(s, p), p, events).run_to_end():
-                yield self.render(r, plots=r.done or len(r.rounds) % PLOT_EVERY == 1)
+                due = len(r.rounds) % PLOT_EVERY == 1 and time.monotonic() - drawn >= PLOT_SECONDS
+                if r.done or due:
+                    drawn = time.monotonic()
+                yield self.render(r, plots=r.done or due)
 
         yield from self.session.serve(s, self.show(), lambda p: self.job(s, p), work, self.fail)
 
