@@ -81,9 +81,12 @@ class SpecVizApp:
         """Every tab's API callbacks, by API name (generate, step, race, load, lab, batch), and
         complete (the prompt in, the text and the decode in short out)."""
         return {
-            **self.decode.callbacks(), **self.form.callbacks(), **self.lab.callbacks(),
-            **self.batch.callbacks(), "complete": self.completion.complete,
-        }  # fmt: skip
+            **self.decode.callbacks(),
+            **self.form.callbacks(),
+            **self.lab.callbacks(),
+            **self.batch.callbacks(),
+            "complete": self.completion.complete,
+        }
 
     def build(self) -> gr.Blocks:
         """The Blocks UI: the settings on the left; on the right the buttons with the status
@@ -164,10 +167,15 @@ class SpecVizApp:
         handlers = self.session.scheduler.admission.handlers
         demo.queue(max_size=2 * handlers, default_concurrency_limit=1)
         return demo.launch(
-            server_name=host, server_port=port, share=False, css=views.CSS, ssr_mode=False,
+            server_name=host,
+            server_port=port,
+            share=False,
+            css=views.CSS,
+            ssr_mode=False,
             theme=gr.themes.Default(font=SANS, font_mono=MONO),
-            allowed_paths=[str(self.export_dir)], **kwargs,
-        )  # fmt: skip
+            allowed_paths=[str(self.export_dir)],
+            **kwargs,
+        )
 
 
 def log_to_terminal() -> None:

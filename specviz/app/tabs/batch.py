@@ -117,13 +117,13 @@ class BatchRequest:
         return cls(
             target=(values["target"] or "").strip() or BUNDLED,
             draft=None if drafter == "ngram" else (values["draft"] or "").strip() or BUNDLED,
-            dtype=str(values["dtype"]), prompts=prompts, drafter=drafter,
+            dtype=str(values["dtype"]),
+            prompts=prompts,
+            drafter=drafter,
             raw=bool(values["raw"]),
             sampling=SamplingConfig(temperature=n["temperature"], seed=int(n["seed"])),
-            speculation=SpeculationConfig(
-                gamma=int(n["gamma"]), max_new_tokens=int(n["max_new"])
-            ),
-        )  # fmt: skip
+            speculation=SpeculationConfig(gamma=int(n["gamma"]), max_new_tokens=int(n["max_new"])),
+        )
 
 
 def start(req: BatchRequest, pair: ModelPair) -> BatchRun:
@@ -141,13 +141,20 @@ def start(req: BatchRequest, pair: ModelPair) -> BatchRun:
                 raise ValueError(f"prompt {r}: {err}") from None
     drafter = build_batch_drafter(req.drafter, target=pair.target, draft=pair.draft)
     _, stream = speculative_stream_batch(
-        pair.target, drafter, pair.tokenizer, ids, sampling=req.sampling,
+        pair.target,
+        drafter,
+        pair.tokenizer,
+        ids,
+        sampling=req.sampling,
         speculation=req.speculation,
-    )  # fmt: skip
+    )
     return BatchRun(
-        stream=stream, decode=decoder(pair.tokenizer), prompts=req.prompts, seeds=req.seeds,
+        stream=stream,
+        decode=decoder(pair.tokenizer),
+        prompts=req.prompts,
+        seeds=req.seeds,
         prompt_format=prompt_format(pair.tokenizer, raw=req.raw),
-    )  # fmt: skip
+    )
 
 
 def outputs(message: str, run: BatchRun | None = None, error: bool = False) -> list[Any]:
@@ -189,25 +196,33 @@ class BatchTab:
         f: dict[str, Any] = {}
         with gr.Row(equal_height=False):
             f["prompts"] = gr.Textbox(
-                BATCH_DEFAULTS["prompts"], lines=MIN_ROWS + 2, max_lines=MAX_ROWS + 2, scale=3,
+                BATCH_DEFAULTS["prompts"],
+                lines=MIN_ROWS + 2,
+                max_lines=MAX_ROWS + 2,
+                scale=3,
                 label=f"prompts: one per line, {MIN_ROWS} to {MAX_ROWS}",
                 elem_id="sv-batch-prompts",
-            )  # fmt: skip
+            )
             with gr.Column(scale=2, min_width=260):
                 f["drafter"] = gr.Dropdown(
-                    [(label, name) for name, label in BATCH_CHOICES.items()], value=drafter,
-                    label="batched drafter", elem_id="sv-batch-drafter",
-                )  # fmt: skip
+                    [(label, name) for name, label in BATCH_CHOICES.items()],
+                    value=drafter,
+                    label="batched drafter",
+                    elem_id="sv-batch-drafter",
+                )
                 f["raw"] = gr.Checkbox(
-                    BATCH_DEFAULTS["raw"], label="raw completion (no chat template)",
+                    BATCH_DEFAULTS["raw"],
+                    label="raw completion (no chat template)",
                     elem_id="sv-batch-raw",
-                )  # fmt: skip
+                )
         with gr.Row():
             for name, label in BATCH_NUMBERS.items():
                 f[name] = gr.Number(
-                    BATCH_DEFAULTS[name], label=f"{label}: {RANGES[name].text()}",
-                    elem_id=f"sv-batch-{name}", min_width=150,
-                )  # fmt: skip
+                    BATCH_DEFAULTS[name],
+                    label=f"{label}: {RANGES[name].text()}",
+                    elem_id=f"sv-batch-{name}",
+                    min_width=150,
+                )
         with gr.Row(elem_id="sv-batch-actions", equal_height=True):
             run = gr.Button(
                 "Run batch", variant="primary", elem_id="sv-batch-run", scale=0, min_width=140

@@ -74,32 +74,44 @@ class DecodeTab:
                 self.session.lean_target(p) if lean else KVCache
             )
             _, stream = autoregressive_stream(
-                p.target, p.tokenizer, ids, sampling=s.sampling, max_new_tokens=max_new,
+                p.target,
+                p.tokenizer,
+                ids,
+                sampling=s.sampling,
+                max_new_tokens=max_new,
                 make_cache=forward,
-            )  # fmt: skip
+            )
             return stream
         # a tree drafter's depth is fixed: no γ policy; its trees verified by its rule
         policy = None if s.tree else make_policy(s.policy, s.speculation.gamma, self.cost_model(s))
         session = self.session
         own = s.drafter in HEAD_DRAFTERS or not lean_applies(s.drafter)  # its own forward
         _, stream = speculative_stream(
-            p.target, make_drafter(s, p, session.heads, session.memory, lean=lean),
-            p.tokenizer, ids,
-            sampling=s.sampling, speculation=s.speculation, policy=policy,
+            p.target,
+            make_drafter(s, p, session.heads, session.memory, lean=lean),
+            p.tokenizer,
+            ids,
+            sampling=s.sampling,
+            speculation=s.speculation,
+            policy=policy,
             make_cache=session.lean_target(p) if lean and not own else None,
             tree_rule=tree_rule(s),
-        )  # fmt: skip
+        )
         return stream
 
     def run_of(self, s: Settings, p: ModelPair, stream: Stream) -> views.Run:
         """The run that shows stream's events, a decode of s's prompt on pair p."""
         sent = prompt_format(p.tokenizer, raw=s.raw)
         return views.Run(
-            stream=stream, decode=decoder(p.tokenizer), prompt=s.prompt, prompt_format=sent,
-            settings={**s.describe(), "prompt_format": sent}, request=s,
+            stream=stream,
+            decode=decoder(p.tokenizer),
+            prompt=s.prompt,
+            prompt_format=sent,
+            settings={**s.describe(), "prompt_format": sent},
+            request=s,
             detokenize=lambda ids: str(p.tokenizer.decode(list(ids))),
             stop=stop_ids(p.target, p.tokenizer),
-        )  # fmt: skip
+        )
 
     def job(self, s: Settings, p: ModelPair) -> Job:
         """s's request for the session's scheduler, checked against the pair first: a batched
@@ -152,17 +164,20 @@ class DecodeTab:
         shown = views.pick_round(trees, None)  # the latest round that drafted a tree
         latest = shown.round if shown else None
         return outputs(
-            MAIN, run=run,
+            MAIN,
+            run=run,
             stream=views.stream_html(
                 cells, run.prompt, prompt_format=run.prompt_format, lossy=not run.exact
             ),
             status=views.status_html(f"round {len(rounds)} · {note}"),
             **figs,
-            summary=views.summary_html(run.summary()), tree_round=latest,
-            text=run.text(), result=run.result(),
+            summary=views.summary_html(run.summary()),
+            tree_round=latest,
+            text=run.text(),
+            result=run.result(),
             tree=views.tree_panel_html(trees, latest, run.text_of),
             tree_inspector=views.node_html(None, None, run.text_of),
-        )  # fmt: skip
+        )
 
     @staticmethod
     def fail(err: Exception, names: tuple[str, ...] = MAIN) -> list[Any]:
@@ -323,8 +338,9 @@ class DecodeTab:
         tree_in, tree_out = [w.run, w.tree_round, w.tree_node], [w.tree, w.tree_inspector]
         w.tree_round.submit(self.tree_view, tree_in, tree_out, api_name="tree")
         w.tree_node.submit(self.tree_view, tree_in, tree_out, api_name=NO_API)
-        w.tree.click(self.tree_click, [w.run, w.tree_round], [w.tree_node, w.tree_inspector],
-                     api_name=NO_API)  # fmt: skip
+        w.tree.click(
+            self.tree_click, [w.run, w.tree_round], [w.tree_node, w.tree_inspector], api_name=NO_API
+        )
         panel, picked = [w.inspector, w.residual], [w.run, w.index]
         clicked = w.stream.click(self.click, w.run, [w.index, *panel], api_name=NO_API)
         typed = w.index.submit(self.inspect, picked, panel, api_name="inspect")

@@ -51,9 +51,11 @@ def number(name: str, label: str, visible: bool = True) -> gr.Number:
     """A number field: its allowed range in its label, no clamping or rounding in the browser
     (Settings.parse refuses a value outside RANGES with the range instead)."""
     return gr.Number(
-        DEFAULTS[name], label=f"{label}: {RANGES[name].text()}", elem_id=f"sv-{name}",
+        DEFAULTS[name],
+        label=f"{label}: {RANGES[name].text()}",
+        elem_id=f"sv-{name}",
         visible=visible,
-    )  # fmt: skip
+    )
 
 
 def controls(d: dict[str, str], prompts: dict[str, str]) -> dict[str, Any]:
@@ -73,9 +75,11 @@ def controls(d: dict[str, str], prompts: dict[str, str]) -> dict[str, Any]:
     )
     c["prompt"] = gr.Textbox(prompts[first], lines=4, label="prompt", elem_id="sv-prompt")
     c["raw"] = gr.Radio(
-        [(label, raw) for raw, label in PROMPT_FORMATS.items()], value=example_is_raw(first),
-        label="prompt format: chat template or raw completion", elem_id="sv-raw",
-    )  # fmt: skip
+        [(label, raw) for raw, label in PROMPT_FORMATS.items()],
+        value=example_is_raw(first),
+        label="prompt format: chat template or raw completion",
+        elem_id="sv-raw",
+    )
     shown = shown_fields(DEFAULTS["drafter"])
     c["drafter"] = gr.Dropdown(
         drafter_choices(), value=DEFAULTS["drafter"], label="drafter", elem_id="sv-drafter"
@@ -83,18 +87,23 @@ def controls(d: dict[str, str], prompts: dict[str, str]) -> dict[str, Any]:
     c["drafter_note"] = gr.Markdown(drafter_note(DEFAULTS["drafter"]), elem_id="sv-drafter-note")
     c["exit_layer"] = number("exit_layer", "early exit: layers that draft", shown["exit_layer"])
     c["exit_note"] = gr.Markdown(
-        early_exit_note(DEFAULTS["exit_layer"]), visible=shown["exit_note"],
+        early_exit_note(DEFAULTS["exit_layer"]),
+        visible=shown["exit_note"],
         elem_id="sv-exit-note",
-    )  # fmt: skip
+    )
     c["confidence"] = number(
-        "confidence", "confidence threshold: stop drafting after a token with top q below it "
-        "(0 = off)", shown["confidence"],
-    )  # fmt: skip
+        "confidence",
+        "confidence threshold: stop drafting after a token with top q below it (0 = off)",
+        shown["confidence"],
+    )
     tree_controls(c, shown)
     c["policy"] = gr.Dropdown(
-        POLICIES, value=DEFAULTS["policy"], label="γ policy (per round)", elem_id="sv-policy",
+        POLICIES,
+        value=DEFAULTS["policy"],
+        label="γ policy (per round)",
+        elem_id="sv-policy",
         visible=shown["policy"],
-    )  # fmt: skip
+    )
     names = list(NUMBERS)
     for pair in (names[i : i + 2] for i in range(0, len(names), 2)):
         with gr.Row():
@@ -115,9 +124,12 @@ def tree_controls(c: dict[str, Any], shown: dict[str, bool]) -> None:
         for name, label in TREE_NUMBERS.items():
             c[name] = number(name, label, shown[name])
     c["tree_rule"] = gr.Radio(
-        [(label, name) for name, label in TREE_RULE_CHOICES.items()], value=DEFAULTS["tree_rule"],
-        label="tree verification", elem_id="sv-tree_rule", visible=shown["tree_rule"],
-    )  # fmt: skip
+        [(label, name) for name, label in TREE_RULE_CHOICES.items()],
+        value=DEFAULTS["tree_rule"],
+        label="tree verification",
+        elem_id="sv-tree_rule",
+        visible=shown["tree_rule"],
+    )
 
 
 class Form:
@@ -136,9 +148,11 @@ class Form:
     def check(self, s: Settings, progress: gr.Progress = NO_PROGRESS) -> Iterator[str]:
         """Load (or find cached) the pair the settings decode with and say what it is."""
         yield from self.session.check(
-            s, views.status_html, lambda p: views.status_html(f"ready: {parameter_counts(p)}"),
+            s,
+            views.status_html,
+            lambda p: views.status_html(f"ready: {parameter_counts(p)}"),
             lambda err: views.status_html(str(err), error=True),
-        )  # fmt: skip
+        )
 
     @staticmethod
     def preset(name: str) -> list[Any]:
@@ -177,8 +191,12 @@ class Form:
         form = [c[name] for name in FIELDS]
         c["load"].click(self.callbacks()["load"], form, status, api_name="load", **work)
         for name, button in zip(PRESETS, c["presets"], strict=True):
-            button.click(lambda n=name: self.preset(n), None,
-                         [*(c[f] for f in PRESET_FIELDS), status], api_name=NO_API)  # fmt: skip
+            button.click(
+                lambda n=name: self.preset(n),
+                None,
+                [*(c[f] for f in PRESET_FIELDS), status],
+                api_name=NO_API,
+            )
         c["workload"].change(self.example, c["workload"], [c["prompt"], c["raw"]], api_name=NO_API)
         drafter_fields = [*(c[k] for k in DRAFTER_FIELDS), c["drafter_note"]]
         c["drafter"].change(self.drafter_fields, c["drafter"], drafter_fields, api_name=NO_API)

@@ -103,12 +103,16 @@ def lab_pair(s: Settings, pair: ModelPair | None, heads: str | None = None) -> L
         drafter = TOY_TREES.get(s.drafter, s.drafter) if s.tree else "model"
         return replace(toy_pair(), drafter=drafter, options=s.options(), tree_rule=tree_rule(s))
     return LabPair(
-        target=pair.target, draft=pair.draft,
+        target=pair.target,
+        draft=pair.draft,
         prompt_ids=prompt_ids(pair.tokenizer, s.prompt, raw=s.raw),
         prompt_format=prompt_format(pair.tokenizer, raw=s.raw),
-        stop_ids=stop_ids(pair.target, pair.tokenizer), decode=decoder(pair.tokenizer),
-        drafter=s.drafter, options=s.options(heads), tree_rule=tree_rule(s),
-    )  # fmt: skip
+        stop_ids=stop_ids(pair.target, pair.tokenizer),
+        decode=decoder(pair.tokenizer),
+        drafter=s.drafter,
+        options=s.options(heads),
+        tree_rule=tree_rule(s),
+    )
 
 
 @dataclass(frozen=True)
@@ -158,9 +162,11 @@ class LabTab:
             f["pair"] = gr.Radio(PAIRS, value=TOY, label="pair", elem_id="sv-lab-pair")
             with gr.Column():
                 f["mutant"] = gr.Dropdown(
-                    mutant_choices(), value=REAL, label="sampler (real, or a broken one)",
+                    mutant_choices(),
+                    value=REAL,
+                    label="sampler (real, or a broken one)",
                     elem_id="sv-lab-mutant",
-                )  # fmt: skip
+                )
                 note = gr.Markdown(mutant_note(REAL), elem_id="sv-lab-mutant-note")
         gr.Markdown(MUTANT_NOTE)
         with gr.Row():
@@ -174,9 +180,14 @@ class LabTab:
             joint = gr.Plot(label="first k tokens", elem_id="sv-lab-joint")
         table = gr.HTML(elem_id="sv-lab-table")
         return LabPanels(
-            fields=f, run=run, mutant_note=note, status=status, first=first, joint=joint,
+            fields=f,
+            run=run,
+            mutant_note=note,
+            status=status,
+            first=first,
+            joint=joint,
             table=table,
-        )  # fmt: skip
+        )
 
     def run(
         self, s: Settings, req: LabRequest, progress: gr.Progress = NO_PROGRESS
@@ -199,9 +210,12 @@ class LabTab:
                     status = view.status() + (GREEDY_LAB if s.sampling.greedy else "")
                     first, joint = view.figures()
                     yield outputs(
-                        LAB_OUTPUTS, status=views.status_html(status), first=first, joint=joint,
+                        LAB_OUTPUTS,
+                        status=views.status_html(status),
+                        first=first,
+                        joint=joint,
                         table=view.table_html(),
-                    )  # fmt: skip
+                    )
 
         spec = s if req.pair == MODELS else None
         yield from self.session.decode_maybe(spec, show, work, refused)

@@ -69,9 +69,12 @@ def build(tab: gr.Tab, folder: Path) -> ResultsPanels:
     gr.Markdown(listing_note(folder, saved))
     with gr.Row():
         path = gr.Dropdown(
-            [(Path(p).stem, p) for p in saved], value=most_informative(saved),
-            label="saved result", allow_custom_value=True, elem_id="sv-bench-path",
-        )  # fmt: skip
+            [(Path(p).stem, p) for p in saved],
+            value=most_informative(saved),
+            label="saved result",
+            allow_custom_value=True,
+            elem_id="sv-bench-path",
+        )
         upload = gr.File(file_types=[".json"], label="or upload a result JSON")
     show = gr.Button("Show result", elem_id="sv-bench-show")
     plots: list[gr.Plot] = []
@@ -80,8 +83,9 @@ def build(tab: gr.Tab, folder: Path) -> ResultsPanels:
             plots += [gr.Plot(label=f"figure {i + 1}", elem_id=f"sv-bench-{i}") for i in row]
     assert len(plots) == BENCH_FIGURES
     tables = gr.Markdown(elem_id="sv-bench-tables")
-    return ResultsPanels(tab=tab, path=path, upload=upload, show=show, plots=tuple(plots),
-                         tables=tables)  # fmt: skip
+    return ResultsPanels(
+        tab=tab, path=path, upload=upload, show=show, plots=tuple(plots), tables=tables
+    )
 
 
 def bench_result(path: str | None, upload: str | None, view: Viewer) -> list[Any]:

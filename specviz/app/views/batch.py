@@ -95,8 +95,14 @@ class BatchRun:
         """Rows, batch rounds, tokens, seconds and tokens per second of the whole batch."""
         seconds = self.seconds
         tps = self.tokens / seconds if seconds > 0 else None
-        return {"rows": len(self.prompts), "rounds": self.rounds, "new_tokens": self.tokens,
-                "seconds": seconds, "tokens_per_second": tps, "done": self.done}  # fmt: skip
+        return {
+            "rows": len(self.prompts),
+            "rounds": self.rounds,
+            "new_tokens": self.tokens,
+            "seconds": seconds,
+            "tokens_per_second": tps,
+            "done": self.done,
+        }
 
 
 def _num(value: Any, digits: int = 2) -> str:

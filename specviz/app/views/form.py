@@ -306,26 +306,32 @@ class Settings:
             prompt=v["prompt"],
             raw=parse_raw(v["raw"]),
             sampling=SamplingConfig(
-                temperature=n["temperature"], top_k=int(n["top_k"]), top_p=n["top_p"],
+                temperature=n["temperature"],
+                top_k=int(n["top_k"]),
+                top_p=n["top_p"],
                 seed=int(n["seed"]),
             ),
             speculation=SpeculationConfig(
                 gamma=int(n["tree_depth"] if tree else n["gamma"]),
                 max_new_tokens=int(n["max_new"]),
             ),
-            tree_nodes=int(n["tree_nodes"]), tree_depth=int(n["tree_depth"]),
+            tree_nodes=int(n["tree_nodes"]),
+            tree_depth=int(n["tree_depth"]),
             tree_width=int(n["tree_width"]),
             tree_rule=v["tree_rule"] if applies["tree_rule"] else "exact",
-        )  # fmt: skip
+        )
 
     def options(self, heads: str | None = None) -> DrafterOptions:
         """The registry's drafter options these settings give (the rest at their defaults);
         heads: the drafting heads' weights folder (None: the shipped ones)."""
         return DrafterOptions(
-            exit_layer=self.exit_layer, min_confidence=self.min_confidence,
-            tree_nodes=self.tree_nodes, tree_depth=self.tree_depth, tree_width=self.tree_width,
+            exit_layer=self.exit_layer,
+            min_confidence=self.min_confidence,
+            tree_nodes=self.tree_nodes,
+            tree_depth=self.tree_depth,
+            tree_width=self.tree_width,
             heads=heads,
-        )  # fmt: skip
+        )
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready settings for the summary and export: the fields the drafter reads (a

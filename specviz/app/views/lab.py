@@ -61,9 +61,12 @@ class LabView:
         """First-token and joint first-k distributions: speculative, plain and exact."""
         k = max((len(o) for o in (*self.spec, *self.plain)), default=1)
         first = outcome_figure(
-            "First token", [o[:1] for o in self.spec], [o[:1] for o in self.plain],
-            self.exact_first, self.label,
-        )  # fmt: skip
+            "First token",
+            [o[:1] for o in self.spec],
+            [o[:1] for o in self.plain],
+            self.exact_first,
+            self.label,
+        )
         joint = outcome_figure(
             f"First {k} tokens (joint)", self.spec, self.plain, self.exact, self.label
         )
@@ -136,9 +139,12 @@ def outcome_figure(
         freq.append(1 - sum(freq))
         err = [1.96 * math.sqrt(max(f * (1 - f), 0.0) / n) for f in freq]
         fig.add_bar(
-            x=[*labels, OTHER], y=freq, name=f"{series} (N = {n})", marker_color=SERIES[series],
+            x=[*labels, OTHER],
+            y=freq,
+            name=f"{series} (N = {n})",
+            marker_color=SERIES[series],
             error_y={"type": "data", "array": err, "thickness": 1},
-        )  # fmt: skip
+        )
     if exact:
         probs = [exact.get(o, 0.0) for o in shown]
         probs.append(max(0.0, 1 - sum(probs)))

@@ -97,13 +97,20 @@ def acceptance_figure(
     fig = go.Figure()
     fig.add_scatter(x=x, y=per, mode="markers", name="per round", marker_color=COLORS["accepted"])
     fig.add_scatter(
-        x=x, y=rolling, mode="lines", name=f"rolling ({window} rounds)",
+        x=x,
+        y=rolling,
+        mode="lines",
+        name=f"rolling ({window} rounds)",
         line_color=COLORS["bonus"],
-    )  # fmt: skip
+    )
     fig.add_scatter(
-        x=x, y=running, mode="lines", name="cumulative α", line_dash="dash",
+        x=x,
+        y=running,
+        mode="lines",
+        name="cumulative α",
+        line_dash="dash",
         line_color=COLORS["resampled"],
-    )  # fmt: skip
+    )
     fig.update_yaxes(range=[-0.05, 1.05])
     whole_ticks(fig, "x", x)
     return _layout(fig, title, "round", "accepted / proposed")
@@ -112,9 +119,11 @@ def acceptance_figure(
 def accepted_length_figure(rounds: Sequence[RoundSummary], tree: bool = False) -> go.Figure:
     """Accepted drafts per round against the expectation for the measured α and each round's γ
     (tree: the kept path's length, with no chain estimate)."""
-    title = "Kept path per round (bonus not counted)" if tree else (
-        "Accepted drafts per round (bonus not counted)"
-    )  # fmt: skip
+    title = (
+        "Kept path per round (bonus not counted)"
+        if tree
+        else ("Accepted drafts per round (bonus not counted)")
+    )
     if not rounds:
         return _empty(title, "no rounds yet")
     alpha = _alpha(rounds)

@@ -102,9 +102,15 @@ def tree_rounds(events: Iterable[Event]) -> list[TreeRound]:
     for e in events:
         if isinstance(e, TreeProposed):
             rounds.append(
-                TreeRound(round=e.round, position=e.position, tokens=e.tokens, parents=e.parents,
-                          q_x=e.q_x, sampled=e.sampled)
-            )  # fmt: skip
+                TreeRound(
+                    round=e.round,
+                    position=e.position,
+                    tokens=e.tokens,
+                    parents=e.parents,
+                    q_x=e.q_x,
+                    sampled=e.sampled,
+                )
+            )
         elif rounds and getattr(e, "round", None) == rounds[-1].round and not rounds[-1].done:
             rounds[-1] = _with(rounds[-1], e)
     return rounds

@@ -85,9 +85,11 @@ def next_rows(tr: TreeRound, decode: Decode) -> list[tuple[str, str]]:
             ("q(x) draft", fmt(e.q_x)),
             ("residual(x)", fmt(e.residual_x)),
             ("mass left of p", fmt(e.residual_mass)),
-            ("verdict", "every child tried below the path's end was rejected: drawn from what "
-             "is left of p"),
-        ]  # fmt: skip
+            (
+                "verdict",
+                "every child tried below the path's end was rejected: drawn from what is left of p",
+            ),
+        ]
     return [*out, ("verdict", "the path reached a leaf: drawn from p after it")]
 
 
@@ -110,9 +112,11 @@ def node_html(tr: TreeRound | None, node: object, decode: Decode) -> str:
         return f'<div class="sv-tree-inspector"><em>{escape(NODE_HINT)}</em></div>'
     rows = node_rows(tr, index, decode) if index < tr.size else next_rows(tr, decode)
     body = "".join(f"<tr><td>{escape(k)}</td><td>{escape(v)}</td></tr>" for k, v in rows)
-    extra = residual_table(tr.next, decode) if index == tr.size and isinstance(
-        tr.next, Resampled
-    ) else ""  # fmt: skip
+    extra = (
+        residual_table(tr.next, decode)
+        if index == tr.size and isinstance(tr.next, Resampled)
+        else ""
+    )
     return (
         f'<div class="sv-tree-inspector" data-node="{index}" data-round="{tr.round}">'
         f"<table>{body}</table>{extra}</div>"
