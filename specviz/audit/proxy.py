@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from specviz.audit.endpoint import post
+from specviz.audit.keepalive import post
 from specviz.endpoint.client import get
 
 FAULTS = ("pass", "replace", "first-token", "late-top-p")

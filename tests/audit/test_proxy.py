@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from specviz.audit.endpoint import post
+from specviz.audit.keepalive import post
 from specviz.audit.proxy import FOREIGN, FaultProxy
 from specviz.endpoint.client import get
 
