@@ -7,6 +7,12 @@ llama.cpp parts start two llama-cpp-python servers on the bundled SmolLM2 GGUF (
 on at one, off at the other; one thread each) and, for the fault parts, a planted-fault proxy
 (specviz.audit.proxy) in front of the first. transformers parts load the bundled pair. Each
 part's result replaces the saved row of the same part; the file keeps small JSON only.
+
+The repeat parts run the same audit RUNS times through the proxy, each run with its own seeds,
+and save one row: how many runs rejected, with the Clopper-Pearson interval of that share. They
+use the default design (power 0.95 against TV 0.05 on the first token, alpha 0.01) on the first
+token alone (--k 1, no logprob check, one prompt): the cheapest audit that the TV 0.05 target is
+about.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from specviz.audit.proxy import FaultProxy
+from specviz.audit.repeats import summary
 from specviz.cli import main
 from specviz.models.bundled import ensure_bundled_gguf
 
@@ -39,6 +46,8 @@ LIGHT = [  # a stated design lighter than the default, for this shared 2-core ma
 FAULT = ["--k", "1", "--tv-first", "0.2", "--logprob-samples", "0", "--prompt", PROMPTS[0]]
 SIZED = [*FAULT[:2], "--tv-first", "0.07", *FAULT[4:]]  # sized for late top-p's TV (~0.08)
 REPEATS = 3  # planted-fault and pass-through audits, each with its own seeds
+RUNS = 20  # repeats of each repeat part
+FIRST = ["--k", "1", "--logprob-samples", "0", "--prompt", PROMPTS[0]]  # the default TV 0.05
 ALL_PROMPTS = [word for p in PROMPTS for word in ("--prompt", p)]
 HF_N = ["--tv-first", "0.2", "--tv-joint", "0.3", "--logprob-samples", "0", "--prompt", PROMPTS[0]]
 
@@ -148,6 +157,12 @@ def faults(
     return rows
 
 
+def repeats(llama: Llama, fault: str, tv: float, extra: list[str]) -> list[dict[str, Any]]:
+    """RUNS audits of the first token through a proxy planting `fault`, summarised in one row."""
+    rows = faults(llama, fault, tv, [*FIRST, *extra], repeats=RUNS)
+    return [summary(f"{fault} TV {tv}" if fault == "replace" else fault, rows)]
+
+
 def parts(llama: Llama) -> dict[str, Callable[[], list[dict[str, Any]]]]:
     """Every part by name, in the order they run by default."""
     hf_pair = ["--target", "bundled", "--assistant", "bundled"]
@@ -178,6 +193,9 @@ def parts(llama: Llama) -> dict[str, Callable[[], list[dict[str, Any]]]]:
             audit(["--hf", "prompt-lookup", "--target", "bundled", *HF_N, *topp])
         ],
         "llama-t1-default": lambda: [audit(llama.pair())],
+        "repeat-replace": lambda: repeats(llama, "replace", 0.05, []),
+        "repeat-pass": lambda: repeats(llama, "pass", 0.0, []),
+        "repeat-late-top-p": lambda: repeats(llama, "late-top-p", 0.0, ["--top-p", "0.9"]),
     }
 
 
@@ -195,6 +213,9 @@ LABELS = {  # what each part audits, as the table names it (its URLs are this ru
     "hf-lookup-t1": "transformers prompt lookup (bundled target)",
     "hf-lookup-top-p": "transformers prompt lookup (bundled target)",
     "llama-t1-default": "llama.cpp prompt lookup",
+    "repeat-replace": "llama.cpp + proxy: replace TV 0.05, repeated",
+    "repeat-pass": "llama.cpp + proxy: pass, repeated",
+    "repeat-late-top-p": "llama.cpp + proxy: late top-p, repeated",
 }
 
 
