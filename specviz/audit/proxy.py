@@ -87,6 +87,7 @@ class Handler(BaseHTTPRequestHandler):
 
     server: FaultProxy
     protocol_version = "HTTP/1.1"  # connections kept alive (every reply has its length)
+    disable_nagle_algorithm = True  # a reply's body is not held back waiting for an ACK
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: no line per request."""
