@@ -8,6 +8,10 @@ on at one, off at the other; one thread each) and, for the fault parts, a plante
 (specviz.audit.proxy) in front of the first. transformers parts load the bundled pair. Each
 part's result replaces the saved row of the same part; the file keeps small JSON only.
 
+The part hf-assistant-tokenizer-t1 needs an assistant with another tokenizer than the bundled
+target's, as a transformers folder named by the environment variable OTHER_ASSISTANT (none ships
+with specviz; docs/exactness.md says how the one measured was made).
+
 The repeat parts run the same audit RUNS times through the proxy, each run with its own seeds,
 and save one row: how many runs rejected, with the Clopper-Pearson interval of that share. They
 use the default design (power 0.95 against TV 0.05 on the first token, alpha 0.01) on the first
@@ -18,6 +22,7 @@ about.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -163,6 +168,19 @@ def repeats(llama: Llama, fault: str, tv: float, extra: list[str]) -> list[dict[
     return [summary(f"{fault} TV {tv}" if fault == "replace" else fault, rows)]
 
 
+def other_assistant() -> str:
+    """The folder of an assistant with another tokenizer (OTHER_ASSISTANT)."""
+    folder = os.environ.get("OTHER_ASSISTANT")
+    if not folder or not Path(folder).is_dir():
+        raise SystemExit("set OTHER_ASSISTANT to a transformers model folder (another tokenizer)")
+    return folder
+
+
+def other_pair() -> list[str]:
+    """The bundled target with the OTHER_ASSISTANT assistant."""
+    return ["--target", "bundled", "--assistant", other_assistant()]
+
+
 def parts(llama: Llama) -> dict[str, Callable[[], list[dict[str, Any]]]]:
     """Every part by name, in the order they run by default."""
     hf_pair = ["--target", "bundled", "--assistant", "bundled"]
@@ -193,6 +211,9 @@ def parts(llama: Llama) -> dict[str, Callable[[], list[dict[str, Any]]]]:
             audit(["--hf", "prompt-lookup", "--target", "bundled", *HF_N, *topp])
         ],
         "llama-t1-default": lambda: [audit(llama.pair())],
+        "hf-assistant-tokenizer-t1": lambda: [
+            audit(["--hf", "assistant-tokenizer", *other_pair(), *HF_N])
+        ],
         "repeat-replace": lambda: repeats(llama, "replace", 0.05, []),
         "repeat-pass": lambda: repeats(llama, "pass", 0.0, []),
         "repeat-late-top-p": lambda: repeats(llama, "late-top-p", 0.0, ["--top-p", "0.9"]),
@@ -213,6 +234,7 @@ LABELS = {  # what each part audits, as the table names it (its URLs are this ru
     "hf-lookup-t1": "transformers prompt lookup (bundled target)",
     "hf-lookup-top-p": "transformers prompt lookup (bundled target)",
     "llama-t1-default": "llama.cpp prompt lookup",
+    "hf-assistant-tokenizer-t1": "transformers assistant, another tokenizer (Gemma 3 270M)",
     "repeat-replace": "llama.cpp + proxy: replace TV 0.05, repeated",
     "repeat-pass": "llama.cpp + proxy: pass, repeated",
     "repeat-late-top-p": "llama.cpp + proxy: late top-p, repeated",

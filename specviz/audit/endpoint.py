@@ -51,7 +51,6 @@ class EndpointSource:
     flavour: Flavour = "openai"
     chat: bool = False
     token_outcomes: bool = False  # read every outcome's tokens from logprobs (costlier)
-    sides_at_once: bool = True  # each side's requests on a thread of its own
     connections: Connections = field(default_factory=Connections, compare=False, repr=False)
 
     @property
@@ -59,6 +58,12 @@ class EndpointSource:
         """'<model> at <url>' with how the plain side is reached."""
         how = "same server" if self.spec.url == self.plain.url else f"plain at {self.plain.url}"
         return f"{self.flavour} {self.spec.model} at {self.spec.url} ({how})"
+
+    @property
+    def sides_at_once(self) -> bool:
+        """Two servers: each side's requests on a thread of its own (one server: one request
+        at a time, as a server batching them might round a request differently)."""
+        return self.spec.url != self.plain.url
 
     def check(self, settings: Settings) -> None:
         """Refuse a setting the flavour's API has no field for."""
