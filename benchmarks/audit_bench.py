@@ -12,11 +12,11 @@ The part hf-assistant-tokenizer-t1 needs an assistant with another tokenizer tha
 target's, as a transformers folder named by the environment variable OTHER_ASSISTANT (none ships
 with specviz; docs/exactness.md says how the one measured was made).
 
-The repeat parts run the same audit RUNS times through the proxy, each run with its own seeds,
-and save one row: how many runs rejected, with the Clopper-Pearson interval of that share. They
-use the default design (power 0.95 against TV 0.05 on the first token, alpha 0.01) on the first
-token alone (--k 1, no logprob check, one prompt): the cheapest audit that the TV 0.05 target is
-about.
+The repeat parts run the same audit RUNS times (PASS_RUNS for the pass-through) through the
+proxy, each run with its own seeds, and save one row: how many runs rejected, with the
+Clopper-Pearson interval of that share. They use the default design (power 0.95 against TV 0.05
+on the first token, alpha 0.01) on the first token alone (--k 1, no logprob check, one prompt):
+the cheapest audit that the TV 0.05 target is about.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ LIGHT = [  # a stated design lighter than the default, for this shared 2-core ma
 FAULT = ["--k", "1", "--tv-first", "0.2", "--logprob-samples", "0", "--prompt", PROMPTS[0]]
 SIZED = [*FAULT[:2], "--tv-first", "0.07", *FAULT[4:]]  # sized for late top-p's TV (~0.08)
 REPEATS = 3  # planted-fault and pass-through audits, each with its own seeds
-RUNS = 40  # repeats of each repeat part
+RUNS = 40  # repeats of each repeat part with a fault
+PASS_RUNS = 20  # of the pass-through, the costliest (it runs to the third or fourth look)
 FIRST = ["--k", "1", "--logprob-samples", "0", "--prompt", PROMPTS[0]]  # the default TV 0.05
 ALL_PROMPTS = [word for p in PROMPTS for word in ("--prompt", p)]
 HF_N = ["--tv-first", "0.2", "--tv-joint", "0.3", "--logprob-samples", "0", "--prompt", PROMPTS[0]]
@@ -162,9 +163,11 @@ def faults(
     return rows
 
 
-def repeats(llama: Llama, fault: str, tv: float, extra: list[str]) -> list[dict[str, Any]]:
-    """RUNS audits of the first token through a proxy planting `fault`, summarised in one row."""
-    rows = faults(llama, fault, tv, [*FIRST, *extra], repeats=RUNS)
+def repeats(
+    llama: Llama, fault: str, tv: float, extra: list[str], runs: int = RUNS
+) -> list[dict[str, Any]]:
+    """`runs` audits of the first token through a proxy planting `fault`, in one row."""
+    rows = faults(llama, fault, tv, [*FIRST, *extra], repeats=runs)
     return [summary(f"{fault} TV {tv}" if fault == "replace" else fault, rows)]
 
 
@@ -215,7 +218,7 @@ def parts(llama: Llama) -> dict[str, Callable[[], list[dict[str, Any]]]]:
             audit(["--hf", "assistant-tokenizer", *other_pair(), *HF_N])
         ],
         "repeat-replace": lambda: repeats(llama, "replace", 0.05, []),
-        "repeat-pass": lambda: repeats(llama, "pass", 0.0, []),
+        "repeat-pass": lambda: repeats(llama, "pass", 0.0, [], runs=PASS_RUNS),
         "repeat-late-top-p": lambda: repeats(llama, "late-top-p", 0.0, ["--top-p", "0.9"]),
     }
 
