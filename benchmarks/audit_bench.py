@@ -8,12 +8,23 @@ llama.cpp parts start two llama-cpp-python servers on the bundled SmolLM2 GGUF (
 on at one, off at the other; one thread each) and, for the fault parts, a planted-fault proxy
 (specviz.audit.proxy) in front of the first. transformers parts load the bundled pair. Each
 part's result replaces the saved row of the same part; the file keeps small JSON only.
+
+The part hf-assistant-tokenizer-t1 needs an assistant with another tokenizer than the bundled
+target's, as a transformers folder named by the environment variable OTHER_ASSISTANT (none ships
+with specviz; docs/exactness.md says how the one measured was made).
+
+The repeat parts run the same audit RUNS times (PASS_RUNS for the pass-through) through the
+proxy, each run with its own seeds, and save one row: how many runs rejected, with the
+Clopper-Pearson interval of that share. They use the default design (power 0.95 against TV 0.05
+on the first token, alpha 0.01) on the first token alone (--k 1, no logprob check, one prompt):
+the cheapest audit that the TV 0.05 target is about.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -27,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from specviz.audit.proxy import FaultProxy
+from specviz.audit.repeats import summary
 from specviz.cli import build_parser, main
 from specviz.models.bundled import ensure_bundled_gguf
 
@@ -42,6 +54,9 @@ LIGHT = [  # a stated design lighter than the default, for this shared 2-core ma
 FAULT = ["--k", "1", "--tv-first", "0.2", "--logprob-samples", "0", "--prompt", PROMPTS[0]]
 SIZED = [*FAULT[:2], "--tv-first", "0.07", *FAULT[4:]]  # sized for late top-p's TV (~0.08)
 REPEATS = 3  # planted-fault and pass-through audits, each with its own seeds
+RUNS = 40  # repeats of each repeat part with a fault
+PASS_RUNS = 20  # of the pass-through, the costliest (it runs to the third or fourth look)
+FIRST = ["--k", "1", "--logprob-samples", "0", "--prompt", PROMPTS[0]]  # the default TV 0.05
 ALL_PROMPTS = [word for p in PROMPTS for word in ("--prompt", p)]
 HF_N = ["--tv-first", "0.2", "--tv-joint", "0.3", "--logprob-samples", "0", "--prompt", PROMPTS[0]]
 
@@ -142,6 +157,13 @@ class Llama:
     def audit(self, argv: list[str]) -> dict[str, Any]:
         return audit(argv)
 
+    def other_assistant(self) -> str:
+        return other_assistant()
+
+    def summary(self, name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        """Repeated audits in one row: how many rejected, with its interval."""
+        return summary(name, rows)
+
     def close(self) -> None:
         for process, _ in self.started.values():
             process.terminate()
@@ -162,6 +184,12 @@ class Check(Llama):
         build_parser().parse_args(["audit", *argv, "--json", "audit.json"])  # exits 2 if bad
         return {}
 
+    def other_assistant(self) -> str:
+        return "OTHER_ASSISTANT"
+
+    def summary(self, name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        return {}
+
 
 def faults(
     llama: Llama, fault: str, tv: float, extra: list[str], repeats: int = REPEATS
@@ -174,6 +202,27 @@ def faults(
             row = llama.audit([*argv, *extra, "--seed", str(10**6 * (repeat + 1))])
         rows.append(row | {"planted": {"fault": fault, **stats}})
     return rows
+
+
+def repeats(
+    llama: Llama, fault: str, tv: float, extra: list[str], runs: int = RUNS
+) -> list[dict[str, Any]]:
+    """`runs` audits of the first token through a proxy planting `fault`, in one row."""
+    rows = faults(llama, fault, tv, [*FIRST, *extra], repeats=runs)
+    return [llama.summary(f"{fault} TV {tv}" if fault == "replace" else fault, rows)]
+
+
+def other_assistant() -> str:
+    """The folder of an assistant with another tokenizer (OTHER_ASSISTANT)."""
+    folder = os.environ.get("OTHER_ASSISTANT")
+    if not folder or not Path(folder).is_dir():
+        raise SystemExit("set OTHER_ASSISTANT to a transformers model folder (another tokenizer)")
+    return folder
+
+
+def other_pair(llama: Llama) -> list[str]:
+    """The bundled target with the OTHER_ASSISTANT assistant."""
+    return ["--target", "bundled", "--assistant", llama.other_assistant()]
 
 
 def parts(llama: Llama) -> dict[str, Callable[[], list[dict[str, Any]]]]:
@@ -210,6 +259,12 @@ def parts(llama: Llama) -> dict[str, Callable[[], list[dict[str, Any]]]]:
             llama.audit(["--hf", "prompt-lookup", "--target", "bundled", *HF_N, *topp])
         ],
         "llama-t1-default": lambda: [llama.audit(llama.pair())],
+        "hf-assistant-tokenizer-t1": lambda: [
+            llama.audit(["--hf", "assistant-tokenizer", *other_pair(llama), *HF_N])
+        ],
+        "repeat-replace": lambda: repeats(llama, "replace", 0.05, []),
+        "repeat-pass": lambda: repeats(llama, "pass", 0.0, [], runs=PASS_RUNS),
+        "repeat-late-top-p": lambda: repeats(llama, "late-top-p", 0.0, ["--top-p", "0.9"]),
     }
 
 
@@ -227,6 +282,10 @@ LABELS = {  # what each part audits, as the table names it (its URLs are this ru
     "hf-lookup-t1": "transformers prompt lookup (bundled target)",
     "hf-lookup-top-p": "transformers prompt lookup (bundled target)",
     "llama-t1-default": "llama.cpp prompt lookup",
+    "hf-assistant-tokenizer-t1": "transformers assistant, another tokenizer (Gemma 3 270M)",
+    "repeat-replace": "llama.cpp + proxy: replace TV 0.05, repeated",
+    "repeat-pass": "llama.cpp + proxy: pass, repeated",
+    "repeat-late-top-p": "llama.cpp + proxy: late top-p, repeated",
 }
 
 

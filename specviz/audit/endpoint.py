@@ -12,12 +12,11 @@ llama.cpp also gets min_p 0 (its servers default to 0.05, a filter the audit wou
 
 from __future__ import annotations
 
-import http.client
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
+from specviz.audit.keepalive import Connections
 from specviz.audit.settings import Sample, Settings
 from specviz.audit.sources import Side, refuse
 from specviz.endpoint.client import EndpointError, base_url, get
@@ -32,7 +31,6 @@ FIELDS: dict[Flavour, dict[str, str | None]] = {  # setting → the request fiel
 FLAGS = {"top_k": "--top-k", "repetition_penalty": "--repetition-penalty"}
 ALWAYS: dict[Flavour, dict[str, Any]] = {"openai": {}, "llama.cpp": {"min_p": 0.0}, "vllm": {}}
 TOP_LOGPROBS = 10
-TIMEOUT_S = 600.0  # a loaded server computing logprobs can take minutes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,12 +51,19 @@ class EndpointSource:
     flavour: Flavour = "openai"
     chat: bool = False
     token_outcomes: bool = False  # read every outcome's tokens from logprobs (costlier)
+    connections: Connections = field(default_factory=Connections, compare=False, repr=False)
 
     @property
     def name(self) -> str:
         """'<model> at <url>' with how the plain side is reached."""
         how = "same server" if self.spec.url == self.plain.url else f"plain at {self.plain.url}"
         return f"{self.flavour} {self.spec.model} at {self.spec.url} ({how})"
+
+    @property
+    def sides_at_once(self) -> bool:
+        """Two servers: each side's requests on a thread of its own (one server: one request
+        at a time, as a server batching them might round a request differently)."""
+        return self.spec.url != self.plain.url
 
     def check(self, settings: Settings) -> None:
         """Refuse a setting the flavour's API has no field for."""
@@ -98,7 +103,7 @@ class EndpointSource:
         servers: llama-cpp-python sorts the whole vocabulary for each token's logprobs)."""
         server = self.spec if side == "spec" else self.plain
         tokenwise = top or self.token_outcomes
-        answer = post(
+        answer = self.connections.post(
             server.url, self._path, self.body(server, prompt, settings, seed, tokens, top=tokenwise)
         )
         return parse(answer, chat=self.chat) if tokenwise else text_outcome(answer, chat=self.chat)
@@ -148,27 +153,6 @@ def served_models(url: str) -> list[str]:
             f"{url}/v1/models answered {status} without a model list: is this an "
             "OpenAI-compatible server?"
         ) from None
-
-
-def post(url: str, path: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """POST payload as JSON; the JSON answer (ValueError in one line on any failure)."""
-    parts = urlsplit(base_url(url))
-    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-    conn = kind(parts.netloc, timeout=TIMEOUT_S)
-    try:
-        conn.request(
-            "POST", parts.path + path, json.dumps(payload), {"Content-Type": "application/json"}
-        )
-        response = conn.getresponse()
-        text = response.read().decode("utf-8", "replace")
-    except OSError as err:
-        raise ValueError(f"cannot reach {url}{path}: {err}") from None
-    finally:
-        conn.close()
-    if response.status != 200:
-        raise ValueError(f"{url}{path} answered {response.status}: {text[:200]}")
-    answer: dict[str, Any] = json.loads(text)
-    return answer
 
 
 def text_outcome(answer: dict[str, Any], *, chat: bool) -> Sample:

@@ -36,6 +36,7 @@ class TransformersSource:
     lookup_tokens: int = 4  # prompt_lookup_num_tokens
     label: str = "transformers"
     token_outcomes: bool = True
+    sides_at_once: bool = False  # one model in this process: one request at a time
 
     @property
     def name(self) -> str:

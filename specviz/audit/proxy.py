@@ -19,9 +19,12 @@ Faults (on /v1/completions answers; every other request passes through unchanged
   draws from top-p(p) instead; at top_p 1 the two agree, below they differ.
 
 The proxy asks the upstream for logprobs (UPSTREAM_TOP of them) where the client did not, and
-drops them from the answer again. Random draws are seeded by the request's seed, so a seeded
-request stays reproducible. GET /planted returns how many answers were changed and the mean TV
-planted per request.
+drops them from the answer again. A request for one token without logprobs needs no logprobs of
+its own: the first token's law depends on the prompt and settings alone, not on the seed, so the
+proxy asks for it once per prompt and settings (one request with logprobs), keeps it, and
+forwards the request itself as it came (the answer's text is its one token). Random draws are
+seeded by the request's seed, so a seeded request stays reproducible. GET /planted returns how
+many answers were changed and the mean TV planted per request.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from specviz.audit.endpoint import post
+from specviz.audit.keepalive import Connections
 from specviz.endpoint.client import get
 
 FAULTS = ("pass", "replace", "first-token", "late-top-p")
@@ -43,6 +46,7 @@ FOREIGN = "\u2063planted\u2063"  # invisible separators around a word: no model 
 LAWLESS = ("pass", "replace")  # the faults that need no logprobs
 FAULT_TOP = 5  # first-token: x is the least likely of this many
 UPSTREAM_TOP = 10  # logprobs asked of the upstream
+PER_REQUEST = ("seed", "max_tokens", "logprobs")  # fields the first token's law does not hang on
 
 
 class FaultProxy(ThreadingHTTPServer):
@@ -53,6 +57,22 @@ class FaultProxy(ThreadingHTTPServer):
         self.upstream, self.fault, self.tv = upstream, fault, tv
         self.lock = threading.Lock()
         self.planted = {"requests": 0, "changed": 0, "tv_sum": 0.0}
+        self.connections = Connections()
+        self.first_laws: dict[str, dict[str, float]] = {}
+
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST body upstream (ValueError in one line on any failure)."""
+        return self.connections.post(self.upstream, path, body)
+
+    def first_law(self, path: str, body: dict[str, Any]) -> dict[str, float]:
+        """The first token's top logprobs for body's prompt and settings, asked once."""
+        key = json.dumps({k: v for k, v in body.items() if k not in PER_REQUEST}, sort_keys=True)
+        if key not in self.first_laws:
+            asked = self.post(path, body | {"max_tokens": 1, "logprobs": UPSTREAM_TOP})
+            tops = (asked["choices"][0].get("logprobs") or {}).get("top_logprobs") or [{}]
+            with self.lock:
+                self.first_laws[key] = tops[0] or {}
+        return self.first_laws[key]
 
     def record(self, changed: bool, tv: float) -> None:
         """Count one answer."""
@@ -66,6 +86,8 @@ class Handler(BaseHTTPRequestHandler):
     """Forwards GETs and POSTs; plants the fault in completion answers."""
 
     server: FaultProxy
+    protocol_version = "HTTP/1.1"  # connections kept alive (every reply has its length)
+    disable_nagle_algorithm = True  # a reply's body is not held back waiting for an ACK
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: no line per request."""
@@ -85,23 +107,25 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-        faulty = self.path.endswith("/v1/completions") and self.server.fault not in LAWLESS
+        completion = self.path.endswith("/v1/completions")
+        faulty = completion and self.server.fault not in LAWLESS
         asked = body.get("logprobs")
-        if faulty and (asked is None or asked < UPSTREAM_TOP):
+        one = faulty and asked is None and body.get("max_tokens") == 1  # the law kept serves
+        if faulty and not one and (asked is None or asked < UPSTREAM_TOP):
             body["logprobs"] = UPSTREAM_TOP
         try:
-            answer = post(self.server.upstream, self.path, body)
+            answer = self.server.post(self.path, body)
+            if completion and self.server.fault == "replace":
+                self._replace(answer, body)
+            elif one:
+                self._plant_one(answer, body)
+            elif faulty:
+                self._plant(answer, body, drop=asked is None)
+            else:
+                self.server.record(False, 0.0)
         except ValueError as err:
             self._reply(502, json.dumps({"error": str(err)}))
             return
-        if self.server.fault == "replace" and self.path.endswith("/v1/completions"):
-            self._replace(answer, body)
-        elif faulty:
-            self._plant(answer, body)
-            if asked is None:
-                answer["choices"][0]["logprobs"] = None
-        else:
-            self.server.record(False, 0.0)
         self._reply(200, json.dumps(answer))
 
     def _replace(self, answer: dict[str, Any], body: dict[str, Any]) -> None:
@@ -114,22 +138,39 @@ class Handler(BaseHTTPRequestHandler):
                 choice["logprobs"] |= {"tokens": [FOREIGN], "top_logprobs": [{FOREIGN: 0.0}]}
         self.server.record(changed, self.server.tv)
 
-    def _plant(self, answer: dict[str, Any], body: dict[str, Any]) -> None:
+    def _plant(self, answer: dict[str, Any], body: dict[str, Any], *, drop: bool) -> None:
+        """Plant the fault in the first of the answer's tokens (its logprobs dropped again
+        where the client asked none)."""
         choice = answer["choices"][0]
         logprobs = choice.get("logprobs") or {}
         tokens, tops = logprobs.get("tokens") or [], logprobs.get("top_logprobs") or []
         if not tokens or not tops or not tops[0]:
             self.server.record(False, 0.0)
             return
-        rng = random.Random(int(body.get("seed") or 0) * 7919 + 17)
-        law = _law(tops[0], float(body.get("temperature", 1.0)))
-        if self.server.fault == "first-token":
-            token, tv = first_token(law, tokens[0], self.server.tv, rng)
-        else:
-            token, tv = late_top_p(law, float(body.get("top_p", 1.0)), rng)
-        self.server.record(token != tokens[0], tv)
-        tokens[0] = token
+        tokens[0] = self._planted(tops[0], tokens[0], body)
         choice["text"] = "".join(tokens)
+        if drop:
+            choice["logprobs"] = None
+
+    def _plant_one(self, answer: dict[str, Any], body: dict[str, Any]) -> None:
+        """Plant the fault in a one-token answer, with the first token's law kept."""
+        choice = answer["choices"][0]
+        law = self.server.first_law(self.path, body)
+        if not law:
+            self.server.record(False, 0.0)
+            return
+        choice["text"] = self._planted(law, str(choice.get("text") or ""), body)
+
+    def _planted(self, top: dict[str, float], token: str, body: dict[str, Any]) -> str:
+        """The first token with the fault planted, from its reported top logprobs."""
+        rng = random.Random(int(body.get("seed") or 0) * 7919 + 17)
+        law = _law(top, float(body.get("temperature", 1.0)))
+        if self.server.fault == "first-token":
+            planted, tv = first_token(law, token, self.server.tv, rng)
+        else:
+            planted, tv = late_top_p(law, float(body.get("top_p", 1.0)), rng)
+        self.server.record(planted != token, tv)
+        return planted
 
     def _reply(self, status: int, text: str) -> None:
         data = text.encode()

@@ -34,6 +34,7 @@ class DrafterSource:
     options: DrafterOptions = field(default_factory=DrafterOptions)
     gamma: int = 4
     token_outcomes: bool = True
+    sides_at_once: bool = False  # one model in this process: one request at a time
 
     @property
     def name(self) -> str:

@@ -20,7 +20,7 @@ from specviz.audit.greedy import TIE_NATS, compare, greedy_verdict
 from specviz.audit.power import DEFAULT_TARGETS, Target, power
 from specviz.audit.sequential import LOOKS, Plan, final_goal, futile, plan, rejected
 from specviz.audit.settings import Settings
-from specviz.audit.sources import Source
+from specviz.audit.sources import SIDES, Source
 from specviz.audit.store import Store
 from specviz.stats.testing import TestResult, holm_adjust
 
@@ -136,22 +136,48 @@ def _laws(drawer: Drawer, config: AuditConfig, on_event: OnEvent) -> dict[str, A
 
 
 def _budget(drawer: Drawer, config: AuditConfig, design: Plan, on_event: OnEvent) -> dict[str, Any]:
-    """Time PROBE requests of each length a side, predict the whole audit, refuse it if too
-    long."""
+    """Time PROBE requests of each kind a side on the first prompt, predict the whole audit
+    (every look drawn: an upper bound), refuse it if too long. The probe's samples are the
+    first ones the audit uses."""
+    per, work = _probe(drawer, config, design)
+    prompts, at_once = len(config.prompts), drawer.source.sides_at_once
+    seconds = prompts * (max(work.values()) if at_once else sum(work.values()))
     asked = _asked_sizes(drawer, design, design.last_look)
-    drawer.fill([(config.prompts[0], k, PROBE, False) for k in asked], "timing probe")
-    per = {k: drawer.median_seconds(k) for k in asked}
-    requests = sum(2 * n * len(config.prompts) for n in asked.values())
-    seconds = sum(2 * n * len(config.prompts) * per[k] for k, n in asked.items())
-    seconds += config.logprob_samples * len(config.prompts) * per[max(asked)] * 3
-    on_event(Planned(requests=requests, seconds=seconds, per_request=per))
+    requests = prompts * (sum(2 * n for n in asked.values()) + _logprob_requests(config))
+    on_event(Planned(requests=requests, seconds=seconds, per_request=per, at_once=at_once))
     if config.max_seconds is not None and seconds > config.max_seconds:
         raise ValueError(
             f"the audit would take about {seconds / 60:.1f} min ({requests} requests), over "
             f"--max-minutes {config.max_seconds / 60:g}: give fewer --prompts, a smaller --n "
             "(less power) or more minutes"
         )
-    return {"predicted_requests": requests, "predicted_seconds": seconds, "per_request": per}
+    budget = {"predicted_requests": requests, "predicted_seconds": seconds}
+    return budget | {"per_request": per, "sides_at_once": at_once}
+
+
+def _probe(
+    drawer: Drawer, config: AuditConfig, design: Plan
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Draw the probe: (median seconds of each kind of request, seconds of each side's
+    requests for one prompt)."""
+    asked = _asked_sizes(drawer, design, design.last_look)
+    drawer.fill([(config.prompts[0], k, PROBE, False) for k in asked], "timing probe")
+    per = {f"{side} k={k}": drawer.median_seconds(side, k) for side in SIDES for k in asked}
+    work: dict[str, float] = {
+        side: sum(n * per[f"{side} k={k}"] for k, n in asked.items()) for side in SIDES
+    }
+    logprobs, longest = _logprob_requests(config), max(t.k for t in config.targets)
+    if logprobs:
+        drawer.fill([(config.prompts[0], longest, PROBE, True)], "timing probe", sides=("spec",))
+        per[f"spec k={longest} logprobs"] = drawer.median_seconds("spec", longest, True)
+        work["spec"] += logprobs * per[f"spec k={longest} logprobs"]
+    return per, work
+
+
+def _logprob_requests(config: AuditConfig) -> int:
+    """The logprob check's requests per prompt (0 where it does not run)."""
+    settings = config.settings
+    return config.logprob_samples if settings.temperature == 1.0 and settings.neutral else 0
 
 
 def _asked(drawer: Drawer, design: Plan, k: int) -> int:
@@ -242,10 +268,10 @@ def _skipped(why: str) -> dict[str, Any]:
 
 def _logprob_part(drawer: Drawer, config: AuditConfig) -> dict[str, Any]:
     """Each position's sampled tokens against the engine's own logprobs (speculative side)."""
-    settings, k = config.settings, max(t.k for t in config.targets)
+    k = max(t.k for t in config.targets)
     if config.logprob_samples == 0:
         return _skipped("--logprob-samples 0")
-    if settings.temperature != 1.0 or not settings.neutral:
+    if not _logprob_requests(config):
         return _skipped("needs temperature 1 with no top-k, top-p or penalty (raw logprobs)")
     wants = [(p, k, config.logprob_samples, True) for p in config.prompts]
     drawer.fill(wants, "logprobs", sides=("spec",))

@@ -29,6 +29,12 @@ class Source(Protocol):
         then serves every k (its prefixes); False: one request of exactly k tokens each."""
         ...
 
+    @property
+    def sides_at_once(self) -> bool:
+        """True when the two sides may be asked at the same time (two servers, or one that
+        serves requests in parallel); False: one request at a time."""
+        ...
+
     def check(self, settings: Settings) -> None:
         """ValueError, saying what to change, for settings this source cannot honour."""
         ...

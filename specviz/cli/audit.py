@@ -32,10 +32,9 @@ from specviz.drafters.names import drafter_spec
 from specviz.models.loading import BUNDLED, MODEL_SPEC_HELP, load_pair
 from specviz.runtime import HelpFormatter, add_threads_argument
 
-DEFAULT_PROMPTS = (  # each repeats itself, so that prompt lookup finds drafts at once
-    "The list: apple, banana, cherry, apple, banana, cherry, apple,",
-    "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return",
-)
+# One prompt that repeats itself, so that prompt lookup drafts at once. The power is stated per
+# prompt; each --prompt added costs as much again (and a little more: Holm's family grows).
+DEFAULT_PROMPTS = ("The list: apple, banana, cherry, apple, banana, cherry, apple,",)
 EXIT = {"exact": 0, "not exact": 1, "inconclusive": 3}
 
 
@@ -283,7 +282,11 @@ def _render(event: Event) -> None:
     if isinstance(event, Drawn):
         progress_bar(event.done, event.total, event.label)
     elif isinstance(event, Planned):
-        per = ", ".join(f"k={k}: {s * 1000:.0f} ms" for k, s in event.per_request.items())
-        say(f"plan: {event.requests} requests, about {event.seconds / 60:.1f} min ({per} each)")
+        per = ", ".join(f"{what}: {s * 1000:.0f} ms" for what, s in event.per_request.items())
+        how = "the sides at once" if event.at_once else "one request at a time"
+        say(
+            f"plan: at most {event.requests} requests, about {event.seconds / 60:.1f} min "
+            f"({how}; {per} each)"
+        )
     elif isinstance(event, Looked):
         say(f"look {event.look + 1}: N {event.n} per side and prompt: {event.decision}")

@@ -89,6 +89,7 @@ class TopKOnSpec:
     inner: TransformersSource
     name: str = "fault"
     token_outcomes: bool = True
+    sides_at_once: bool = False
 
     def check(self, settings: Settings) -> None:
         self.inner.check(settings)

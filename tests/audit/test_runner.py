@@ -31,6 +31,7 @@ class FakeSource:
     shift: float = 0.0
     name: str = "fake"
     token_outcomes: bool = False
+    sides_at_once: bool = False
 
     def check(self, settings: Settings) -> None:
         refuse(settings, {"frequency_penalty": "--frequency-penalty"}, "the fake")
@@ -66,7 +67,8 @@ def test_an_exact_source_is_exact_and_may_stop_early() -> None:
     assert result["verdict"] == "exact"
     plan = next(e for e in events if isinstance(e, Planned))
     looks = [e for e in events if isinstance(e, Looked)]
-    assert plan.requests == 2 * 2 * sum(result["plan"]["n"].values())  # type: ignore[index]
+    laws = 2 * 2 * sum(result["plan"]["n"].values())  # type: ignore[index]
+    assert plan.requests == laws + 2 * 200  # and the default 200 logprob requests a prompt
     assert looks[-1].decision in ("exact", "done")
     assert result["logprob_check"]["applies"]  # type: ignore[index]
     assert not result["logprob_check"]["reject"]  # type: ignore[index]
@@ -76,6 +78,30 @@ def test_an_exact_source_is_exact_and_may_stop_early() -> None:
 def test_a_source_tv_apart_is_not_exact(token_outcomes: bool) -> None:
     result, _ = audit(FakeSource(shift=0.1, token_outcomes=token_outcomes), targets=TARGETS)
     assert result["verdict"] == "not exact"
+
+
+def test_the_sides_drawn_at_once_give_the_same_samples_and_result() -> None:
+    one, _ = audit(FakeSource(shift=0.05), targets=TARGETS, n=60)
+    both, events = audit(FakeSource(shift=0.05, sides_at_once=True), targets=TARGETS, n=60)
+    assert both["tests"] == one["tests"] and both["verdict"] == one["verdict"]
+    assert next(e for e in events if isinstance(e, Planned)).at_once
+
+
+def test_an_error_on_one_side_drawn_at_once_stops_the_audit() -> None:
+    with pytest.raises(ValueError, match="plain side down"):
+        audit(Broken(sides_at_once=True), targets=TARGETS, n=60)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Broken(FakeSource):
+    """The plain side fails on its fifth request."""
+
+    def sample(
+        self, side: Side, prompt: str, settings: Settings, *, seed: int, tokens: int, top: bool
+    ) -> Sample:
+        if side == "plain" and seed >= 9:
+            raise ValueError("plain side down")
+        return super().sample(side, prompt, settings, seed=seed, tokens=tokens, top=top)
 
 
 def test_a_smaller_n_than_planned_without_rejection_is_inconclusive() -> None:

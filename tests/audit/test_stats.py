@@ -1,4 +1,5 @@
-"""The audit's statistics: power against simulation, N, pooling, Holm, the sequential rule.
+"""The audit's statistics: power against simulation, N, pooling, Holm, the sequential rule, and
+the interval of repeated audits' rejection share.
 
 Simulations use fixed seeds; each Monte Carlo comparison states its tolerance (about three
 standard errors of the simulated rate).
@@ -11,6 +12,7 @@ import pytest
 
 from specviz.audit.compare import capped, two_sample_k
 from specviz.audit.power import DEFAULT_TARGETS, Target, power, required_n
+from specviz.audit.repeats import clopper_pearson, repeats_table, summary
 from specviz.audit.sequential import LOOKS, futile, plan, rejected
 from specviz.stats.testing import holm_adjust
 
@@ -114,3 +116,32 @@ def test_futility_stops_equal_laws_and_not_different_ones() -> None:
 
     assert futile([result(LAW, LAW)], [target])  # type: ignore[list-item]
     assert not futile([result(a, b)], [target])  # type: ignore[list-item]
+
+
+def test_clopper_pearson_matches_its_closed_forms() -> None:
+    # 0 of n: upper (alpha/2)^(1/n) from 1; n of n: lower (alpha/2)^(1/n)
+    assert clopper_pearson(0, 20) == pytest.approx((0.0, 1 - 0.025 ** (1 / 20)))
+    assert clopper_pearson(20, 20) == pytest.approx((0.025 ** (1 / 20), 1.0))
+    low, high = clopper_pearson(7, 20)
+    assert low < 7 / 20 < high
+    with pytest.raises(ValueError, match="hits <= runs"):
+        clopper_pearson(3, 2)
+
+
+def test_repeats_are_counted_and_tabled() -> None:
+    plan = {"n": {"1": 100}, "targets": [{"k": 1, "tv": 0.05, "cells": 8}], "planned_power": 0.97}
+    runs = [
+        {
+            "verdict": v,
+            "setting": "T=1.0",
+            "stopped_at_look": look,
+            "plan": plan,
+            "command": "specviz audit --k 1",
+            "planted": {"requests": 10, "tv_sum": 0.5},
+        }
+        for v, look in [("not exact", 1), ("exact", 3), ("not exact", 2)]
+    ]
+    row = summary("replace TV 0.05", runs)
+    assert (row["rejected"], row["runs"], row["planted_tv"]) == (2, 3, 0.05)
+    line = repeats_table([row])[2]
+    assert "| 2 of 3 |" in line and "| 67% (" in line and "| 1, 2, 3 |" in line

@@ -43,6 +43,7 @@ TABLES: dict[str, Callable[[Saved], list[str]]] = {
     "copy-bound": analysis.copy_bound,
     "gate-replay": analysis.gate_replay,
     "audit": audit.audit,
+    "audit-repeats": audit.audit_repeats,
     "app-load": load.app_load,
 }
 
