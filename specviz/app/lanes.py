@@ -1,9 +1,10 @@
 """The scheduler's lanes (specviz.app.scheduler): a shared batch, or one request on its own.
 
-A BatchLane decodes every request of one group (one model pair, one batched drafter, one γ)
+A BatchLane decodes every batched request on one target (any batched drafter, any fixed γ)
 through one continuous BatchSpeculativeDecoder: a request joins at the next round boundary and
-leaves when it ends, and each row draws with its own sampling settings and seed, so its tokens
-are those it would write decoded alone (specviz.batch.decoding). A SoloLane runs the one
+leaves when it ends, each row drafted by its own drafter (specviz.batch.routed) and drawing
+with its own sampling settings and seed, so its law is the one it has decoded alone
+(specviz.batch.decoding). A SoloLane runs the one
 request of a drafter that has no batched form (heads, trees, suffix memory, a γ policy, ...)
 through its single-request event stream, a round per turn. Both hand each event to the
 request's own ticket as row 0: every request sees a decode of its own.
@@ -19,37 +20,53 @@ from typing import Any
 from specviz.app.scheduler import Ticket
 from specviz.app.views.run import STEP_ENDS
 from specviz.batch.decoding import BatchSpeculativeDecoder
-from specviz.batch.drafters import build_batch_drafter
+from specviz.batch.drafters import BatchDrafter, build_batch_drafter
+from specviz.batch.routed import RoutedDrafter
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import Event, Finished
 
 
 @dataclass(frozen=True, kw_only=True)
 class RowRequest:
-    """A request for a batch lane: its prompt's ids, sampling settings, budget and seed."""
+    """A request for a batch lane: its prompt's ids, sampling settings, budget and γ, and the
+    batched drafter that drafts it with its draft model (None for lookup) and that model's name."""
 
     ids: list[int]
     sampling: SamplingConfig
     max_new_tokens: int
+    gamma: int
+    drafter: str
+    draft: Any
+    draft_name: str | None
+
+    @property
+    def route(self) -> str:
+        """The key of its drafter in the lane's RoutedDrafter: the drafter and its draft."""
+        return f"{self.drafter} with {self.draft_name}"
 
 
 class BatchLane:
-    """One group's requests in one continuous batched decoder."""
+    """Every batched request on one target in one continuous decoder: rows of any batched
+    drafter and any γ share the target's pass (specviz.batch.routed)."""
 
-    def __init__(
-        self, target: Any, draft: Any, drafter: str, gamma: int, stop_ids: frozenset[int]
-    ) -> None:
-        """A lane for the drafter named drafter (in BATCH_DRAFTERS) at γ = gamma."""
-        batch = build_batch_drafter(drafter, target=target, draft=draft)
+    def __init__(self, target: Any, stop_ids: frozenset[int]) -> None:
+        """A lane for target's requests; stop_ids end a row."""
+        self.target = target
+        self.routes: dict[str, RowRequest] = {}  # a request of each route: its drafter's maker
         self.decoder = BatchSpeculativeDecoder(
             target,
-            batch,
+            RoutedDrafter(self._drafter),
             [],
             sampling=SamplingConfig(),
-            speculation=SpeculationConfig(gamma=gamma),
+            speculation=SpeculationConfig(),
             stop_ids=stop_ids,
         )
         self.tickets: dict[int, Ticket] = {}  # each row's
+
+    def _drafter(self, route: str) -> BatchDrafter:
+        """The batch drafter of a route, built when its first row joins."""
+        r = self.routes[route]
+        return build_batch_drafter(r.drafter, target=self.target, draft=r.draft)
 
     @property
     def rows(self) -> int:
@@ -59,11 +76,14 @@ class BatchLane:
     def admit(self, ticket: Ticket) -> None:
         """The ticket's RowRequest joins at the next round."""
         request: RowRequest = ticket.job.request
+        self.routes.setdefault(request.route, request)
         row = self.decoder.join(
             request.ids,
             sampling=request.sampling,
             max_new_tokens=request.max_new_tokens,
             seed=request.sampling.seed,
+            gamma=request.gamma,
+            drafter=request.route,
         )
         self.tickets[row] = ticket
 

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from specviz.batch.cache import BatchKVCache
-from specviz.batch.drafters import BatchDrafter
+from specviz.batch.drafters import BatchDrafter, Joining
 from specviz.batch.rule import EXACT_BATCH, BatchRule
 from specviz.core.acceptance import EXACT, AcceptanceRule, Verdict
 from specviz.core.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
@@ -92,13 +92,16 @@ def batch_autoregressive_events(
 @dataclass(kw_only=True)
 class Request:
     """One row's request and what it has written: ids (prompt then emitted tokens), its own
-    sampling settings, token budget and generator, and its rounds so far."""
+    sampling settings, token budget, generator and γ, the drafter that drafts it, and its
+    rounds so far."""
 
     prompt_tokens: int
     ids: list[int]
     sampling: SamplingConfig
     max_new_tokens: int
     generator: torch.Generator
+    gamma: int
+    drafter: str = ""  # the key of the drafter that drafts it (specviz.batch.routed)
     rounds: int = 0
 
     @property
@@ -144,15 +147,24 @@ class BatchSpeculativeDecoder:
         self.next_row = 0
         generators = row_generators(sampling, len(prompts), self.device, seeds)
         for prompt, generator in zip(prompts, generators, strict=True):
-            self._add(prompt, sampling, speculation.max_new_tokens, generator)
+            self._add(prompt, sampling, speculation.max_new_tokens, generator, self.gamma)
 
     def join(
-        self, prompt: list[int], *, sampling: SamplingConfig, max_new_tokens: int, seed: int
+        self,
+        prompt: list[int],
+        *,
+        sampling: SamplingConfig,
+        max_new_tokens: int,
+        seed: int,
+        gamma: int | None = None,
+        drafter: str = "",
     ) -> int:
-        """Add a request; it enters the batch at the next round boundary. Returns its row."""
+        """Add a request; it enters the batch at the next round boundary. Returns its row.
+        gamma: its draft tokens a round (None: the decoder's); drafter: which drafter drafts it,
+        for a drafter that routes rows (specviz.batch.routed)."""
         check_max_new_tokens(max_new_tokens)
         generator = torch.Generator(device=self.device).manual_seed(seed)
-        return self._add(prompt, sampling, max_new_tokens, generator)
+        return self._add(prompt, sampling, max_new_tokens, generator, gamma or self.gamma, drafter)
 
     def _add(
         self,
@@ -160,6 +172,8 @@ class BatchSpeculativeDecoder:
         sampling: SamplingConfig,
         max_new_tokens: int,
         generator: torch.Generator,
+        gamma: int,
+        drafter: str = "",
     ) -> int:
         row, self.next_row = self.next_row, self.next_row + 1
         self.requests[row] = Request(
@@ -168,6 +182,8 @@ class BatchSpeculativeDecoder:
             sampling=sampling,
             max_new_tokens=max_new_tokens,
             generator=generator,
+            gamma=gamma,
+            drafter=drafter,
         )
         self.entering.append(row)
         return row
@@ -208,7 +224,9 @@ class BatchSpeculativeDecoder:
         drafter); their prompts' lengths."""
         entering, self.entering = self.entering, []
         requests = [self.requests[r] for r in entering]
-        self.drafter.join([q.ids[:-1] for q in requests], [q.sampling for q in requests])
+        self.drafter.join(
+            [Joining(prefix=q.ids[:-1], sampling=q.sampling, drafter=q.drafter) for q in requests]
+        )
         self.cache.add_rows(len(entering))
         self.live += entering
         self.cached += [0] * len(entering)
@@ -246,7 +264,7 @@ class BatchSpeculativeDecoder:
         """Draft every live row, score all in one target pass, verify each row, roll back."""
         live = self.live
         requests = [self.requests[r] for r in live]
-        gammas = [min(self.gamma, q.max_new_tokens - q.new_tokens - 1) for q in requests]
+        gammas = [min(q.gamma, q.max_new_tokens - q.new_tokens - 1) for q in requests]
         t0 = clock(self.device)
         asked = [g + self.rule.lookahead if g else 0 for g in gammas]
         generators = [q.generator for q in requests]

@@ -11,6 +11,7 @@ lookup first, else the draft model, tries each row's lookup and drafts the rest 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -27,13 +28,22 @@ from specviz.drafters.options import DrafterOptions
 from specviz.drafters.trimmed import load_head_tokens, spread, trim_head
 
 
+@dataclass(frozen=True, kw_only=True)
+class Joining:
+    """A row joining a batch drafter: its prompt but the last token, its sampling settings, and
+    which drafter drafts it (a RoutedDrafter's key; "" for a drafter of one kind)."""
+
+    prefix: list[int]
+    sampling: SamplingConfig
+    drafter: str = ""
+
+
 @runtime_checkable
 class BatchDrafter(Protocol):
     """What the batch verifier needs from a drafter; rows are indexed as in the live batch."""
 
-    def join(self, prefixes: Sequence[list[int]], samplings: Sequence[SamplingConfig]) -> None:
-        """New rows join after the others: each one's prompt but its last token, and the
-        sampling settings it drafts with."""
+    def join(self, rows: Sequence[Joining]) -> None:
+        """New rows join after the others."""
 
     def propose(
         self,
@@ -63,10 +73,10 @@ class BatchModelDrafter:
         self.samplings: list[SamplingConfig] = []  # each row's
         self.vocab_size, self.device = vocab_size, model.device
 
-    def join(self, prefixes: Sequence[list[int]], samplings: Sequence[SamplingConfig]) -> None:
+    def join(self, rows: Sequence[Joining]) -> None:
         """New rows, their prompts cached at their first draft step (with the others' steps)."""
-        self.cache.add_rows(len(prefixes))
-        self.samplings += samplings
+        self.cache.add_rows(len(rows))
+        self.samplings += [row.sampling for row in rows]
 
     def propose(
         self,
@@ -126,11 +136,11 @@ class PerRow:
         self.make = make
         self.drafters: list[Drafter] = []
 
-    def join(self, prefixes: Sequence[list[int]], samplings: Sequence[SamplingConfig]) -> None:
+    def join(self, rows: Sequence[Joining]) -> None:
         """Each new row's drafter, its prefix processed."""
-        for prefix in prefixes:
+        for row in rows:
             drafter = self.make()
-            drafter.prefill(prefix)
+            drafter.prefill(row.prefix)
             self.drafters.append(drafter)
 
     def propose(
@@ -167,10 +177,10 @@ class LookupThenModel:
         a round (None: gamma's)."""
         self.model, self.lookups, self.model_gamma = model, PerRow(lookup), model_gamma
 
-    def join(self, prefixes: Sequence[list[int]], samplings: Sequence[SamplingConfig]) -> None:
+    def join(self, rows: Sequence[Joining]) -> None:
         """New rows join both."""
-        self.lookups.join(prefixes, samplings)
-        self.model.join(prefixes, samplings)
+        self.lookups.join(rows)
+        self.model.join(rows)
 
     def propose(
         self,

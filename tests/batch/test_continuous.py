@@ -14,6 +14,7 @@ import pytest
 
 from specviz.batch.decoding import BatchSpeculativeDecoder
 from specviz.batch.drafters import build_batch_drafter
+from specviz.batch.routed import RoutedDrafter
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import SpeculativeDecoder
 from specviz.core.events import EMITTING, Event, Finished, Prefill
@@ -42,10 +43,10 @@ ASKS = [
 GAMMA = 3
 
 
-def alone(target, draft, name: str, ask: Ask) -> list[int]:
+def alone(target, draft, name: str, ask: Ask, gamma: int = GAMMA) -> list[int]:
     """The request decoded by itself with the one-request drafter of the same name."""
     drafter = build_drafter(name, target=target, draft=draft, sampling=ask.sampling)
-    speculation = SpeculationConfig(gamma=GAMMA, max_new_tokens=ask.max_new)
+    speculation = SpeculationConfig(gamma=gamma, max_new_tokens=ask.max_new)
     decoder = SpeculativeDecoder(
         target, drafter, ask.prompt, sampling=ask.sampling, speculation=speculation
     )
@@ -133,3 +134,35 @@ def test_one_batch_drafter_serves_batch_after_batch(pair: PairFactory) -> None:
         events = list(decoder.events())
         outputs.append([tokens(events, r) for r in range(2)])
     assert outputs[0] == outputs[1]
+
+
+def test_rows_of_different_drafters_and_gammas_share_one_batch(pair: PairFactory) -> None:
+    """A RoutedDrafter: each row drafted by the drafter it names, at its own γ, in one batch
+    (one target pass a round); each row writes what it writes alone."""
+    target, draft = pair("llama")
+    names = ["model", "ngram", "ngram+model", "model", "ngram"]
+    gammas = [3, 4, 2, 5, 3]
+    drafter = RoutedDrafter(lambda name: build_batch_drafter(name, target=target, draft=draft))
+    decoder = BatchSpeculativeDecoder(
+        target, drafter, [], sampling=SamplingConfig(), speculation=SpeculationConfig()
+    )
+    rows = {}
+    events: list[Event] = []
+    for step in range(100):
+        for i, ask in enumerate(ASKS):
+            if ask.joins_at == step:
+                rows[i] = decoder.join(
+                    ask.prompt,
+                    sampling=ask.sampling,
+                    max_new_tokens=ask.max_new,
+                    seed=ask.sampling.seed,
+                    gamma=gammas[i],
+                    drafter=names[i],
+                )
+        events += decoder.advance()
+        if len(rows) == len(ASKS) and not decoder.rows:
+            break
+    for i, ask in enumerate(ASKS):
+        expected = alone(target, draft, names[i], ask, gamma=gammas[i])
+        assert tokens(events, rows[i]) == expected, (names[i], i)
+    assert not drafter.parts and not drafter.names  # every drafter let go with its last row

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from specviz.batch.decoding import BatchSpeculativeDecoder, batch_autoregressive_events
-from specviz.batch.drafters import BatchModelDrafter, build_batch_drafter
+from specviz.batch.drafters import BatchModelDrafter, Joining, build_batch_drafter
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import SpeculativeDecoder
 from specviz.core.events import EMITTING, Event, Finished, RoundSummary
@@ -139,7 +139,7 @@ def test_ngram_rows_are_independent_drafters(pair: PairFactory) -> None:
     target, _ = pair("llama")
     batch = build_batch_drafter("ngram", target=target, draft=None)
     ids = [[1, 2, 3, 1, 2], [4, 5, 6, 4, 5]]
-    batch.join([row[:-1] for row in ids], [GREEDY, GREEDY])
+    batch.join([Joining(prefix=row[:-1], sampling=GREEDY) for row in ids])
     gen = [torch.Generator().manual_seed(0) for _ in ids]
     drafts = batch.propose(ids, [2, 2], gen, ())
     single = NgramDrafter(VOCAB).propose(ids[1], 2, gen[1], ())

@@ -115,24 +115,32 @@ class DecodeTab:
 
     def job(self, s: Settings, p: ModelPair) -> Job:
         """s's request for the session's scheduler, checked against the pair first: a batched
-        drafter at a fixed γ joins its group's shared batch (BatchLane), any other decodes in a
-        lane of its own (SoloLane)."""
+        drafter at a fixed γ joins the shared batch of its target (BatchLane), any other
+        decodes in a lane of its own (SoloLane)."""
         s = for_pair(s, p)
         ids = prompt_ids(p.tokenizer, s.prompt, raw=s.raw)
         if not (self.session.scheduler.admission.batch and batchable(s, p)):
             return Job(
                 group=None, make_lane=lambda: SoloLane(lambda: self.stream(s, p, ids)), request=s
             )
-        max_new, gamma = s.speculation.max_new_tokens, s.speculation.gamma
+        max_new = s.speculation.max_new_tokens
         check_prompt(ids, max_new, p.target, *([p.draft] if s.draft else []))
         check_token_ids(ids, vocab_size(p.target))
-        group = (s.target, s.draft, s.dtype, s.drafter, gamma)
         stop = frozenset(stop_ids(p.target, p.tokenizer))
 
         def lane() -> BatchLane:
-            return BatchLane(p.target, p.draft, s.drafter, gamma, stop)
+            return BatchLane(p.target, stop)
 
-        request = RowRequest(ids=ids, sampling=s.sampling, max_new_tokens=max_new)
+        request = RowRequest(
+            ids=ids,
+            sampling=s.sampling,
+            max_new_tokens=max_new,
+            gamma=s.speculation.gamma,
+            drafter=s.drafter,
+            draft=p.draft,
+            draft_name=s.draft,
+        )
+        group = ("batch", s.target, s.dtype)  # every batched drafter and γ on this target
         return Job(group=group, make_lane=lane, request=request)
 
     @staticmethod
