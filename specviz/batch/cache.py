@@ -49,6 +49,42 @@ class BatchKVCache:
         if width:  # a cache with no slots yet has nothing to extend
             self._each_layer(lambda x: torch.cat([x, x.new_zeros(n, *x.shape[1:])]))
 
+    def join_rows(self, other: BatchKVCache) -> None:
+        """other's rows (a cache of the same model, e.g. the joining requests' prompts run by
+        themselves) join after these; the side with fewer slots gets holes to match."""
+        if other.rows == 0:
+            return
+        width = max(self.valid.shape[1], other.valid.shape[1])
+        self._widen(width)
+        other._widen(width)
+        if not self._layers():  # nothing computed here yet: other's layers, these rows holes
+            rows = self.rows
+            other._each_layer(lambda x: torch.cat([x.new_zeros(rows, *x.shape[1:]), x]))
+            self.kv = other.kv
+        elif other._layers():
+            for mine, theirs in zip(self._layers(), other._layers(), strict=True):
+                mine.keys = torch.cat([mine.keys, theirs.keys])
+                mine.values = torch.cat([mine.values, theirs.values])
+        else:  # nothing computed there: its rows are holes here
+            self._each_layer(lambda x: torch.cat([x, x.new_zeros(other.rows, *x.shape[1:])]))
+        self.valid = torch.cat([self.valid, other.valid])
+
+    def _widen(self, width: int) -> None:
+        """Hole slots at the end, up to width slots."""
+        extra = width - self.valid.shape[1]
+        if extra <= 0:
+            return
+        self.valid = torch.cat([self.valid, self.valid.new_zeros(self.rows, extra)], dim=1)
+        if self._layers():
+            self._each_layer(
+                lambda x: torch.cat([x, x.new_zeros(*x.shape[:2], extra, x.shape[3])], 2)
+            )
+
+    def _layers(self) -> list[Any]:
+        """The layers that hold keys and values."""
+        layers: list[Any] = list(self.kv.layers)
+        return [layer for layer in layers if layer.is_initialized and layer.keys.numel()]
+
     @property
     def rows(self) -> int:
         """B, the number of rows."""

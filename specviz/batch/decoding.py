@@ -110,6 +110,16 @@ class Request:
         return len(self.ids) - self.prompt_tokens
 
 
+def prefilled(model: Any, prefixes: Sequence[list[int]]) -> BatchKVCache:
+    """A cache of model holding each prefix, run in a pass of their own: joining rows cost
+    their prompts alone, not the running rows' padding to the longest prompt too."""
+    cache = BatchKVCache(model, 0)
+    cache.add_rows(len(prefixes))
+    if any(prefixes):
+        cache.forward(prefixes, keep=1)
+    return cache
+
+
 class BatchSpeculativeDecoder:
     """Speculative sampling of many requests together; each row verified and rolled back alone.
 
@@ -224,12 +234,16 @@ class BatchSpeculativeDecoder:
         drafter); their prompts' lengths."""
         entering, self.entering = self.entering, []
         requests = [self.requests[r] for r in entering]
+        prefixes = [q.ids[:-1] for q in requests]
         self.drafter.join(
-            [Joining(prefix=q.ids[:-1], sampling=q.sampling, drafter=q.drafter) for q in requests]
+            [
+                Joining(prefix=p, sampling=q.sampling, drafter=q.drafter)
+                for p, q in zip(prefixes, requests, strict=True)
+            ]
         )
-        self.cache.add_rows(len(entering))
+        self.cache.join_rows(prefilled(self.target, prefixes))
         self.live += entering
-        self.cached += [0] * len(entering)
+        self.cached += [len(p) for p in prefixes]
         return [q.prompt_tokens for q in requests]
 
     def finish(self, seconds: float) -> list[Finished]:

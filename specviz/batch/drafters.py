@@ -74,8 +74,12 @@ class BatchModelDrafter:
         self.vocab_size, self.device = vocab_size, model.device
 
     def join(self, rows: Sequence[Joining]) -> None:
-        """New rows, their prompts cached at their first draft step (with the others' steps)."""
-        self.cache.add_rows(len(rows))
+        """New rows, their prompts cached in a pass of their own."""
+        joining = BatchKVCache(self.cache.model, 0)
+        joining.add_rows(len(rows))
+        if any(row.prefix for row in rows):
+            joining.forward([row.prefix for row in rows], keep=1)
+        self.cache.join_rows(joining)
         self.samplings += [row.sampling for row in rows]
 
     def propose(
@@ -87,7 +91,7 @@ class BatchModelDrafter:
     ) -> list[Draft]:
         """Sample each row's drafts; a row stops at its gamma or after a stop token."""
         cached = self.cache.lengths
-        pending = [row[n:] for row, n in zip(ids, cached, strict=True)]  # a new row: its prompt
+        pending = [row[n:] for row, n in zip(ids, cached, strict=True)]  # 1 or 2 tokens each
         drafted: list[list[int]] = [[] for _ in ids]
         rows: list[list[Tensor]] = [[] for _ in ids]
         live = [g > 0 for g in gammas]

@@ -86,6 +86,23 @@ def test_rows_join_a_running_cache_and_the_last_leaving_empties_it(pair: PairFac
     assert cache.rows == 0 and cache.valid.shape == (0, 0)
 
 
+def test_rows_prefilled_apart_join_a_running_cache(pair: PairFactory) -> None:
+    target, _ = pair("llama")
+    cache = BatchKVCache(target, 2)
+    cache.forward([[3, 4], [5]], keep=1)
+    joining = BatchKVCache(target, 0)
+    joining.add_rows(2)
+    joining.forward([[6, 7, 8, 9], [2]], keep=1)  # more slots than the running cache
+    cache.join_rows(joining)
+    logits = cache.forward([[1], [1], [1], [1]], keep=1)[:, -1]
+    for row, context in enumerate([[3, 4, 1], [5, 1], [6, 7, 8, 9, 1], [2, 1]]):
+        expected = fresh_logits(target, context)
+        torch.testing.assert_close(logits[row], expected, rtol=1e-9, atol=1e-9)
+    empty = BatchKVCache(target, 1)  # nothing computed yet: the joining rows' layers are taken
+    empty.join_rows(joining)
+    assert empty.rows == 3 and empty.lengths == [0, 4, 1]
+
+
 def test_bad_shapes_are_refused(pair: PairFactory) -> None:
     target, _ = pair("llama")
     with pytest.raises(ValueError, match="cannot have -1 rows"):

@@ -40,7 +40,8 @@ from specviz.tune.defaults import lean_applies
 log = logging.getLogger("specviz.app")
 Stream = Iterator[Event]
 PLOT_EVERY = 4  # while streaming a full decode, redraw the plots every this many rounds,
-PLOT_SECONDS = 1.0  # and at most once a second (a figure costs more than the rest of a view)
+PLOT_SECONDS = 1.0  # and at most once a second per request decoding (a figure costs more than
+# the rest of a view, and every session's figures share the CPU with the decodes)
 
 
 class DecodeTab:
@@ -207,7 +208,8 @@ class DecodeTab:
         def work(p: ModelPair, events: Stream) -> Iterator[list[Any]]:
             drawn = -PLOT_SECONDS  # when the plots were last drawn
             for r in self.run_of(for_pair(s, p), p, events).run_to_end():
-                due = len(r.rounds) % PLOT_EVERY == 1 and time.monotonic() - drawn >= PLOT_SECONDS
+                wait = PLOT_SECONDS * max(1, self.session.scheduler.rows)  # a busy app: less often
+                due = len(r.rounds) % PLOT_EVERY == 1 and time.monotonic() - drawn >= wait
                 if r.done or due:
                     drawn = time.monotonic()
                 yield self.render(r, plots=r.done or due)
