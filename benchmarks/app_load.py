@@ -5,7 +5,8 @@
 
 For each number of users it runs the app's scheduler twice, in the same process and one after
 the other: with shared batches (the app's default admission) and one request at a time, every
-request decoded alone (`specviz app --rows 1 --no-batch`: the app before it shared batches).
+request decoded alone (`specviz app --rows 1 --queue 16 --no-batch`: the app before it shared
+batches, which queued 16 requests).
 Each request goes through the Generate handler, the page's views included, as a browser's
 would. The requests are mixed: 16 or 64 new tokens; the default drafter, the trimmed draft
 model, n-gram lookup, and suffix decoding (which decodes in a lane of its own); T = 0, 0.7 with
@@ -173,7 +174,7 @@ def main() -> None:
     pair = {"target": args.target, "draft": args.draft, "dtype": "float32"}
     modes = {
         "shared batches": Admission.of(),
-        "one at a time": Admission.of(rows=1, batch=False),
+        "one at a time": Admission.of(rows=1, queue=16, batch=False),  # the old app's queue
     }
     apps = {name: SpecVizApp(args.target, args.draft, admission=a) for name, a in modes.items()}
     for app in apps.values():  # load and warm each: one request by itself
