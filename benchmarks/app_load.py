@@ -19,7 +19,7 @@ docs/app.md.)
 
 Per users × mode it saves p50 and p95 latency (submit to last token), p50 and p95 time to first
 token, tokens/s served (all new tokens over the wall time), the process's RSS after the run,
-and the counts of correct answers and messages: benchmarks/results/app-load.json, which
+and the counts of correct answers and messages: benchmarks/results/app/app-load.json, which
 `python -m tools.report` renders into docs/app.md.
 """
 
@@ -45,7 +45,7 @@ from specviz.core.events import EMITTING
 from specviz.drafters.names import DEFAULT_CONFIG
 from specviz.workloads import load_requests
 
-OUT = Path(__file__).parent / "results" / "app-load.json"
+OUT = Path(__file__).parent / "results" / "app" / "app-load.json"
 DRAFTERS = (DEFAULT_CONFIG.drafter, "model:trimmed", "ngram", DEFAULT_CONFIG.drafter, "suffix")
 SAMPLING: tuple[dict[str, Any], ...] = (
     {"temperature": 0.0},

@@ -1,6 +1,6 @@
 """The app's load study: latency, time to first token and tokens/s served against the number of
 users, shared batches beside one request at a time (benchmarks/app_load.py writes
-RESULTS_DIR/app-load.json)."""
+RESULTS_DIR/app/app-load.json)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 from specviz.results.table import markdown_table
 from tools.report.saved import Saved
 
-LOAD_FILE = "app-load.json"  # under the results folder
+LOAD_FILE = ("app", "app-load.json")  # under the results folder
 HEADER = ["users", "scheduler", "answered", "messages", "greedy = alone", "p50 s", "p95 s"]
 HEADER += ["first token p50 s"]
 HEADER += ["first token p95 s", "tokens/s served", "RSS MB"]
@@ -18,7 +18,7 @@ HEADER += ["first token p95 s", "tokens/s served", "RSS MB"]
 
 def app_load(saved: Saved) -> list[str]:
     """One row per users × scheduler, then the command (a one-line note until it is saved)."""
-    path = saved.folder / LOAD_FILE
+    path = saved.folder.joinpath(*LOAD_FILE)
     if not path.is_file():
         note = "not measured yet: python benchmarks/app_load.py writes it"
         return markdown_table(["app load"], [[note]])
@@ -29,7 +29,7 @@ def app_load(saved: Saved) -> list[str]:
 
 def _row(r: dict[str, Any]) -> list[str]:
     """A saved run's cells."""
-    mode = f"{r['mode']} ({r['rows']} rows)"
+    mode = f"{r['mode']} ({r['rows']} row{'s' if r['rows'] > 1 else ''})"
     times = [f"{r[k]:.1f}" for k in ("p50", "p95", "ttft_p50", "ttft_p95")]
     served, rss = f"{r['tokens_per_second']:.1f}", f"{r['rss_mb']:.0f}"
     greedy = f"{r['greedy_same']} of {r['greedy']}"
