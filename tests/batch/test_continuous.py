@@ -53,19 +53,25 @@ def alone(target, draft, name: str, ask: Ask, gamma: int = GAMMA) -> list[int]:
     return [e.token for e in decoder.events() if isinstance(e, EMITTING)]
 
 
-def serve(decoder: BatchSpeculativeDecoder, asks: list[Ask]) -> tuple[dict[int, int], list[Event]]:
-    """Advance round by round, each request joining before its round; its row, every event."""
+def serve(
+    decoder: BatchSpeculativeDecoder, asks: list[Ask], routes: list[tuple[str, int]] | None = None
+) -> tuple[dict[int, int], list[Event]]:
+    """Advance round by round, each request joining before its round (with its drafter and γ
+    where routes gives them); its row, every event."""
     rows: dict[int, int] = {}
     events: list[Event] = []
     step = 0
     while step < 100 and (decoder.rows or len(rows) < len(asks)):
         for i, ask in enumerate(asks):
             if ask.joins_at == step:
+                drafter, gamma = routes[i] if routes else ("", None)
                 rows[i] = decoder.join(
                     ask.prompt,
                     sampling=ask.sampling,
                     max_new_tokens=ask.max_new,
                     seed=ask.sampling.seed,
+                    gamma=gamma,
+                    drafter=drafter,
                 )
         events += decoder.advance()
         step += 1
@@ -146,22 +152,7 @@ def test_rows_of_different_drafters_and_gammas_share_one_batch(pair: PairFactory
     decoder = BatchSpeculativeDecoder(
         target, drafter, [], sampling=SamplingConfig(), speculation=SpeculationConfig()
     )
-    rows = {}
-    events: list[Event] = []
-    for step in range(100):
-        for i, ask in enumerate(ASKS):
-            if ask.joins_at == step:
-                rows[i] = decoder.join(
-                    ask.prompt,
-                    sampling=ask.sampling,
-                    max_new_tokens=ask.max_new,
-                    seed=ask.sampling.seed,
-                    gamma=gammas[i],
-                    drafter=names[i],
-                )
-        events += decoder.advance()
-        if len(rows) == len(ASKS) and not decoder.rows:
-            break
+    rows, events = serve(decoder, ASKS, list(zip(names, gammas, strict=True)))
     for i, ask in enumerate(ASKS):
         expected = alone(target, draft, names[i], ask, gamma=gammas[i])
         assert tokens(events, rows[i]) == expected, (names[i], i)
