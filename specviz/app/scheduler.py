@@ -255,7 +255,7 @@ class Scheduler:
             for ticket in [t for t in tickets if t.cancelled.is_set()]:
                 self._lanes[group].drop(ticket)
                 ticket.end()
-                self._forget(group, ticket)
+                self._forget(group, ticket, completed=False)
             if self._lanes[group].rows == 0:  # closed at once: its caches and drafter freed
                 self._close(group)
         while self._waiting and not self._full():
@@ -291,7 +291,7 @@ class Scheduler:
         with self._lock:
             done = [t for t in self._tickets.get(group, []) if t.finished]
             for ticket in done:
-                self._forget(group, ticket)
+                self._forget(group, ticket, completed=ticket.error is None)
             if lane.rows == 0:
                 self._close(group)
 
@@ -300,10 +300,11 @@ class Scheduler:
         self._lanes.pop(group, None)
         self._tickets.pop(group, None)
 
-    def _forget(self, group: Hashable, ticket: Ticket) -> None:
-        """A ticket that ended leaves its lane's list; its time joins the wait estimate."""
+    def _forget(self, group: Hashable, ticket: Ticket, *, completed: bool) -> None:
+        """A ticket that ended leaves its lane's list; a completed one's time joins the wait
+        estimate."""
         self._tickets[group].remove(ticket)
-        if ticket.started is not None and not ticket.cancelled.is_set():
+        if completed and ticket.started is not None:
             self._durations.append(time.monotonic() - ticket.started)
 
 
