@@ -27,7 +27,7 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from specviz.api import autoregressive_generate, speculative_generate
-from specviz.bench.sweeps.levers import lever_rows
+from specviz.results.lever_tables import lever_rows
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.models.chat import prompt_ids
 from specviz.models.loading import load_pair

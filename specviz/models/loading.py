@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -158,6 +159,13 @@ def quiet_torchao() -> Iterator[None]:
             logging.getLogger(n).setLevel(level)
 
 
+# transformers' from_pretrained swaps class-level methods (PreTrainedModel.init_weights and
+# tie_weights) for no-ops while it loads, and puts back what it found: two loads at once in one
+# process (a server loading two pairs) can leave the no-ops in place for good, and every model
+# loaded after that has an untied, uninitialized head. Models load one at a time here.
+MODEL_LOADS = threading.Lock()
+
+
 def _from_pretrained(loader: Any, source: str, role: str, **kwargs: Any) -> Any:
     """loader.from_pretrained with errors turned into a ModelLoadError that says what to do.
 
@@ -202,7 +210,8 @@ def load_model(
 ) -> Any:
     """One causal LM in eval mode with gradients off; pack=True pre-packs its CPU weights."""
     source = resolve(spec, role, progress)
-    model = _from_pretrained(AutoModelForCausalLM, source, role, dtype=dtype)
+    with MODEL_LOADS:
+        model = _from_pretrained(AutoModelForCausalLM, source, role, dtype=dtype)
     model.requires_grad_(False)
     model = model.to(device).eval()
     if pack:

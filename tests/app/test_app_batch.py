@@ -207,6 +207,7 @@ def test_the_batch_screenshot(browser: Any) -> None:
     app = SpecVizApp()  # the bundled pair
     demo = app.build()
     port = free_port()
+    app.preload().join()  # loaded before any test goes on (launch finds it cached)
     app.launch(demo, "127.0.0.1", port, prevent_thread_lock=True, quiet=True)
     path = ROOT / "docs" / "app-batch.png"
     try:

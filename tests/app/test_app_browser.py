@@ -162,6 +162,7 @@ def test_the_readme_screenshots(browser: Any) -> None:
     app = SpecVizApp(view=load_result_view)  # the bundled pair
     demo = app.build()
     port = free_port()
+    app.preload().join()  # loaded before any test goes on (launch finds it cached)
     app.launch(demo, "127.0.0.1", port, prevent_thread_lock=True, quiet=True)
     docs = ROOT / "docs"
     try:

@@ -135,6 +135,7 @@ def served(model_dirs: tuple[str, str]) -> Iterator[str]:
     app = SpecVizApp(*model_dirs, view=load_result_view, admission=Admission.of(2, 2))
     demo = app.build()
     port = free_port()
+    app.preload().join()  # loaded before any test goes on (launch finds it cached)
     app.launch(demo, "127.0.0.1", port, prevent_thread_lock=True, quiet=True)
     yield f"http://127.0.0.1:{port}/"
     demo.close()

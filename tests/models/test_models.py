@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 from huggingface_hub import constants
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, PreTrainedModel
 
 from specviz.models import loading
 from specviz.models.loading import ModelLoadError, hub_problem, load_pair, parse_dtype
@@ -187,3 +187,36 @@ def test_the_command_line_fails_fast_without_retries_on_an_unreachable_hub(tmp_p
     assert done.returncode == 2
     assert "cannot be reached" in done.stderr and "Retrying" not in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_models_load_one_at_a_time_so_transformers_puts_its_methods_back(
+    pair: PairFactory, tokenizer, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """transformers swaps PreTrainedModel.tie_weights and init_weights for no-ops while it
+    loads: two overlapping loads could keep the no-ops for good. Loads from many threads run
+    one at a time, and transformers' methods are its own again after them."""
+    target, _ = pair("llama")
+    target.save_pretrained(tmp_path / "t")
+    tokenizer.save_pretrained(tmp_path / "t")
+    real, inside, overlaps = loading._from_pretrained, [0], []
+    methods = (PreTrainedModel.tie_weights, PreTrainedModel.init_weights)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        inside[0] += 1
+        overlaps.append(inside[0])
+        try:
+            time.sleep(0.01)
+            return real(*args, **kwargs)
+        finally:
+            inside[0] -= 1
+
+    monkeypatch.setattr(loading, "_from_pretrained", counted)
+    threads = [
+        threading.Thread(target=loading.load_model, args=(str(tmp_path / "t"),)) for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert overlaps == [1, 1, 1, 1]  # never two at once
+    assert (PreTrainedModel.tie_weights, PreTrainedModel.init_weights) == methods
