@@ -27,7 +27,6 @@ import torch
 from transformers.utils import logging as hf_logging
 
 from specviz.api import autoregressive_generate, speculative_generate
-from specviz.results.lever_tables import lever_rows
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.models.chat import prompt_ids
 from specviz.models.loading import load_pair
@@ -39,6 +38,7 @@ from specviz.quant import (
     total_variation,
     weight_bytes,
 )
+from specviz.results.lever_tables import lever_rows
 
 torch.set_num_threads(1)  # a second thread on a shared 2-core machine mostly adds noise
 hf_logging.disable_progress_bar()
