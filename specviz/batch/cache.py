@@ -182,3 +182,14 @@ class BatchKVCache:
         for layer in self.kv.layers:
             if layer.is_initialized and layer.keys.numel():
                 layer.keys, layer.values = take(layer.keys), take(layer.values)
+
+
+def prefilled(model: Any, prefixes: Sequence[Sequence[int]]) -> BatchKVCache:
+    """A cache of model holding each prefix, run in a pass of their own, to join a running
+    cache (BatchKVCache.join_rows): joining rows cost their prompts alone, not the running
+    rows' padding to the longest prompt too."""
+    cache = BatchKVCache(model, 0)
+    cache.add_rows(len(prefixes))
+    if any(prefixes):
+        cache.forward(prefixes, keep=1)
+    return cache

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from specviz.batch.cache import BatchKVCache
+from specviz.batch.cache import BatchKVCache, prefilled
 from specviz.batch.drafters import BatchDrafter, Joining
 from specviz.batch.rule import EXACT_BATCH, BatchRule
 from specviz.core.acceptance import EXACT, AcceptanceRule, Verdict
@@ -108,16 +108,6 @@ class Request:
     def new_tokens(self) -> int:
         """Tokens emitted so far."""
         return len(self.ids) - self.prompt_tokens
-
-
-def prefilled(model: Any, prefixes: Sequence[list[int]]) -> BatchKVCache:
-    """A cache of model holding each prefix, run in a pass of their own: joining rows cost
-    their prompts alone, not the running rows' padding to the longest prompt too."""
-    cache = BatchKVCache(model, 0)
-    cache.add_rows(len(prefixes))
-    if any(prefixes):
-        cache.forward(prefixes, keep=1)
-    return cache
 
 
 class BatchSpeculativeDecoder:

@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
-from specviz.batch.cache import BatchKVCache
+from specviz.batch.cache import BatchKVCache, prefilled
 from specviz.checks import vocab_size
 from specviz.core.config import SamplingConfig
 from specviz.core.drafter import Draft, Drafter
@@ -75,11 +75,7 @@ class BatchModelDrafter:
 
     def join(self, rows: Sequence[Joining]) -> None:
         """New rows, their prompts cached in a pass of their own."""
-        joining = BatchKVCache(self.cache.model, 0)
-        joining.add_rows(len(rows))
-        if any(row.prefix for row in rows):
-            joining.forward([row.prefix for row in rows], keep=1)
-        self.cache.join_rows(joining)
+        self.cache.join_rows(prefilled(self.cache.model, [row.prefix for row in rows]))
         self.samplings += [row.sampling for row in rows]
 
     def propose(
