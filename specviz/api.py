@@ -15,7 +15,7 @@ from specviz.core.acceptance import EXACT, AcceptanceRule
 from specviz.core.cache import CachedForward, KVCache
 from specviz.core.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
 from specviz.core.decoding import SpeculativeDecoder
-from specviz.core.drafter import Drafter, SharesTargetCache
+from specviz.core.drafter import Drafter, Remembers, SharesTargetCache
 from specviz.core.events import (
     EMITTING,
     Event,
@@ -181,13 +181,11 @@ def speculative_stream(
 
 def _remembered(decoder: SpeculativeDecoder | TreeDecoder) -> Iterator[Event]:
     """The decoder's events; once it has run to its end (EOS or max_new_tokens), a drafter
-    that learns from requests (one with remember(ids, prompt_len): the suffix drafters) is
+    that learns from requests (Remembers: the suffix drafters) is
     given the whole sequence, before the Finished event reaches the caller."""
     for event in decoder.events():
-        if isinstance(event, Finished):
-            remember = getattr(decoder.drafter, "remember", None)
-            if callable(remember):
-                remember(list(decoder.ids), decoder.prompt_len)
+        if isinstance(event, Finished) and isinstance(decoder.drafter, Remembers):
+            decoder.drafter.remember(list(decoder.ids), decoder.prompt_len)
         yield event
 
 

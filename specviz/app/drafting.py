@@ -9,6 +9,7 @@ from specviz.app.views.form import Settings
 from specviz.core.drafter import Drafter
 from specviz.drafters.early_exit import adapter_path
 from specviz.drafters.names import CROSS_TOKENIZER_DRAFTERS, HEAD_DRAFTERS
+from specviz.drafters.options import DrafterOptions
 from specviz.drafters.registry import build_drafter
 from specviz.drafters.suffix.memory import SuffixMemory
 from specviz.heads.build import head_forward
@@ -43,12 +44,20 @@ def make_drafter(
     rounds where it can (DrafterOptions.explain), for the round detail panel. A head verifies
     through the target forward the app's plain decoding runs on (lean: specviz.fast.lean's,
     else transformers'), so that the race compares the two on the same forward."""
-    options = replace(s.options(heads), memory=memory, explain=True)
+    options = app_options(s, heads, memory)
     if s.drafter in HEAD_DRAFTERS:
         options = replace(options, make_cache=head_forward(lean_target=lean))
     return build_drafter(
         s.drafter, target=pair.target, draft=pair.draft, sampling=s.sampling, options=options
     )
+
+
+def app_options(
+    s: Settings, heads: str | None = None, memory: SuffixMemory | None = None
+) -> DrafterOptions:
+    """The options the app builds a drafter with: the settings', the heads' weights, the
+    memory a suffix drafter reads and feeds, and explain on (for the round detail panel)."""
+    return replace(s.options(heads), memory=memory, explain=True)
 
 
 def tree_rule(s: Settings) -> TreeRule:

@@ -5,7 +5,7 @@ through one continuous BatchSpeculativeDecoder: a request joins at the next roun
 leaves when it ends, each row drafted by its own drafter (specviz.batch.routed) and drawing
 with its own sampling settings and seed, so its law is the one it has decoded alone
 (specviz.batch.decoding). A SoloLane runs the one
-request of a drafter that has no batched form (heads, trees, suffix memory, a γ policy, ...)
+request of a drafter that has no batched form (heads, trees, a γ policy, ...)
 through its single-request event stream, a round per turn. Both hand each event to the
 request's own ticket as row 0: every request sees a decode of its own.
 """
@@ -19,17 +19,21 @@ from typing import Any
 
 from specviz.app.scheduler import Ticket
 from specviz.app.views.run import STEP_ENDS
+from specviz.batch.cache import BatchCache
 from specviz.batch.decoding import BatchSpeculativeDecoder
 from specviz.batch.drafters import BatchDrafter, build_batch_drafter
 from specviz.batch.routed import RoutedDrafter
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.events import Event, Finished
+from specviz.drafters.names import MEMORY_DRAFTERS
+from specviz.drafters.options import DrafterOptions
 
 
 @dataclass(frozen=True, kw_only=True)
 class RowRequest:
     """A request for a batch lane: its prompt's ids, sampling settings, budget and γ, and the
-    batched drafter that drafts it with its draft model (None for lookup) and that model's name."""
+    batched drafter that drafts it with its draft model (None for lookup) and that model's
+    name, built with options (a suffix drafter's memory among them)."""
 
     ids: list[int]
     sampling: SamplingConfig
@@ -38,19 +42,25 @@ class RowRequest:
     drafter: str
     draft: Any
     draft_name: str | None
+    options: DrafterOptions
 
     @property
     def route(self) -> str:
-        """The key of its drafter in the lane's RoutedDrafter: the drafter and its draft."""
-        return f"{self.drafter} with {self.draft_name}"
+        """The key of its drafter in the lane's RoutedDrafter: the drafter, its draft, and the
+        memory it reads (after the memory is cleared, rows read the new one)."""
+        route = f"{self.drafter} with {self.draft_name}"
+        if self.drafter in MEMORY_DRAFTERS:
+            route += f" reading memory {id(self.options.memory)}"
+        return route
 
 
 class BatchLane:
     """Every batched request on one target in one continuous decoder: rows of any batched
     drafter and any γ share the target's pass (specviz.batch.routed)."""
 
-    def __init__(self, target: Any, stop_ids: frozenset[int]) -> None:
-        """A lane for target's requests; stop_ids end a row."""
+    def __init__(self, target: Any, stop_ids: frozenset[int], cache: BatchCache) -> None:
+        """A lane for target's requests; stop_ids end a row; cache: the target's empty batch
+        cache (specviz.batch.cache)."""
         self.target = target
         self.routes: dict[str, RowRequest] = {}  # a request of each route: its drafter's maker
         self.decoder = BatchSpeculativeDecoder(
@@ -60,13 +70,14 @@ class BatchLane:
             sampling=SamplingConfig(),
             speculation=SpeculationConfig(),
             stop_ids=stop_ids,
+            cache=cache,
         )
         self.tickets: dict[int, Ticket] = {}  # each row's
 
     def _drafter(self, route: str) -> BatchDrafter:
         """The batch drafter of a route, built when its first row joins."""
         r = self.routes[route]
-        return build_batch_drafter(r.drafter, target=self.target, draft=r.draft)
+        return build_batch_drafter(r.drafter, target=self.target, draft=r.draft, options=r.options)
 
     @property
     def rows(self) -> int:

@@ -25,8 +25,10 @@ from typing import Any, Protocol, TypeVar
 import gradio as gr
 
 from specviz.app.scheduler import Admission, Job, Scheduler, Ticket
+from specviz.batch.cache import BatchCache, BatchKVCache
 from specviz.drafters.suffix.memory import SuffixMemory
 from specviz.fast.lean import SharedLeanTarget
+from specviz.fast.ragged import RaggedLean
 from specviz.models.loading import ModelPair, load_pair, parse_dtype
 from specviz.tune.defaults import Defaults, shipped_defaults
 
@@ -253,6 +255,13 @@ class Session:
             if key not in self._lean or self._lean[key].model is not pair.target:
                 self._lean[key] = SharedLeanTarget(pair.target)
             return self._lean[key]
+
+    def target_batch_cache(self, pair: ModelPair) -> BatchCache:
+        """An empty batch cache of pair's target on the session's forward: lean (ragged rows,
+        on the weights fused once, lean_target's) where it runs the target, else
+        transformers'."""
+        weights = self.lean_target(pair).weights if self.defaults.lean else None
+        return BatchKVCache(pair.target, 0) if weights is None else RaggedLean(weights)
 
     def clear_memory(self) -> None:
         """Forget every remembered request: the next decode starts from an empty memory (one

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specviz.api import GenerationResult, collect, encode, stop_ids
+from specviz.batch.cache import BatchCache
 from specviz.batch.decoding import BatchSpeculativeDecoder, batch_autoregressive_events
 from specviz.batch.drafters import BatchDrafter, build_batch_drafter
 from specviz.checks import check_pair, check_prompt, check_token_ids, vocab_size
@@ -81,11 +82,13 @@ def speculative_stream_batch(
     rule: AcceptanceRule = EXACT,
     stop: Collection[int] | None = None,
     seeds: Sequence[int] | None = None,
+    cache: BatchCache | None = None,
 ) -> tuple[list[list[int]], Iterator[Event]]:
     """Validate everything, then return the prompts' ids and the lazy event stream.
 
     drafter: a BatchDrafter (it serves any number of rows), or a draft model (the "model"
-    drafter); seeds: one per prompt (default sampling.seed + row).
+    drafter); seeds: one per prompt (default sampling.seed + row); cache: the target's empty
+    batch cache (None: specviz.batch.cache.batch_cache's).
     """
     if drafter is None:
         raise ValueError("no drafter given: pass a draft model or a batch drafter")
@@ -105,6 +108,7 @@ def speculative_stream_batch(
         stop_ids=stop_ids(target, tokenizer) if stop is None else frozenset(stop),
         rule=rule,
         seeds=seeds,
+        cache=cache,
     )
     return ids, decoder.events()
 

@@ -14,15 +14,60 @@ tokens alone. Holes are squeezed out (a per-row gather) once they are half of th
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 from transformers import DynamicCache
 
 from specviz.core.cache import forward_kwargs, has_sliding_window
+from specviz.fast.lean import LeanWeights, lean_problem
+from specviz.fast.ragged import RaggedLean
 
 PAD_ID = 0  # the id fed in pad slots: masked out, its value never matters
+
+
+class BatchCache(Protocol):
+    """What the batch decoders need of a cache of B rows: BatchKVCache (any causal LM) or
+    specviz.fast.ragged.RaggedLean (the models LeanLlama runs, without padding)."""
+
+    model: Any
+
+    @property
+    def rows(self) -> int:
+        """B, the number of rows."""
+
+    @property
+    def lengths(self) -> list[int]:
+        """Positions cached per row."""
+
+    def empty(self) -> BatchCache:
+        """A cache of no rows of the same kind, on the same model."""
+
+    def add_rows(self, n: int) -> None:
+        """n empty rows join after the others."""
+
+    def join_rows(self, other: Any) -> None:
+        """other's rows (a cache of the same kind and model) join after these."""
+
+    def forward(self, new: Sequence[Sequence[int]], keep: int = 0) -> Tensor:
+        """Feed row r the tokens new[r]; logits (B, keep, V), each row's last right-aligned."""
+
+    def crop(self, lengths: Sequence[int]) -> None:
+        """Keep the first lengths[r] positions of each row r."""
+
+    def keep_rows(self, rows: Sequence[int]) -> None:
+        """Keep only these rows, in this order."""
+
+
+def batch_cache(model: Any, weights: LeanWeights | None = None) -> BatchCache:
+    """An empty batch cache for model: on the lean forward where it runs the model (weights:
+    its LeanWeights, fused once and shared; None: fused here), else a BatchKVCache."""
+    if weights is not None:
+        return RaggedLean(weights)
+    if lean_problem(model, wide=True) is None:
+        return RaggedLean(LeanWeights.of(model))
+    return BatchKVCache(model, 0)
 
 
 class BatchKVCache:
@@ -39,6 +84,10 @@ class BatchKVCache:
         self.device = model.device
         self.kv = DynamicCache()  # lazy: full layers (see specviz.core.cache)
         self.valid = torch.zeros(rows, 0, dtype=torch.bool, device=self.device)  # (B, S)
+
+    def empty(self) -> BatchKVCache:
+        """A cache of no rows for the same model."""
+        return BatchKVCache(self.model, 0)
 
     def add_rows(self, n: int) -> None:
         """n empty rows join after the others (their slots all holes until they are fed)."""
@@ -184,11 +233,11 @@ class BatchKVCache:
                 layer.keys, layer.values = take(layer.keys), take(layer.values)
 
 
-def prefilled(model: Any, prefixes: Sequence[Sequence[int]]) -> BatchKVCache:
-    """A cache of model holding each prefix, run in a pass of their own, to join a running
-    cache (BatchKVCache.join_rows): joining rows cost their prompts alone, not the running
-    rows' padding to the longest prompt too."""
-    cache = BatchKVCache(model, 0)
+def prefilled(running: BatchCache, prefixes: Sequence[Sequence[int]]) -> BatchCache:
+    """A cache like running holding each prefix, run in a pass of their own, to join it
+    (join_rows): joining rows cost their prompts alone, not the running rows' padding to the
+    longest prompt too."""
+    cache = running.empty()
     cache.add_rows(len(prefixes))
     if any(prefixes):
         cache.forward(prefixes, keep=1)

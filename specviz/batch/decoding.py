@@ -24,8 +24,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from specviz.batch.cache import BatchKVCache, prefilled
-from specviz.batch.drafters import BatchDrafter, Joining
+from specviz.batch.cache import BatchCache, batch_cache, prefilled
+from specviz.batch.drafters import BatchDrafter, ExplainsRows, Joining, RemembersRows
 from specviz.batch.rule import EXACT_BATCH, BatchRule
 from specviz.core.acceptance import EXACT, AcceptanceRule, Verdict
 from specviz.core.config import SamplingConfig, SpeculationConfig, check_max_new_tokens
@@ -58,7 +58,8 @@ def batch_autoregressive_events(
     check_max_new_tokens(max_new_tokens)
     device = target.device
     generators = row_generators(sampling, len(prompts), device, seeds)
-    cache, ids = BatchKVCache(target, len(prompts)), [list(p) for p in prompts]
+    cache, ids = batch_cache(target), [list(p) for p in prompts]
+    cache.add_rows(len(prompts))
     live, start = list(range(len(prompts))), clock(device)
     for r, prompt in enumerate(prompts):
         yield Prefill(prompt_tokens=len(prompt), target_seconds=0.0, draft_seconds=0.0, row=r)
@@ -130,16 +131,18 @@ class BatchSpeculativeDecoder:
         rule: AcceptanceRule = EXACT,
         seeds: Sequence[int] | None = None,
         batch_rule: BatchRule = EXACT_BATCH,
+        cache: BatchCache | None = None,
     ) -> None:
         """Set up the decode; nothing runs until events() (or advance()) is iterated. drafter:
         a batch drafter (specviz.batch.drafters.build_batch_drafter); rule verifies each row,
         batch_rule combines the rows (specviz.batch.rule); sampling and speculation's
         max_new_tokens: the given prompts' (a joining request brings its own); gamma: every
-        row's."""
+        row's; cache: the target's empty batch cache (None: specviz.batch.cache.batch_cache's,
+        the lean forward where it runs the target)."""
         self.target, self.drafter, self.rule, self.batch_rule = target, drafter, rule, batch_rule
         self.gamma, self.stop_ids, self.device = speculation.gamma, stop_ids, target.device
         self.requests: dict[int, Request] = {}  # the rows decoding or about to enter
-        self.cache = BatchKVCache(target, 0)
+        self.cache = batch_cache(target) if cache is None else cache
         self.live: list[int] = []  # the rows in the batch, in cache order
         self.cached: list[int] = []  # target positions each live row's cache holds
         self.entering: list[int] = []  # rows that join at the next round boundary
@@ -231,18 +234,21 @@ class BatchSpeculativeDecoder:
                 for p, q in zip(prefixes, requests, strict=True)
             ]
         )
-        self.cache.join_rows(prefilled(self.target, prefixes))
+        self.cache.join_rows(prefilled(self.cache, prefixes))
         self.live += entering
         self.cached += [len(p) for p in prefixes]
         return [q.prompt_tokens for q in requests]
 
     def finish(self, seconds: float) -> list[Finished]:
-        """A Finished event for each row that just ended; those rows leave the batch."""
+        """A Finished event for each row that just ended (a drafter that learns from requests
+        is given each); those rows leave the batch."""
         ended: list[Finished] = []
-        for r in self.live:
+        for i, r in enumerate(self.live):
             q = self.requests[r]
             left = q.max_new_tokens - q.new_tokens
             if (reason := end_reason(q.ids[-1], left, self.stop_ids)) is not None:
+                if isinstance(self.drafter, RemembersRows):  # a request run to its end
+                    self.drafter.remember_row(i, list(q.ids), q.prompt_tokens)
                 ended.append(
                     Finished(reason=reason, new_tokens=q.new_tokens, seconds=seconds, row=r)
                 )
@@ -288,6 +294,9 @@ class BatchSpeculativeDecoder:
         verdicts = self.batch_rule.verify_rows(p_targets, drafts, gammas, generators, self.rule)
         for i, r in enumerate(live):
             carried = len(fresh[i]) - len(drafts[i].tokens) - 1  # prompt tokens scored too
+            if isinstance(self.drafter, ExplainsRows) and gammas[i] > 0:
+                detail = self.drafter.explain_row(i, requests[i].rounds)
+                yield from [] if detail is None else [dataclasses.replace(detail, row=r)]
             yield from self._conclude(
                 r,
                 gammas[i],

@@ -4,27 +4,32 @@ A batch drafter proposes a Draft per row, each row with its own gamma, sampling 
 generator, so a row draws exactly what it would draw decoded alone. Rows join (continuous
 batching: specviz.batch.decoding) and leave at round boundaries, so one drafter serves any
 number of requests. The draft model (and its trimmed-head form) drafts every row in one pass per
-step through a BatchKVCache; a drafter without a model (n-gram lookup) runs row by row (PerRow);
-lookup first, else the draft model, tries each row's lookup and drafts the rest in one pass.
+step through a batch cache (specviz.batch.cache); a drafter without a model (n-gram lookup,
+suffix decoding) runs row by row (PerRow); lookup first, else the draft model, tries each row's
+lookup and drafts the rest in one pass. Suffix decoding's rows read one memory, which each row
+that ends feeds (RemembersRows), and say how they drafted where their drafters explain
+(ExplainsRows).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor
 
-from specviz.batch.cache import BatchKVCache, prefilled
+from specviz.batch.cache import batch_cache, prefilled
 from specviz.checks import vocab_size
 from specviz.core.config import SamplingConfig
-from specviz.core.drafter import Draft, Drafter
+from specviz.core.drafter import Draft, Drafter, ExplainsRounds, Remembers
+from specviz.core.events import DrafterRound
 from specviz.core.sampling import logits_to_probs, sample
-from specviz.drafters.builders import lookup
+from specviz.drafters.builders import lookup, suffix_chain
 from specviz.drafters.names import BATCH_DRAFTERS, parse
 from specviz.drafters.options import DrafterOptions
+from specviz.drafters.suffix.memory import SuffixMemory
 from specviz.drafters.trimmed import load_head_tokens, spread, trim_head
 
 
@@ -61,6 +66,24 @@ class BatchDrafter(Protocol):
         """Keep only these rows (the requests still decoding), in this order."""
 
 
+@runtime_checkable
+class ExplainsRows(Protocol):
+    """A batch drafter whose rows can say how they drafted (specviz.core.drafter's
+    ExplainsRounds, row by row): the batch decoder emits it before the row's proposal."""
+
+    def explain_row(self, row: int, round_index: int) -> DrafterRound | None:
+        """How row's last proposal was drafted, as round round_index's event (None: nothing)."""
+
+
+@runtime_checkable
+class RemembersRows(Protocol):
+    """A batch drafter whose rows learn from finished requests (specviz.core.drafter's
+    Remembers, row by row): the batch decoder gives it each row that ends."""
+
+    def remember_row(self, row: int, ids: list[int], prompt_len: int) -> None:
+        """Row ended: ids, its first prompt_len the prompt, for its drafter to learn from."""
+
+
 class BatchModelDrafter:
     """A small causal LM drafting all rows at once, one batched pass per draft step."""
 
@@ -69,13 +92,13 @@ class BatchModelDrafter:
         (trimmed)."""
         self.head_tokens = None if head_tokens is None else head_tokens.to(model.device)
         drafting = model if head_tokens is None else trim_head(model, head_tokens)
-        self.cache = BatchKVCache(drafting, 0)
+        self.cache = batch_cache(drafting)
         self.samplings: list[SamplingConfig] = []  # each row's
         self.vocab_size, self.device = vocab_size, model.device
 
     def join(self, rows: Sequence[Joining]) -> None:
         """New rows, their prompts cached in a pass of their own."""
-        self.cache.join_rows(prefilled(self.cache.model, [row.prefix for row in rows]))
+        self.cache.join_rows(prefilled(self.cache, [row.prefix for row in rows]))
         self.samplings += [row.sampling for row in rows]
 
     def propose(
@@ -165,6 +188,17 @@ class PerRow:
         """Drop the rows not listed."""
         self.drafters = [self.drafters[r] for r in rows]
 
+    def explain_row(self, row: int, round_index: int) -> DrafterRound | None:
+        """What row's drafter says of its last proposal (None if it does not explain)."""
+        drafter = self.drafters[row]
+        return drafter.explain(round_index) if isinstance(drafter, ExplainsRounds) else None
+
+    def remember_row(self, row: int, ids: list[int], prompt_len: int) -> None:
+        """Row's drafter learns from its finished request, if it learns."""
+        drafter = self.drafters[row]
+        if isinstance(drafter, Remembers):
+            drafter.remember(ids, prompt_len)
+
 
 class LookupThenModel:
     """N-gram lookup first, row by row; the rows it finds nothing for drafted by the draft
@@ -228,6 +262,10 @@ def build_batch_drafter(
 
     if choice.family == "ngram":
         return PerRow(make_lookup)
+    if choice.family == "suffix":  # every row reads and feeds one memory
+        memory = SuffixMemory() if options.memory is None else options.memory
+        remembering = replace(options, memory=memory)
+        return PerRow(lambda: suffix_chain(target, remembering))
     if draft is None:
         raise ValueError(f"drafter {name!r} needs a draft model: pass draft=...")
     if options.min_confidence:

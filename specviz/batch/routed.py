@@ -17,8 +17,9 @@ from collections.abc import Callable, Collection, Sequence
 
 import torch
 
-from specviz.batch.drafters import BatchDrafter, Joining
+from specviz.batch.drafters import BatchDrafter, ExplainsRows, Joining, RemembersRows
 from specviz.core.drafter import Draft
+from specviz.core.events import DrafterRound
 
 
 class RoutedDrafter:
@@ -67,6 +68,22 @@ class RoutedDrafter:
         """Each drafter rolls its rows back."""
         for name, part in self.parts.items():
             part.rollback([committed[i] for i in self._rows(name)])
+
+    def _part_of(self, row: int) -> tuple[BatchDrafter, int]:
+        """The drafter of row and row's index among its rows."""
+        name = self.names[row]
+        return self.parts[name], self._rows(name).index(row)
+
+    def explain_row(self, row: int, round_index: int) -> DrafterRound | None:
+        """What row's drafter says of its proposal (None where it does not explain)."""
+        part, mine = self._part_of(row)
+        return part.explain_row(mine, round_index) if isinstance(part, ExplainsRows) else None
+
+    def remember_row(self, row: int, ids: list[int], prompt_len: int) -> None:
+        """Row's drafter learns from its finished request, if it learns."""
+        part, mine = self._part_of(row)
+        if isinstance(part, RemembersRows):
+            part.remember_row(mine, ids, prompt_len)
 
     def keep_rows(self, rows: Sequence[int]) -> None:
         """Keep only these rows, in this order; a drafter left with none is let go."""

@@ -60,6 +60,15 @@ class ExplainsRounds(Protocol):
 
 
 @runtime_checkable
+class Remembers(Protocol):
+    """A drafter that learns from finished requests (the suffix drafters): each request decoded
+    to its end is given to it, prompt then output."""
+
+    def remember(self, ids: list[int], prompt_len: int) -> None:
+        """Learn from a finished request: ids, its first prompt_len the prompt."""
+
+
+@runtime_checkable
 class SharesTargetCache(Protocol):
     """A drafter whose cache is part of the target's (specviz.drafters.shared_exit): the
     decoder takes the target's cached forward from it instead of making its own."""

@@ -174,6 +174,12 @@ def _ngram_tree(
 
 def suffix(target: Any, _draft: Any, _s: SamplingConfig, o: DrafterOptions, _v: str) -> Any:
     """Suffix decoding's chain, reading and feeding the options' memory."""
+    return suffix_chain(target, o)
+
+
+def suffix_chain(target: Any, o: DrafterOptions) -> SuffixDrafter:
+    """Suffix decoding's chain drafter for target, reading and feeding o's memory (None: a
+    fresh one of its own)."""
     return SuffixDrafter(
         vocab_size(target),
         memory=o.memory,

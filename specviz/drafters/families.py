@@ -74,6 +74,7 @@ FAMILIES: Mapping[str, Family] = MappingProxyType(
             grows_trees=True,
             lookup=True,
             remembers=True,
+            batchable=True,
         ),
         "early-exit": Family(
             name="early-exit",

@@ -146,7 +146,7 @@ class _Product:
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Layer:
+class LeanLayer:
     """One decoder layer's norms and fused products."""
 
     norm_attn: Tensor
@@ -179,7 +179,7 @@ class LeanWeights:
     n_kv: int
     head_dim: int
     scale: float
-    layers: list[_Layer]
+    layers: list[LeanLayer]
     eps: float
 
     @classmethod
@@ -206,10 +206,10 @@ class LeanWeights:
         )
 
 
-def _fused(layer: Any, packed: bool) -> _Layer:
+def _fused(layer: Any, packed: bool) -> LeanLayer:
     """One decoder layer's norms and fused products."""
     attn, mlp = layer.self_attn, layer.mlp
-    return _Layer(
+    return LeanLayer(
         norm_attn=layer.input_layernorm.weight.detach(),
         qkv=_Product(attn.q_proj, attn.k_proj, attn.v_proj, packed=packed),
         o=_Product(attn.o_proj, packed=packed),
@@ -318,27 +318,46 @@ class LeanLlama:
     def _layer(
         self,
         index: int,
-        w: _Layer,
+        w: LeanLayer,
         x: Tensor,
         start: int,
         rope: tuple[Tensor, Tensor],
         mask: Tensor | None,
     ) -> Tensor:
         """One decoder layer on x (T, H), writing its keys/values at start..start+T."""
-        n_new, hd, nh, nkv = x.shape[0], self.head_dim, self.n_heads, self.n_kv
-        qkv = w.qkv(_rms_norm(x, w.norm_attn, self.eps))
-        qk = qkv[:, : (nh + nkv) * hd].view(n_new, nh + nkv, hd)  # (T, heads + kv_heads, hd)
-        qk = apply_rope(qk, *rope)  # queries and keys rotated in one call
-        keys, values = self.kv.write(  # (kv_heads, S, hd) each
-            index,
-            start,
-            qk[:, nh:].transpose(0, 1),  # (kv_heads, T, hd)
-            qkv[:, (nh + nkv) * hd :].view(n_new, nkv, hd).transpose(0, 1),
-        )
-        queries = qk[None, :, :nh].transpose(1, 2)  # (1, heads, T, hd)
-        out = F.scaled_dot_product_attention(  # grouped-query: kv head j serves nh / nkv heads
-            queries, keys[None], values[None], attn_mask=mask, scale=self.scale, enable_gqa=True
-        )[0]  # (heads, T, hd)
-        x = x + w.o(out.transpose(0, 1).reshape(n_new, nh * hd))
-        gate, up = w.gate_up(_rms_norm(x, w.norm_mlp, self.eps)).chunk(2, -1)
-        return x + w.down(F.silu(gate) * up)
+        queries, keys, values = project(w, x, rope, self.n_heads, self.n_kv, self.eps)
+        keys, values = self.kv.write(index, start, keys, values)  # (kv_heads, S, hd) each
+        return finish_layer(w, x, attend(queries, keys, values, mask, self.scale), self.eps)
+
+
+def project(
+    w: LeanLayer, x: Tensor, rope: tuple[Tensor, Tensor], n_heads: int, n_kv: int, eps: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """A layer's queries (heads, T, hd), keys and values (kv_heads, T, hd) of x (T, H), the
+    queries and keys RoPE-rotated (rope: cos, sin (T, 1, hd))."""
+    n_new = x.shape[0]
+    qkv = w.qkv(_rms_norm(x, w.norm_attn, eps))
+    hd = qkv.shape[-1] // (n_heads + 2 * n_kv)
+    qk = qkv[:, : (n_heads + n_kv) * hd].view(n_new, n_heads + n_kv, hd)  # (T, heads + kv, hd)
+    qk = apply_rope(qk, *rope)  # queries and keys rotated in one call
+    values = qkv[:, (n_heads + n_kv) * hd :].view(n_new, n_kv, hd)
+    return qk[:, :n_heads].transpose(0, 1), qk[:, n_heads:].transpose(0, 1), values.transpose(0, 1)
+
+
+def attend(
+    queries: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None, scale: float
+) -> Tensor:
+    """Grouped-query attention of queries (heads, T, hd) over keys, values (kv_heads, S, hd)
+    (kv head j serves heads / kv_heads query heads); mask (T, S) bool or None → (heads, T, hd)."""
+    out: Tensor = F.scaled_dot_product_attention(
+        queries[None], keys[None], values[None], attn_mask=mask, scale=scale, enable_gqa=True
+    )[0]
+    return out
+
+
+def finish_layer(w: LeanLayer, x: Tensor, attended: Tensor, eps: float) -> Tensor:
+    """The layer's output (T, H): x plus the projected attention attended (heads, T, hd), then
+    plus the MLP of that."""
+    x = x + w.o(attended.transpose(0, 1).reshape(x.shape[0], -1))
+    gate, up = w.gate_up(_rms_norm(x, w.norm_mlp, eps)).chunk(2, -1)
+    return x + w.down(F.silu(gate) * up)

@@ -17,8 +17,10 @@ from specviz.batch.drafters import build_batch_drafter
 from specviz.batch.routed import RoutedDrafter
 from specviz.core.config import SamplingConfig, SpeculationConfig
 from specviz.core.decoding import SpeculativeDecoder
-from specviz.core.events import EMITTING, Event, Finished, Prefill
+from specviz.core.events import EMITTING, Event, Finished, Prefill, RoundSummary, SuffixLookup
+from specviz.drafters.options import DrafterOptions
 from specviz.drafters.registry import build_drafter
+from specviz.drafters.suffix.memory import SuffixMemory
 
 from ..conftest import PairFactory
 
@@ -157,3 +159,40 @@ def test_rows_of_different_drafters_and_gammas_share_one_batch(pair: PairFactory
         expected = alone(target, draft, names[i], ask, gamma=gammas[i])
         assert tokens(events, rows[i]) == expected, (names[i], i)
     assert not drafter.parts and not drafter.names  # every drafter let go with its last row
+
+
+def test_suffix_rows_share_one_memory_learn_from_finished_rows_and_explain(
+    pair: PairFactory,
+) -> None:
+    """Suffix decoding in a batch: every row reads one memory, each row run to its end is
+    remembered (prompt then output, as a decode alone remembers it) and a row that leaves is
+    not; each round that drafts says how (a SuffixLookup of its row). Greedy rows write what
+    they write alone; the sampled rows' law is tests/batch/test_law.py's."""
+    target, draft = pair("llama")
+    memory = SuffixMemory(prompts=True)
+    options = DrafterOptions(memory=memory, explain=True)
+    drafter = build_batch_drafter("suffix", target=target, draft=None, options=options)
+    decoder = BatchSpeculativeDecoder(
+        target, drafter, [], sampling=SamplingConfig(), speculation=SpeculationConfig(gamma=GAMMA)
+    )
+    rows, events = serve(decoder, ASKS)
+    for i in (0, 4):  # the greedy ones
+        assert tokens(events, rows[i]) == alone(target, draft, "suffix", ASKS[i]), i
+    assert any(e.proposed for e in events if isinstance(e, RoundSummary))  # suffixes drafted
+    ended = [e.row for e in events if isinstance(e, Finished)]
+    written = [tuple(ASKS[rows_of(rows, r)].prompt) + tuple(tokens(events, r)) for r in ended]
+    assert memory.requests == tuple(written)  # in the order they ended
+    for r in rows.values():
+        drafting = [e.round for e in events if isinstance(e, RoundSummary) and e.row == r]
+        explained = [e.round for e in events if isinstance(e, SuffixLookup) and e.row == r]
+        assert explained == drafting[: len(explained)] and len(explained) >= len(drafting) - 1
+    left = decoder.join([3, 4, 5], sampling=SamplingConfig(), max_new_tokens=20, seed=0)
+    list(decoder.advance())
+    decoder.leave(left)
+    list(decoder.advance())
+    assert decoder.rows == 0 and len(memory.requests) == len(ASKS)  # the cancelled one: not kept
+
+
+def rows_of(rows: dict[int, int], row: int) -> int:
+    """The ask whose request is row."""
+    return next(i for i, r in rows.items() if r == row)

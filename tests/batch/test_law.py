@@ -130,22 +130,25 @@ def test_each_batch_mutant_is_rejected(toy: Pair, mutant: BatchMutant) -> None:
         assert all(r.name.split(": ")[1].startswith("rows ") for r in results if r.reject)
 
 
-def test_ngram_batch_drafter_passes_and_its_cache_mixup_is_caught(toy: Pair) -> None:
+@pytest.mark.parametrize("name", ["ngram", "suffix"])
+def test_lookup_batch_drafter_passes_and_its_cache_mixup_is_caught(toy: Pair, name: str) -> None:
+    """A drafter without a model (n-gram lookup; suffix decoding, its rows sharing one memory
+    that every finished row feeds) in a batch: exact, and the cache mix-up is caught."""
     target, draft = toy
-    config = Config("gamma=4 T=1", (REPEATING_PROMPT, REPEATING_PROMPT[3:]), 300)
+    config = Config("gamma=4 T=1", (REPEATING_PROMPT, REPEATING_PROMPT[5:]), 300)
 
-    def ngram() -> BatchDrafter:
-        return build_batch_drafter("ngram", target=target, draft=None)
+    def lookup_drafter() -> BatchDrafter:
+        return build_batch_drafter(name, target=target, draft=None)
 
-    exact = _check(target, draft, config, make_drafter=ngram)
+    exact = _check(target, draft, config, make_drafter=lookup_drafter)
     assert not _failed(exact), _failed(exact)
-    broken = _check(target, draft, config, CACHE_CUT_TO_OTHER_ROW, make_drafter=ngram)
+    broken = _check(target, draft, config, CACHE_CUT_TO_OTHER_ROW, make_drafter=lookup_drafter)
     assert _best_power(broken, "vs exact law") >= 0.99, _failed(broken)
     prompts = [list(p) for p in config.prompts]
     setting = SETTINGS[config.setting]
     decoder = BatchSpeculativeDecoder(
         target,
-        ngram(),
+        lookup_drafter(),
         prompts,
         sampling=setting.sampling,
         speculation=setting.speculation,

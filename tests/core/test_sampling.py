@@ -48,6 +48,27 @@ def test_top_p_keeps_smallest_set_reaching_mass() -> None:
     assert logits_to_probs(logits, SamplingConfig(top_p=0.1)).tolist() == [1.0, 0.0, 0.0, 0.0]
 
 
+def full_sort_nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """top-p by sorting the whole vocabulary: the reference for the partial sort."""
+    ordered, order = probs.sort(dim=-1, descending=True)
+    ordered = ordered.masked_fill(ordered.cumsum(-1) - ordered >= top_p, 0.0)
+    kept = torch.zeros_like(probs).scatter_(-1, order, ordered)
+    return kept / kept.sum(-1, keepdim=True)
+
+
+def test_top_p_sorting_the_likeliest_only_keeps_what_a_full_sort_keeps() -> None:
+    """Flat and peaked rows of a 49k vocabulary (the kept set from one token to thousands) and
+    a top_p of 1 - 1e-9 (nearly the whole vocabulary): the same tokens, the same mass."""
+    gen = torch.Generator().manual_seed(0)
+    for spread in (0.1, 1.0, 3.0, 8.0):
+        logits = torch.randn(4, 49152, generator=gen, dtype=torch.float64) * spread
+        for top_p in (0.05, 0.5, 0.9, 0.99, 1 - 1e-9):
+            got = logits_to_probs(logits, SamplingConfig(top_p=top_p))
+            want = full_sort_nucleus(torch.softmax(logits, -1), top_p)
+            assert torch.equal(got > 0, want > 0), (spread, top_p)
+            torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-15)
+
+
 def test_top_k_then_top_p_and_temperature_compose() -> None:
     cfg = SamplingConfig(temperature=2.0, top_k=3, top_p=0.8)
     probs = logits_to_probs(LOGITS, cfg)

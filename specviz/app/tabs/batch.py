@@ -25,6 +25,7 @@ from specviz.app.views.page import BATCH_INTRO
 from specviz.app.views.panels import status_html
 from specviz.app.wiring import callback
 from specviz.batch.api import batch_prompts, speculative_stream_batch
+from specviz.batch.cache import BatchCache
 from specviz.batch.drafters import build_batch_drafter
 from specviz.checks import check_pair, check_prompt
 from specviz.core.config import SamplingConfig, SpeculationConfig
@@ -126,9 +127,10 @@ class BatchRequest:
         )
 
 
-def start(req: BatchRequest, pair: ModelPair) -> BatchRun:
+def start(req: BatchRequest, pair: ModelPair, cache: BatchCache | None = None) -> BatchRun:
     """Validate every prompt against the models, build the batched drafter and return a run
-    whose events have not started (each prompt through the chat template unless raw)."""
+    whose events have not started (each prompt through the chat template unless raw); cache:
+    the target's empty batch cache (None: specviz.batch.cache.batch_cache's)."""
     max_new = req.speculation.max_new_tokens
     texts = [prompt_ids(pair.tokenizer, p, raw=req.raw) for p in req.prompts]
     ids = batch_prompts(pair.target, pair.tokenizer, texts, max_new)
@@ -147,6 +149,7 @@ def start(req: BatchRequest, pair: ModelPair) -> BatchRun:
         ids,
         sampling=req.sampling,
         speculation=req.speculation,
+        cache=cache,
     )
     return BatchRun(
         stream=stream,
@@ -238,7 +241,7 @@ class BatchTab:
         end: eight long rows are a lot to redraw); any error shows in the status line."""
 
         def work(pair: ModelPair) -> Iterator[list[Any]]:
-            run, drawn = start(req, pair), 0.0
+            run, drawn = start(req, pair, self.session.target_batch_cache(pair)), 0.0
             for r in run.run_to_end():
                 if r.done or time.monotonic() - drawn >= REDRAW_SECONDS:
                     yield outputs(status(r), r)

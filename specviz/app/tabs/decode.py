@@ -20,7 +20,7 @@ import gradio as gr
 
 from specviz.api import autoregressive_stream, speculative_stream, stop_ids
 from specviz.app import views
-from specviz.app.drafting import for_pair, make_drafter, tree_rule
+from specviz.app.drafting import app_options, for_pair, make_drafter, tree_rule
 from specviz.app.lanes import BatchLane, RowRequest, SoloLane
 from specviz.app.scheduler import Job
 from specviz.app.session import NO_PROGRESS, Session, decoder
@@ -42,6 +42,8 @@ Stream = Iterator[Event]
 PLOT_EVERY = 4  # while streaming a full decode, redraw the plots every this many rounds,
 PLOT_SECONDS = 1.0  # and at most once a second per request decoding (a figure costs more than
 # the rest of a view, and every session's figures share the CPU with the decodes)
+VIEW_SECONDS = 0.1  # the view itself, while requests share the decoder: at most every this
+# many seconds per request decoding, after the first round (each view holds the CPU)
 
 
 class DecodeTab:
@@ -130,7 +132,7 @@ class DecodeTab:
         stop = frozenset(stop_ids(p.target, p.tokenizer))
 
         def lane() -> BatchLane:
-            return BatchLane(p.target, stop)
+            return BatchLane(p.target, stop, self.session.target_batch_cache(p))
 
         request = RowRequest(
             ids=ids,
@@ -140,6 +142,7 @@ class DecodeTab:
             drafter=s.drafter,
             draft=p.draft,
             draft_name=s.draft,
+            options=app_options(s, self.session.heads, self.session.memory),
         )
         group = ("batch", s.target, s.dtype)  # every batched drafter and γ on this target
         return Job(group=group, make_lane=lane, request=request)
@@ -206,12 +209,18 @@ class DecodeTab:
         shown), then stream the view after every round of its row."""
 
         def work(p: ModelPair, events: Stream) -> Iterator[list[Any]]:
-            drawn = -PLOT_SECONDS  # when the plots were last drawn
+            drawn = shown = -PLOT_SECONDS  # when the plots, and the view, were last drawn
             for r in self.run_of(for_pair(s, p), p, events).run_to_end():
-                wait = PLOT_SECONDS * max(1, self.session.scheduler.rows)  # a busy app: less often
-                due = len(r.rounds) % PLOT_EVERY == 1 and time.monotonic() - drawn >= wait
-                if r.done or due:
-                    drawn = time.monotonic()
+                busy, now = (
+                    max(1, self.session.scheduler.rows),
+                    time.monotonic(),
+                )  # busy: less often
+                due = len(r.rounds) % PLOT_EVERY == 1 and now - drawn >= PLOT_SECONDS * busy
+                alone = busy == 1 or len(r.rounds) <= 1  # every round while none shares it
+                if not (r.done or due or alone or now - shown >= VIEW_SECONDS * busy):
+                    continue
+                drawn = now if r.done or due else drawn
+                shown = now
                 yield self.render(r, plots=r.done or due)
 
         yield from self.session.serve(s, self.show(), lambda p: self.job(s, p), work, self.fail)
