@@ -3,10 +3,11 @@
     python benchmarks/app_load.py                      # 1, 2, 4 and 8 users, the bundled pair
     python benchmarks/app_load.py --users 2 --requests 2 --target DIR --draft DIR --out F.json
 
-For each number of users it runs the app's scheduler twice, in the same process and one after
-the other: with shared batches (the app's default admission) and one request at a time, every
-request decoded alone (`specviz app --rows 1 --queue 16 --no-batch`: the app before it shared
-batches, which queued 16 requests).
+For each number of torch threads (`specviz app --threads`: 1, the default, and 2, both cores
+of the 2-core machine) and each number of users it runs the app's scheduler twice, in the same
+process and one after the other: with shared batches (the app's default admission) and one
+request at a time, every request decoded alone (`specviz app --rows 1 --queue 16 --no-batch`:
+the app before it shared batches, which queued 16 requests).
 Each request goes through the Generate handler, the page's views included, as a browser's
 would. The requests are mixed: 16 or 64 new tokens; the default drafter, the trimmed draft
 model, n-gram lookup, and suffix decoding (which decodes in a lane of its own); T = 0, 0.7 with
@@ -165,12 +166,15 @@ def main() -> None:
         "--users", default="1,2,4,8", help="numbers of users (default: %(default)s)"
     )
     parser.add_argument("--requests", type=int, default=4, help="requests per user (default: 4)")
+    parser.add_argument(
+        "--threads", default="1,2", help="torch threads to run at (default: %(default)s)"
+    )
     parser.add_argument("--target", default="bundled")
     parser.add_argument("--draft", default="bundled")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     users = [int(u) for u in args.users.split(",")]
-    torch.set_num_threads(1)
+    threads = [int(t) for t in args.threads.split(",")]
     pair = {"target": args.target, "draft": args.draft, "dtype": "float32"}
     modes = {
         "shared batches": Admission.of(),
@@ -180,16 +184,19 @@ def main() -> None:
     for app in apps.values():  # load and warm each: one request by itself
         one_request(app, requests_of(0, 1, pair)[0])
     rows = []
-    for count in users:
-        for name, app in apps.items():
-            row = {"users": count, "mode": name, "rows": app.session.scheduler.admission.rows}
-            rows.append(row | run_users(app, count, args.requests, pair))
-            print(json.dumps(rows[-1]), flush=True)
+    for n in threads:
+        torch.set_num_threads(n)
+        for count in users:
+            for name, app in apps.items():
+                row = {"threads": n, "users": count, "mode": name}
+                row["rows"] = app.session.scheduler.admission.rows
+                rows.append(row | run_users(app, count, args.requests, pair))
+                print(json.dumps(rows[-1]), flush=True)
     command = "python benchmarks/app_load.py " + " ".join(
         f"--{k} {v}" for k, v in vars(args).items() if k != "out"
     )
     meta = {"command": command, "machine": platform.processor() or platform.machine()}
-    meta |= {"threads": torch.get_num_threads(), "cpus": os.cpu_count()}
+    meta |= {"cpus": os.cpu_count()}
     args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
 
 

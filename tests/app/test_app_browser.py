@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from specviz.app import scheduler as scheduler_module
 from specviz.app import session
 from specviz.app.main import SpecVizApp
 from specviz.app.session import PairCache
@@ -405,3 +406,27 @@ def test_a_second_suffix_request_drafts_from_memory_and_clear_memory_empties_it(
     detail.screenshot(path=str(SCREENSHOT.with_name("app-round-detail.png")))
     page.locator("#sv-clear-memory").click()
     memory.locator("text=empty").wait_for()
+
+
+def test_stop_cancels_a_generate_and_frees_its_row(
+    page: Any, served: tuple[SpecVizApp, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stop sits beside Generate at 1366×768; pressed while a decode streams (its rounds slowed
+    to 0.3 s, so that it is still running), it says so in the status line, the stream stops
+    growing and the scheduler's row is freed."""
+    monkeypatch.setattr(scheduler_module, "YIELD_SECONDS", 0.3)
+    set_inputs(page)
+    page.locator("#sv-generate").click()
+    page.wait_for_selector("#sv-status:has-text('running')")
+    assert in_viewport(page, "#sv-stop") and in_viewport(page, "#sv-generate")
+    page.locator("#sv-stop").click()
+    page.wait_for_selector("#sv-status:has-text('stopped: the decode was cancelled')")
+    scheduler = served[0].session.scheduler
+    deadline = time.monotonic() + 10
+    while scheduler.rows and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert scheduler.rows == 0  # the row left at a round boundary
+    tokens = page.locator("#sv-stream .sv-tok").count()
+    time.sleep(1.0)
+    assert page.locator("#sv-stream .sv-tok").count() == tokens  # nothing streams after Stop
+    assert "finished" not in page.locator("#sv-status").inner_text()

@@ -11,7 +11,8 @@ from specviz.results.table import markdown_table
 from tools.report.saved import Saved
 
 LOAD_FILE = ("app", "app-load.json")  # under the results folder
-HEADER = ["users", "scheduler", "answered", "messages", "greedy = alone", "p50 s", "p95 s"]
+HEADER = ["threads", "users", "scheduler", "answered", "messages", "greedy = alone"]
+HEADER += ["p50 s", "p95 s"]
 HEADER += ["first token p50 s"]
 HEADER += ["first token p95 s", "tokens/s served", "RSS MB"]
 
@@ -34,4 +35,5 @@ def _row(r: dict[str, Any]) -> list[str]:
     served, rss = f"{r['tokens_per_second']:.1f}", f"{r['rss_mb']:.0f}"
     greedy = f"{r['greedy_same']} of {r['greedy']}"
     counts = [str(r["answered"]), str(r["messages"]), greedy]
-    return [str(r["users"]), mode, *counts, *times, served, rss]
+    threads = str(r.get("threads", 1))  # runs saved before the study varied them ran at 1
+    return [threads, str(r["users"]), mode, *counts, *times, served, rss]

@@ -258,6 +258,12 @@ class DecodeTab:
         yield from self.session.decode(s, self.show(RACE), work, lambda err: self.fail(err, RACE))
 
     @staticmethod
+    def stopped() -> str:
+        """The status line after Stop: the decode is cancelled, its row freed at the next round
+        boundary (what it streamed stays on the page)."""
+        return views.status_html("stopped: the decode was cancelled; Generate starts it again")
+
+    @staticmethod
     def inspect(run: views.Run | None, index: Any) -> list[Any]:
         """Inspector panel and residual chart for the token at index."""
         try:
@@ -352,7 +358,7 @@ class DecodeTab:
         for decoded in decodes:  # then the latest round's detail, and the memory it fed
             decoded.then(self.after_decode, w.run, [w.round_detail, w.memory], api_name=NO_API)
         stoppable: list[dict[str, Any]] = [*decodes]  # Gradio's events are dicts
-        w.stop.click(None, None, None, cancels=stoppable, api_name=NO_API)  # frees the row
+        w.stop.click(self.stopped, None, w.status, cancels=stoppable, api_name=NO_API)
         w.clear_memory.click(self.clear_memory, None, w.memory, api_name="clear_memory")
         tree_in, tree_out = [w.run, w.tree_round, w.tree_node], [w.tree, w.tree_inspector]
         w.tree_round.submit(self.tree_view, tree_in, tree_out, api_name="tree")
