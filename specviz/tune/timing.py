@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
-from specviz.batch.cache import BatchKVCache
+from specviz.batch.cache import batch_cache
 from specviz.core.cache import CachedForward, KVCache, forward_kwargs
 from specviz.core.decoding import clock
 from specviz.core.drafter import Drafter, SharesTargetCache
@@ -218,18 +218,21 @@ def batch_pass_timings(
     warmup: int = 2,
 ) -> list[dict[str, Any]]:
     """Per batch size B: the target (TARGET) over B rows of 1 token and of each width in
-    widths, and each drafting model (by name) over B rows of 1 token, through the batched cache
-    after the first B prompts (all but their last token) are cached. A row's tokens are its
+    widths, and each drafting model (by name) over B rows of 1 token, through the batch
+    decoders' cache (specviz.batch.cache.batch_cache) after the first B prompts (all but their
+    last token) are cached. A row's tokens are its
     last prompt token, then prompt tokens again (a pass's cost does not depend on which tokens
     it scores). Each a dict: batch_size, model, tokens_per_row, seconds."""
     if max(batch_sizes) > len(prompts):
         raise ValueError(f"{len(prompts)} prompts cannot fill a batch of {max(batch_sizes)}")
     out: list[dict[str, Any]] = []
+    models = {TARGET: target, **drafting}
+    kinds = {name: batch_cache(model) for name, model in models.items()}  # lean weights fused once
     for size in batch_sizes:
         rows = [list(p) for p in prompts[:size]]
-        models = {TARGET: target, **drafting}
-        caches = {name: BatchKVCache(model, size) for name, model in models.items()}
+        caches = {name: kind.empty() for name, kind in kinds.items()}
         for cache in caches.values():
+            cache.add_rows(size)
             if any(len(p) > 1 for p in rows):
                 cache.forward([p[:-1] for p in rows], keep=1)
         shapes = [(TARGET, w) for w in dict.fromkeys([1, *widths])] + [(d, 1) for d in drafting]
