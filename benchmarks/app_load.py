@@ -4,10 +4,10 @@
     python benchmarks/app_load.py --users 2 --requests 2 --target DIR --draft DIR --out F.json
 
 For each number of torch threads (`specviz app --threads`: 1, the default, and 2, both cores
-of the 2-core machine) and each number of users it runs the app's scheduler twice, in the same
-process and one after the other: with shared batches (the app's default admission) and one
-request at a time, every request decoded alone (`specviz app --rows 1 --queue 16 --no-batch`:
-the app before it shared batches, which queued 16 requests).
+of the 2-core machine; each in a process of its own) and each number of users it runs the
+app's scheduler twice, in the same process and one after the other: with shared batches (the
+app's default admission) and one request at a time, every request decoded alone (`specviz app
+--rows 1 --queue 16 --no-batch`: the app before it shared batches, which queued 16 requests).
 Each request goes through the Generate handler, the page's views included, as a browser's
 would. The requests are mixed: 16 or 64 new tokens; the default drafter, the trimmed draft
 model, n-gram lookup, and suffix decoding (which decodes in a lane of its own); T = 0, 0.7 with
@@ -31,6 +31,9 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -158,6 +161,39 @@ def percentile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, max(0, round(q * len(values) + 0.5) - 1))]
 
 
+def measure(args: argparse.Namespace, threads: int) -> list[dict[str, Any]]:
+    """Both apps, loaded and warmed in this process at `threads` torch threads; a row per users
+    count and app."""
+    torch.set_num_threads(threads)
+    pair = {"target": args.target, "draft": args.draft, "dtype": "float32"}
+    modes = {
+        "shared batches": Admission.of(),
+        "one at a time": Admission.of(rows=1, queue=16, batch=False),  # the old app's queue
+    }
+    apps = {name: SpecVizApp(args.target, args.draft, admission=a) for name, a in modes.items()}
+    for app in apps.values():  # load and warm each: one request by itself
+        one_request(app, requests_of(0, 1, pair)[0])
+    rows = []
+    for count in [int(u) for u in args.users.split(",")]:
+        for name, app in apps.items():
+            row = {"threads": threads, "users": count, "mode": name}
+            row["rows"] = app.session.scheduler.admission.rows
+            rows.append(row | run_users(app, count, args.requests, pair))
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def in_own_process(args: argparse.Namespace, threads: int) -> list[dict[str, Any]]:
+    """measure's rows at `threads` torch threads, run by this script in a process of its own."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "part.json"
+        argv = [sys.executable, __file__, "--users", args.users, "--requests", str(args.requests)]
+        argv += ["--threads", str(threads), "--target", args.target, "--draft", args.draft]
+        subprocess.run([*argv, "--out", str(out)], check=True)
+        rows: list[dict[str, Any]] = json.loads(out.read_text())["rows"]
+        return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -173,29 +209,16 @@ def main() -> None:
     parser.add_argument("--draft", default="bundled")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
-    users = [int(u) for u in args.users.split(",")]
     threads = [int(t) for t in args.threads.split(",")]
-    pair = {"target": args.target, "draft": args.draft, "dtype": "float32"}
-    modes = {
-        "shared batches": Admission.of(),
-        "one at a time": Admission.of(rows=1, queue=16, batch=False),  # the old app's queue
-    }
-    apps = {name: SpecVizApp(args.target, args.draft, admission=a) for name, a in modes.items()}
-    for app in apps.values():  # load and warm each: one request by itself
-        one_request(app, requests_of(0, 1, pair)[0])
-    rows = []
-    for n in threads:
-        torch.set_num_threads(n)
-        for count in users:
-            for name, app in apps.items():
-                row = {"threads": n, "users": count, "mode": name}
-                row["rows"] = app.session.scheduler.admission.rows
-                rows.append(row | run_users(app, count, args.requests, pair))
-                print(json.dumps(rows[-1]), flush=True)
+    if len(threads) == 1:
+        rows = measure(args, threads[0])
+    else:  # each thread count in a process of its own: torch sizes its thread pool once
+        rows = [row for n in threads for row in in_own_process(args, n)]
     command = "python benchmarks/app_load.py " + " ".join(
         f"--{k} {v}" for k, v in vars(args).items() if k != "out"
     )
-    meta = {"command": command, "machine": platform.processor() or platform.machine()}
+    meta: dict[str, Any] = {"command": command}
+    meta |= {"machine": platform.processor() or platform.machine()}
     meta |= {"cpus": os.cpu_count()}
     args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
 
