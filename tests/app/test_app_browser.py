@@ -412,21 +412,23 @@ def test_stop_cancels_a_generate_and_frees_its_row(
     page: Any, served: tuple[SpecVizApp, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Stop sits beside Generate at 1366×768; pressed while a decode streams (its rounds slowed
-    to 0.3 s, so that it is still running), it says so in the status line, the stream stops
-    growing and the scheduler's row is freed."""
+    to 0.3 s, so that it is still running), the scheduler's row is freed, the stream stops
+    growing, the decode never finishes, and the status line says it was stopped."""
     monkeypatch.setattr(scheduler_module, "YIELD_SECONDS", 0.3)
     set_inputs(page)
+    page.evaluate(RECORD_STATUS)  # every text the status line shows, recorded by the page itself
     page.locator("#sv-generate").click()
     page.wait_for_selector("#sv-status:has-text('running')")
     assert in_viewport(page, "#sv-stop") and in_viewport(page, "#sv-generate")
     page.locator("#sv-stop").click()
-    page.wait_for_selector("#sv-status:has-text('stopped: the decode was cancelled')")
     scheduler = served[0].session.scheduler
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while scheduler.rows and time.monotonic() < deadline:
         time.sleep(0.1)
     assert scheduler.rows == 0  # the row left at a round boundary
     tokens = page.locator("#sv-stream .sv-tok").count()
-    time.sleep(1.0)
+    time.sleep(2.0)
     assert page.locator("#sv-stream .sv-tok").count() == tokens  # nothing streams after Stop
-    assert "finished" not in page.locator("#sv-status").inner_text()
+    seen: list[str] = page.evaluate("window.svSeen")
+    assert not any("finished" in text for text in seen), seen  # 24 tokens take 8+ slow rounds
+    assert any("stopped: the decode was cancelled" in text for text in seen), seen

@@ -358,7 +358,9 @@ class DecodeTab:
         for decoded in decodes:  # then the latest round's detail, and the memory it fed
             decoded.then(self.after_decode, w.run, [w.round_detail, w.memory], api_name=NO_API)
         stoppable: list[dict[str, Any]] = [*decodes]  # Gradio's events are dicts
-        w.stop.click(self.stopped, None, w.status, cancels=stoppable, api_name=NO_API)
+        w.stop.click(  # unqueued: it answers at once, however busy the decodes keep the queue
+            self.stopped, None, w.status, cancels=stoppable, api_name=NO_API, queue=False
+        )
         w.clear_memory.click(self.clear_memory, None, w.memory, api_name="clear_memory")
         tree_in, tree_out = [w.run, w.tree_round, w.tree_node], [w.tree, w.tree_inspector]
         w.tree_round.submit(self.tree_view, tree_in, tree_out, api_name="tree")
