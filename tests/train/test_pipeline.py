@@ -45,6 +45,12 @@ def test_the_pipeline_makes_data_trains_evaluates_and_exports(tmp_path: Path) ->
     assert (tmp_path / "out" / "head" / "curve.jsonl").read_text().count("\n") == 2  # no repeat
 
 
+def test_a_short_budget_makes_a_held_out_and_a_training_shard_first() -> None:
+    order = PipelineConfig(shards=90).order()
+    assert order[:4] == [7, 0, 47, 87] and sorted(order) == list(range(90))
+    assert order[4:] == [i for i in range(1, 90) if i % 40 != 7]
+
+
 def test_bad_sizes_say_what_to_change() -> None:
     with pytest.raises(ValueError, match="no held-out shard"):
         PipelineConfig(shards=5)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -218,7 +218,7 @@ def _entry(ids_file: Path, feat_path: Path, ids: Record, seconds: float, made: s
 
 def run_regen(
     cfg: RegenConfig,
-    shards: range,
+    shards: Sequence[int],
     ids_dir: Path,
     seconds: float | None,
     threads: int,
@@ -263,8 +263,8 @@ def run_regen(
         else:
             pool = pool if pool is not None else prompt_pool(cfg)
             if index * cfg.per_shard >= len(pool):
-                LOG.info("prompt pool used up at shard %d", index)
-                break
+                LOG.info("prompt pool used up: no shard %d", index)
+                continue
             made_ids = sorted(map(shard_index, ids_dir.glob("ids_*.json.gz")))
             answered = shard_prompts(ids_dir, made_ids)  # read again: workers add shards
             ids, feats = make_shard(index, cfg, model, tokenizer, pool, answered)

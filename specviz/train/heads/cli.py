@@ -327,9 +327,12 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     check_device(args.device)
     target, tokenizer = load_target(args.threads)
     out = Path(args.out) if args.out else work_dir() / "heads-all"
-    return run_pipeline(
-        cfg, target.to(args.device), tokenizer, Path(args.ids), out, fill=ranking(RANKING)
-    )
+    try:
+        return run_pipeline(
+            cfg, target.to(args.device), tokenizer, Path(args.ids), out, fill=ranking(RANKING)
+        )
+    except (ValueError, FileNotFoundError) as err:
+        raise SystemExit(f"heads all: {err}") from None
 
 
 def run_export(args: argparse.Namespace) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 For a machine with a GPU: ``python -m specviz.train heads all --device cuda --minutes 10``.
 
-1. Data (``specviz.train.data.regen``): shards 0 .. shards - 1 of the target's own answers. A shard
+1. Data (``specviz.train.data.regen``): shards 0 .. shards - 1 of the target's own answers, the
+   held-out ones early (so that a budget spent early still trains and evaluates). A shard
    whose token ids are already in the ids folder (``data/heads/answers`` ships many) is rescored
    in one teacher-forced pass; the others are generated, `batch` rows at once. Features and the
    manifest go to out/regen.
@@ -30,6 +31,7 @@ from typing import Any
 from torch import Tensor
 
 from specviz.train.data.regen import RegenConfig, run_regen
+from specviz.train.data.stream import is_held_out
 from specviz.train.heads.eagle import EagleConfig, run_eagle
 
 
@@ -44,6 +46,17 @@ class PipelineConfig:
     regen: RegenConfig = field(default_factory=lambda: RegenConfig(batch=64))
     eagle: EagleConfig = field(default_factory=EagleConfig)
 
+    def _held_out(self, index: int) -> bool:
+        return is_held_out(index, self.regen.val_every, self.regen.val_shard)
+
+    def order(self) -> list[int]:
+        """Shards 0 .. shards - 1 in the order made: the first held-out and the first training
+        shard, then the other held-out ones, then the rest, so a short budget still trains and
+        evaluates."""
+        held_out = [i for i in range(self.shards) if self._held_out(i)]
+        training = [i for i in range(self.shards) if not self._held_out(i)]
+        return held_out[:1] + training[:1] + held_out[1:] + training[1:]
+
     def __post_init__(self) -> None:
         if self.shards < 2 or self.steps < 1:
             raise ValueError(
@@ -54,8 +67,7 @@ class PipelineConfig:
                 f"minutes must be > 0 and data_share in (0, 1) (got {self.minutes}, "
                 f"{self.data_share})"
             )
-        held_out = any(i % self.regen.val_every == self.regen.val_shard for i in range(self.shards))
-        if not held_out:
+        if not any(self._held_out(i) for i in range(self.shards)):
             raise ValueError(
                 f"shards 0..{self.shards - 1} hold no held-out shard (index % "
                 f"{self.regen.val_every} == {self.regen.val_shard}): make more shards"
@@ -83,7 +95,7 @@ def run_pipeline(
     regen_out = out_dir / "regen"
     manifest = run_regen(
         cfg.regen,
-        range(cfg.shards),
+        cfg.order(),
         ids_dir,
         budget * cfg.data_share,
         0,
@@ -97,7 +109,8 @@ def run_pipeline(
     head_dir = out_dir / "head"
     left = max(budget - data_seconds, 1.0)
     progress = run_eagle(h, target, stream, head_dir, cfg.steps, left, fill, final_eval=True)
-    rows = (head_dir / "curve.jsonl").read_text(encoding="utf-8").splitlines()
+    curve = head_dir / "curve.jsonl"
+    rows = curve.read_text(encoding="utf-8").splitlines() if curve.is_file() else []
     shards = manifest["shards"].values()
     summary = {
         "data": {
