@@ -53,6 +53,10 @@ def test_an_exported_head_is_scored_on_the_held_out_set_as_training_scored_it(
         10, summary["trained_positions"], trained["eval_positions"], "tv"
     )  # fmt: skip
     assert row["vocab"] == summary["draft_vocab"]["size"]
+    about = json.loads((exported / "eagle3.json").read_text())
+    about["config"]["device"] = "cuda:7"  # trained on a GPU: scored where the target is
+    (exported / "eagle3.json").write_text(json.dumps(about))
+    assert score_exported([exported], model, stream) == [row]
     for d in range(1, 6):  # the exported weights are bf16: close to the run's own reading
         assert row[f"alpha_{d}"] == pytest.approx(trained[f"alpha_{d}"], abs=0.02)
     monkeypatch.setattr("specviz.train.heads.cli.load_target", lambda threads: (model, None))

@@ -31,7 +31,8 @@ def score_exported(folders: list[Path], target: Any, stream: StreamConfig) -> li
         head, state, _ = warm_start(folder, target)
         saved = json.loads((folder / "eagle3.json").read_text(encoding="utf-8"))["config"]
         fields = EagleConfig.__dataclass_fields__
-        cfg = EagleConfig(**{k: v for k, v in saved.items() if k in fields})
+        kept = {k: v for k, v in saved.items() if k in fields}
+        cfg = EagleConfig(**kept | {"device": str(target.device)})  # where it scores, not trained
         trainer = EagleTrainer(cfg, target, head.vocab.cpu())
         trainer.head.load_state_dict(head.state_dict())
         key = (cfg.eval_sequences, cfg.max_len)
