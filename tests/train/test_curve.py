@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from specviz.train.data.curve import comparable, per_doubling, plateau, read_curve
-from tools.report.curve import curve_figure, heads_curve, heads_replay
+from tools.report.curve import curve_figure, heads_curve, heads_gpu, heads_replay
 from tools.report.saved import Saved
 
 
@@ -107,6 +107,35 @@ def test_the_replay_table_compares_the_arms_at_their_last_shared_step(tmp_path: 
     assert "at step 10, α₁…α₅: +0.0500, +0.0500" in text
     (folder / "off-curve.jsonl").write_text(json.dumps(_row(7, 7.0, 0.4)) + "\n")
     assert "share no evaluated step" in "\n".join(heads_replay(saved, folder))
+
+
+def test_the_gpu_table_pairs_the_heads_request_by_request(tmp_path: Path) -> None:
+    saved = Saved(tmp_path)
+    assert "not there yet" in "\n".join(heads_gpu(saved, tmp_path / "gpu"))
+    folder = tmp_path / "gpu"
+    folder.mkdir()
+    (folder / "curve.jsonl").write_text(json.dumps(_row(500, 0.01, 0.36)) + "\n")
+    summary = {"data": {"shards": 3, "positions": 900, "seconds": 5.0}, "seconds": 9.0}
+    summary["training"] = {"step": 500, "elapsed": 4.0}
+    (folder / "summary.json").write_text(json.dumps(summary))
+    rows = {"shipped": _row(900, 2.0, 0.40), "gpu": _row(500, 0.01, 0.36)}
+    scored = {"pipeline": "PIPE", "machine": "GPU", "command": "SCORE", "rows": rows}
+    (folder / "scored.json").write_text(json.dumps(scored))
+    runs = [((4, 2), (6, 2)), ((4, 2), (2, 2)), ((3, 3), (6, 3))]  # +1, -1, +1 tokens a round
+    decode = {"command": "BENCH", "rows": []}
+    for i, (a, b) in enumerate(runs):
+        run = {"request": f"r{i}", "drafter": "eagle", "temperature": 0.0}
+        run |= {
+            "shipped": {"tokens": a[0], "rounds": a[1]},
+            "gpu": {"tokens": b[0], "rounds": b[1]},
+        }
+        decode["rows"].append(run)
+    (folder / "decode.json").write_text(json.dumps(decode))
+    text = "\n".join(heads_gpu(saved, folder))
+    assert "| **shipped**, scored again | 900 |" in text and "| GPU run, step 500 | 500 |" in text
+    assert "`PIPE` on GPU: 3 shards rescored (900 positions) in 5 s, 500 steps in 4 s" in text
+    assert "| eagle | 0 | 3 | 1.571 | 2.000 | 2 | 1 |" in text  # 11/7 against 14/7
+    assert "+0.333 ± 0.667 (mean ± standard error, 3 requests)" in text
 
 
 def test_a_bad_row_is_named(tmp_path: Path) -> None:

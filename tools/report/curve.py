@@ -8,6 +8,7 @@ results as CURVE_FIGURE.
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -203,3 +204,81 @@ def heads_vocab(saved: Saved, path: Path = VOCAB, cut: Path = VOCAB_CUT) -> list
     step = next(iter(scored.values()), {}).get("step")
     note = f"α: the step-{step} snapshot on the held-out set's answer positions." if step else ""
     return [*markdown_table(head, body), *(["", note] if note else [])]
+
+
+GPU_RUN = ROOT / "data" / "heads" / "gpu"  # heads all on a GPU: summary, curve, scored
+
+
+def heads_gpu(saved: Saved, folder: Path = GPU_RUN) -> list[str]:
+    """The whole pipeline on one GPU (heads all --device cuda): its held-out curve, then its head
+    and the shipped one (the CPU run's) scored again on one held-out set (heads score)."""
+    paths = [folder / "summary.json", folder / "curve.jsonl", folder / "scored.json"]
+    paths.append(folder / "decode.json")
+    if not all(p.is_file() for p in paths):
+        return markdown_table(["GPU run"], [[f"not there yet: {folder.name}/"]])
+    summary = json.loads(paths[0].read_text(encoding="utf-8"))
+    scored = json.loads(paths[2].read_text(encoding="utf-8"))
+    head = ["head", "step", "positions trained", "minutes trained", "held-out positions"]
+    head += [f"α{d}" for d in "₁₂₃₄₅"[:DEPTHS]]
+    rows = [(f"GPU run, step {r['step']}", r) for r in read_curve(paths[1])]
+    rows += [(f"**{name}**, scored again", r) for name, r in scored["rows"].items()]
+    body = [
+        [
+            name,
+            str(r["step"]),
+            f"{r['positions']:,}",
+            f"{r['hours'] * 60:,.1f}",
+            f"{r['eval_positions']:,}",
+            *(f"{r[f'alpha_{d}']:.4f}" for d in range(1, DEPTHS + 1)),
+        ]
+        for name, r in rows
+    ]
+    data, training = summary["data"], summary["training"]
+    note = (
+        f"`{scored['pipeline']}` on {scored['machine']}: {data['shards']} shards rescored "
+        f"({data['positions']:,} positions) in {data['seconds']:.0f} s, "
+        f"{training['step']:,} steps in {training['elapsed']:.0f} s, "
+        f"{summary['seconds']:.0f} s in all. Scored again on the CPU: `{scored['command']}`."
+    )
+    decode = json.loads(paths[3].read_text(encoding="utf-8"))
+    return [*markdown_table(head, body), "", note, "", *_decode_table(decode)]
+
+
+def _decode_table(decode: dict[str, Any]) -> list[str]:
+    """Both heads drafting the same requests: tokens a round per drafter and temperature, the
+    requests where the GPU run's head made more or fewer, and the mean paired difference."""
+    cells: dict[tuple[str, float], list[dict[str, Any]]] = {}
+    for row in decode["rows"]:
+        cells.setdefault((row["drafter"], row["temperature"]), []).append(row)
+    body = []
+    for (drafter, temperature), rows in sorted(cells.items()):
+        shipped, gpu = (_per_round([r[k] for r in rows]) for k in ("shipped", "gpu"))
+        wins, losses = _wins(rows)
+        counts = [str(len(rows)), f"{shipped:.3f}", f"{gpu:.3f}", str(wins), str(losses)]
+        body.append([drafter, f"{temperature:g}", *counts])
+    head = ["drafter", "T", "requests", "tokens a round, shipped", "GPU run's", "more", "fewer"]
+    diffs = [_rate(r["gpu"]) - _rate(r["shipped"]) for r in decode["rows"]]
+    mean = statistics.mean(diffs)
+    error = statistics.stdev(diffs) / len(diffs) ** 0.5
+    note = (
+        f"Tokens a round, the GPU run's head minus the shipped one, request by request: "
+        f"{mean:+.3f} ± {error:.3f} (mean ± standard error, {len(diffs)} requests). "
+        f"`{decode['command']}`, HEADS each head's folder."
+    )
+    return [*markdown_table(head, body), "", note]
+
+
+def _rate(run: dict[str, Any]) -> float:
+    """A request's tokens a round."""
+    return float(run["tokens"]) / float(run["rounds"])
+
+
+def _per_round(runs: list[dict[str, Any]]) -> float:
+    """Tokens a round over the runs together."""
+    return sum(int(r["tokens"]) for r in runs) / sum(int(r["rounds"]) for r in runs)
+
+
+def _wins(rows: list[dict[str, Any]]) -> tuple[int, int]:
+    """Requests where the GPU run's head made more tokens a round, and fewer."""
+    diffs = [_rate(r["gpu"]) - _rate(r["shipped"]) for r in rows]
+    return sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)

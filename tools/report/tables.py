@@ -38,6 +38,7 @@ TABLES: dict[str, Callable[[Saved], list[str]]] = {
     "trees": sections.trees,
     "heads": lambda saved: heads_table(saved.load),
     "heads-curve": curve.heads_curve,
+    "heads-gpu": curve.heads_gpu,
     "heads-replay": curve.heads_replay,
     "heads-vocab": curve.heads_vocab,
     "copy-bound": analysis.copy_bound,
