@@ -10,7 +10,7 @@ app's default admission) and one request at a time, every request decoded alone 
 --rows 1 --queue 16 --no-batch`: the app before it shared batches, which queued 16 requests).
 Each request goes through the Generate handler, the page's views included, as a browser's
 would. The requests are mixed: 16 or 64 new tokens; the default drafter, the trimmed draft
-model, n-gram lookup, and suffix decoding (which decodes in a lane of its own); T = 0, 0.7 with
+model, n-gram lookup, and suffix decoding (its rows read the app's one memory); T = 0, 0.7 with
 top-p 0.9, or 1 with a seed; and one in four is invalid (top-p 0), which must come back with its
 message. Each greedy request's text is compared with the text the same settings give decoded
 alone (the Step path): the count of identical ones is saved. (A sampled request's tokens are

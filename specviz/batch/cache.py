@@ -32,6 +32,7 @@ class BatchCache(Protocol):
     specviz.fast.ragged.RaggedLean (the models LeanLlama runs, without padding)."""
 
     model: Any
+    ragged: bool  # rows of different lengths fed together cost no padding
 
     @property
     def rows(self) -> int:
@@ -72,6 +73,8 @@ def batch_cache(model: Any, weights: LeanWeights | None = None) -> BatchCache:
 
 class BatchKVCache:
     """The KV cache of B rows, each holding its own number of real positions."""
+
+    ragged = False  # a pass pads every row to the longest row's new tokens
 
     def __init__(self, model: Any, rows: int) -> None:
         """An empty cache of `rows` rows (0 too: rows join with add_rows) for model (any
@@ -233,12 +236,19 @@ class BatchKVCache:
                 layer.keys, layer.values = take(layer.keys), take(layer.values)
 
 
-def prefilled(running: BatchCache, prefixes: Sequence[Sequence[int]]) -> BatchCache:
-    """A cache like running holding each prefix, run in a pass of their own, to join it
-    (join_rows): joining rows cost their prompts alone, not the running rows' padding to the
-    longest prompt too."""
+def admitted(running: BatchCache, prefixes: Sequence[Sequence[int]]) -> list[int]:
+    """Rows holding prefixes join running; returns the positions each new row holds.
+
+    A ragged cache (no padding: RaggedLean) takes them empty: each prefix rides in the next
+    pass beside the other rows' tokens, costing its own tokens and no pass of its own. A padded
+    one (BatchKVCache) gets them prefilled in a pass of their own first, so that joining rows
+    cost their prompts alone, not the running rows' padding to the longest prompt too."""
+    if running.ragged:
+        running.add_rows(len(prefixes))
+        return [0] * len(prefixes)
     cache = running.empty()
     cache.add_rows(len(prefixes))
     if any(prefixes):
         cache.forward(prefixes, keep=1)
-    return cache
+    running.join_rows(cache)
+    return [len(p) for p in prefixes]

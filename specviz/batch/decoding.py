@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from specviz.batch.cache import BatchCache, batch_cache, prefilled
+from specviz.batch.cache import BatchCache, admitted, batch_cache
 from specviz.batch.drafters import BatchDrafter, ExplainsRows, Joining, RemembersRows
 from specviz.batch.rule import EXACT_BATCH, BatchRule
 from specviz.core.acceptance import EXACT, AcceptanceRule, Verdict
@@ -224,7 +224,8 @@ class BatchSpeculativeDecoder:
 
     def prefill(self) -> list[int]:
         """The entering rows join the batch (their prompts, but the last token, handed to the
-        drafter); their prompts' lengths."""
+        drafter; on a ragged cache the target reads them in the next round's pass); their
+        prompts' lengths."""
         entering, self.entering = self.entering, []
         requests = [self.requests[r] for r in entering]
         prefixes = [q.ids[:-1] for q in requests]
@@ -234,9 +235,8 @@ class BatchSpeculativeDecoder:
                 for p, q in zip(prefixes, requests, strict=True)
             ]
         )
-        self.cache.join_rows(prefilled(self.cache, prefixes))
+        self.cached += admitted(self.cache, prefixes)
         self.live += entering
-        self.cached += [len(p) for p in prefixes]
         return [q.prompt_tokens for q in requests]
 
     def finish(self, seconds: float) -> list[Finished]:

@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
-from specviz.batch.cache import batch_cache, prefilled
+from specviz.batch.cache import admitted, batch_cache
 from specviz.checks import vocab_size
 from specviz.core.config import SamplingConfig
 from specviz.core.drafter import Draft, Drafter, ExplainsRounds, Remembers
@@ -97,8 +97,9 @@ class BatchModelDrafter:
         self.vocab_size, self.device = vocab_size, model.device
 
     def join(self, rows: Sequence[Joining]) -> None:
-        """New rows, their prompts cached in a pass of their own."""
-        self.cache.join_rows(prefilled(self.cache, [row.prefix for row in rows]))
+        """New rows (their prompts read in the next draft pass, or first in a pass of their
+        own where the cache pads: specviz.batch.cache.admitted)."""
+        admitted(self.cache, [row.prefix for row in rows])
         self.samplings += [row.sampling for row in rows]
 
     def propose(

@@ -45,6 +45,8 @@ class _Span:
 class RaggedLean:
     """The KV cache and forward of B rows, each holding its own number of positions."""
 
+    ragged = True  # a pass costs the rows' new tokens, whatever their counts
+
     def __init__(self, weights: LeanWeights, rows: int = 0) -> None:
         """An empty cache of `rows` rows (0 too: rows join with add_rows or join_rows) on
         weights (LeanWeights.of(model), shared by any number of caches)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.batch.cache import BatchKVCache
+from specviz.batch.cache import BatchKVCache, admitted
 
 from ..conftest import VOCAB, PairFactory
 
@@ -101,6 +101,17 @@ def test_rows_prefilled_apart_join_a_running_cache(pair: PairFactory) -> None:
     empty = BatchKVCache(target, 1)  # nothing computed yet: the joining rows' layers are taken
     empty.join_rows(joining)
     assert empty.rows == 3 and empty.lengths == [0, 4, 1]
+
+
+def test_joining_rows_are_prefilled_apart_where_the_cache_pads(pair: PairFactory) -> None:
+    target, _ = pair("llama")
+    cache = BatchKVCache(target, 1)
+    cache.forward([[3, 4]], keep=1)
+    assert admitted(cache, [[6, 7, 8], [2]]) == [3, 1] and cache.lengths == [2, 3, 1]
+    logits = cache.forward([[1], [1], [1]], keep=1)[:, -1]
+    for row, context in enumerate([[3, 4, 1], [6, 7, 8, 1], [2, 1]]):
+        expected = fresh_logits(target, context)
+        torch.testing.assert_close(logits[row], expected, rtol=1e-9, atol=1e-9)
 
 
 def test_bad_shapes_are_refused(pair: PairFactory) -> None:

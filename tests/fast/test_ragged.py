@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specviz.batch.cache import BatchKVCache, batch_cache, prefilled
+from specviz.batch.cache import BatchKVCache, admitted, batch_cache
 from specviz.fast.lean import LeanWeights
 from specviz.fast.ragged import RaggedLean
 
@@ -55,13 +55,30 @@ def test_rows_leave_and_join_prefilled_apart(pair: PairFactory) -> None:
     cache.add_rows(3)
     cache.forward([[3, 4], [5, 6, 7], [8]])
     cache.keep_rows([2, 0])
-    cache.join_rows(prefilled(cache, [[6, 7, 8, 9], [2]]))
+    joining = cache.empty()
+    joining.add_rows(2)
+    joining.forward([[6, 7, 8, 9], [2]], keep=1)
+    cache.join_rows(joining)
     logits = cache.forward([[9], [10], [1], [1]], keep=1)[:, -1]
     for row, context in enumerate([[8, 9], [3, 4, 10], [6, 7, 8, 9, 1], [2, 1]]):
         torch.testing.assert_close(logits[row], fresh_logits(target, context)[-1], **TOL)
     assert cache.lengths == [2, 3, 5, 2]
     cache.keep_rows([])
     assert cache.rows == 0 and cache.lengths == []
+
+
+def test_joining_rows_ride_in_the_next_pass(pair: PairFactory) -> None:
+    target, _ = pair("llama")
+    cache = batch_cache(target)
+    cache.add_rows(2)
+    cache.forward([[3, 4], [5, 6, 7]])
+    assert admitted(cache, [[6, 7, 8, 9], [2]]) == [0, 0]  # nothing run for them yet
+    assert cache.lengths == [2, 3, 0, 0]
+    logits = cache.forward([[9], [], [6, 7, 8, 9, 1], [2, 1]], keep=2)
+    for row, context in [(0, [3, 4, 9]), (2, [6, 7, 8, 9, 1]), (3, [2, 1])]:
+        torch.testing.assert_close(logits[row, -1], fresh_logits(target, context)[-1], **TOL)
+    torch.testing.assert_close(logits[2, 0], fresh_logits(target, [6, 7, 8, 9])[-1], **TOL)
+    assert cache.lengths == [3, 3, 5, 2]
 
 
 def test_batch_cache_is_lean_where_lean_runs_the_model_and_transformers_elsewhere(
