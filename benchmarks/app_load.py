@@ -4,10 +4,11 @@
     python benchmarks/app_load.py --users 2 --requests 2 --target DIR --draft DIR --out F.json
 
 For each number of torch threads (`specviz app --threads`: 1, the default, and 2, both cores
-of the 2-core machine; each in a process of its own) and each number of users it runs the
-app's scheduler twice, in the same process and one after the other: with shared batches (the
-app's default admission) and one request at a time, every request decoded alone (`specviz app
---rows 1 --queue 16 --no-batch`: the app before it shared batches, which queued 16 requests).
+of the 2-core machine) it runs the app in two modes, each in a process of its own (as an app
+runs; a second app's models loaded in the same process slow the first's decode at 2 threads),
+one after the other, every number of users in turn: with shared batches (the app's default
+admission) and one request at a time, every request decoded alone (`specviz app --rows 1
+--queue 16 --no-batch`: the app before it shared batches, which queued 16 requests).
 Each request goes through the Generate handler, the page's views included, as a browser's
 would. The requests are mixed: 16 or 64 new tokens; the default drafter, the trimmed draft
 model, n-gram lookup, and suffix decoding (its rows read the app's one memory); T = 0, 0.7 with
@@ -161,35 +162,36 @@ def percentile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, max(0, round(q * len(values) + 0.5) - 1))]
 
 
-def measure(args: argparse.Namespace, threads: int) -> list[dict[str, Any]]:
-    """Both apps, loaded and warmed in this process at `threads` torch threads; a row per users
-    count and app."""
+MODES = {  # the app's admission in each mode of the study
+    "shared batches": Admission.of(),
+    "one at a time": Admission.of(rows=1, queue=16, batch=False),  # the old app's queue
+}
+
+
+def measure(args: argparse.Namespace, threads: int, mode: str) -> list[dict[str, Any]]:
+    """The app in `mode`, loaded and warmed in this process at `threads` torch threads; a row
+    per users count."""
     torch.set_num_threads(threads)
     pair = {"target": args.target, "draft": args.draft, "dtype": "float32"}
-    modes = {
-        "shared batches": Admission.of(),
-        "one at a time": Admission.of(rows=1, queue=16, batch=False),  # the old app's queue
-    }
-    apps = {name: SpecVizApp(args.target, args.draft, admission=a) for name, a in modes.items()}
-    for app in apps.values():  # load and warm each: one request by itself
-        one_request(app, requests_of(0, 1, pair)[0])
+    app = SpecVizApp(args.target, args.draft, admission=MODES[mode])
+    one_request(app, requests_of(0, 1, pair)[0])  # load and warm: one request by itself
     rows = []
     for count in [int(u) for u in args.users.split(",")]:
-        for name, app in apps.items():
-            row = {"threads": threads, "users": count, "mode": name}
-            row["rows"] = app.session.scheduler.admission.rows
-            rows.append(row | run_users(app, count, args.requests, pair))
-            print(json.dumps(rows[-1]), flush=True)
+        row = {"threads": threads, "users": count, "mode": mode}
+        row["rows"] = app.session.scheduler.admission.rows
+        rows.append(row | run_users(app, count, args.requests, pair))
+        print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
-def in_own_process(args: argparse.Namespace, threads: int) -> list[dict[str, Any]]:
-    """measure's rows at `threads` torch threads, run by this script in a process of its own."""
+def in_own_process(args: argparse.Namespace, threads: int, mode: str) -> list[dict[str, Any]]:
+    """measure's rows at `threads` torch threads in `mode`, run by this script in a process of
+    its own."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "part.json"
         argv = [sys.executable, __file__, "--users", args.users, "--requests", str(args.requests)]
         argv += ["--threads", str(threads), "--target", args.target, "--draft", args.draft]
-        subprocess.run([*argv, "--out", str(out)], check=True)
+        subprocess.run([*argv, "--modes", mode, "--out", str(out)], check=True)
         rows: list[dict[str, Any]] = json.loads(out.read_text())["rows"]
         return rows
 
@@ -207,15 +209,24 @@ def main() -> None:
     )
     parser.add_argument("--target", default="bundled")
     parser.add_argument("--draft", default="bundled")
+    parser.add_argument(
+        "--modes", default=",".join(MODES), help="the app's modes (default: %(default)s)"
+    )
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
-    if len(threads) == 1:
-        rows = measure(args, threads[0])
-    else:  # each thread count in a process of its own: torch sizes its thread pool once
-        rows = [row for n in threads for row in in_own_process(args, n)]
+    modes = args.modes.split(",")
+    if unknown := [m for m in modes if m not in MODES]:
+        parser.error(f"--modes: no mode {unknown[0]!r}; the modes are {', '.join(MODES)}")
+    if len(threads) == 1 and len(modes) == 1:
+        rows = measure(args, threads[0], modes[0])
+    else:  # each in a process of its own, as an app runs: torch sizes its thread pool once,
+        # and a second app's models loaded beside the first slow its decode at 2 threads
+        rows = [row for n in threads for m in modes for row in in_own_process(args, n, m)]
     command = "python benchmarks/app_load.py " + " ".join(
-        f"--{k} {v}" for k, v in vars(args).items() if k != "out"
+        f"--{k} {v!r}" if " " in str(v) else f"--{k} {v}"
+        for k, v in vars(args).items()
+        if k != "out"
     )
     meta: dict[str, Any] = {"command": command}
     meta |= {"machine": platform.processor() or platform.machine()}

@@ -104,3 +104,11 @@ def test_suffix_memory_measures_a_tiny_memory() -> None:
         "templates",
     ]
     assert sum("speculate (tree)" in line for line in lines) == 2
+
+
+def test_app_load_names_its_modes_when_given_another() -> None:
+    done = _run("app_load.py", "--modes", "shared batches,all at once")
+    assert done.returncode == 2
+    assert "--modes: no mode 'all at once'; the modes are shared batches, one at a time" in (
+        done.stderr
+    )
