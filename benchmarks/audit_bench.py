@@ -49,17 +49,10 @@ PROMPTS = (
     "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return",
     "Repeat after me: the quick brown fox. Again: the quick",
 )
-LIGHT = [  # a stated design lighter than the default, for this shared 2-core machine
-    *("--tv-first", "0.1", "--tv-joint", "0.2", "--logprob-samples", "50", "--prompt", PROMPTS[0])
-]
-FAULT = ["--k", "1", "--tv-first", "0.2", "--logprob-samples", "0", "--prompt", PROMPTS[0]]
-SIZED = [*FAULT[:2], "--tv-first", "0.07", *FAULT[4:]]  # sized for late top-p's TV (~0.08)
-REPEATS = 3  # planted-fault and pass-through audits, each with its own seeds
 RUNS = 40  # repeats of each repeat part with a fault
 PASS_RUNS = 20  # of the pass-through, the costliest (it runs to the third or fourth look)
 FIRST = ["--k", "1", "--logprob-samples", "0", "--prompt", PROMPTS[0]]  # the default TV 0.05
 ALL_PROMPTS = [word for p in PROMPTS for word in ("--prompt", p)]
-HF_N = ["--tv-first", "0.2", "--tv-joint", "0.3", "--logprob-samples", "0", "--prompt", PROMPTS[0]]
 
 
 def free_port() -> int:
@@ -193,7 +186,7 @@ class Check(Llama):
 
 
 def faults(
-    llama: Llama, fault: str, tv: float, extra: list[str], repeats: int = REPEATS
+    llama: Llama, fault: str, tv: float, extra: list[str], repeats: int
 ) -> list[dict[str, Any]]:
     """`repeats` audits through a proxy planting `fault`, each with its own seeds."""
     rows = []
@@ -242,32 +235,24 @@ def parts(llama: Llama) -> dict[str, Callable[[], list[dict[str, Any]]]]:
                 [*llama.pair(), "--temperature", "0", "--greedy-tokens", "12", *ALL_PROMPTS]
             )
         ],
-        "fault-replace": lambda: faults(llama, "replace", 0.2, FAULT),
-        "fault-late-top-p": lambda: faults(
-            llama, "late-top-p", 0.0, [*FAULT, "--temperature", "1", "--top-p", "0.9"], repeats=1
-        ),
-        "fault-late-top-p-sized": lambda: faults(
-            llama, "late-top-p", 0.0, [*SIZED, "--temperature", "1", "--top-p", "0.9"], repeats=1
-        ),
-        "pass-through": lambda: faults(llama, "pass", 0.0, FAULT),
-        "llama-t1": lambda: [llama.audit([*llama.pair(), *LIGHT])],
+        "llama-t1": lambda: [llama.audit(llama.pair())],
         "llama-top-p": lambda: [
-            llama.audit([*llama.pair(), *LIGHT, "--temperature", "0.8", "--top-p", "0.9"])
+            llama.audit([*llama.pair(), "--temperature", "0.8", "--top-p", "0.9"])
         ],
         "llama-server-repetition": lambda: [
-            llama.audit([*llama.pair(), *LIGHT, "--repetition-penalty", "server"])
+            llama.audit([*llama.pair(), "--repetition-penalty", "server"])
         ],
-        "hf-assistant-t1": lambda: [llama.audit(["--hf", "assistant", *hf_pair, *HF_N])],
-        "hf-assistant-top-p": lambda: [llama.audit(["--hf", "assistant", *hf_pair, *HF_N, *topp])],
-        "hf-lookup-t1": lambda: [
-            llama.audit(["--hf", "prompt-lookup", "--target", "bundled", *HF_N])
-        ],
+        "hf-assistant-t1": lambda: [llama.audit(["--hf", "assistant", *hf_pair])],
+        "hf-assistant-top-p": lambda: [llama.audit(["--hf", "assistant", *hf_pair, *topp])],
+        "hf-lookup-t1": lambda: [llama.audit(["--hf", "prompt-lookup", "--target", "bundled"])],
         "hf-lookup-top-p": lambda: [
-            llama.audit(["--hf", "prompt-lookup", "--target", "bundled", *HF_N, *topp])
+            llama.audit(["--hf", "prompt-lookup", "--target", "bundled", *topp])
         ],
-        "llama-t1-default": lambda: [llama.audit(llama.pair())],
         "hf-assistant-tokenizer-t1": lambda: [
-            llama.audit(["--hf", "assistant-tokenizer", *other_pair(llama), *HF_N])
+            llama.audit(["--hf", "assistant-tokenizer", *other_pair(llama)])
+        ],
+        "hf-assistant-tokenizer-top-p": lambda: [
+            llama.audit(["--hf", "assistant-tokenizer", *other_pair(llama), *topp])
         ],
         "repeat-replace": lambda: repeats(llama, "replace", 0.05, []),
         "repeat-pass": lambda: repeats(llama, "pass", 0.0, [], runs=PASS_RUNS),
@@ -277,10 +262,6 @@ def parts(llama: Llama) -> dict[str, Callable[[], list[dict[str, Any]]]]:
 
 LABELS = {  # what each part audits, as the table names it (its URLs are this run's own)
     "llama-greedy": "llama.cpp prompt lookup",
-    "fault-replace": "llama.cpp + proxy: replace TV 0.2",
-    "fault-late-top-p": "llama.cpp + proxy: late top-p",
-    "fault-late-top-p-sized": "llama.cpp + proxy: late top-p",
-    "pass-through": "llama.cpp + proxy: pass",
     "llama-t1": "llama.cpp prompt lookup",
     "llama-top-p": "llama.cpp prompt lookup",
     "llama-server-repetition": "llama.cpp prompt lookup",
@@ -288,8 +269,8 @@ LABELS = {  # what each part audits, as the table names it (its URLs are this ru
     "hf-assistant-top-p": "transformers assistant (bundled pair)",
     "hf-lookup-t1": "transformers prompt lookup (bundled target)",
     "hf-lookup-top-p": "transformers prompt lookup (bundled target)",
-    "llama-t1-default": "llama.cpp prompt lookup",
     "hf-assistant-tokenizer-t1": "transformers assistant, another tokenizer (Gemma 3 270M)",
+    "hf-assistant-tokenizer-top-p": "transformers assistant, another tokenizer (Gemma 3 270M)",
     "repeat-replace": "llama.cpp + proxy: replace TV 0.05, repeated",
     "repeat-pass": "llama.cpp + proxy: pass, repeated",
     "repeat-late-top-p": "llama.cpp + proxy: late top-p, repeated",
@@ -297,10 +278,10 @@ LABELS = {  # what each part audits, as the table names it (its URLs are this ru
 
 
 def save(part: str, rows: list[dict[str, Any]]) -> None:
-    """Replace the part's rows in RESULTS."""
+    """Replace the part's rows in RESULTS (and drop the rows of parts no longer defined)."""
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     saved = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"rows": []}
-    kept = [r for r in saved["rows"] if r.get("part") != part]
+    kept = [r for r in saved["rows"] if r.get("part") != part and r.get("part") in LABELS]
     saved["rows"] = kept + [r | {"part": part, "label": LABELS[part]} for r in rows]
     RESULTS.write_text(json.dumps(saved, indent=1) + "\n", encoding="utf-8")
 
