@@ -278,11 +278,13 @@ LABELS = {  # what each part audits, as the table names it (its URLs are this ru
 
 
 def save(part: str, rows: list[dict[str, Any]]) -> None:
-    """Replace the part's rows in RESULTS (and drop the rows of parts no longer defined)."""
+    """Replace the part's rows in RESULTS, in the parts' order (rows of parts no longer defined
+    are dropped)."""
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     saved = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"rows": []}
     kept = [r for r in saved["rows"] if r.get("part") != part and r.get("part") in LABELS]
-    saved["rows"] = kept + [r | {"part": part, "label": LABELS[part]} for r in rows]
+    new = [r | {"part": part, "label": LABELS[part]} for r in rows]
+    saved["rows"] = sorted(kept + new, key=lambda r: list(LABELS).index(r["part"]))
     RESULTS.write_text(json.dumps(saved, indent=1) + "\n", encoding="utf-8")
 
 
