@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from specviz.app.views.form import PRESETS
+from specviz.batch.gamma import best_gammas
 from specviz.batch.sweep import knee
 from specviz.cli import build_parser, main
 from specviz.cli.defaults import apply_defaults
@@ -34,6 +35,7 @@ def test_default_is_the_reports_fastest_exact_setting_for_code() -> None:
     assert sweep["plan"]["drafters"] == [DEFAULT_CONFIG.batch_drafter]
     greedy = [b for b in sweep["best"] if b["temperature"] == 0.0]
     assert DEFAULT_CONFIG.batch_rows == knee(greedy)
+    assert DEFAULT_CONFIG.batch_gammas == best_gammas(greedy)
 
 
 def test_the_knee_is_where_served_tokens_stop_growing() -> None:

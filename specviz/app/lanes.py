@@ -58,9 +58,16 @@ class BatchLane:
     """Every batched request on one target in one continuous decoder: rows of any batched
     drafter and any γ share the target's pass (specviz.batch.routed)."""
 
-    def __init__(self, target: Any, stop_ids: frozenset[int], cache: BatchCache) -> None:
+    def __init__(
+        self,
+        target: Any,
+        stop_ids: frozenset[int],
+        cache: BatchCache,
+        gamma_cap: Callable[[int], int] | None = None,
+    ) -> None:
         """A lane for target's requests; stop_ids end a row; cache: the target's empty batch
-        cache (specviz.batch.cache)."""
+        cache (specviz.batch.cache); gamma_cap(B): the most a row drafts while B rows decode
+        (specviz.batch.gamma; None: its request's γ)."""
         self.target = target
         self.routes: dict[str, RowRequest] = {}  # a request of each route: its drafter's maker
         self.decoder = BatchSpeculativeDecoder(
@@ -71,6 +78,7 @@ class BatchLane:
             speculation=SpeculationConfig(),
             stop_ids=stop_ids,
             cache=cache,
+            gamma_cap=gamma_cap,
         )
         self.tickets: dict[int, Ticket] = {}  # each row's
 

@@ -242,10 +242,18 @@ def main(argv: Sequence[str] | None = None, view: results.Viewer | None = None) 
         action="store_true",
         help="decode every request by itself (with --rows 1: one at a time, as before batching)",
     )
+    parser.add_argument(
+        "--own-gamma",
+        action="store_true",
+        help="every row of a shared batch drafts its request's γ (default: at most the γ the "
+        "batch sweep measured best for that many rows)",
+    )
     args = parser.parse_args(argv)
     if args.rows < 1 or (args.queue is not None and args.queue < 0):
         parser.error("--rows must be at least 1 and --queue at least 0")
-    admission = Admission.of(args.rows, args.queue, batch=not args.no_batch)
+    admission = Admission.of(
+        args.rows, args.queue, batch=not args.no_batch, cap_gamma=not args.own_gamma
+    )
     if args.heads is not None and not Path(args.heads).is_dir():
         parser.error(f"--heads {args.heads}: no such folder")
     if args.results is not None and not Path(args.results).is_dir():

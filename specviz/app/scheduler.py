@@ -27,6 +27,7 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from specviz.batch.gamma import GammaTable
 from specviz.drafters.names import DEFAULT_CONFIG
 
 log = logging.getLogger("specviz.app")
@@ -39,19 +40,31 @@ END = object()  # a ticket's last item: its request has ended (or failed, or was
 class Admission:
     """How many requests decode at once (rows, over all lanes) and how many may wait; batch
     False: every request decodes in a lane of its own (one at a time with rows 1: the app
-    before it shared batches, kept to measure against)."""
+    before it shared batches, kept to measure against); gammas: the most a row of a shared
+    batch drafts at each batch size (specviz.batch.gamma; None: every row its request's γ)."""
 
     rows: int
     queue: int
     batch: bool = True
+    gammas: GammaTable | None = DEFAULT_CONFIG.batch_gammas
 
     @classmethod
     def of(
-        cls, rows: int = DEFAULT_CONFIG.batch_rows, queue: int | None = None, batch: bool = True
+        cls,
+        rows: int = DEFAULT_CONFIG.batch_rows,
+        queue: int | None = None,
+        batch: bool = True,
+        cap_gamma: bool = True,
     ) -> Admission:
         """rows at once (default: DEFAULT_CONFIG's, the batch sweep's knee), queue waiting
-        (None: QUEUE_PER_ROW per row)."""
-        return cls(rows=rows, queue=QUEUE_PER_ROW * rows if queue is None else queue, batch=batch)
+        (None: QUEUE_PER_ROW per row); cap_gamma: a shared batch's rows draft at most
+        DEFAULT_CONFIG's best γ for its size."""
+        return cls(
+            rows=rows,
+            queue=QUEUE_PER_ROW * rows if queue is None else queue,
+            batch=batch,
+            gammas=DEFAULT_CONFIG.batch_gammas if cap_gamma else None,
+        )
 
     @property
     def handlers(self) -> int:

@@ -1,11 +1,16 @@
 """Plain and speculative decoding of B requests at once, every row exact on its own.
 
-Each round, every live row drafts up to gamma tokens (its own gamma when fewer are left), one
-target pass scores all rows' drafts, and each row is verified alone: its own uniforms from its
-own generator, its own number of accepted tokens, its own resample or bonus. Then each row's
-caches are rolled back to that row's committed tokens (specviz.batch.cache), and rows that
-reached EOS or max_new_tokens leave the batch. Row r seeded s draws exactly what a decode of
-prompt r alone with seed s draws, so its output law is the target's for that prompt.
+Each round, every live row drafts up to gamma tokens (its own gamma, fewer when fewer are
+left), one target pass scores all rows' drafts, and each row is verified alone: its own
+uniforms from its own generator, its own number of accepted tokens, its own resample or bonus.
+Then each row's caches are rolled back to that row's committed tokens (specviz.batch.cache),
+and rows that reached EOS or max_new_tokens leave the batch. Row r seeded s draws exactly what a
+decode of prompt r alone with seed s draws, so its output law is the target's for that prompt.
+
+A server may cap γ by the batch's size (gamma_cap: specviz.batch.gamma). A row then drafts what
+the cap allows that round, as a decode alone with that γ schedule would. The cap is fixed
+before the round's draws (by how many rows decode), so each round is an exact step whatever γ
+it drafts, and the law stays the target's (as with the dynamic γ policies).
 
 Rows may differ in prompt, length, temperature, top-k/top-p and seed, and a request may join a
 running batch (continuous batching, BatchSpeculativeDecoder.join): it enters at the next round
@@ -17,7 +22,7 @@ Every event carries its row: the request's index in the prompts given, then one 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,15 +137,18 @@ class BatchSpeculativeDecoder:
         seeds: Sequence[int] | None = None,
         batch_rule: BatchRule = EXACT_BATCH,
         cache: BatchCache | None = None,
+        gamma_cap: Callable[[int], int] | None = None,
     ) -> None:
         """Set up the decode; nothing runs until events() (or advance()) is iterated. drafter:
         a batch drafter (specviz.batch.drafters.build_batch_drafter); rule verifies each row,
         batch_rule combines the rows (specviz.batch.rule); sampling and speculation's
         max_new_tokens: the given prompts' (a joining request brings its own); gamma: every
         row's; cache: the target's empty batch cache (None: specviz.batch.cache.batch_cache's,
-        the lean forward where it runs the target)."""
+        the lean forward where it runs the target); gamma_cap(B): the most draft tokens a row
+        drafts while B rows decode (specviz.batch.gamma.GammaByRows; None: each row's γ)."""
         self.target, self.drafter, self.rule, self.batch_rule = target, drafter, rule, batch_rule
         self.gamma, self.stop_ids, self.device = speculation.gamma, stop_ids, target.device
+        self.gamma_cap = gamma_cap
         self.requests: dict[int, Request] = {}  # the rows decoding or about to enter
         self.cache = batch_cache(target) if cache is None else cache
         self.live: list[int] = []  # the rows in the batch, in cache order
@@ -274,7 +282,7 @@ class BatchSpeculativeDecoder:
         """Draft every live row, score all in one target pass, verify each row, roll back."""
         live = self.live
         requests = [self.requests[r] for r in live]
-        gammas = [min(q.gamma, q.max_new_tokens - q.new_tokens - 1) for q in requests]
+        gammas = self._gammas(requests)
         t0 = clock(self.device)
         asked = [g + self.rule.lookahead if g else 0 for g in gammas]
         generators = [q.generator for q in requests]
@@ -308,6 +316,16 @@ class BatchSpeculativeDecoder:
         self.cached = [len(q.ids) - 1 for q in requests]
         self.cache.crop(self.batch_rule.crop(self.cached))
         self.drafter.rollback([len(q.ids) for q in requests])
+
+    def _gammas(self, requests: Sequence[Request]) -> list[int]:
+        """Each row's draft tokens this round: its γ, at most the cap for this many rows, and
+        fewer where fewer tokens are left."""
+        cap = self.gamma_cap(len(requests)) if self.gamma_cap is not None else None
+        out = []
+        for q in requests:
+            gamma = q.gamma if cap is None else min(q.gamma, cap)
+            out.append(min(gamma, q.max_new_tokens - q.new_tokens - 1))
+        return out
 
     def _conclude(
         self,

@@ -111,7 +111,9 @@ class DefaultConfig:
     "lean" (specviz.fast.lean's, where it applies) or "transformers"; threads: torch's CPU
     threads (None: specviz.runtime's default); batch_drafter: the drafter of a batched decode
     (the batch sweep's); batch_rows: the requests a server decodes at once, the knee of the batch
-    sweep's served tokens/s (specviz.batch.sweep.knee)."""
+    sweep's served tokens/s (specviz.batch.sweep.knee); batch_gammas: the batch sweep's best γ
+    at each batch size (T = 0), the most a row drafts when that many share a batch
+    (specviz.batch.gamma.GammaByRows)."""
 
     drafter: str
     batch_drafter: str
@@ -121,6 +123,7 @@ class DefaultConfig:
     forward: str
     threads: int | None = None
     batch_rows: int = 8
+    batch_gammas: tuple[tuple[int, int], ...] = ((1, 4), (2, 2), (4, 2), (8, 1), (16, 1), (32, 1))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -78,12 +78,14 @@ def batch_sampler(
     stop_ids: Collection[int] = (),
     batch_rule: BatchRule = EXACT_BATCH,
     make_drafter: MakeBatchDrafter | None = None,
+    gamma_cap: Callable[[int], int] | None = None,
 ) -> BatchSampler:
     """seed → each row's first k tokens of one batch decode, row r seeded seed * B + r.
 
     make_drafter() builds another batch drafter (e.g. build_batch_drafter("ngram",
     ...)) instead of the draft model's BatchModelDrafter; batch_rule swaps a piece of the batch
-    round (specviz.batch.rule; the mutants of specviz.stats.batch_mutants).
+    round (specviz.batch.rule; the mutants of specviz.stats.batch_mutants); gamma_cap caps each
+    row's γ by the batch's size (specviz.batch.gamma).
     """
     check_prompts(prompts)
     rows, vocab = len(prompts), int(target.config.vocab_size)
@@ -100,6 +102,7 @@ def batch_sampler(
             stop_ids=stop_ids,
             seeds=row_seeds(seed, rows),
             batch_rule=batch_rule,
+            gamma_cap=gamma_cap,
         )
         return row_outcomes(list(decoder.events()), rows, k)
 
@@ -202,11 +205,12 @@ def check_batch_setting(
     make_drafter: MakeBatchDrafter | None = None,
     first_seed: int = 0,
     pairs: Sequence[tuple[int, int]] | None = None,
+    gamma_cap: Callable[[int], int] | None = None,
 ) -> list[TestResult]:
     """Every row's law tests and every pair's independence tests for n batches of `setting`.
 
     Each test is at level alpha; adjust across the family (suite.family_adjusted). pairs: the
-    pairs of rows tested for independence (default: all of them).
+    pairs of rows tested for independence (default: all of them); gamma_cap: batch_sampler's.
     """
     check_prompts(prompts)
     if n < 2:
@@ -227,6 +231,7 @@ def check_batch_setting(
             stop_ids=setting.stop_ids,
             batch_rule=batch_rule,
             make_drafter=make_drafter,
+            gamma_cap=gamma_cap,
         ),
         n,
         first_seed,

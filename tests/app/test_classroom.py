@@ -40,7 +40,8 @@ PROMPTS = ["the cat sat", "a dog ran", "the bird sang", "the cat ran", "a cat sa
 
 @pytest.fixture(scope="module")
 def classroom(model_dirs: tuple[str, str]) -> SpecVizApp:
-    return SpecVizApp(*model_dirs, admission=Admission.of(rows=4, queue=8))
+    """Every row drafts its request's γ: a sampled row then draws what it draws alone."""
+    return SpecVizApp(*model_dirs, admission=Admission.of(rows=4, queue=8, cap_gamma=False))
 
 
 def alone(app: SpecVizApp, dirs: tuple[str, str], prompt: str, asked: dict[str, Any]) -> str:
@@ -54,9 +55,8 @@ def alone(app: SpecVizApp, dirs: tuple[str, str], prompt: str, asked: dict[str, 
     return run.text()
 
 
-def test_concurrent_requests_share_batches_and_each_gets_the_text_it_gets_alone(
-    classroom: SpecVizApp, model_dirs: tuple[str, str]
-) -> None:
+def concurrently(app: SpecVizApp) -> dict[int, str]:
+    """Every request of REQUESTS sent at once, each from its own thread: their texts."""
     texts: dict[int, str] = {}
     errors: list[BaseException] = []
     start = threading.Barrier(len(REQUESTS))
@@ -64,7 +64,7 @@ def test_concurrent_requests_share_batches_and_each_gets_the_text_it_gets_alone(
     def user(i: int) -> None:
         try:
             start.wait()
-            texts[i], _ = classroom.completion.complete(PROMPTS[i], **REQUESTS[i])
+            texts[i], _ = app.completion.complete(PROMPTS[i], **REQUESTS[i])
         except BaseException as err:  # reported below
             errors.append(err)
 
@@ -74,9 +74,32 @@ def test_concurrent_requests_share_batches_and_each_gets_the_text_it_gets_alone(
     for thread in threads:
         thread.join()
     assert not errors, errors
-    assert classroom.session.scheduler.peak_rows >= 2  # requests really decoded together
+    assert app.session.scheduler.peak_rows >= 2  # requests really decoded together
+    return texts
+
+
+def test_concurrent_requests_share_batches_and_each_gets_the_text_it_gets_alone(
+    classroom: SpecVizApp, model_dirs: tuple[str, str]
+) -> None:
+    texts = concurrently(classroom)
     for i, asked in enumerate(REQUESTS):
         assert texts[i] == alone(classroom, model_dirs, PROMPTS[i], asked), (i, asked)
+
+
+def test_with_gamma_capped_by_the_batch_size_greedy_texts_are_still_the_solo_ones(
+    model_dirs: tuple[str, str],
+) -> None:
+    """The app's default admission: rows sharing a batch draft at most the batch sweep's best γ
+    for its size, which changes how a sampled row spends its random numbers (its law stays the
+    target's: tests/batch/test_law.py) but never a greedy row's text."""
+    app = SpecVizApp(*model_dirs, admission=Admission.of(rows=4, queue=8))
+    assert app.session.scheduler.admission.gammas is not None
+    texts = concurrently(app)
+    for i, asked in enumerate(REQUESTS):
+        if asked["temperature"] == 0.0:
+            assert texts[i] == alone(app, model_dirs, PROMPTS[i], asked), (i, asked)
+        else:
+            assert i in texts  # answered (a tiny model's text may be empty)
 
 
 class Endless:
@@ -130,9 +153,11 @@ def test_a_page_that_stops_listening_frees_its_row(
 
 @pytest.fixture(scope="module")
 def served(model_dirs: tuple[str, str]) -> Iterator[str]:
-    """The app serving the tiny pair with 2 rows and a queue of 2, on a free local port."""
+    """The app serving the tiny pair with 2 rows and a queue of 2, on a free local port, every
+    row drafting its request's γ (so a sampled row's text is its solo text)."""
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
-    app = SpecVizApp(*model_dirs, view=load_result_view, admission=Admission.of(2, 2))
+    admission = Admission.of(2, 2, cap_gamma=False)
+    app = SpecVizApp(*model_dirs, view=load_result_view, admission=admission)
     demo = app.build()
     port = free_port()
     app.preload().join()  # loaded before any test goes on (launch finds it cached)

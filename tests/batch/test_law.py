@@ -9,7 +9,7 @@ configuration the exact decoder passes is one a mutant of it fails, with estimat
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -17,6 +17,7 @@ import torch
 
 from specviz.batch.decoding import BatchSpeculativeDecoder
 from specviz.batch.drafters import BatchDrafter, build_batch_drafter
+from specviz.batch.gamma import GammaByRows
 from specviz.batch.rule import EXACT_BATCH, BatchRule
 from specviz.core.events import RoundSummary
 from specviz.stats.batch import (
@@ -156,6 +157,35 @@ def test_lookup_batch_drafter_passes_and_its_cache_mixup_is_caught(toy: Pair, na
     first = [e for e in decoder.events() if isinstance(e, RoundSummary) and e.round == 0]
     assert sorted(e.row for e in first) == [0, 1]
     assert all(e.proposed > 0 for e in first)  # lookup fired in every row
+
+
+def test_rows_with_gamma_capped_by_the_batch_size_keep_their_law(toy: Pair) -> None:
+    """A γ cap that changes as rows end (EOS in round: rows leave at different rounds; 3 rows
+    draft 1, 2 draft 2, one alone 4): each row keeps its prompt's law, and the cache mix-up is
+    caught in the same configuration with estimated power >= 0.99."""
+    target, draft = toy
+    cap = GammaByRows(((1, 4), (2, 2), (3, 1)))
+    config = Config("gamma=4 EOS in round", (*UNEVEN, (4,)), 500)
+    exact = _check(target, draft, config, gamma_cap=cap)
+    assert not _failed(exact), _failed(exact)
+    broken = _check(target, draft, config, CACHE_CUT_TO_OTHER_ROW, gamma_cap=cap)
+    assert _best_power(broken, "vs exact law") >= 0.99, _failed(broken)
+    setting = SETTINGS[config.setting]
+    drafted = set()
+    for seed in range(20):  # the cap does change within these decodes
+        decoder = BatchSpeculativeDecoder(
+            target,
+            build_batch_drafter("model", target=target, draft=draft),
+            [list(p) for p in config.prompts],
+            sampling=replace(setting.sampling, seed=seed),
+            speculation=setting.speculation,
+            stop_ids=setting.stop_ids,
+            gamma_cap=cap,
+        )
+        summaries = [e for e in decoder.events() if isinstance(e, RoundSummary)]
+        assert all(e.gamma == 1 for e in summaries if e.round == 0)
+        drafted |= {e.gamma for e in summaries}
+    assert {1, 2} <= drafted
 
 
 def test_tiny_llama_rows_are_exact_and_a_cache_mixup_is_caught(pair: PairFactory) -> None:

@@ -14,7 +14,7 @@ from html import escape
 import plotly.graph_objects as go
 
 from specviz.app.views.cells import Decode
-from specviz.app.views.plots import HEIGHT, _empty, _layout
+from specviz.app.views.plots import HEIGHT, _empty, figure
 from specviz.app.views.style import COLORS
 
 Outcome = tuple[int, ...]
@@ -132,29 +132,38 @@ def outcome_figure(
     counts = [Counter(spec), Counter(plain)]
     shown = top_outcomes(counts, exact)
     labels = _unique([label(o) for o in shown])
-    fig = go.Figure()
+    bars = []
     for series, c in zip(SERIES, counts, strict=False):
         n = sum(c.values())
         freq = [c[o] / n for o in shown]
         freq.append(1 - sum(freq))
         err = [1.96 * math.sqrt(max(f * (1 - f), 0.0) / n) for f in freq]
-        fig.add_bar(
-            x=[*labels, OTHER],
-            y=freq,
-            name=f"{series} (N = {n})",
-            marker_color=SERIES[series],
-            error_y={"type": "data", "array": err, "thickness": 1},
+        bars.append(
+            go.Bar(
+                x=[*labels, OTHER],
+                y=freq,
+                name=f"{series} (N = {n})",
+                marker_color=SERIES[series],
+                error_y={"type": "data", "array": err, "thickness": 1},
+            )
         )
     if exact:
         probs = [exact.get(o, 0.0) for o in shown]
         probs.append(max(0.0, 1 - sum(probs)))
-        fig.add_bar(x=[*labels, OTHER], y=probs, name="exact law", marker_color=SERIES["exact law"])
-    fig.update_layout(barmode="group", bargap=0.2)
-    fig = _layout(fig, title, "outcome (top 15; ␣ space, ⏎ newline, · between tokens)", "P")
+        color = SERIES["exact law"]
+        bars.append(go.Bar(x=[*labels, OTHER], y=probs, name="exact law", marker_color=color))
     legend = {"orientation": "v", "x": 0.99, "xanchor": "right", "y": 0.99, "yanchor": "top"}
-    fig.update_layout(height=HEIGHT + 40, legend=legend)  # top right: the bars fall from the left
-    fig.update_xaxes(type="category", tickangle=-45)
-    return fig
+    return figure(
+        bars,
+        title,
+        "outcome (top 15; ␣ space, ⏎ newline, · between tokens)",
+        "P",
+        xaxis={"type": "category", "tickangle": -45},
+        barmode="group",
+        bargap=0.2,
+        height=HEIGHT + 40,
+        legend=legend,  # top right: the bars fall from the left
+    )
 
 
 def _unique(labels: list[str]) -> list[str]:
