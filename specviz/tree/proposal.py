@@ -76,18 +76,6 @@ class TokenTree:
         tokens = self.tokens.to(self.q_draft.device)
         return tuple(self.q_draft[rows, tokens].tolist()) if self.parents else ()
 
-    def truncated(self, max_depth: int) -> TokenTree:
-        """The nodes at depth <= max_depth (renumbered in the same order)."""
-        keep = [i for i, d in enumerate(self.depths) if d <= max_depth]
-        new = {old: j for j, old in enumerate(keep)}
-        return TokenTree(
-            tokens=self.tokens[keep],
-            parents=tuple(new.get(self.parents[i], -1) for i in keep),
-            q_draft=self.q_draft[[0, *(i + 1 for i in keep)]],
-            sampled=tuple(self.sampled[i] for i in keep),
-            forward_calls=self.forward_calls,
-        )
-
 
 def chain(tokens: Tensor, q_draft: Tensor, forward_calls: int) -> TokenTree:
     """A chain drafter's tokens (k,) and q_draft (k, V) as a tree with one child per node."""

@@ -43,9 +43,10 @@ from specviz.quant.levers import (
     Models,
     decode,
     distances,
+    memory_bytes,
     parse_levers,
 )
-from specviz.quant.precision import INT8, check_precision, load_at_precision, weight_bytes
+from specviz.quant.precision import INT8, check_precision, load_at_precision
 from specviz.results.lever_tables import render_levers
 from specviz.workloads import Request, checked_prompt_ids
 
@@ -194,9 +195,7 @@ def levers_section(plan: LeverPlan, context: Context) -> tuple[dict[str, Any], s
             "drafter": plan.drafter,
             "gamma": plan.gamma,
         },
-        "memory_bytes": {
-            lv.name: sum(weight_bytes(models[m]) for m in lv.models()) for lv in plan.levers
-        },  # each model once; packed copies not counted
+        "memory_bytes": {lv.name: memory_bytes(lv, models) for lv in plan.levers},
         "distances": rows,
         "runs": runs,
     }

@@ -12,7 +12,7 @@ users ask. Besides the templated requests of `specviz.train.data.prompts`, this 
 
 Each source is turned into requests of the kinds the benchmark measures (explain, write code,
 answer in JSON, summarise, continue a text). Missing sources are skipped, so the same call
-works on a machine without them; `source_counts` says what was found.
+works on a machine without them.
 """
 
 from __future__ import annotations
@@ -175,8 +175,3 @@ def source_prompts(gen: torch.Generator, limit_per_source: int = 12_000) -> dict
             break
         out["info"].append(_pick(PROSE_TEMPLATES, gen).format(text=text))
     return out
-
-
-def source_counts(prompts: dict[str, list[str]]) -> dict[str, int]:
-    """How many prompts each source gave."""
-    return {name: len(items) for name, items in prompts.items()}
