@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from specviz.audit.layout import Slot
 from specviz.audit.settings import Sample, Settings
 from specviz.audit.sources import SIDES, Side, Source
 from specviz.audit.store import SampleKey, Store
@@ -56,7 +55,6 @@ class Looked:
 Event = Drawn | Planned | Looked
 OnEvent = Callable[[Event], None]
 Want = tuple[str, int, int, bool]  # (prompt, k, samples per side, with logprobs)
-Ask = tuple[str, int, int, bool]  # (prompt, tokens, request index, with logprobs)
 Request = tuple[str, Side, int, int, bool]  # (prompt, side, k, index, with logprobs)
 Answer = tuple[Request, Sample, float]  # the request, its sample, its seconds
 
@@ -82,16 +80,12 @@ class Drawer:
         return (prompt, side, k, self.seed(side, i), top)
 
     def fill(self, wants: Sequence[Want], label: str, sides: Sequence[Side] = SIDES) -> None:
-        """Draw every missing sample the wants name (requests 0 .. count - 1 of each)."""
-        asks = [(prompt, k, i, top) for prompt, k, count, top in wants for i in range(count)]
-        self.fill_at(asks, label, sides)
-
-    def fill_at(self, asks: Sequence[Ask], label: str, sides: Sequence[Side] = SIDES) -> None:
-        """Draw every missing sample the asks name, with progress: the sides interleaved, or
+        """Draw every missing sample the wants name, with progress: the sides interleaved, or
         at the same time where the source allows it."""
         missing: list[Request] = [
             (prompt, side, k, i, top)
-            for prompt, k, i, top in asks
+            for prompt, k, count, top in wants
+            for i in range(count)
             for side in sides
             if self.key(prompt, side, k, i, top) not in self.saved
         ]
@@ -125,10 +119,6 @@ class Drawer:
     def samples(self, prompt: str, side: Side, k: int, count: int, top: bool) -> list[Sample]:
         """The first count samples of a side (all drawn already)."""
         return [self.saved[self.key(prompt, side, k, i, top)] for i in range(count)]
-
-    def samples_at(self, prompt: str, side: Side, slots: Sequence[Slot]) -> list[Sample]:
-        """The samples (without logprobs) of the requests slots name (all drawn already)."""
-        return [self.saved[self.key(prompt, side, k, i, False)] for k, i in slots]
 
     def median_seconds(self, side: Side, k: int, top: bool = False) -> float:
         """Median seconds of a side's requests of k tokens drawn so far (0 when none were): a

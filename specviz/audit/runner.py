@@ -17,7 +17,6 @@ from typing import Any
 from specviz.audit.compare import logprob_check, two_sample_k
 from specviz.audit.draw import Drawer, Looked, OnEvent, Planned
 from specviz.audit.greedy import TIE_NATS, compare, greedy_verdict
-from specviz.audit.layout import Layout, layout
 from specviz.audit.power import DEFAULT_TARGETS, Target, power
 from specviz.audit.sequential import LOOKS, Plan, final_goal, futile, plan, rejected
 from specviz.audit.settings import Settings
@@ -112,13 +111,12 @@ def _laws(drawer: Drawer, config: AuditConfig, on_event: OnEvent) -> dict[str, A
     design = plan(
         config.targets, len(config.prompts), alpha=config.alpha, goal=config.goal, n=config.n
     )
-    lay = layout(design.n, shared=drawer.source.token_outcomes)
-    budget = _budget(drawer, config, design, lay, on_event)
+    budget = _budget(drawer, config, design, on_event)
     results: list[TestResult] = []
     decision, look = "continue", 0
     for look in range(len(LOOKS)):
-        drawer.fill_at(_asks(config, design, lay, look), f"look {look + 1} of {len(LOOKS)}")
-        results = _tests(drawer, config, design, lay, look)
+        drawer.fill(_wants(drawer, config, design, look), f"look {look + 1} of {len(LOOKS)}")
+        results = _tests(drawer, config, design, look)
         decision = _decide(results, config, design, look)
         on_event(
             Looked(look=look, n={k: design.size(k, look) for k in design.n}, decision=decision)
@@ -137,17 +135,15 @@ def _laws(drawer: Drawer, config: AuditConfig, on_event: OnEvent) -> dict[str, A
     }
 
 
-def _budget(
-    drawer: Drawer, config: AuditConfig, design: Plan, lay: Layout, on_event: OnEvent
-) -> dict[str, Any]:
-    """Time PROBE requests of each length a side on the first prompt, predict the whole audit
+def _budget(drawer: Drawer, config: AuditConfig, design: Plan, on_event: OnEvent) -> dict[str, Any]:
+    """Time PROBE requests of each kind a side on the first prompt, predict the whole audit
     (every look drawn: an upper bound), refuse it if too long. The probe's samples are the
     first ones the audit uses."""
-    per, work = _probe(drawer, config, design, lay)
+    per, work = _probe(drawer, config, design)
     prompts, at_once = len(config.prompts), drawer.source.sides_at_once
     seconds = prompts * (max(work.values()) if at_once else sum(work.values()))
-    laws = len(lay.requests(design.n))
-    requests = prompts * (2 * laws + _logprob_requests(config))
+    asked = _asked_sizes(drawer, design, design.last_look)
+    requests = prompts * (sum(2 * n for n in asked.values()) + _logprob_requests(config))
     on_event(Planned(requests=requests, seconds=seconds, per_request=per, at_once=at_once))
     if config.max_seconds is not None and seconds > config.max_seconds:
         raise ValueError(
@@ -160,18 +156,15 @@ def _budget(
 
 
 def _probe(
-    drawer: Drawer, config: AuditConfig, design: Plan, lay: Layout
+    drawer: Drawer, config: AuditConfig, design: Plan
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Draw the probe: (median seconds of each kind of request, seconds of each side's
     requests for one prompt)."""
-    final = lay.requests(design.n)
-    lengths = lay.lengths(design.n)
-    firsts = {length: [slot for slot in final if slot[0] == length][:PROBE] for length in lengths}
-    probe = [slot for slots in firsts.values() for slot in slots]
-    drawer.fill_at([(config.prompts[0], *s, False) for s in probe], "timing probe")
-    per = {f"{side} k={k}": drawer.median_seconds(side, k) for side in SIDES for k in lengths}
+    asked = _asked_sizes(drawer, design, design.last_look)
+    drawer.fill([(config.prompts[0], k, PROBE, False) for k in asked], "timing probe")
+    per = {f"{side} k={k}": drawer.median_seconds(side, k) for side in SIDES for k in asked}
     work: dict[str, float] = {
-        side: sum(n * per[f"{side} k={k}"] for k, n in lengths.items()) for side in SIDES
+        side: sum(n * per[f"{side} k={k}"] for k, n in asked.items()) for side in SIDES
     }
     logprobs, longest = _logprob_requests(config), max(t.k for t in config.targets)
     if logprobs:
@@ -187,24 +180,37 @@ def _logprob_requests(config: AuditConfig) -> int:
     return config.logprob_samples if settings.temperature == 1.0 and settings.neutral else 0
 
 
-def _asks(
-    config: AuditConfig, design: Plan, lay: Layout, look: int
+def _asked(drawer: Drawer, design: Plan, k: int) -> int:
+    """The tokens a request asks for the test of k: the longest k where one request's tokens
+    serve every k (the source gives token outcomes), else k itself."""
+    return max(design.n) if drawer.source.token_outcomes else k
+
+
+def _asked_sizes(drawer: Drawer, design: Plan, look: int) -> dict[int, int]:
+    """Requests per side and prompt of each length at a look."""
+    sizes: dict[int, int] = {}
+    for k in design.n:
+        length = _asked(drawer, design, k)
+        sizes[length] = max(sizes.get(length, 0), design.size(k, look))
+    return sizes
+
+
+def _wants(
+    drawer: Drawer, config: AuditConfig, design: Plan, look: int
 ) -> list[tuple[str, int, int, bool]]:
-    """Every request the look's tests read: (prompt, tokens, request index, no logprobs)."""
-    counts = {k: design.size(k, look) for k in design.n}
-    return [(p, *slot, False) for p in config.prompts for slot in lay.requests(counts)]
+    sizes = _asked_sizes(drawer, design, look)
+    return [(p, k, n, False) for p in config.prompts for k, n in sizes.items()]
 
 
-def _tests(
-    drawer: Drawer, config: AuditConfig, design: Plan, lay: Layout, look: int
-) -> list[TestResult]:
+def _tests(drawer: Drawer, config: AuditConfig, design: Plan, look: int) -> list[TestResult]:
     """Every prompt's two-sample test of each k at this look."""
     out = []
     for i, prompt in enumerate(config.prompts):
         for target in config.targets:
-            slots = lay.test(target.k, design.size(target.k, look))
+            size = design.size(target.k, look)
+            asked = _asked(drawer, design, target.k)
             spec, plain = (
-                [s.tokens[: target.k] for s in drawer.samples_at(prompt, side, slots)]
+                [s.tokens[: target.k] for s in drawer.samples(prompt, side, asked, size, False)]
                 for side in ("spec", "plain")
             )
             name = f"prompt {i + 1} k={target.k}"

@@ -25,9 +25,8 @@ class Source(Protocol):
 
     @property
     def token_outcomes(self) -> bool:
-        """True when a request's outcome is its token sequence: one request of m tokens then
-        serves every k <= m (its prefixes; layout.py); False: one request of exactly k tokens
-        each."""
+        """True when a request's outcome is its token sequence: one request of the longest k
+        then serves every k (its prefixes); False: one request of exactly k tokens each."""
         ...
 
     @property
