@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from specviz.results.saved import saved_results
-from tools.report.documents import DOCUMENTS, GUIDES, main, marked_tables, refreshed
+from tools.report.documents import (
+    AUDIT_REPORT,
+    DOCUMENTS,
+    GUIDES,
+    main,
+    marked_tables,
+    refreshed,
+)
 from tools.report.saved import RESULTS_DIR, Saved
 from tools.report.tables import TABLES
 from tools.report.tables import render_table as render
@@ -59,7 +66,7 @@ def test_the_headline_table_is_in_both_documents() -> None:
         assert "headline" in dict(marked_tables(_text(path))), path.name
 
 
-@pytest.mark.parametrize("path", [*DOCUMENTS, *GUIDES], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [*DOCUMENTS, AUDIT_REPORT, *GUIDES], ids=lambda p: p.name)
 def test_each_marked_table_is_what_the_saved_json_renders_to(path: Path) -> None:
     tables = marked_tables(_text(path))
     assert tables, f"{path.name} has no marked table"

@@ -1,5 +1,5 @@
-"""The marked tables of README.md and benchmarks/RESULTS.md, MEMORY.md, HEADS.md and the
-guides that show saved results (docs/exactness.md, docs/app.md).
+"""The marked tables of README.md and benchmarks/RESULTS.md, MEMORY.md, HEADS.md, AUDIT.md and
+the guides that show saved results (docs/exactness.md, docs/app.md).
 
 Each table sits in those files between `<!-- table: NAME -->` and `<!-- /table -->`, and is what
 `render_table(NAME, saved)` (tools.report.tables) returns for the JSON files in
@@ -23,6 +23,7 @@ from tools.report.tables import render_table
 DOCUMENTS = (ROOT / "README.md", ROOT / "benchmarks" / "RESULTS.md")
 MEMORY_REPORT = ROOT / "benchmarks" / "MEMORY.md"  # the memory study's page (its own tables)
 HEADS_REPORT = ROOT / "benchmarks" / "HEADS.md"  # the EAGLE-3 head's learning curve
+AUDIT_REPORT = ROOT / "benchmarks" / "AUDIT.md"  # other engines' audits
 GUIDES = (ROOT / "docs" / "exactness.md", ROOT / "docs" / "app.md")  # the audit's, the load's
 # A marked table: the opening marker, whole lines that are not markers, the closing marker.
 BLOCK = re.compile(
@@ -41,15 +42,15 @@ def refreshed(text: str, saved: Saved) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Re-render the marked tables of README.md and benchmarks/RESULTS.md, MEMORY.md, HEADS.md
-    and the guides (or of the given files), and draw the memory figure and the learning curve;
+    """Re-render the marked tables of README.md and benchmarks/RESULTS.md, MEMORY.md, HEADS.md,
+    AUDIT.md and the guides (or of the given files), and draw the memory figure and the learning curve;
     the exit status is 1 for stale tables under --check, else 0."""
     parser = argparse.ArgumentParser(prog="python -m tools.report", description=__doc__)
     parser.add_argument(
         "files",
         nargs="*",
         type=Path,
-        default=[*DOCUMENTS, MEMORY_REPORT, HEADS_REPORT, *GUIDES],
+        default=[*DOCUMENTS, MEMORY_REPORT, HEADS_REPORT, AUDIT_REPORT, *GUIDES],
     )
     parser.add_argument("--check", action="store_true", help="report stale tables, change nothing")
     parser.add_argument(
