@@ -43,8 +43,8 @@ def refreshed(text: str, saved: Saved) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Re-render the marked tables of README.md and benchmarks/RESULTS.md, MEMORY.md, HEADS.md,
-    AUDIT.md and the guides (or of the given files), and draw the memory figure and the learning curve;
-    the exit status is 1 for stale tables under --check, else 0."""
+    AUDIT.md and the guides (or of the given files), and draw the memory figure and the learning
+    curve; the exit status is 1 for stale tables under --check, else 0."""
     parser = argparse.ArgumentParser(prog="python -m tools.report", description=__doc__)
     parser.add_argument(
         "files",
