@@ -27,12 +27,13 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from specviz.batch.gamma import GammaTable
+from specviz.batch.gamma import GammaByRows
 from specviz.drafters.names import DEFAULT_CONFIG
 
 log = logging.getLogger("specviz.app")
 QUEUE_PER_ROW = 4  # waiting places per row by default
 YIELD_SECONDS = 0.001  # after each round: the turn lock is not fair, so the thread steps aside
+SWEEP_GAMMAS = GammaByRows(DEFAULT_CONFIG.batch_gammas)  # a shared batch's γ cap by default
 END = object()  # a ticket's last item: its request has ended (or failed, or was cancelled)
 
 
@@ -40,13 +41,13 @@ END = object()  # a ticket's last item: its request has ended (or failed, or was
 class Admission:
     """How many requests decode at once (rows, over all lanes) and how many may wait; batch
     False: every request decodes in a lane of its own (one at a time with rows 1: the app
-    before it shared batches, kept to measure against); gammas: the most a row of a shared
+    before it shared batches, kept to measure against); gamma_cap: the most a row of a shared
     batch drafts at each batch size (specviz.batch.gamma; None: every row its request's γ)."""
 
     rows: int
     queue: int
     batch: bool = True
-    gammas: GammaTable | None = DEFAULT_CONFIG.batch_gammas
+    gamma_cap: GammaByRows | None = SWEEP_GAMMAS
 
     @classmethod
     def of(
@@ -63,7 +64,7 @@ class Admission:
             rows=rows,
             queue=QUEUE_PER_ROW * rows if queue is None else queue,
             batch=batch,
-            gammas=DEFAULT_CONFIG.batch_gammas if cap_gamma else None,
+            gamma_cap=SWEEP_GAMMAS if cap_gamma else None,
         )
 
     @property

@@ -93,7 +93,7 @@ def test_with_gamma_capped_by_the_batch_size_greedy_texts_are_still_the_solo_one
     for its size, which changes how a sampled row spends its random numbers (its law stays the
     target's: tests/batch/test_law.py) but never a greedy row's text."""
     app = SpecVizApp(*model_dirs, admission=Admission.of(rows=4, queue=8))
-    assert app.session.scheduler.admission.gammas is not None
+    assert app.session.scheduler.admission.gamma_cap is not None
     texts = concurrently(app)
     for i, asked in enumerate(REQUESTS):
         if asked["temperature"] == 0.0:

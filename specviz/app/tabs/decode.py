@@ -27,7 +27,6 @@ from specviz.app.session import NO_PROGRESS, Session, decoder
 from specviz.app.tabs.decode_panels import MAIN, RACE, DecodePanels
 from specviz.app.views.form import FIELDS, Settings, as_int, settings_from
 from specviz.app.wiring import NO_API, callback, form_only, outputs
-from specviz.batch.gamma import GammaByRows
 from specviz.checks import check_prompt, check_token_ids, vocab_size
 from specviz.core.cache import CachedForward, KVCache
 from specviz.core.events import Event
@@ -132,11 +131,10 @@ class DecodeTab:
         check_token_ids(ids, vocab_size(p.target))
         stop = frozenset(stop_ids(p.target, p.tokenizer))
 
-        gammas = self.session.scheduler.admission.gammas
+        cap = self.session.scheduler.admission.gamma_cap
 
         def lane() -> BatchLane:
-            cache = self.session.target_batch_cache(p)
-            return BatchLane(p.target, stop, cache, None if gammas is None else GammaByRows(gammas))
+            return BatchLane(p.target, stop, self.session.target_batch_cache(p), cap)
 
         request = RowRequest(
             ids=ids,
