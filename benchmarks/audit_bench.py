@@ -18,6 +18,11 @@ proxy, each run with its own seeds, and save one row: how many runs rejected, wi
 Clopper-Pearson interval of that share. They use the default design (power 0.95 against TV 0.05
 on the first token, alpha 0.01) on the first token alone (--k 1, no logprob check, one prompt):
 the cheapest audit that the TV 0.05 target is about.
+
+The part repeat-simulated-null runs that audit SIMULATED_RUNS times on a simulated engine whose
+two sides draw the first token from one law (the bundled target's at T = 1 after the repeats'
+prompt): no engine and no transport between, so every rejection is a false alarm of the audit's
+own statistics, counted over enough runs to tell a rate of 1 % from its half.
 """
 
 from __future__ import annotations
@@ -32,16 +37,25 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from itertools import accumulate
 from pathlib import Path
+from random import Random
 from typing import Any
 
+import torch
+
+from specviz.audit.power import DEFAULT_TARGETS
 from specviz.audit.proxy import FaultProxy
 from specviz.audit.repeats import summary
+from specviz.audit.runner import AuditConfig, run_audit
+from specviz.audit.settings import Sample, Settings
+from specviz.audit.sources import Side
 from specviz.cli import build_parser, main
 from specviz.models.bundled import ensure_bundled_gguf
 from specviz.models.gemma import GEMMA
+from specviz.models.loading import BUNDLED, load_pair
 
 RESULTS = Path(__file__).resolve().parent / "results" / "audit" / "audit.json"
 PROMPTS = (
@@ -51,6 +65,7 @@ PROMPTS = (
 )
 RUNS = 40  # repeats of each repeat part with a fault
 PASS_RUNS = 20  # of the pass-through, the costliest (it runs to the third or fourth look)
+SIMULATED_RUNS = 3000  # of the simulated pass-through (about 0.2 s each)
 FIRST = ["--k", "1", "--logprob-samples", "0", "--prompt", PROMPTS[0]]  # the default TV 0.05
 ALL_PROMPTS = [word for p in PROMPTS for word in ("--prompt", p)]
 
@@ -158,6 +173,10 @@ class Llama:
         """Repeated audits in one row: how many rejected, with its interval."""
         return summary(name, rows)
 
+    def simulated(self) -> dict[str, Any]:
+        """SIMULATED_RUNS audits of the simulated pass-through of the bundled target's law."""
+        return simulated_null(first_token_law(PROMPTS[0]), SIMULATED_RUNS)
+
     def close(self) -> None:
         for process, _ in self.started.values():
             process.terminate()
@@ -183,6 +202,70 @@ class Check(Llama):
 
     def summary(self, name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
         return {}
+
+    def simulated(self) -> dict[str, Any]:
+        """Two runs on a small law: the simulation's path, without the model."""
+        return simulated_null([0.4, 0.3, 0.2, 0.1], 2)
+
+
+class SimulatedEngine:
+    """An audit source with no engine: on both sides a request's tokens are i.i.d. draws from
+    one law (cumulative weights `cum` over token ids), seeded by the request's seed alone."""
+
+    name = "simulated engine (one law both sides)"
+    token_outcomes = True
+    sides_at_once = False
+
+    def __init__(self, law: Sequence[float]) -> None:
+        self.cum = list(accumulate(law))
+        self.ids = range(len(self.cum))
+
+    def check(self, settings: Settings) -> None:
+        """Every setting is the law's own: nothing to refuse."""
+
+    def preflight(self) -> None:
+        """Always ready."""
+
+    def sample(
+        self, side: Side, prompt: str, settings: Settings, *, seed: int, tokens: int, top: bool
+    ) -> Sample:
+        """`tokens` ids drawn from the law (the same law on either side)."""
+        drawn = Random(seed).choices(self.ids, cum_weights=self.cum, k=tokens)
+        return Sample(tokens=tuple(drawn))
+
+
+def first_token_law(prompt: str) -> list[float]:
+    """The bundled target's law of the token after `prompt` at T = 1 (float64, every id)."""
+    pair = load_pair(BUNDLED, None, pack=False)
+    ids = torch.tensor([pair.tokenizer(prompt).input_ids])
+    with torch.inference_mode():
+        logits = pair.target(ids).logits[0, -1].double()
+    law: list[float] = torch.softmax(logits, -1).tolist()
+    return law
+
+
+def simulated_null(law: Sequence[float], runs: int) -> dict[str, Any]:
+    """`runs` audits of the repeats' design (first token, one prompt, the default TV 0.05 and
+    alpha) on a SimulatedEngine of `law`, run r from seed 10^6 r as the proxy's repeats, in one
+    repeats row."""
+    engine = SimulatedEngine(law)
+    targets = tuple(t for t in DEFAULT_TARGETS if t.k == 1)
+    rows = []
+    for run in range(1, runs + 1):
+        config = AuditConfig(
+            prompts=(PROMPTS[0],),
+            settings=Settings(),
+            targets=targets,
+            logprob_samples=0,
+            first_seed=10**6 * run,
+            command="python benchmarks/audit_bench.py repeat-simulated-null",
+        )
+        start = time.perf_counter()
+        row = run_audit(engine, config, lambda _event: None)
+        seconds = time.perf_counter() - start
+        planted = {"fault": "none", "tv_sum": 0.0, "requests": row["budget"]["requests"]}
+        rows.append(row | {"seconds": seconds, "planted": planted})
+    return summary("none: simulated engine, one law both sides", rows)
 
 
 def faults(
@@ -257,6 +340,7 @@ def parts(llama: Llama) -> dict[str, Callable[[], list[dict[str, Any]]]]:
         "repeat-replace": lambda: repeats(llama, "replace", 0.05, []),
         "repeat-pass": lambda: repeats(llama, "pass", 0.0, [], runs=PASS_RUNS),
         "repeat-late-top-p": lambda: repeats(llama, "late-top-p", 0.0, ["--top-p", "0.9"]),
+        "repeat-simulated-null": lambda: [llama.simulated()],
     }
 
 
@@ -274,6 +358,7 @@ LABELS = {  # what each part audits, as the table names it (its URLs are this ru
     "repeat-replace": "llama.cpp + proxy: replace TV 0.05, repeated",
     "repeat-pass": "llama.cpp + proxy: pass, repeated",
     "repeat-late-top-p": "llama.cpp + proxy: late top-p, repeated",
+    "repeat-simulated-null": "simulated engine, one law both sides, repeated",
 }
 
 
