@@ -45,6 +45,7 @@ from random import Random
 from typing import Any
 
 import torch
+from transformers.generation.candidate_generator import AssistantToTargetTranslator
 
 from specviz.audit.power import DEFAULT_TARGETS
 from specviz.audit.proxy import FaultProxy
@@ -308,6 +309,34 @@ def other_pair(llama: Llama) -> list[str]:
     return ["--target", "bundled", "--assistant", llama.other_assistant()]
 
 
+def column_order_fixed(llama: Llama) -> list[dict[str, Any]]:
+    """The assistant-tokenizer audit at T = 1 (TV 0.2 / 0.3: a diagnosis, not a certificate)
+    with transformers' translation of the pruned assistant head's logits changed in one place:
+    column j goes to the target id of the assistant id it holds (assistant_overlap_token_ids[j]),
+    where transformers writes it at the target id of the j-th mapped assistant id in id order
+    (docs/exactness.md: the columns are in vocabulary-dict order)."""
+    shipped = AssistantToTargetTranslator.get_target_logits
+
+    def in_column_order(self: Any, assistant_logits: torch.Tensor) -> torch.Tensor:
+        if not self.assistant_prune_lm_head:
+            return shipped(self, assistant_logits)
+        shape = (*assistant_logits.shape[:-1], self.target_vocab_size)
+        target = torch.full(shape, self.FILTER_VALUE, device=assistant_logits.device)
+        target[..., self._assistant_to_target_input_ids[self.assistant_overlap_token_ids]] = (
+            assistant_logits
+        )
+        return target
+
+    light = ["--tv-first", "0.2", "--tv-joint", "0.3", "--logprob-samples", "0"]
+    AssistantToTargetTranslator.get_target_logits = in_column_order  # type: ignore[method-assign]
+    try:
+        row = llama.audit(["--hf", "assistant-tokenizer", *other_pair(llama), *light])
+    finally:
+        AssistantToTargetTranslator.get_target_logits = shipped  # type: ignore[method-assign]
+    command = "python benchmarks/audit_bench.py hf-assistant-tokenizer-column-order"
+    return [row | {"command": command}]
+
+
 def parts(llama: Llama) -> dict[str, Callable[[], list[dict[str, Any]]]]:
     """Every part by name, in the order they run by default."""
     hf_pair = ["--target", "bundled", "--assistant", "bundled"]
@@ -337,6 +366,7 @@ def parts(llama: Llama) -> dict[str, Callable[[], list[dict[str, Any]]]]:
         "hf-assistant-tokenizer-top-p": lambda: [
             llama.audit(["--hf", "assistant-tokenizer", *other_pair(llama), *topp])
         ],
+        "hf-assistant-tokenizer-column-order": lambda: column_order_fixed(llama),
         "repeat-replace": lambda: repeats(llama, "replace", 0.05, []),
         "repeat-pass": lambda: repeats(llama, "pass", 0.0, [], runs=PASS_RUNS),
         "repeat-late-top-p": lambda: repeats(llama, "late-top-p", 0.0, ["--top-p", "0.9"]),
@@ -355,6 +385,9 @@ LABELS = {  # what each part audits, as the table names it (its URLs are this ru
     "hf-lookup-top-p": "transformers prompt lookup (bundled target)",
     "hf-assistant-tokenizer-t1": "transformers assistant, another tokenizer (Gemma 3 270M)",
     "hf-assistant-tokenizer-top-p": "transformers assistant, another tokenizer (Gemma 3 270M)",
+    "hf-assistant-tokenizer-column-order": (
+        "transformers assistant, another tokenizer (Gemma 3 270M), head columns in order"
+    ),
     "repeat-replace": "llama.cpp + proxy: replace TV 0.05, repeated",
     "repeat-pass": "llama.cpp + proxy: pass, repeated",
     "repeat-late-top-p": "llama.cpp + proxy: late top-p, repeated",
