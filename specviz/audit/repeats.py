@@ -17,7 +17,7 @@ from specviz.audit.table import planned_power
 from specviz.results.table import markdown_table
 
 REPEATS_HEADER = [
-    "proxy fault",
+    "fault planted",
     "setting",
     "TV planted",
     "rejected (not exact)",
@@ -68,12 +68,14 @@ def repeats_row(row: dict[str, Any]) -> list[str]:
     plan = row["plan"]
     looks = sorted(set(row["looks"]))
     tvs = "/".join(str(t["tv"]) for t in plan["targets"])
+    digits = 1 if row["runs"] >= 100 else 0  # a tenth of a percent where the runs resolve it
+    share, low, high = (f"{x:.{digits}%}" for x in (row["rejected"] / row["runs"], low, high))
     return [
         row["fault"],
         row["setting"],
         f"{row['planted_tv']:.3f}",
         f"{row['rejected']} of {row['runs']}",
-        f"{row['rejected'] / row['runs']:.0%} ({low:.0%} to {high:.0%})",
+        f"{share} ({low} to {high})",
         f"{'/'.join(str(n) for n in plan['n'].values())} ({planned_power(plan):.3f} vs TV {tvs})",
         ", ".join(str(look) for look in looks),
         f"`{row['command']}`",
