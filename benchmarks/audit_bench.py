@@ -66,7 +66,7 @@ PROMPTS = (
 )
 RUNS = 40  # repeats of each repeat part with a fault
 PASS_RUNS = 20  # of the pass-through, the costliest (it runs to the third or fourth look)
-SIMULATED_RUNS = 3000  # of the simulated pass-through (about 0.2 s each)
+SIMULATED_RUNS = 3000  # of the simulated pass-through (a fraction of a second each)
 FIRST = ["--k", "1", "--logprob-samples", "0", "--prompt", PROMPTS[0]]  # the default TV 0.05
 ALL_PROMPTS = [word for p in PROMPTS for word in ("--prompt", p)]
 
