@@ -235,6 +235,11 @@ class SimulatedEngine:
         return Sample(tokens=tuple(drawn))
 
 
+def repeat_seed(repeat: int) -> int:
+    """The first seed of repeat `repeat` (0-based): 10^6 apart, more than one audit draws."""
+    return 10**6 * (repeat + 1)
+
+
 def first_token_law(prompt: str) -> list[float]:
     """The bundled target's law of the token after `prompt` at T = 1 (float64, every id)."""
     pair = load_pair(BUNDLED, None, pack=False)
@@ -247,18 +252,17 @@ def first_token_law(prompt: str) -> list[float]:
 
 def simulated_null(law: Sequence[float], runs: int) -> dict[str, Any]:
     """`runs` audits of the repeats' design (first token, one prompt, the default TV 0.05 and
-    alpha) on a SimulatedEngine of `law`, run r from seed 10^6 r as the proxy's repeats, in one
-    repeats row."""
+    alpha) on a SimulatedEngine of `law`, seeded as the proxy's repeats, in one repeats row."""
     engine = SimulatedEngine(law)
     targets = tuple(t for t in DEFAULT_TARGETS if t.k == 1)
     rows = []
-    for run in range(1, runs + 1):
+    for run in range(runs):
         config = AuditConfig(
             prompts=(PROMPTS[0],),
             settings=Settings(),
             targets=targets,
             logprob_samples=0,
-            first_seed=10**6 * run,
+            first_seed=repeat_seed(run),
             command="python benchmarks/audit_bench.py repeat-simulated-null",
         )
         start = time.perf_counter()
@@ -277,7 +281,7 @@ def faults(
     for repeat in range(repeats):
         with llama.proxied(fault, tv) as (url, stats):
             argv = ["--endpoint", url, "--plain-endpoint", llama.url("off"), "--api", "llama.cpp"]
-            row = llama.audit([*argv, *extra, "--seed", str(10**6 * (repeat + 1))])
+            row = llama.audit([*argv, *extra, "--seed", str(repeat_seed(repeat))])
         rows.append(row | {"planted": {"fault": fault, **stats}})
     return rows
 
