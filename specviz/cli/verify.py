@@ -199,7 +199,7 @@ def _check_swaps(variant: Variant, drafter: str) -> None:
     """ValueError when the mutant swaps the draft model's drafter or cache and drafter shares
     the target's cache (early-exit:shared, the drafting heads): it has neither to swap; or
     when it swaps the draft model's drafter and drafter translates between tokenizers (it
-    builds a drafter of its own: its bugs are specviz.stats.cross's)."""
+    builds a drafter of its own, with bugs of its own: the cross mutants of the test suite)."""
     if variant.drafter_cls is not EXACT_VARIANT.drafter_cls and drafter in CROSS_TOKENIZER_DRAFTERS:
         raise ValueError(
             f"mutant {variant.name} swaps the draft-model drafter, and --drafter {drafter} "

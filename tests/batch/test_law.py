@@ -20,13 +20,6 @@ from specviz.batch.drafters import BatchDrafter, build_batch_drafter
 from specviz.batch.gamma import GammaByRows
 from specviz.batch.rule import EXACT_BATCH, BatchRule
 from specviz.core.events import RoundSummary
-from specviz.stats.batch import (
-    batch_sampler,
-    check_batch_setting,
-    independence,
-    row_seeds,
-)
-from specviz.stats.batch_mutants import CACHE_CUT_TO_OTHER_ROW, MUTANTS, BatchMutant
 from specviz.stats.laws import speculative_sampler
 from specviz.stats.suite import default_settings, family_adjusted
 from specviz.stats.testing import TestResult as Result
@@ -34,6 +27,13 @@ from specviz.stats.testing import estimated_power
 from specviz.stats.toy import REPEATING_PROMPT, MarkovLM, random_pair
 
 from ..conftest import PairFactory
+from .law_suite import (
+    batch_sampler,
+    check_batch_setting,
+    independence,
+    row_seeds,
+)
+from .mutants import CACHE_CUT_TO_OTHER_ROW, MUTANTS, BatchMutant
 
 ALPHA = 0.01
 SETTINGS = {s.name: s for s in default_settings(stop_id=0)}

@@ -1,5 +1,5 @@
 """The equivalence suite for drafting across tokenizers: cross (and cross:text) keep the
-target's law; each cross-tokenizer mutant (specviz.stats.cross) is rejected with power.
+target's law; each cross-tokenizer mutant (tests/stats/cross_mutants.py) is rejected with power.
 
 Pair: a character-level target (33 tokens, so the exact law of 3 tokens is enumerated) and a
 draft whose BPE over the same characters has merges of its own (128 tokens, 33 shared).
@@ -17,11 +17,11 @@ from specviz.core.config import SamplingConfig
 from specviz.drafters.cross_text import CrossTextDrafter
 from specviz.drafters.cross_tli import CrossTLIDrafter
 from specviz.drafters.cross_vocab import CrossTokenizers, cross_tokenizers
-from specviz.stats.cross import CROSS_MUTANTS, CROSS_SHOWS_IN, CrossMutant, cross_settings
 from specviz.stats.suite import check_setting, family_adjusted
 from specviz.stats.testing import estimated_power
 
 from ..drafters.cross_pairs import char, char_bpe, tiny_llama
+from .cross_mutants import CROSS_MUTANTS, CROSS_SHOWS_IN, CrossMutant, cross_settings
 
 ALPHA = 0.01
 SETTINGS = {s.name: s for s in cross_settings()}

@@ -1,8 +1,8 @@
 """Bugs of batched speculative decoding, each the real batch decoder with one piece of its
 BatchRule (specviz.batch.rule) swapped.
 
-They are negative controls for specviz.stats.batch: each breaks what a batch must keep, that
-every row is exact on its own and that the rows are independent requests.
+They are negative controls for the batch law suite (law_suite.py): each breaks what a batch
+must keep, that every row is exact on its own and that the rows are independent requests.
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ def batch_sampler(
 
     make_drafter() builds another batch drafter (e.g. build_batch_drafter("ngram",
     ...)) instead of the draft model's BatchModelDrafter; batch_rule swaps a piece of the batch
-    round (specviz.batch.rule; the mutants of specviz.stats.batch_mutants); gamma_cap caps each
+    round (specviz.batch.rule; the mutants of tests/batch/mutants.py); gamma_cap caps each
     row's γ by the batch's size (specviz.batch.gamma).
     """
     check_prompts(prompts)
