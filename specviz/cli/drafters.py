@@ -14,7 +14,7 @@ COMBINING = (
     "Combine them (any family, no new names):",
     f"  LOOKUP+FAMILY    {' or '.join(LOOKUPS)} first, the family where it finds no good match "
     "(ngram+model:trimmed, suffix+eagle, ...)",
-    "  tree-FAMILY     the family grows a tree of tokens, one target pass verifies it; "
+    "  tree-FAMILY      the family grows a tree of tokens, one target pass verifies it; "
     "--tree-nodes, --tree-depth, --tree-width set its budget",
     "",
     "Every drafter is exact: its output follows the target's law (`specviz verify` tests it).",
